@@ -22,6 +22,8 @@ pub enum ErrorType {
     Duplicate,
     /// A value is longer than allowed.
     TooLong,
+    /// A value refers to something that does not exist (e.g. a volume mount naming no volume).
+    NotFound,
 }
 
 impl ErrorType {
@@ -34,6 +36,7 @@ impl ErrorType {
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::NotFound => "FieldValueNotFound",
         }
     }
 
@@ -46,6 +49,7 @@ impl ErrorType {
             ErrorType::Forbidden => "Forbidden",
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::TooLong => "Too long",
+            ErrorType::NotFound => "Not found",
         }
     }
 }
@@ -103,6 +107,11 @@ impl FieldError {
             value: None,
             detail: format!("must have at most {max} bytes"),
         }
+    }
+
+    /// A value names something that does not exist.
+    pub fn not_found(field: impl Into<String>, value: Value) -> Self {
+        Self { kind: ErrorType::NotFound, field: field.into(), value: Some(value), detail: String::new() }
     }
 
     /// The cause message without the field, e.g. `Invalid value: "x": must be ...`.

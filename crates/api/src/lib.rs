@@ -9,6 +9,7 @@
 pub mod defaults;
 pub mod field;
 pub mod intstr;
+pub mod quantity;
 pub mod selector;
 pub mod smp;
 pub mod validation;

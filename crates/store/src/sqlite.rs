@@ -1,1 +1,481 @@
-//! sqlite
+//! The durable store: one SQLite file in WAL mode, written by one thread with group commit.
+//!
+//! Every write request goes to a dedicated writer thread (rusqlite is synchronous, and keeping it
+//! off the tokio runtime keeps fsyncs from stalling async tasks). The thread takes everything that
+//! queued up while it was busy, applies it all in ONE transaction — each write with its own CAS
+//! check and its own consecutive revision; a write that fails its check fails alone — commits once
+//! (one fsync, `synchronous=FULL`), then publishes the events to the watch window in order and only
+//! then answers the callers. So a write is acknowledged only once durable, and under load the cost
+//! of the fsync is shared by the whole batch.
+//!
+//! Reads go through separate connections: WAL gives each read transaction a consistent snapshot, so
+//! `list` returns its keys together with the revision stored in that same snapshot.
+//!
+//! History is kept in memory only (see the window module): after a restart the window starts empty
+//! at the stored revision, so a watch from an older revision fails with `Compacted`, which is what
+//! upstream's 410 Gone after an etcd compaction looks like to a client.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+        mpsc,
+    },
+    thread,
+};
+
+use bytes::Bytes;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use crate::{
+    Event, EventKind, EventStream, KeyValue, Result, Revision, Store, StoreError,
+    memory::Write,
+    window::{DEFAULT_CAPACITY, Window},
+};
+
+const SCHEMA: &str = "
+    BEGIN;
+    CREATE TABLE IF NOT EXISTS kv (
+        key TEXT PRIMARY KEY,
+        value BLOB NOT NULL,
+        create_rev INTEGER NOT NULL,
+        mod_rev INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS meta (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        revision INTEGER NOT NULL
+    );
+    INSERT OR IGNORE INTO meta (id, revision) VALUES (0, 0);
+    COMMIT;
+";
+const SELECT_KEY: &str = "SELECT value, create_rev, mod_rev FROM kv WHERE key = ?1";
+const SELECT_FROM: &str =
+    "SELECT key, value, create_rev, mod_rev FROM kv WHERE key >= ?1 ORDER BY key";
+const SELECT_REVISION: &str = "SELECT revision FROM meta WHERE id = 0";
+const UPSERT: &str = "INSERT INTO kv (key, value, create_rev, mod_rev) VALUES (?1, ?2, ?3, ?4)
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value, mod_rev = excluded.mod_rev";
+const DELETE: &str = "DELETE FROM kv WHERE key = ?1";
+const UPDATE_REVISION: &str = "UPDATE meta SET revision = ?1 WHERE id = 0";
+
+/// Idle read connections kept for reuse; more concurrent reads open (and then close) extra ones.
+const IDLE_READERS: usize = 8;
+
+/// How a [`SqliteStore`] is tuned; [`Default`] suits the API server.
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// Events retained in memory for watches to resume from (default 10,000). A watcher that falls
+    /// further behind than this is ended with `Compacted` and must relist.
+    pub window: usize,
+    /// The most writes one transaction takes (default 4,096): bounds the latency a huge queue adds
+    /// to the first write in it, while still sharing one fsync among many writes.
+    pub max_batch: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            window: DEFAULT_CAPACITY,
+            max_batch: 4096,
+        }
+    }
+}
+
+/// The durable [`Store`]: acknowledged writes survive a crash (even `kill -9` or power loss, as far
+/// as the disk honours fsync), and concurrent writes share commits.
+pub struct SqliteStore {
+    /// Taken on drop, which tells the writer thread to finish.
+    requests: Option<mpsc::Sender<Request>>,
+    writer: Option<thread::JoinHandle<()>>,
+    shared: Arc<Shared>,
+    readers: Arc<Readers>,
+}
+
+/// What the writer thread publishes and the store's callers read.
+struct Shared {
+    window: Arc<Window>,
+    /// The revision of the last acknowledged write.
+    revision: AtomicU64,
+    /// Transactions committed since open.
+    commits: AtomicU64,
+}
+
+/// A write waiting for the writer thread, with where to send its outcome.
+struct Request {
+    write: Write,
+    reply: oneshot::Sender<Result<KeyValue>>,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store at `path`.
+    ///
+    /// This is synchronous: it opens the file, sets WAL mode and `synchronous=FULL`, creates the
+    /// tables if needed and starts the writer thread. It does brief blocking I/O, which is fine at
+    /// start-up; from a busy runtime, call it inside `spawn_blocking`.
+    pub fn open(path: &Path, opts: SqliteOptions) -> Result<Self> {
+        let conn = open_writer(path)?;
+        let revision = conn
+            .query_row(SELECT_REVISION, [], |row| row.get::<_, Revision>(0))
+            .map_err(|e| backend(path, e))?;
+        let readers = Arc::new(Readers {
+            path: path.to_owned(),
+            idle: Mutex::new(Vec::new()),
+        });
+        // Fail now, not on the first read, if the file cannot be read concurrently.
+        readers.read(|_| Ok(()))?;
+        let shared = Arc::new(Shared {
+            window: Window::new(opts.window, revision),
+            revision: AtomicU64::new(revision),
+            commits: AtomicU64::new(0),
+        });
+        let (requests, queue) = mpsc::channel();
+        let writer = Writer {
+            conn,
+            revision,
+            shared: Arc::clone(&shared),
+            max_batch: opts.max_batch,
+        };
+        let writer = thread::Builder::new()
+            .name("store-sqlite-writer".into())
+            .spawn(move || writer.run(queue))
+            .map_err(|e| StoreError::Backend(format!("starting the writer thread: {e}")))?;
+        tracing::debug!(path = %path.display(), revision, "opened sqlite store");
+        Ok(Self {
+            requests: Some(requests),
+            writer: Some(writer),
+            shared,
+            readers,
+        })
+    }
+
+    /// Transactions committed since open: with concurrent writers this is far lower than the number
+    /// of writes, which is the point of group commit (and what tests and metrics check).
+    pub fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::Relaxed)
+    }
+
+    async fn submit(&self, write: Write) -> Result<KeyValue> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .as_ref()
+            .ok_or(StoreError::Closed)?
+            .send(Request { write, reply })
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || readers.read(read))
+            .await
+            .map_err(|e| StoreError::Backend(format!("read task: {e}")))?
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer finish what is queued and close its connection, so the
+        // file is released when drop returns (a reopen then sees everything).
+        drop(self.requests.take());
+        if let Some(writer) = self.writer.take()
+            && writer.join().is_err()
+        {
+            tracing::error!("sqlite writer thread panicked");
+        }
+        self.shared.window.close();
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
+        self.submit(Write::Create {
+            key: key.to_owned(),
+            value,
+        })
+        .await
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<KeyValue> {
+        self.submit(Write::Update {
+            key: key.to_owned(),
+            value,
+            expected,
+        })
+        .await
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<KeyValue> {
+        self.submit(Write::Delete {
+            key: key.to_owned(),
+            expected,
+        })
+        .await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        let key = key.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(SELECT_KEY)?
+                .query_row([&key], |row| key_value(key.clone(), row, 0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
+        let prefix = prefix.to_owned();
+        self.read(move |conn| {
+            // One read transaction: the revision and the keys come from the same WAL snapshot.
+            let tx = conn.unchecked_transaction()?;
+            let revision = tx.query_row(SELECT_REVISION, [], |row| row.get::<_, Revision>(0))?;
+            let mut kvs = Vec::new();
+            {
+                let mut select = tx.prepare_cached(SELECT_FROM)?;
+                let mut rows = select.query([&prefix])?;
+                // Keys under a prefix are contiguous in byte order, starting at the prefix itself.
+                while let Some(row) = rows.next()? {
+                    let key: String = row.get(0)?;
+                    if !key.starts_with(&prefix) {
+                        break;
+                    }
+                    kvs.push(key_value(key, row, 1)?);
+                }
+            }
+            tx.finish()?;
+            Ok((kvs, revision))
+        })
+        .await
+    }
+
+    fn watch(&self, prefix: &str, from: Revision) -> Result<EventStream> {
+        self.shared.window.watch(prefix, from)
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        // The table holds only current values; history lives in the window alone.
+        self.shared.window.compact(revision);
+        Ok(())
+    }
+
+    fn revision(&self) -> Revision {
+        self.shared.revision.load(Ordering::Acquire)
+    }
+}
+
+/// The writer thread's state: the only connection that writes.
+struct Writer {
+    conn: Connection,
+    /// The last committed revision.
+    revision: Revision,
+    shared: Arc<Shared>,
+    max_batch: usize,
+}
+
+impl Writer {
+    fn run(mut self, queue: mpsc::Receiver<Request>) {
+        let mut batch = Vec::new();
+        while let Ok(first) = queue.recv() {
+            batch.push(first);
+            // Everything that queued while the last commit was syncing joins this one.
+            while batch.len() < self.max_batch {
+                match queue.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            self.commit(&mut batch);
+        }
+    }
+
+    /// Applies, commits and answers one batch.
+    fn commit(&mut self, batch: &mut Vec<Request>) {
+        let (writes, replies): (Vec<_>, Vec<_>) = batch
+            .drain(..)
+            .map(|request| (request.write, request.reply))
+            .unzip();
+        let count = writes.len();
+        let outcomes = match self.transact(writes) {
+            Ok(outcomes) => outcomes,
+            Err(error) => {
+                // Rolled back: none of the batch happened, and the revision did not move.
+                tracing::error!(%error, writes = count, "sqlite write batch failed");
+                let error = StoreError::Backend(error.to_string());
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+                return;
+            }
+        };
+        let mut events = Vec::with_capacity(count);
+        let mut answers = Vec::with_capacity(count);
+        for outcome in outcomes {
+            match outcome {
+                Ok(event) => {
+                    answers.push(Ok(event.kv.clone()));
+                    events.push(event);
+                }
+                Err(error) => answers.push(Err(error)),
+            }
+        }
+        tracing::trace!(
+            writes = count,
+            events = events.len(),
+            revision = self.revision,
+            "commit"
+        );
+        // Publish before acknowledging: a caller that has its answer finds the event in the window
+        // and the revision in `revision()`.
+        if !events.is_empty() {
+            self.shared.window.publish(events);
+        }
+        self.shared.revision.store(self.revision, Ordering::Release);
+        for (reply, answer) in replies.into_iter().zip(answers) {
+            // A caller that stopped waiting still had its write applied, like any crashed client.
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// Runs the writes in one transaction and commits it if any succeeded. Failed checks fail only
+    /// their write; an SQLite error fails the whole batch.
+    fn transact(&mut self, writes: Vec<Write>) -> Result<Vec<Result<Event>>, BatchError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Revisions are only unique if this thread is the file's only writer; a second store open
+        // on the same file (another process, say) shows up here as a revision we did not write.
+        let stored = tx.query_row(SELECT_REVISION, [], |row| row.get::<_, Revision>(0))?;
+        if stored != self.revision {
+            return Err(BatchError::NotOnlyWriter {
+                stored,
+                ours: self.revision,
+            });
+        }
+        let mut revision = self.revision;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        {
+            let mut select = tx.prepare_cached(SELECT_KEY)?;
+            let mut upsert = tx.prepare_cached(UPSERT)?;
+            let mut delete = tx.prepare_cached(DELETE)?;
+            for write in writes {
+                let key = write.key();
+                let current = select
+                    .query_row([key], |row| key_value(key.to_owned(), row, 0))
+                    .optional()?;
+                match write.apply(current, revision + 1) {
+                    Ok(event) => {
+                        let kv = &event.kv;
+                        match event.kind {
+                            EventKind::Put => upsert.execute(params![
+                                kv.key,
+                                &kv.value[..],
+                                kv.create_revision,
+                                kv.mod_revision,
+                            ])?,
+                            EventKind::Delete => delete.execute([&kv.key])?,
+                        };
+                        revision += 1;
+                        outcomes.push(Ok(event));
+                    }
+                    Err(error) => outcomes.push(Err(error)),
+                }
+            }
+        }
+        if revision != self.revision {
+            tx.execute(UPDATE_REVISION, [revision])?;
+            tx.commit()?;
+            self.revision = revision;
+            self.shared.commits.fetch_add(1, Ordering::Relaxed);
+        }
+        // Otherwise every write failed its check: the transaction rolls back on drop, no fsync.
+        Ok(outcomes)
+    }
+}
+
+/// Why a whole batch failed (and was rolled back).
+#[derive(Debug, thiserror::Error)]
+enum BatchError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// Revisions are only unique if this thread is the file's only writer.
+    #[error("stored revision {stored} is not this writer's {ours}: is the file open twice?")]
+    NotOnlyWriter { stored: Revision, ours: Revision },
+}
+
+/// Pooled read connections.
+struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    /// Runs `read` on an idle connection (or a new one). Blocking: call from `spawn_blocking`.
+    fn read<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => open_reader(&self.path).map_err(|e| backend(&self.path, e))?,
+        };
+        let out = read(&conn).map_err(|e| backend(&self.path, e))?;
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+        Ok(out)
+    }
+}
+
+fn open_writer(path: &Path) -> Result<Connection> {
+    let fail = |e| backend(path, e);
+    let conn = Connection::open(path).map_err(fail)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(fail)?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(fail)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Backend(format!(
+            "{}: journal mode is {mode}, not wal",
+            path.display()
+        )));
+    }
+    // FULL syncs the WAL on every commit: a commit that returned is on disk.
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(fail)?;
+    conn.execute_batch(SCHEMA).map_err(fail)?;
+    Ok(conn)
+}
+
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
+/// Reads `value, create_rev, mod_rev` starting at column `first`.
+fn key_value(key: String, row: &Row<'_>, first: usize) -> rusqlite::Result<KeyValue> {
+    Ok(KeyValue {
+        key,
+        value: Bytes::from(row.get::<_, Vec<u8>>(first)?),
+        create_revision: row.get(first + 1)?,
+        mod_revision: row.get(first + 2)?,
+    })
+}
+
+fn backend(path: &Path, error: rusqlite::Error) -> StoreError {
+    StoreError::Backend(format!("{}: {error}", path.display()))
+}

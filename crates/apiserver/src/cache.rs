@@ -1,0 +1,530 @@
+//! The watch cache: every object in memory, by resource, fed by one watch on the store.
+//!
+//! All reads (get, list, watch) are served from here, as upstream's cacher does; the store is only
+//! read at start-up. Each resource keeps its objects, a bounded history of recent events (so a
+//! watch can resume from a recent `resourceVersion`), and a broadcast channel for live events.
+//! Objects are kept as serialized JSON with their `resourceVersion` already set, plus the few
+//! parsed fields that selectors need, so a list of 100,000 pods is a concatenation of bytes.
+
+use crate::{
+    object,
+    resource::{RESOURCES, ResourceDef},
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{Map, Value};
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard},
+    time::{Duration, Instant},
+};
+use store::{EventKind, KeyValue, Revision, Store};
+use tokio::sync::{broadcast, watch};
+
+/// One object as the cache holds it.
+#[derive(Debug)]
+pub struct Entry {
+    /// The object's revision (its `resourceVersion`).
+    pub rev: Revision,
+    /// Namespace, empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The whole object as JSON, `resourceVersion` included.
+    pub json: Bytes,
+    /// `metadata.labels`.
+    pub labels: Map<String, Value>,
+    /// The values of the fields this kind supports in field selectors.
+    pub fields: Vec<(&'static str, String)>,
+}
+
+impl Entry {
+    /// Parses the object.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    }
+
+    /// The value of a selectable field (see [`selectable_fields`]).
+    pub fn field(&self, name: &str) -> Option<String> {
+        match name {
+            "metadata.name" => Some(self.name.clone()),
+            "metadata.namespace" => Some(self.namespace.clone()),
+            _ => self.fields.iter().find(|(f, _)| *f == name).map(|(_, v)| v.clone()),
+        }
+    }
+}
+
+/// The kind of a watch event, as the wire names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// `ADDED`.
+    Added,
+    /// `MODIFIED`.
+    Modified,
+    /// `DELETED`.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A change to one object.
+#[derive(Debug)]
+pub struct CacheEvent {
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the change (for deletions, its last state at the deletion revision).
+    pub entry: Arc<Entry>,
+    /// The object before the change, to tell when it leaves or enters a selector.
+    pub prev: Option<Arc<Entry>>,
+}
+
+/// Fields, besides `metadata.name` and `metadata.namespace`, each kind supports in field selectors
+/// (upstream's `GetAttrs` / field label conversion funcs).
+pub fn selectable_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "Pod" => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        "Event" => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        "Node" => &["spec.unschedulable"],
+        "Namespace" => &["status.phase"],
+        "ReplicaSet" => &["status.replicas"],
+        _ => &[],
+    }
+}
+
+struct ResourceCache {
+    objects: BTreeMap<String, Arc<Entry>>,
+    history: VecDeque<Arc<CacheEvent>>,
+    /// Every event with a revision above this one is in `history`.
+    window_start: Revision,
+    tx: broadcast::Sender<Arc<CacheEvent>>,
+}
+
+/// A consistent page source: the list a paginated request started from.
+struct Snapshot {
+    entries: Arc<Vec<Arc<Entry>>>,
+    created: Instant,
+}
+
+/// The cache of every resource.
+pub struct Cache {
+    resources: Vec<RwLock<ResourceCache>>,
+    revision: watch::Sender<Revision>,
+    history_limit: usize,
+    snapshots: Mutex<HashMap<u64, Snapshot>>,
+    next_snapshot: std::sync::atomic::AtomicU64,
+}
+
+/// How long a paginated list's snapshot is kept for `continue` (upstream's etcd compaction
+/// interval is 5 minutes, after which a continue token expires).
+const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
+/// At most this many snapshots are kept; older ones expire early.
+const MAX_SNAPSHOTS: usize = 256;
+/// The live channel's capacity per resource: a watcher this far behind is ended with 410 and
+/// relists, as upstream drops a watcher that cannot keep up.
+const BROADCAST_CAPACITY: usize = 1 << 16;
+
+/// How a watcher starts.
+pub struct Subscription {
+    /// Events to send first (replayed history or synthetic ADDED events), in order.
+    pub initial: Vec<Arc<CacheEvent>>,
+    /// The live events after them.
+    pub live: broadcast::Receiver<Arc<CacheEvent>>,
+    /// The revision up to which `initial` brings the watcher.
+    pub rev: Revision,
+}
+
+/// Why a watch cannot start where it asked.
+#[derive(Debug, thiserror::Error)]
+#[error("too old resource version: {requested} ({oldest})")]
+pub struct TooOld {
+    /// The revision asked for.
+    pub requested: Revision,
+    /// The oldest revision a watch can start from for this resource.
+    pub oldest: Revision,
+}
+
+fn read(l: &RwLock<ResourceCache>) -> RwLockReadGuard<'_, ResourceCache> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write(l: &RwLock<ResourceCache>) -> RwLockWriteGuard<'_, ResourceCache> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Cache {
+    /// An empty cache that keeps `history_limit` events per resource.
+    pub fn new(history_limit: usize) -> Self {
+        let resources = RESOURCES
+            .iter()
+            .map(|_| {
+                RwLock::new(ResourceCache {
+                    objects: BTreeMap::new(),
+                    history: VecDeque::new(),
+                    window_start: 0,
+                    tx: broadcast::channel(BROADCAST_CAPACITY).0,
+                })
+            })
+            .collect();
+        Self {
+            resources,
+            revision: watch::channel(0).0,
+            history_limit: history_limit.max(16),
+            snapshots: Mutex::new(HashMap::new()),
+            next_snapshot: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    fn slot(&self, def: &ResourceDef) -> &RwLock<ResourceCache> {
+        let idx = RESOURCES.iter().position(|r| std::ptr::eq(r, def)).unwrap_or_else(|| {
+            RESOURCES
+                .iter()
+                .position(|r| r.group == def.group && r.plural == def.plural)
+                .unwrap_or(0)
+        });
+        &self.resources[idx]
+    }
+
+    /// The revision the cache has applied.
+    pub fn revision(&self) -> Revision {
+        *self.revision.borrow()
+    }
+
+    /// Waits until the cache has applied `rev`, or `timeout` passes (returns whether it got there).
+    pub async fn wait_for(&self, rev: Revision, timeout: Duration) -> bool {
+        let mut rx = self.revision.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= rev)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// One object.
+    pub fn get(&self, def: &ResourceDef, namespace: Option<&str>, name: &str) -> Option<Arc<Entry>> {
+        read(self.slot(def)).objects.get(&object_key(def, namespace, name)).cloned()
+    }
+
+    /// Objects of a resource, in key order, optionally in one namespace, with the revision they
+    /// are consistent at.
+    pub fn list(&self, def: &ResourceDef, namespace: Option<&str>) -> (Vec<Arc<Entry>>, Revision) {
+        let guard = read(self.slot(def));
+        let rev = self.revision();
+        let items = match namespace.filter(|_| def.namespaced) {
+            Some(ns) => {
+                let start = format!("{ns}/");
+                guard
+                    .objects
+                    .range(start.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&start))
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            }
+            None => guard.objects.values().cloned().collect(),
+        };
+        (items, rev)
+    }
+
+    /// Keeps a list for later pages; returns its id.
+    pub fn save_snapshot(&self, entries: Arc<Vec<Arc<Entry>>>) -> u64 {
+        let id = self.next_snapshot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut snaps = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+        snaps.retain(|_, s| s.created.elapsed() < SNAPSHOT_TTL);
+        if snaps.len() >= MAX_SNAPSHOTS {
+            if let Some(oldest) = snaps.iter().min_by_key(|(_, s)| s.created).map(|(k, _)| *k) {
+                snaps.remove(&oldest);
+            }
+        }
+        snaps.insert(id, Snapshot { entries, created: Instant::now() });
+        id
+    }
+
+    /// A list kept by [`Cache::save_snapshot`], if not expired.
+    pub fn snapshot(&self, id: u64) -> Option<Arc<Vec<Arc<Entry>>>> {
+        let snaps = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+        snaps.get(&id).filter(|s| s.created.elapsed() < SNAPSHOT_TTL).map(|s| s.entries.clone())
+    }
+
+    /// Starts a watch on a resource after revision `from` (`None`: from now, with the current
+    /// objects sent first as ADDED events, as upstream does for an unset `resourceVersion`).
+    pub fn subscribe(&self, def: &ResourceDef, from: Option<Revision>) -> Result<Subscription, TooOld> {
+        let guard = read(self.slot(def));
+        let live = guard.tx.subscribe();
+        let rev = self.revision();
+        let initial = match from {
+            None => guard
+                .objects
+                .values()
+                .map(|e| Arc::new(CacheEvent { kind: EventType::Added, entry: e.clone(), prev: None }))
+                .collect(),
+            Some(from) => {
+                if from < guard.window_start {
+                    return Err(TooOld { requested: from, oldest: guard.window_start });
+                }
+                guard.history.iter().filter(|e| e.entry.rev > from).cloned().collect()
+            }
+        };
+        Ok(Subscription { initial, live, rev })
+    }
+
+    /// Applies one store event and publishes its revision. Called only by the feeding task, in
+    /// revision order.
+    fn apply(&self, kind: EventKind, kv: &KeyValue) {
+        self.apply_object(kind, kv);
+        self.revision.send_replace(kv.mod_revision);
+    }
+
+    /// Applies one store event without moving the published revision (a resync publishes once,
+    /// at the end, so no waiter wakes on a half-applied list).
+    fn apply_object(&self, kind: EventKind, kv: &KeyValue) {
+        let Some((def, ns, name)) = parse_key(&kv.key) else {
+            return;
+        };
+        let entry = match decode(def, ns, name, kv) {
+            Some(e) => Arc::new(e),
+            None => {
+                tracing::warn!(key = %kv.key, "undecodable object in store; skipped");
+                return;
+            }
+        };
+        let key = object_key(def, Some(ns).filter(|s| !s.is_empty()), name);
+        let slot = self.slot(def);
+        let mut guard = write(slot);
+        let prev = match kind {
+            EventKind::Put => guard.objects.insert(key, entry.clone()),
+            EventKind::Delete => guard.objects.remove(&key),
+        };
+        let event_type = match (kind, &prev) {
+            (EventKind::Delete, _) => EventType::Deleted,
+            (EventKind::Put, None) => EventType::Added,
+            (EventKind::Put, Some(_)) => EventType::Modified,
+        };
+        let event = Arc::new(CacheEvent { kind: event_type, entry, prev });
+        guard.history.push_back(event.clone());
+        while guard.history.len() > self.history_limit {
+            if let Some(old) = guard.history.pop_front() {
+                guard.window_start = old.entry.rev;
+            }
+        }
+        // No receivers is fine: nobody is watching this resource.
+        let _ = guard.tx.send(event);
+    }
+
+    /// Replaces the contents with a fresh list from the store (start-up, or after the store
+    /// watch was lost), emitting the differences as events so watchers stay correct.
+    fn resync(&self, items: &[KeyValue], rev: Revision) {
+        let mut seen: Vec<std::collections::HashSet<String>> =
+            RESOURCES.iter().map(|_| Default::default()).collect();
+        for kv in items {
+            if let Some((def, ns, name)) = parse_key(&kv.key) {
+                let idx = RESOURCES.iter().position(|r| std::ptr::eq(r, def)).unwrap_or(0);
+                seen[idx].insert(object_key(def, Some(ns).filter(|s| !s.is_empty()), name));
+                let current = self.get(def, Some(ns).filter(|s| !s.is_empty()), name);
+                if current.is_none_or(|c| c.rev != kv.mod_revision) {
+                    self.apply_object(EventKind::Put, kv);
+                }
+            }
+        }
+        for (idx, def) in RESOURCES.iter().enumerate() {
+            let gone: Vec<Arc<Entry>> = read(&self.resources[idx])
+                .objects
+                .iter()
+                .filter(|(k, _)| !seen[idx].contains(*k))
+                .map(|(_, e)| e.clone())
+                .collect();
+            for e in gone {
+                let kv = KeyValue {
+                    key: def.key(Some(&e.namespace), &e.name),
+                    value: e.json.clone(),
+                    create_revision: 0,
+                    mod_revision: rev,
+                };
+                self.apply_object(EventKind::Delete, &kv);
+            }
+        }
+        for slot in &self.resources {
+            let mut g = write(slot);
+            if g.window_start == 0 && g.history.is_empty() {
+                g.window_start = rev;
+            }
+        }
+        self.revision.send_replace(rev.max(self.revision()));
+    }
+
+    /// Fills the cache from the store and follows it until the store closes. On a lost watch
+    /// (the store's history moved past us) it relists and carries on.
+    pub async fn run(self: Arc<Self>, store: Arc<dyn Store>) {
+        loop {
+            let (items, rev) = match store.list("/registry/").await {
+                Ok(x) => x,
+                Err(store::StoreError::Closed) => return,
+                Err(e) => {
+                    tracing::error!(error = %e, "cache: list from store failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            self.resync(&items, rev);
+            let mut stream = match store.watch("/registry/", rev) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cache: watch from store failed; relisting");
+                    continue;
+                }
+            };
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(ev) => self.apply(ev.kind, &ev.kv),
+                    Err(store::StoreError::Closed) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cache: store watch ended; relisting");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Primes the cache synchronously from the store (so a server answers correctly from its
+    /// first request), returning the revision reached.
+    pub async fn prime(&self, store: &dyn Store) -> Result<Revision, store::StoreError> {
+        let (items, rev) = store.list("/registry/").await?;
+        self.resync(&items, rev);
+        Ok(rev)
+    }
+
+    /// How many objects of each resource the cache holds (for metrics).
+    pub fn counts(&self) -> Vec<(&'static ResourceDef, usize)> {
+        RESOURCES.iter().zip(&self.resources).map(|(d, l)| (d, read(l).objects.len())).collect()
+    }
+}
+
+/// The cache's key of an object: `ns/name`, or `name` for cluster-scoped resources.
+fn object_key(def: &ResourceDef, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) if def.namespaced => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// Splits a store key `/registry/{group}/{plural}/[{ns}/]{name}`.
+fn parse_key(key: &str) -> Option<(&'static ResourceDef, &str, &str)> {
+    let rest = key.strip_prefix("/registry/")?;
+    let (group, rest) = rest.split_once('/')?;
+    let (plural, rest) = rest.split_once('/')?;
+    let group = if group == "core" { "" } else { group };
+    let def = RESOURCES.iter().find(|r| r.group == group && r.plural == plural)?;
+    if def.namespaced {
+        let (ns, name) = rest.split_once('/')?;
+        Some((def, ns, name))
+    } else {
+        Some((def, "", rest))
+    }
+}
+
+/// Builds an entry from stored bytes: injects `resourceVersion`, extracts selectable fields.
+fn decode(def: &ResourceDef, ns: &str, name: &str, kv: &KeyValue) -> Option<Entry> {
+    let mut value: Value = serde_json::from_slice(&kv.value).ok()?;
+    if !value.is_object() {
+        return None;
+    }
+    object::meta_mut(&mut value)
+        .insert("resourceVersion".into(), Value::String(kv.mod_revision.to_string()));
+    let labels = object::labels(&value);
+    let fields = selectable_fields(def.kind)
+        .iter()
+        .map(|f| (*f, object::field_string(&value, f)))
+        .collect();
+    let json = Bytes::from(serde_json::to_vec(&value).ok()?);
+    Some(Entry { rev: kv.mod_revision, namespace: ns.to_string(), name: name.to_string(), json, labels, fields })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::find;
+
+    fn kv(key: &str, value: &str, rev: Revision) -> KeyValue {
+        KeyValue { key: key.into(), value: Bytes::from(value.to_string()), create_revision: rev, mod_revision: rev }
+    }
+
+    #[test]
+    fn parses_keys_of_namespaced_and_cluster_resources() {
+        let (def, ns, name) = parse_key("/registry/apps/deployments/default/web").unwrap();
+        assert_eq!((def.kind, ns, name), ("Deployment", "default", "web"));
+        let (def, ns, name) = parse_key("/registry/core/nodes/node-0").unwrap();
+        assert_eq!((def.kind, ns, name), ("Node", "", "node-0"));
+        assert!(parse_key("/registry/core/widgets/x").is_none());
+    }
+
+    #[test]
+    fn applies_events_and_replays_history_after_a_revision() {
+        let cache = Cache::new(100);
+        let pods = find("", "v1", "pods").unwrap();
+        cache.resync(&[], 0);
+        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"name":"a","labels":{"app":"x"}},"spec":{"nodeName":"n1"}}"#, 1));
+        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"name":"a"}}"#, 2));
+        cache.apply(EventKind::Delete, &kv("/registry/core/pods/default/a", r#"{"metadata":{"name":"a"}}"#, 3));
+        assert_eq!(cache.revision(), 3);
+        assert!(cache.get(pods, Some("default"), "a").is_none());
+        let sub = cache.subscribe(pods, Some(1)).unwrap();
+        let kinds: Vec<_> = sub.initial.iter().map(|e| (e.kind, e.entry.rev)).collect();
+        assert_eq!(kinds, vec![(EventType::Modified, 2), (EventType::Deleted, 3)]);
+        let first = cache.subscribe(pods, Some(0)).unwrap();
+        assert_eq!(first.initial.len(), 3);
+        assert_eq!(first.initial[0].entry.field("spec.nodeName").as_deref(), Some("n1"));
+        assert_eq!(first.initial[0].entry.labels.get("app"), Some(&Value::String("x".into())));
+    }
+
+    #[test]
+    fn a_watch_older_than_the_history_window_is_refused() {
+        let cache = Cache::new(16);
+        let pods = find("", "v1", "pods").unwrap();
+        cache.resync(&[], 0);
+        for i in 1..=40u64 {
+            cache.apply(EventKind::Put, &kv(&format!("/registry/core/pods/default/p{i}"), r#"{"metadata":{}}"#, i));
+        }
+        assert!(cache.subscribe(pods, Some(5)).is_err());
+        let sub = cache.subscribe(pods, Some(30)).unwrap();
+        assert_eq!(sub.initial.len(), 10);
+        assert_eq!(cache.list(pods, Some("default")).0.len(), 40);
+        assert_eq!(cache.list(pods, Some("other")).0.len(), 0);
+    }
+
+    #[test]
+    fn resync_emits_deletions_for_objects_gone_from_the_store() {
+        let cache = Cache::new(100);
+        let pods = find("", "v1", "pods").unwrap();
+        cache.resync(&[kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1), kv("/registry/core/pods/default/b", r#"{"metadata":{}}"#, 2)], 2);
+        let mut sub = cache.subscribe(pods, Some(2)).unwrap();
+        cache.resync(&[kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1)], 5);
+        let ev = sub.live.try_recv().unwrap();
+        assert_eq!((ev.kind, ev.entry.name.as_str(), ev.entry.rev), (EventType::Deleted, "b", 5));
+        assert_eq!(cache.revision(), 5);
+    }
+}

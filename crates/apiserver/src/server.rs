@@ -1,0 +1,334 @@
+//! The server: state, routes, authentication, and the HTTPS accept loop.
+
+use crate::{
+    admission::Part,
+    cache::Cache,
+    discovery,
+    error::{ApiError, ApiResult},
+    metrics::Metrics,
+    openapi,
+    request::{self, MAX_BODY, Output, Params, Target},
+    resource::{self, Subresource},
+    rest::json_response,
+};
+use axum::{
+    Router,
+    body::Body,
+    extract::{Path, Request, State},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use bytes::Bytes;
+use serde_json::json;
+use std::{sync::Arc, time::Instant};
+use store::Store;
+
+/// Settings of an API server.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The bearer token clients must send; `None` serves without authentication (in-process use).
+    pub token: Option<String>,
+    /// Watch-cache history per resource, in events.
+    pub history: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self { token: None, history: 100_000 }
+    }
+}
+
+/// A running API server's shared state. Cheap to clone.
+#[derive(Clone)]
+pub struct ApiServer {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) metrics: Arc<Metrics>,
+    token: Option<Arc<str>>,
+}
+
+/// The namespaces a cluster has from the start.
+const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl ApiServer {
+    /// Loads the cache from `store`, follows it in the background, and creates the system
+    /// namespaces if they are missing.
+    pub async fn start(store: Arc<dyn Store>, opts: ServerOptions) -> Result<Self, ApiError> {
+        let cache = Arc::new(Cache::new(opts.history));
+        cache.prime(store.as_ref()).await?;
+        tokio::spawn(cache.clone().run(store.clone()));
+        let server = Self { store, cache, metrics: Arc::new(Metrics::new()), token: opts.token.map(Arc::from) };
+        server.bootstrap().await?;
+        Ok(server)
+    }
+
+    async fn bootstrap(&self) -> Result<(), ApiError> {
+        let def = resource::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces resource"))?;
+        for ns in SYSTEM_NAMESPACES {
+            if self.cache.get(def, None, ns).is_some() {
+                continue;
+            }
+            let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}});
+            crate::admission::prepare_create(def, &mut obj, None)?;
+            match self.store_create(def, obj, false).await {
+                Ok(_) => {}
+                Err(e) if e.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The store's current revision.
+    pub fn revision(&self) -> u64 {
+        self.store.revision()
+    }
+
+    /// The HTTP routes, with authentication when a token is configured.
+    pub fn router(&self) -> Router {
+        let api = Router::new()
+            .route("/api", get(core_discovery))
+            .route("/apis", get(groups_discovery))
+            .route("/api/{version}", get(core_resources))
+            .route("/apis/{group}", get(group_discovery))
+            .route("/apis/{group}/{version}", get(group_resources))
+            .route("/openapi/v3", get(openapi_index))
+            .route("/openapi/v3/{*path}", get(openapi_doc))
+            .route("/metrics", get(metrics))
+            .fallback(dispatch)
+            .layer(middleware::from_fn_with_state(self.clone(), authenticate));
+        Router::new()
+            .route("/version", get(|| async { axum::Json(discovery::version()) }))
+            .route("/healthz", get(health))
+            .route("/livez", get(health))
+            .route("/readyz", get(health))
+            .merge(api)
+            .with_state(self.clone())
+    }
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+async fn authenticate(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
+    if let Some(token) = &s.token {
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), token.as_bytes()));
+        if !ok {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn wants_aggregated(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.split(',').any(|c| c.contains("as=APIGroupDiscoveryList") && c.contains("v=v2;") || c.trim().ends_with("v=v2") && c.contains("as=APIGroupDiscoveryList")))
+}
+
+fn aggregated_response(v: serde_json::Value) -> Response {
+    let mut r = json_response(StatusCode::OK, v.to_string());
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(discovery::AGGREGATED_CONTENT_TYPE));
+    r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    r
+}
+
+async fn core_discovery(headers: HeaderMap) -> Response {
+    if wants_aggregated(&headers) {
+        aggregated_response(discovery::aggregated(true))
+    } else {
+        json_response(StatusCode::OK, discovery::api_versions().to_string())
+    }
+}
+
+async fn groups_discovery(headers: HeaderMap) -> Response {
+    if wants_aggregated(&headers) {
+        aggregated_response(discovery::aggregated(false))
+    } else {
+        json_response(StatusCode::OK, discovery::api_group_list().to_string())
+    }
+}
+
+async fn core_resources(Path(version): Path<String>) -> Response {
+    match discovery::resource_list("", &version) {
+        Some(v) => json_response(StatusCode::OK, v.to_string()),
+        None => ApiError::no_route(&format!("/api/{version}")).into_response(),
+    }
+}
+
+async fn group_discovery(Path(group): Path<String>) -> Response {
+    let list = discovery::api_group_list();
+    let found = list
+        .get("groups")
+        .and_then(|g| g.as_array())
+        .and_then(|gs| gs.iter().find(|g| g.get("name").and_then(|n| n.as_str()) == Some(group.as_str())).cloned());
+    match found {
+        Some(mut g) => {
+            g["kind"] = json!("APIGroup");
+            g["apiVersion"] = json!("v1");
+            json_response(StatusCode::OK, g.to_string())
+        }
+        None => ApiError::no_route(&format!("/apis/{group}")).into_response(),
+    }
+}
+
+async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
+    match discovery::resource_list(&group, &version) {
+        Some(v) => json_response(StatusCode::OK, v.to_string()),
+        None => ApiError::no_route(&format!("/apis/{group}/{version}")).into_response(),
+    }
+}
+
+async fn openapi_index() -> Response {
+    json_response(StatusCode::OK, openapi::index().to_string())
+}
+
+async fn openapi_doc(Path(path): Path<String>) -> Response {
+    match openapi::group_version(&path) {
+        Some(doc) => json_response(StatusCode::OK, doc.to_string()),
+        None => ApiError::no_route(&format!("/openapi/v3/{path}")).into_response(),
+    }
+}
+
+async fn metrics(State(s): State<ApiServer>) -> Response {
+    let counts: Vec<(&str, usize)> = s.cache.counts().into_iter().map(|(d, n)| (d.plural, n)).collect();
+    let text = s.metrics.render(s.store.revision(), &counts);
+    let mut r = (StatusCode::OK, text).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    r
+}
+
+/// Every resource request: decides the verb and calls it.
+async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let Some(target) = request::parse_path(parts.uri.path()) else {
+        return ApiError::no_route(parts.uri.path()).into_response();
+    };
+    let params = match Params::parse(parts.uri.query()) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let verb = verb_of(&parts.method, &target, &params);
+    let resource = match target.sub {
+        Some(sub) => format!("{}/{}", target.def.plural, sub.name()),
+        None => target.def.plural.to_string(),
+    };
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => return ApiError::too_large(MAX_BODY).into_response(),
+    };
+    let result = s.handle(&parts.method, &parts.headers, &target, &params, &body).await;
+    let response = result.unwrap_or_else(|e| e.into_response());
+    s.metrics.observe(verb, &resource, response.status().as_u16(), started.elapsed().as_secs_f64());
+    if response.status().is_server_error() {
+        tracing::warn!(method = %parts.method, path = %parts.uri.path(), code = response.status().as_u16(), "request failed");
+    }
+    response
+}
+
+fn verb_of(method: &Method, t: &Target, p: &Params) -> &'static str {
+    match *method {
+        Method::GET if p.is_watch() => "watch",
+        Method::GET if t.name.is_some() => "get",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if t.name.is_some() => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "other",
+    }
+}
+
+impl ApiServer {
+    async fn handle(&self, method: &Method, headers: &HeaderMap, t: &Target, p: &Params, body: &Bytes) -> ApiResult<Response> {
+        let out: Output = request::negotiate(headers, None)?;
+        let named = t.name.is_some();
+        match (method.clone(), t.sub) {
+            (Method::GET, _) if p.is_watch() => self.watch(t, p, out).await,
+            (Method::GET, None | Some(Subresource::Status)) if named => self.get(t, p, out).await,
+            (Method::GET, None) => self.list(t, p, out).await,
+            (Method::GET, Some(Subresource::Scale)) => self.get_scale(t).await,
+            (Method::POST, None) if !named => self.create(t, p, headers, body, out).await,
+            (Method::POST, Some(Subresource::Binding)) => self.bind(t, p, body).await,
+            (Method::POST, Some(Subresource::Eviction)) => self.evict(t, p, body).await,
+            (Method::PUT, None) if named => self.update(t, p, headers, body, Part::Main, out).await,
+            (Method::PUT, Some(Subresource::Status)) => self.update(t, p, headers, body, Part::Status, out).await,
+            (Method::PUT, Some(Subresource::Scale)) => self.write_scale(t, p, headers, body, false).await,
+            (Method::PATCH, None) if named => self.patch(t, p, headers, body, Part::Main, out).await,
+            (Method::PATCH, Some(Subresource::Status)) => self.patch(t, p, headers, body, Part::Status, out).await,
+            (Method::PATCH, Some(Subresource::Scale)) => self.write_scale(t, p, headers, body, true).await,
+            (Method::DELETE, None) if named => self.delete(t, p, body, out).await,
+            (Method::DELETE, None) => self.delete_collection(t, p, body, out).await,
+            (m, sub) => Err(ApiError::method_not_allowed(format!(
+                "{m} is not supported on {}{}",
+                t.def.plural,
+                sub.map(|s| format!("/{}", s.name())).unwrap_or_default()
+            ))),
+        }
+    }
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown` resolves.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    tls: Arc<rustls::ServerConfig>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            // Reap finished connections so the set does not grow without bound.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        connections.spawn(async move {
+            let tls = match acceptor.accept(tcp).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let service = hyper_util::service::TowerToHyperService::new(router.map_request(|r: Request<hyper::body::Incoming>| r.map(Body::new)));
+            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            if let Err(e) = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), service).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    connections.shutdown().await;
+}
+
+#[allow(unused_imports)]
+use tower::ServiceExt as _;

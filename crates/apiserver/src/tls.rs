@@ -1,0 +1,173 @@
+//! The server's certificates and the kubeconfig that trusts them.
+//!
+//! On first start a CA and a serving certificate for loopback names are generated under the data
+//! directory, with a random bearer token; later starts reuse them, so an existing kubeconfig keeps
+//! working across restarts.
+
+use rustls::{
+    ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+/// Why credentials could not be made or read.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Generating a certificate failed.
+    #[error("generating certificates: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// A stored certificate or key does not parse.
+    #[error("{path}: not a valid PEM certificate or key ({reason}); delete it to have it regenerated")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// rustls refused the certificate.
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The credentials a server runs with.
+pub struct Credentials {
+    /// The CA certificate (PEM), which clients trust.
+    pub ca_pem: String,
+    /// The serving certificate chain.
+    pub cert_chain: Vec<CertificateDer<'static>>,
+    /// The serving key.
+    pub key: PrivateKeyDer<'static>,
+    /// The bearer token clients must present.
+    pub token: String,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
+    move |source| TlsError::Io { path: path.to_path_buf(), source }
+}
+
+fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
+    std::fs::write(path, contents).map_err(io(path))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io(path))?;
+    }
+    Ok(())
+}
+
+impl Credentials {
+    /// Loads the credentials under `dir`, generating any that are missing.
+    pub fn load_or_create(dir: &Path) -> Result<Self, TlsError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let ca_path = dir.join("ca.crt");
+        let cert_path = dir.join("server.crt");
+        let key_path = dir.join("server.key");
+        let token_path = dir.join("token");
+        if !(ca_path.exists() && cert_path.exists() && key_path.exists()) {
+            generate(&ca_path, &cert_path, &key_path)?;
+        }
+        if !token_path.exists() {
+            let bytes: [u8; 24] = rand::random();
+            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            write_private(&token_path, &token)?;
+        }
+        let ca_pem = std::fs::read_to_string(&ca_path).map_err(io(&ca_path))?;
+        let pem_err = |path: &Path, e: rustls::pki_types::pem::Error| TlsError::Pem { path: path.to_path_buf(), reason: e.to_string() };
+        let cert_chain = CertificateDer::pem_file_iter(&cert_path)
+            .map_err(|e| pem_err(&cert_path, e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| pem_err(&cert_path, e))?;
+        let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| pem_err(&key_path, e))?;
+        let token = std::fs::read_to_string(&token_path).map_err(io(&token_path))?.trim().to_string();
+        Ok(Self { ca_pem, cert_chain, key, token })
+    }
+
+    /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(self.cert_chain.clone(), self.key.clone_key())?;
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(cfg))
+    }
+
+    /// A kubeconfig for `https://{host}:{port}` with the CA and token embedded.
+    pub fn kubeconfig(&self, host: &str, port: u16) -> String {
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
+        let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: rollwright\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: rollwright-admin\n  user:\n    token: {}\ncontexts:\n- name: rollwright\n  context:\n    cluster: rollwright\n    user: rollwright-admin\n    namespace: default\ncurrent-context: rollwright\npreferences: {{}}\n",
+            self.token
+        )
+    }
+}
+
+fn generate(ca_path: &Path, cert_path: &Path, key_path: &Path) -> Result<(), TlsError> {
+    let ca_key = rcgen::KeyPair::generate()?;
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "rollwright-ca");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages =
+        vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+    ])?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, "rollwright-apiserver");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &issuer)?;
+    std::fs::write(ca_path, ca_cert.pem()).map_err(io(ca_path))?;
+    std::fs::write(cert_path, cert.pem()).map_err(io(cert_path))?;
+    write_private(key_path, &key.serialize_pem())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_once_and_reuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Credentials::load_or_create(dir.path()).unwrap();
+        let b = Credentials::load_or_create(dir.path()).unwrap();
+        assert_eq!(a.ca_pem, b.ca_pem);
+        assert_eq!(a.token, b.token);
+        assert_eq!(a.token.len(), 48);
+        a.server_config().unwrap();
+        let kc = a.kubeconfig("127.0.0.1", 6443);
+        assert!(kc.contains("server: https://127.0.0.1:6443"));
+        assert!(kc.contains(&a.token));
+    }
+
+    #[test]
+    fn a_corrupt_key_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        Credentials::load_or_create(dir.path()).unwrap();
+        std::fs::write(dir.path().join("server.key"), "garbage").unwrap();
+        let err = Credentials::load_or_create(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("server.key"), "{err}");
+    }
+}

@@ -1,0 +1,190 @@
+//! Watch streams: newline-delimited JSON `WatchEvent`s from the cache.
+//!
+//! A watch starts from the request's `resourceVersion` (replaying the cache's history after it),
+//! or with the current objects as ADDED events when there is none (or with `sendInitialEvents`).
+//! Objects entering or leaving the selector are sent as ADDED or DELETED, as upstream's cacher
+//! does. A watcher that falls too far behind gets a 410 `Expired` error event and must relist.
+
+use crate::{
+    cache::{CacheEvent, EventType},
+    error::{ApiError, ApiResult},
+    request::{self, Output, Params, Target},
+    resource::ResourceDef,
+    rest::{Filter, json_response},
+    server::ApiServer,
+    table,
+};
+use axum::{body::Body, http::StatusCode, response::Response};
+use bytes::Bytes;
+use futures::stream;
+use serde_json::{Value, json};
+use std::{sync::Arc, time::Duration};
+use tokio::sync::broadcast::error::RecvError;
+
+/// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+/// The state a watch stream carries between events.
+struct WatchState {
+    def: &'static ResourceDef,
+    filter: Filter,
+    out: Output,
+    pending: std::collections::VecDeque<Bytes>,
+    live: tokio::sync::broadcast::Receiver<Arc<CacheEvent>>,
+    server: ApiServer,
+    bookmarks: bool,
+    last_rev: u64,
+    deadline: tokio::time::Instant,
+    done: bool,
+    _open: crate::metrics::OpenWatch,
+}
+
+impl ApiServer {
+    /// Starts a watch on a collection (or one object, when the path names it).
+    pub(crate) async fn watch(&self, t: &Target, params: &Params, out: Output) -> ApiResult<Response> {
+        let filter = Filter::new(t.def, params, t.name.as_deref())?;
+        let initial_events = request::flag(&params.send_initial_events);
+        let from = match params.resource_version()? {
+            _ if initial_events => None,
+            None | Some(0) => None,
+            Some(rv) => {
+                // A client may have seen a revision (from a write) the cache has not applied yet.
+                if !self.cache.wait_for(rv, Duration::from_secs(3)).await {
+                    return Err(ApiError::timeout(format!("Too large resource version: {rv}")));
+                }
+                Some(rv)
+            }
+        };
+        if from.is_none() && !initial_events && params.resource_version.is_none() {
+            self.sync_cache().await?;
+        }
+        let sub = self
+            .cache
+            .subscribe(t.def, from)
+            .map_err(|e| ApiError::expired(e.to_string()))?;
+        let mut pending = std::collections::VecDeque::new();
+        let mut last_rev = from.unwrap_or(sub.rev);
+        for ev in &sub.initial {
+            if let Some(b) = encode_event(t.def, &filter, ev, out) {
+                pending.push_back(b);
+            }
+            last_rev = last_rev.max(ev.entry.rev);
+        }
+        let bookmarks = request::flag(&params.allow_watch_bookmarks);
+        if initial_events {
+            last_rev = sub.rev;
+            pending.push_back(bookmark(t.def, last_rev, true));
+        }
+        let timeout = match params.timeout_seconds()? {
+            Some(s) => Duration::from_secs(s),
+            // Upstream spreads unbounded watches over 30-60 minutes so they do not all reconnect at once.
+            None => Duration::from_secs(1800 + rand::random_range(0..1800)),
+        };
+        let state = WatchState {
+            def: t.def,
+            filter,
+            out,
+            pending,
+            live: sub.live,
+            server: self.clone(),
+            bookmarks,
+            last_rev,
+            deadline: tokio::time::Instant::now() + timeout,
+            done: false,
+            _open: self.metrics.open_watch(t.def.plural),
+        };
+        let body = stream::unfold(state, |mut st| async move {
+            loop {
+                if let Some(b) = st.pending.pop_front() {
+                    return Some((Ok::<Bytes, std::io::Error>(b), st));
+                }
+                if st.done {
+                    return None;
+                }
+                let tick = tokio::time::sleep(BOOKMARK_EVERY);
+                tokio::select! {
+                    _ = tokio::time::sleep_until(st.deadline) => { st.done = true; }
+                    ev = st.live.recv() => match ev {
+                        Ok(ev) => {
+                            if ev.entry.rev <= st.last_rev {
+                                continue;
+                            }
+                            st.last_rev = ev.entry.rev;
+                            if let Some(b) = encode_event(st.def, &st.filter, &ev, st.out) {
+                                st.pending.push_back(b);
+                            }
+                        }
+                        Err(RecvError::Lagged(_)) => {
+                            let status = ApiError::expired("the watch fell too far behind; please relist").status();
+                            st.pending.push_back(line("ERROR", &status));
+                            st.done = true;
+                        }
+                        Err(RecvError::Closed) => { st.done = true; }
+                    },
+                    _ = tick, if st.bookmarks => {
+                        // Every event up to the revision read before checking the channel is
+                        // already received (the cache sends before it publishes a revision).
+                        let rev = st.server.cache.revision();
+                        if st.live.is_empty() && rev > st.last_rev {
+                            st.last_rev = rev;
+                            st.pending.push_back(bookmark(st.def, rev, false));
+                        }
+                    }
+                }
+            }
+        });
+        let mut resp = json_response(StatusCode::OK, Body::from_stream(body));
+        resp.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-cache, private"));
+        Ok(resp)
+    }
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+fn bookmark(def: &ResourceDef, rev: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    line("BOOKMARK", &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": meta}))
+}
+
+/// Encodes one cache event for a watcher, or `None` if the watcher's selector hides it.
+fn encode_event(def: &ResourceDef, filter: &Filter, ev: &CacheEvent, out: Output) -> Option<Bytes> {
+    let now = filter.matches(&ev.entry);
+    let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
+    let kind = match ev.kind {
+        EventType::Added if now => EventType::Added,
+        EventType::Modified if now && before => EventType::Modified,
+        EventType::Modified if now => EventType::Added,
+        EventType::Modified if before => EventType::Deleted,
+        EventType::Deleted if now => EventType::Deleted,
+        _ => return None,
+    };
+    Some(match out {
+        Output::Json => {
+            let mut v = Vec::with_capacity(ev.entry.json.len() + 32);
+            v.extend_from_slice(b"{\"type\":\"");
+            v.extend_from_slice(kind.as_str().as_bytes());
+            v.extend_from_slice(b"\",\"object\":");
+            v.extend_from_slice(&ev.entry.json);
+            v.extend_from_slice(b"}\n");
+            Bytes::from(v)
+        }
+        Output::Metadata => {
+            let obj = ev.entry.value();
+            line(kind.as_str(), &json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))}))
+        }
+        Output::Table(include) => {
+            let obj = ev.entry.value();
+            let t = table::table(def, &[&obj], jiff::Timestamp::now(), include,
+                json!({"resourceVersion": ev.entry.rev.to_string()}));
+            line(kind.as_str(), &t)
+        }
+    })
+}

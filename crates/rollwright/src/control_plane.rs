@@ -1,0 +1,123 @@
+//! The embedded control plane: store, API server and (in later stages) the controllers,
+//! scheduler and simulated nodes, started together in one process.
+
+use anyhow::Context;
+use apiserver::{ApiServer, ServerOptions, tls::Credentials};
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    path::PathBuf,
+    sync::Arc,
+};
+use store::Store;
+use tokio::{sync::oneshot, task::JoinHandle};
+
+/// Which store backend to run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreKind {
+    /// Durable SQLite under the data directory (the default).
+    Sqlite,
+    /// In memory; everything is lost on exit.
+    Memory,
+}
+
+/// How to start a control plane.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Where the store, certificates and kubeconfig live.
+    pub data_dir: PathBuf,
+    /// Address to bind (loopback unless asked otherwise).
+    pub bind: IpAddr,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// Store backend.
+    pub store: StoreKind,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from(".rollwright"),
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 6443,
+            store: StoreKind::Sqlite,
+        }
+    }
+}
+
+/// A running control plane.
+pub struct ControlPlane {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The kubeconfig written for it.
+    pub kubeconfig: PathBuf,
+    /// The API server's state (for in-process clients).
+    pub server: ApiServer,
+    credentials: Credentials,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl ControlPlane {
+    /// Opens the store, starts the API server on the configured port and writes the kubeconfig.
+    pub async fn start(opts: Options) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&opts.data_dir)
+            .with_context(|| format!("creating data directory {}", opts.data_dir.display()))?;
+        let credentials = Credentials::load_or_create(&opts.data_dir.join("pki"))?;
+        let store: Arc<dyn Store> = match opts.store {
+            StoreKind::Sqlite => {
+                let path = opts.data_dir.join("store.db");
+                Arc::new(
+                    store::sqlite::SqliteStore::open(&path, store::sqlite::SqliteOptions::default())
+                        .with_context(|| format!("opening store {}", path.display()))?,
+                )
+            }
+            StoreKind::Memory => Arc::new(store::memory::MemoryStore::new()),
+        };
+        let server = ApiServer::start(
+            store,
+            ServerOptions { token: Some(credentials.token.clone()), ..Default::default() },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
+        let listener = tokio::net::TcpListener::bind((opts.bind, opts.port))
+            .await
+            .with_context(|| format!("binding {}:{} (is another server running? use --port 0 for a free port)", opts.bind, opts.port))?;
+        let addr = listener.local_addr()?;
+        let kubeconfig = opts.data_dir.join("kubeconfig");
+        let host = if opts.bind.is_unspecified() { "127.0.0.1".to_string() } else { opts.bind.to_string() };
+        std::fs::write(&kubeconfig, credentials.kubeconfig(&host, addr.port()))
+            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let tls = credentials.server_config()?;
+        let router = server.router();
+        let task = tokio::spawn(async move {
+            apiserver::serve_tls(listener, router, tls, async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        Ok(Self { addr, kubeconfig, server, credentials, shutdown: Some(tx), task: Some(task) })
+    }
+
+    /// The bearer token clients use.
+    pub fn token(&self) -> &str {
+        &self.credentials.token
+    }
+
+    /// A `kube` client for this control plane over HTTPS, as any client would connect.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        Ok(kube::Client::try_from(cfg)?)
+    }
+
+    /// Stops serving and waits until the listener and connections are closed.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The rollwright binary's library: the embedded control plane and the benchmarks, so that tests
+//! and the CLI start things the same way.
+
+pub mod bench;
+pub mod control_plane;

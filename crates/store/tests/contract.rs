@@ -1,0 +1,660 @@
+//! The contract every backend keeps, checked once and run against each backend; then what only the
+//! SQLite backend promises (durability across reopen, group commit).
+
+#![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use bytes::Bytes;
+use futures::{FutureExt, StreamExt, future::join_all};
+use store::{
+    Event, EventKind, EventStream, KeyValue, Revision, Store, StoreError,
+    memory::MemoryStore,
+    sqlite::{SqliteOptions, SqliteStore},
+};
+use tempfile::TempDir;
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Memory,
+    Sqlite,
+}
+
+/// A store and whatever must outlive it (fields drop in order: the store first).
+struct Fixture {
+    store: Arc<dyn Store>,
+    _dir: Option<TempDir>,
+}
+
+impl Backend {
+    fn open(self) -> Fixture {
+        self.open_with_window(10_000)
+    }
+
+    fn open_with_window(self, events: usize) -> Fixture {
+        match self {
+            Backend::Memory => Fixture {
+                store: Arc::new(MemoryStore::with_window(events)),
+                _dir: None,
+            },
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let opts = SqliteOptions {
+                    window: events,
+                    ..SqliteOptions::default()
+                };
+                let store = SqliteStore::open(&dir.path().join("store.db"), opts).unwrap();
+                Fixture {
+                    store: Arc::new(store),
+                    _dir: Some(dir),
+                }
+            }
+        }
+    }
+}
+
+fn v(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn kv(key: &str, value: &str, create_revision: Revision, mod_revision: Revision) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: v(value),
+        create_revision,
+        mod_revision,
+    }
+}
+
+fn put(kv: KeyValue, prev: Option<KeyValue>) -> Event {
+    Event {
+        kind: EventKind::Put,
+        kv,
+        prev,
+    }
+}
+
+fn del(kv: KeyValue, prev: KeyValue) -> Event {
+    Event {
+        kind: EventKind::Delete,
+        kv,
+        prev: Some(prev),
+    }
+}
+
+/// The next `n` events, which must all be there.
+async fn take(stream: &mut EventStream, n: usize) -> Vec<Event> {
+    let mut events = Vec::with_capacity(n);
+    for _ in 0..n {
+        events.push(
+            stream
+                .next()
+                .await
+                .expect("stream ended")
+                .expect("stream failed"),
+        );
+    }
+    events
+}
+
+/// Everything the stream can yield without waiting for a new write.
+fn ready(stream: &mut EventStream) -> Vec<Result<Event, StoreError>> {
+    let mut out = Vec::new();
+    while let Some(Some(item)) = stream.next().now_or_never() {
+        out.push(item);
+    }
+    out
+}
+
+fn revisions(events: &[Event]) -> Vec<Revision> {
+    events.iter().map(Event::revision).collect()
+}
+
+fn compacted(stream: Result<EventStream, StoreError>) -> StoreError {
+    match stream {
+        Ok(_) => panic!("watch should have failed"),
+        Err(error) => error,
+    }
+}
+
+async fn crud_and_cas(backend: Backend) {
+    let f = backend.open();
+    let s = &f.store;
+    assert_eq!(s.revision(), 0);
+
+    let a1 = s.create("/k/a", v("1")).await.unwrap();
+    assert_eq!(a1, kv("/k/a", "1", 1, 1));
+    assert_eq!(s.get("/k/a").await.unwrap(), Some(a1.clone()));
+    assert_eq!(s.get("/k/none").await.unwrap(), None);
+    assert_eq!(
+        s.create("/k/a", v("x")).await,
+        Err(StoreError::AlreadyExists("/k/a".into()))
+    );
+
+    let a2 = s.update("/k/a", v("2"), Some(1)).await.unwrap();
+    assert_eq!(a2, kv("/k/a", "2", 1, 2));
+    assert_eq!(
+        s.update("/k/a", v("x"), Some(1)).await,
+        Err(StoreError::Conflict {
+            key: "/k/a".into(),
+            expected: 1,
+            current: 2
+        })
+    );
+    let a3 = s.update("/k/a", v("3"), None).await.unwrap();
+    assert_eq!(a3, kv("/k/a", "3", 1, 3));
+    assert_eq!(s.get("/k/a").await.unwrap(), Some(a3));
+
+    let not_found = Err(StoreError::NotFound("/k/none".into()));
+    assert_eq!(s.update("/k/none", v("x"), None).await, not_found);
+    assert_eq!(s.update("/k/none", v("x"), Some(3)).await, not_found);
+    assert_eq!(s.delete("/k/none", None).await, not_found);
+    assert_eq!(s.delete("/k/none", Some(3)).await, not_found);
+    assert_eq!(
+        s.delete("/k/a", Some(2)).await,
+        Err(StoreError::Conflict {
+            key: "/k/a".into(),
+            expected: 2,
+            current: 3
+        })
+    );
+    // Failed writes consume no revision.
+    assert_eq!(s.revision(), 3);
+    assert_eq!(s.get("/k/a").await.unwrap(), Some(kv("/k/a", "3", 1, 3)));
+
+    // A deletion returns the last value at the deletion's revision.
+    assert_eq!(s.delete("/k/a", Some(3)).await, Ok(kv("/k/a", "3", 1, 4)));
+    assert_eq!(s.get("/k/a").await.unwrap(), None);
+    assert_eq!(s.revision(), 4);
+
+    // A re-created key starts a new life; an unconditional delete ends it.
+    assert_eq!(
+        s.create("/k/a", v("again")).await,
+        Ok(kv("/k/a", "again", 5, 5))
+    );
+    assert_eq!(s.delete("/k/a", None).await, Ok(kv("/k/a", "again", 5, 6)));
+    assert_eq!(s.revision(), 6);
+}
+
+async fn list_under_prefix(backend: Backend) {
+    let f = backend.open();
+    let s = &f.store;
+    for key in ["/p/a", "/p/b", "/q/a", "/p/c", "/p", "/pp/a"] {
+        s.create(key, v(key)).await.unwrap();
+    }
+    s.delete("/p/b", None).await.unwrap();
+    s.update("/p/a", v("new"), Some(1)).await.unwrap();
+
+    let (kvs, revision) = s.list("/p/").await.unwrap();
+    assert_eq!(kvs, vec![kv("/p/a", "new", 1, 8), kv("/p/c", "/p/c", 4, 4)]);
+    assert_eq!(revision, 8);
+    let cases: &[(&str, &[&str])] = &[
+        ("/q/", &["/q/a"]),
+        ("/p", &["/p", "/p/a", "/p/c", "/pp/a"]),
+        ("/none/", &[]),
+        ("", &["/p", "/p/a", "/p/c", "/pp/a", "/q/a"]),
+    ];
+    for (prefix, want) in cases {
+        let (kvs, revision) = s.list(prefix).await.unwrap();
+        let keys: Vec<_> = kvs.iter().map(|kv| kv.key.as_str()).collect();
+        assert_eq!(&keys, want, "prefix {prefix:?}");
+        assert_eq!(revision, 8);
+    }
+}
+
+/// While one writer creates `/c/0`, `/c/1`, ... (key `i` at revision `i + 1`), every list must
+/// see exactly the keys its revision says exist: the keys and the revision are one snapshot.
+async fn list_is_a_consistent_snapshot(backend: Backend) {
+    const KEYS: u64 = 300;
+    let f = backend.open();
+    let writer = {
+        let s = Arc::clone(&f.store);
+        tokio::spawn(async move {
+            for i in 0..KEYS {
+                assert_eq!(
+                    s.create(&format!("/c/{i:04}"), v("x"))
+                        .await
+                        .unwrap()
+                        .mod_revision,
+                    i + 1
+                );
+            }
+        })
+    };
+    let mut lists = 0;
+    loop {
+        let done = writer.is_finished();
+        let (kvs, revision) = f.store.list("/c/").await.unwrap();
+        assert_eq!(kvs.len() as u64, revision, "list at revision {revision}");
+        for (i, kv) in kvs.iter().enumerate() {
+            assert_eq!(kv.key, format!("/c/{i:04}"));
+        }
+        lists += 1;
+        if done {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    writer.await.unwrap();
+    assert!(lists > 1);
+    assert_eq!(f.store.list("/c/").await.unwrap().1, KEYS);
+}
+
+/// Writes five events: two keys under `/w/`, one under `/x/`.
+async fn five_writes(s: &dyn Store) {
+    s.create("/w/a", v("a1")).await.unwrap();
+    s.create("/w/b", v("b1")).await.unwrap();
+    s.update("/w/a", v("a2"), Some(1)).await.unwrap();
+    s.delete("/w/b", Some(2)).await.unwrap();
+    s.create("/x/c", v("c1")).await.unwrap();
+}
+
+async fn watch_replays_history(backend: Backend) {
+    let f = backend.open();
+    let s = &f.store;
+    five_writes(s.as_ref()).await;
+
+    let mut all = s.watch("/", 0).unwrap();
+    let want = vec![
+        put(kv("/w/a", "a1", 1, 1), None),
+        put(kv("/w/b", "b1", 2, 2), None),
+        put(kv("/w/a", "a2", 1, 3), Some(kv("/w/a", "a1", 1, 1))),
+        del(kv("/w/b", "b1", 2, 4), kv("/w/b", "b1", 2, 2)),
+        put(kv("/x/c", "c1", 5, 5), None),
+    ];
+    assert_eq!(take(&mut all, 5).await, want);
+    assert!(ready(&mut all).is_empty());
+
+    let cases: &[(&str, Revision, &[Revision])] = &[
+        ("/", 2, &[3, 4, 5]),
+        ("/", 4, &[5]),
+        ("/w/", 0, &[1, 2, 3, 4]),
+        ("/w/", 3, &[4]),
+        ("/x/", 0, &[5]),
+        ("/x/", 5, &[]),
+        ("/w/a", 0, &[1, 3]),
+        ("/y/", 0, &[]),
+    ];
+    for (prefix, from, want) in cases {
+        // Acknowledged writes are in the window already: all of them are ready at once.
+        let mut stream = s.watch(prefix, *from).unwrap();
+        let got: Vec<_> = ready(&mut stream)
+            .into_iter()
+            .map(|e| e.unwrap().revision())
+            .collect();
+        assert_eq!(got, *want, "prefix {prefix:?} from {from}");
+    }
+}
+
+async fn watch_from_current_sees_only_live_events(backend: Backend) {
+    let f = backend.open();
+    let s = &f.store;
+    five_writes(s.as_ref()).await;
+
+    let mut all = s.watch("/", s.revision()).unwrap();
+    let mut w = s.watch("/w/", 5).unwrap();
+    assert!(ready(&mut all).is_empty());
+    assert!(ready(&mut w).is_empty());
+
+    let a3 = s.update("/w/a", v("a3"), None).await.unwrap();
+    s.create("/x/d", v("d1")).await.unwrap();
+    let a4 = s.delete("/w/a", Some(6)).await.unwrap();
+
+    assert_eq!(revisions(&take(&mut all, 3).await), vec![6, 7, 8]);
+    assert_eq!(
+        take(&mut w, 2).await,
+        vec![put(a3.clone(), Some(kv("/w/a", "a2", 1, 3))), del(a4, a3),]
+    );
+    assert!(ready(&mut all).is_empty());
+    assert!(ready(&mut w).is_empty());
+}
+
+async fn watch_after_compaction(backend: Backend) {
+    let f = backend.open();
+    let s = &f.store;
+    let early = s.watch("/", 0).unwrap();
+    five_writes(s.as_ref()).await;
+    s.compact(3).await.unwrap();
+
+    assert_eq!(
+        compacted(s.watch("/", 2)),
+        StoreError::Compacted {
+            requested: 2,
+            oldest: 3
+        }
+    );
+    assert_eq!(
+        compacted(s.watch("/w/", 0)),
+        StoreError::Compacted {
+            requested: 0,
+            oldest: 3
+        }
+    );
+    // The events after the compacted revision are still there.
+    let mut stream = s.watch("/", 3).unwrap();
+    assert_eq!(revisions(&take(&mut stream, 2).await), vec![4, 5]);
+    // A watcher that had not yet received the compacted events is told so, not skipped past them.
+    let mut early = early;
+    assert_eq!(
+        ready(&mut early)
+            .into_iter()
+            .map(|item| item.map(|e| e.revision()))
+            .collect::<Vec<_>>(),
+        vec![Err(StoreError::Compacted {
+            requested: 0,
+            oldest: 3
+        })]
+    );
+    assert!(matches!(early.next().now_or_never(), Some(None)));
+
+    // The store goes on working.
+    s.create("/w/e", v("e1")).await.unwrap();
+    assert_eq!(revisions(&take(&mut stream, 1).await), vec![6]);
+    assert_eq!(s.list("/w/").await.unwrap().0.len(), 2);
+}
+
+async fn window_retains_only_the_last_events(backend: Backend) {
+    let f = backend.open_with_window(4);
+    let s = &f.store;
+    for i in 0..10 {
+        s.create(&format!("/k/{i}"), v("x")).await.unwrap();
+    }
+    assert_eq!(
+        compacted(s.watch("/", 0)),
+        StoreError::Compacted {
+            requested: 0,
+            oldest: 6
+        }
+    );
+    assert_eq!(
+        compacted(s.watch("/", 5)),
+        StoreError::Compacted {
+            requested: 5,
+            oldest: 6
+        }
+    );
+    let mut stream = s.watch("/", 6).unwrap();
+    assert_eq!(revisions(&take(&mut stream, 4).await), vec![7, 8, 9, 10]);
+
+    // A watcher that falls behind by more than the window ends with an error, never with a gap.
+    let mut slow = s.watch("/", 10).unwrap();
+    for i in 10..20 {
+        s.create(&format!("/k/{i}"), v("x")).await.unwrap();
+    }
+    assert_eq!(
+        ready(&mut slow)
+            .into_iter()
+            .map(|item| item.map(|e| e.revision()))
+            .collect::<Vec<_>>(),
+        vec![Err(StoreError::Compacted {
+            requested: 10,
+            oldest: 16
+        })]
+    );
+    assert!(matches!(slow.next().now_or_never(), Some(None)));
+}
+
+/// 8 tasks x 200 creates: revisions are unique and consecutive, each task's in increasing order,
+/// and watchers (one following live, one replaying afterwards, one on a prefix) see every event
+/// once, in order, equal to what the writer was told.
+async fn concurrent_writers(backend: Backend) {
+    const TASKS: u64 = 8;
+    const WRITES: u64 = 200;
+    const TOTAL: u64 = TASKS * WRITES;
+    let f = backend.open();
+    let live = {
+        let mut stream = f.store.watch("/c/", 0).unwrap();
+        tokio::spawn(async move { take(&mut stream, TOTAL as usize).await })
+    };
+    let mut prefixed = f.store.watch("/c/3/", 0).unwrap();
+    let writers: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let s = Arc::clone(&f.store);
+            tokio::spawn(async move {
+                let mut written = Vec::new();
+                for i in 0..WRITES {
+                    written.push(
+                        s.create(&format!("/c/{task}/{i:03}"), v("x"))
+                            .await
+                            .unwrap(),
+                    );
+                }
+                written
+            })
+        })
+        .collect();
+    let mut by_revision = BTreeMap::new();
+    for writer in join_all(writers).await {
+        let written = writer.unwrap();
+        assert!(
+            written
+                .windows(2)
+                .all(|w| w[0].mod_revision < w[1].mod_revision)
+        );
+        for kv in written {
+            assert!(
+                by_revision.insert(kv.mod_revision, kv).is_none(),
+                "revision reused"
+            );
+        }
+    }
+    assert_eq!(
+        by_revision.keys().copied().collect::<Vec<_>>(),
+        (1..=TOTAL).collect::<Vec<_>>()
+    );
+    assert_eq!(f.store.revision(), TOTAL);
+
+    let want: Vec<Event> = by_revision
+        .values()
+        .map(|kv| put(kv.clone(), None))
+        .collect();
+    assert_eq!(live.await.unwrap(), want);
+    let mut replay = f.store.watch("/c/", 0).unwrap();
+    assert_eq!(take(&mut replay, TOTAL as usize).await, want);
+    let want3: Vec<Event> = want
+        .iter()
+        .filter(|e| e.kv.key.starts_with("/c/3/"))
+        .cloned()
+        .collect();
+    assert_eq!(want3.len() as u64, WRITES);
+    assert_eq!(take(&mut prefixed, want3.len()).await, want3);
+    assert!(ready(&mut prefixed).is_empty());
+
+    let (kvs, revision) = f.store.list("/c/").await.unwrap();
+    assert_eq!((kvs.len() as u64, revision), (TOTAL, TOTAL));
+}
+
+/// Compare-and-swap increments from 8 tasks: every increment lands exactly once.
+async fn cas_increments_are_linearizable(backend: Backend) {
+    const TASKS: u64 = 8;
+    const INCREMENTS: u64 = 25;
+    let f = backend.open();
+    f.store.create("/counter", v("0")).await.unwrap();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let s = Arc::clone(&f.store);
+            tokio::spawn(async move {
+                let mut conflicts = 0;
+                for _ in 0..INCREMENTS {
+                    loop {
+                        let current = s.get("/counter").await.unwrap().unwrap();
+                        let n: u64 = std::str::from_utf8(&current.value)
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        match s
+                            .update(
+                                "/counter",
+                                v(&(n + 1).to_string()),
+                                Some(current.mod_revision),
+                            )
+                            .await
+                        {
+                            Ok(_) => break,
+                            Err(StoreError::Conflict { .. }) => conflicts += 1,
+                            Err(other) => panic!("{other}"),
+                        }
+                    }
+                }
+                conflicts
+            })
+        })
+        .collect();
+    for task in join_all(tasks).await {
+        task.unwrap();
+    }
+    let counter = f.store.get("/counter").await.unwrap().unwrap();
+    assert_eq!(counter.value, v(&(TASKS * INCREMENTS).to_string()));
+    assert_eq!(counter.mod_revision, 1 + TASKS * INCREMENTS);
+    assert_eq!(f.store.revision(), 1 + TASKS * INCREMENTS);
+}
+
+/// Many creates of one key at once: exactly one wins, the others fail alone.
+async fn concurrent_creates_of_one_key(backend: Backend) {
+    let f = backend.open();
+    let s = &f.store;
+    s.create("/before", v("x")).await.unwrap();
+    let results = join_all((0..20).map(|i| s.create("/dup", v(&i.to_string())))).await;
+    let won: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1);
+    assert_eq!(won[0].mod_revision, 2);
+    for result in &results {
+        if let Err(error) = result {
+            assert_eq!(*error, StoreError::AlreadyExists("/dup".into()));
+        }
+    }
+    assert_eq!(s.revision(), 2);
+    assert_eq!(s.get("/dup").await.unwrap().as_ref(), Some(won[0]));
+}
+
+async fn watch_ends_when_the_store_closes(backend: Backend) {
+    let f = backend.open();
+    f.store.create("/k", v("x")).await.unwrap();
+    let mut stream = f.store.watch("/", 0).unwrap();
+    drop(f);
+    assert_eq!(take(&mut stream, 1).await[0].revision(), 1);
+    assert_eq!(stream.next().await, Some(Err(StoreError::Closed)));
+    assert_eq!(stream.next().await, None);
+}
+
+macro_rules! contract {
+    ($($check:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    super::$check(super::Backend::Memory).await
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    super::$check(super::Backend::Sqlite).await
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    crud_and_cas,
+    list_under_prefix,
+    list_is_a_consistent_snapshot,
+    watch_replays_history,
+    watch_from_current_sees_only_live_events,
+    watch_after_compaction,
+    window_retains_only_the_last_events,
+    concurrent_writers,
+    cas_increments_are_linearizable,
+    concurrent_creates_of_one_key,
+    watch_ends_when_the_store_closes,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_reopen_keeps_data_and_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        let s = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+        s.create("/a", v("a1")).await.unwrap();
+        s.create("/b", v("b1")).await.unwrap();
+        s.update("/a", v("a2"), Some(1)).await.unwrap();
+        // The newest write is a deletion: the revision must still survive.
+        s.delete("/b", None).await.unwrap();
+        assert_eq!(s.revision(), 4);
+    }
+    let s = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+    assert_eq!(s.revision(), 4);
+    assert_eq!(s.get("/a").await.unwrap(), Some(kv("/a", "a2", 1, 3)));
+    assert_eq!(s.get("/b").await.unwrap(), None);
+    assert_eq!(s.list("/").await.unwrap(), (vec![kv("/a", "a2", 1, 3)], 4));
+    // History before the restart is gone, like upstream after a compaction.
+    assert_eq!(
+        compacted(s.watch("/", 3)),
+        StoreError::Compacted {
+            requested: 3,
+            oldest: 4
+        }
+    );
+    let mut stream = s.watch("/", 4).unwrap();
+    assert_eq!(s.create("/c", v("c1")).await, Ok(kv("/c", "c1", 5, 5)));
+    assert_eq!(
+        take(&mut stream, 1).await,
+        vec![put(kv("/c", "c1", 5, 5), None)]
+    );
+    assert_eq!(
+        s.update("/a", v("x"), Some(1)).await,
+        Err(StoreError::Conflict {
+            key: "/a".into(),
+            expected: 1,
+            current: 3
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_group_commits_concurrent_writes() {
+    const WRITES: u64 = 500;
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(&dir.path().join("store.db"), SqliteOptions::default()).unwrap();
+    let keys: Vec<String> = (0..WRITES).map(|i| format!("/g/{i}")).collect();
+    let results = join_all(keys.iter().map(|key| s.create(key, v("x")))).await;
+    let mut revisions: Vec<_> = results
+        .into_iter()
+        .map(|r| r.unwrap().mod_revision)
+        .collect();
+    revisions.sort_unstable();
+    assert_eq!(revisions, (1..=WRITES).collect::<Vec<_>>());
+    let commits = s.commits();
+    assert!(
+        (1..WRITES).contains(&commits),
+        "{commits} commits for {WRITES} writes"
+    );
+    // Writes that all fail their checks commit nothing.
+    let failed = join_all(keys[..10].iter().map(|key| s.create(key, v("y")))).await;
+    assert!(
+        failed
+            .iter()
+            .all(|r| matches!(r, Err(StoreError::AlreadyExists(_))))
+    );
+    assert_eq!(s.commits(), commits);
+    assert_eq!(s.revision(), WRITES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_refuses_a_second_writer_on_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let first = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+    let second = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+    first.create("/a", v("1")).await.unwrap();
+    // The second store's revision is stale: its writes would reuse revisions, so they fail.
+    assert!(matches!(
+        second.create("/b", v("1")).await,
+        Err(StoreError::Backend(_))
+    ));
+    assert_eq!(second.get("/b").await.unwrap(), None);
+    assert_eq!(first.create("/c", v("1")).await.unwrap().mod_revision, 2);
+}
