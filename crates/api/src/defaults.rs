@@ -11,7 +11,9 @@ use serde_json::{Map, Value, json};
 
 /// Fills upstream's defaults into `obj` in place; unknown kinds are left alone.
 pub fn apply(group: &str, kind: &str, obj: &mut Value) {
-    let Some(root) = obj.as_object_mut() else { return };
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
     match (group, kind) {
         ("", "Pod") => pod(root),
         ("", "Namespace") => namespace(root),
@@ -42,8 +44,15 @@ fn existing<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Ma
 }
 
 /// Each object of the array at `key`, if any.
-fn each<'a>(map: &'a mut Map<String, Value>, key: &str) -> impl Iterator<Item = &'a mut Map<String, Value>> {
-    map.get_mut(key).and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut)
+fn each<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+    map.get_mut(key)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
 }
 
 fn is_unset(map: &Map<String, Value>, key: &str) -> bool {
@@ -74,7 +83,9 @@ fn default_int(map: &mut Map<String, Value>, key: &str, value: i64) {
 // ---- core/v1 ----
 
 fn pod(root: &mut Map<String, Value>) {
-    let Some(spec) = child(root, "spec") else { return };
+    let Some(spec) = child(root, "spec") else {
+        return;
+    };
     pod_spec(spec);
     // SetDefaults_Pod: only on Pods, never on templates (upstream issue 69445).
     for key in ["containers", "initContainers"] {
@@ -87,7 +98,9 @@ fn pod(root: &mut Map<String, Value>) {
         for key in ["containers", "initContainers"] {
             for container in each(spec, key) {
                 for port in each(container, "ports") {
-                    let host_port_unset = port.get("hostPort").is_none_or(|p| p.is_null() || p.as_i64() == Some(0));
+                    let host_port_unset = port
+                        .get("hostPort")
+                        .is_none_or(|p| p.is_null() || p.as_i64() == Some(0));
                     if let Some(container_port) = port.get("containerPort").cloned()
                         && host_port_unset
                     {
@@ -102,9 +115,15 @@ fn pod(root: &mut Map<String, Value>) {
 
 /// Requests default to limits for resources that have a limit and no request.
 fn requests_from_limits(container: &mut Map<String, Value>) {
-    let Some(resources) = existing(container, "resources") else { return };
-    let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else { return };
-    let Some(requests) = child(resources, "requests") else { return };
+    let Some(resources) = existing(container, "resources") else {
+        return;
+    };
+    let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+        return;
+    };
+    let Some(requests) = child(resources, "requests") else {
+        return;
+    };
     for (name, quantity) in limits {
         requests.entry(name).or_insert(quantity);
     }
@@ -113,21 +132,31 @@ fn requests_from_limits(container: &mut Map<String, Value>) {
 /// The `DefaultTolerationSeconds` admission plugin: pods tolerate a not-ready or unreachable
 /// node for 300s unless they already say how they tolerate it.
 fn default_tolerations(spec: &mut Map<String, Value>) {
-    const KEYS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+    const KEYS: [&str; 2] = [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ];
     let existing: Vec<(String, String)> = spec
         .get("tolerations")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .map(|t| {
-            let s = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let s = |k: &str| {
+                t.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
             (s("key"), s("effect"))
         })
         .collect();
     let missing: Vec<&str> = KEYS
         .into_iter()
         .filter(|key| {
-            !existing.iter().any(|(k, effect)| (k == key || k.is_empty()) && (effect == "NoExecute" || effect.is_empty()))
+            !existing.iter().any(|(k, effect)| {
+                (k == key || k.is_empty()) && (effect == "NoExecute" || effect.is_empty())
+            })
         })
         .collect();
     if missing.is_empty() {
@@ -187,8 +216,9 @@ fn volume_defaults(volume: &mut Map<String, Value>) {
             }
         }
     }
-    if let Some(claim_spec) =
-        existing(volume, "ephemeral").and_then(|e| existing(e, "volumeClaimTemplate")).and_then(|t| existing(t, "spec"))
+    if let Some(claim_spec) = existing(volume, "ephemeral")
+        .and_then(|e| existing(e, "volumeClaimTemplate"))
+        .and_then(|t| existing(t, "spec"))
     {
         default_ptr(claim_spec, "volumeMode", json!("Filesystem"));
     }
@@ -203,9 +233,20 @@ fn downward_items(downward: &mut Map<String, Value>) {
 }
 
 fn container_defaults(container: &mut Map<String, Value>) {
-    if container.get("imagePullPolicy").and_then(Value::as_str).is_none_or(str::is_empty) {
-        let image = container.get("image").and_then(Value::as_str).unwrap_or_default();
-        let policy = if image_tag(image).as_deref() == Some("latest") { "Always" } else { "IfNotPresent" };
+    if container
+        .get("imagePullPolicy")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        let image = container
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let policy = if image_tag(image).as_deref() == Some("latest") {
+            "Always"
+        } else {
+            "IfNotPresent"
+        };
         container.insert("imagePullPolicy".into(), json!(policy));
     }
     default_str(container, "terminationMessagePath", "/dev/termination-log");
@@ -262,9 +303,15 @@ fn image_tag(image: &str) -> Option<String> {
         None => (name, None),
     };
     // Docker references have a lowercase path; anything else fails to parse upstream.
-    let path = repository.split_once('/').map_or(repository, |(host, rest)| {
-        if host.contains(['.', ':']) || host == "localhost" { rest } else { repository }
-    });
+    let path = repository
+        .split_once('/')
+        .map_or(repository, |(host, rest)| {
+            if host.contains(['.', ':']) || host == "localhost" {
+                rest
+            } else {
+                repository
+            }
+        });
     if path.is_empty() || path.chars().any(|c| c.is_ascii_uppercase()) {
         return None;
     }
@@ -276,7 +323,12 @@ fn image_tag(image: &str) -> Option<String> {
 }
 
 fn namespace(root: &mut Map<String, Value>) {
-    let name = root.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = root
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if !name.is_empty()
         && let Some(labels) = child(root, "metadata").and_then(|m| child(m, "labels"))
     {
@@ -292,7 +344,9 @@ fn namespace(root: &mut Map<String, Value>) {
 }
 
 fn node(root: &mut Map<String, Value>) {
-    let Some(status) = existing(root, "status") else { return };
+    let Some(status) = existing(root, "status") else {
+        return;
+    };
     if is_unset(status, "allocatable")
         && let Some(capacity) = status.get("capacity").filter(|c| c.is_object()).cloned()
     {
@@ -313,7 +367,9 @@ fn persistent_volume_claim(root: &mut Map<String, Value>) {
 
 /// Defaults of a workload's `spec.template`.
 fn template(spec: &mut Map<String, Value>) {
-    let Some(template) = child(spec, "template") else { return };
+    let Some(template) = child(spec, "template") else {
+        return;
+    };
     // A typed client sends `creationTimestamp: null` in template metadata; drop it so that a
     // template sent back by `kubectl rollout undo` equals the stored one.
     if let Some(meta) = existing(template, "metadata")
@@ -327,7 +383,9 @@ fn template(spec: &mut Map<String, Value>) {
 }
 
 fn deployment(root: &mut Map<String, Value>) {
-    let Some(spec) = child(root, "spec") else { return };
+    let Some(spec) = child(root, "spec") else {
+        return;
+    };
     default_ptr(spec, "replicas", json!(1));
     if let Some(strategy) = child(spec, "strategy") {
         default_str(strategy, "type", "RollingUpdate");
@@ -344,13 +402,17 @@ fn deployment(root: &mut Map<String, Value>) {
 }
 
 fn replica_set(root: &mut Map<String, Value>) {
-    let Some(spec) = child(root, "spec") else { return };
+    let Some(spec) = child(root, "spec") else {
+        return;
+    };
     default_ptr(spec, "replicas", json!(1));
     template(spec);
 }
 
 fn daemon_set(root: &mut Map<String, Value>) {
-    let Some(spec) = child(root, "spec") else { return };
+    let Some(spec) = child(root, "spec") else {
+        return;
+    };
     if let Some(strategy) = child(spec, "updateStrategy") {
         default_str(strategy, "type", "RollingUpdate");
         if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate")
@@ -365,11 +427,17 @@ fn daemon_set(root: &mut Map<String, Value>) {
 }
 
 fn stateful_set(root: &mut Map<String, Value>) {
-    let Some(spec) = child(root, "spec") else { return };
+    let Some(spec) = child(root, "spec") else {
+        return;
+    };
     default_str(spec, "podManagementPolicy", "OrderedReady");
     if let Some(strategy) = child(spec, "updateStrategy") {
         // Upstream creates `rollingUpdate` only when it defaults the type itself.
-        if strategy.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if strategy
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             strategy.insert("type".into(), json!("RollingUpdate"));
             default_ptr(strategy, "rollingUpdate", json!({}));
         }
@@ -392,6 +460,7 @@ fn stateful_set(root: &mut Map<String, Value>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -588,13 +657,21 @@ mod tests {
         for (group, kind, input, want) in cases {
             let got = defaulted(group, kind, input.clone());
             assert_eq!(got, want, "{kind}: {input}");
-            assert_eq!(defaulted(group, kind, got.clone()), got, "{kind} defaulting is not idempotent");
+            assert_eq!(
+                defaulted(group, kind, got.clone()),
+                got,
+                "{kind} defaulting is not idempotent"
+            );
         }
     }
 
     #[test]
     fn templates_do_not_get_pod_only_defaults() {
-        let got = defaulted("apps", "Deployment", json!({"spec": {"template": template_input()}}));
+        let got = defaulted(
+            "apps",
+            "Deployment",
+            json!({"spec": {"template": template_input()}}),
+        );
         let spec = &got["spec"]["template"]["spec"];
         assert!(spec.get("enableServiceLinks").is_none());
         assert!(spec.get("tolerations").is_none());
@@ -611,14 +688,31 @@ mod tests {
     #[test]
     fn default_tolerations_respect_existing_ones() {
         let cases: Vec<(Value, usize)> = vec![
-            (json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]), 2),
+            (
+                json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]),
+                2,
+            ),
             (json!([{"operator": "Exists"}]), 1),
-            (json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}]), 2),
-            (json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"}]), 3),
+            (
+                json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}]),
+                2,
+            ),
+            (
+                json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"}]),
+                3,
+            ),
         ];
         for (tolerations, want) in cases {
-            let got = defaulted("", "Pod", json!({"spec": {"containers": [], "tolerations": tolerations}}));
-            assert_eq!(got["spec"]["tolerations"].as_array().map(Vec::len), Some(want), "{tolerations}");
+            let got = defaulted(
+                "",
+                "Pod",
+                json!({"spec": {"containers": [], "tolerations": tolerations}}),
+            );
+            assert_eq!(
+                got["spec"]["tolerations"].as_array().map(Vec::len),
+                Some(want),
+                "{tolerations}"
+            );
         }
     }
 
@@ -629,7 +723,10 @@ mod tests {
             "Pod",
             json!({"spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "x:1", "ports": [{"containerPort": 53}]}]}}),
         );
-        assert_eq!(got["spec"]["containers"][0]["ports"][0], json!({"containerPort": 53, "protocol": "TCP", "hostPort": 53}));
+        assert_eq!(
+            got["spec"]["containers"][0]["ports"][0],
+            json!({"containerPort": 53, "protocol": "TCP", "hostPort": 53})
+        );
     }
 
     #[test]
@@ -646,8 +743,16 @@ mod tests {
             ("", "IfNotPresent"),
         ];
         for (image, want) in cases {
-            let got = defaulted("", "Pod", json!({"spec": {"containers": [{"name": "c", "image": image}]}}));
-            assert_eq!(got["spec"]["containers"][0]["imagePullPolicy"], json!(want), "{image}");
+            let got = defaulted(
+                "",
+                "Pod",
+                json!({"spec": {"containers": [{"name": "c", "image": image}]}}),
+            );
+            assert_eq!(
+                got["spec"]["containers"][0]["imagePullPolicy"],
+                json!(want),
+                "{image}"
+            );
         }
     }
 }

@@ -45,7 +45,10 @@ impl IntOrPercent {
                 .ok_or_else(|| IntOrPercentError::OutOfRange(n.to_string())),
             Value::String(s) => {
                 let digits = s.strip_suffix('%').ok_or(IntOrPercentError::NotPercent)?;
-                digits.parse::<i32>().map(IntOrPercent::Percent).map_err(|_| IntOrPercentError::BadPercent(s.clone()))
+                digits
+                    .parse::<i32>()
+                    .map(IntOrPercent::Percent)
+                    .map_err(|_| IntOrPercentError::BadPercent(s.clone()))
             }
             other => Err(IntOrPercentError::WrongType(other.to_string())),
         }
@@ -66,7 +69,11 @@ pub fn scaled_value(v: &IntOrPercent, total: i32, round_up: bool) -> i32 {
         IntOrPercent::Int(i) => i,
         IntOrPercent::Percent(p) => {
             let product = i64::from(p) * i64::from(total);
-            let scaled = if round_up { -(-product).div_euclid(100) } else { product.div_euclid(100) };
+            let scaled = if round_up {
+                -(-product).div_euclid(100)
+            } else {
+                product.div_euclid(100)
+            };
             i32::try_from(scaled).unwrap_or(if scaled < 0 { i32::MIN } else { i32::MAX })
         }
     }
@@ -103,6 +110,7 @@ pub fn resolve_fenceposts(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -118,8 +126,14 @@ mod tests {
             (json!("5"), Err(IntOrPercentError::NotPercent)),
             (json!("x%"), Err(IntOrPercentError::BadPercent("x%".into()))),
             (json!(1.5), Err(IntOrPercentError::OutOfRange("1.5".into()))),
-            (json!(4_294_967_296i64), Err(IntOrPercentError::OutOfRange("4294967296".into()))),
-            (json!(true), Err(IntOrPercentError::WrongType("true".into()))),
+            (
+                json!(4_294_967_296i64),
+                Err(IntOrPercentError::OutOfRange("4294967296".into())),
+            ),
+            (
+                json!(true),
+                Err(IntOrPercentError::WrongType("true".into())),
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(IntOrPercent::parse(&input), want, "{input}");
@@ -139,13 +153,18 @@ mod tests {
             (IntOrPercent::Percent(33), 0, true, 0),
         ];
         for (v, total, up, want) in cases {
-            assert_eq!(scaled_value(&v, total, up), want, "{v:?} of {total} up={up}");
+            assert_eq!(
+                scaled_value(&v, total, up),
+                want,
+                "{v:?} of {total} up={up}"
+            );
         }
     }
 
     #[test]
     fn resolves_deployment_fenceposts() {
-        let cases: Vec<(Option<Value>, Option<Value>, i32, (i32, i32))> = vec![
+        type Case = (Option<Value>, Option<Value>, i32, (i32, i32));
+        let cases: Vec<Case> = vec![
             (Some(json!("25%")), Some(json!("25%")), 10, (3, 2)),
             (Some(json!("25%")), Some(json!("25%")), 1, (1, 0)),
             (Some(json!(0)), Some(json!(0)), 5, (0, 1)),
@@ -157,7 +176,10 @@ mod tests {
             let got = resolve_fenceposts(surge.as_ref(), unavailable.as_ref(), desired).unwrap();
             assert_eq!(got, want, "{surge:?}/{unavailable:?} of {desired}");
         }
-        assert_eq!(resolve_fenceposts(Some(&json!("3")), None, 3), Err(IntOrPercentError::NotPercent));
+        assert_eq!(
+            resolve_fenceposts(Some(&json!("3")), None, 3),
+            Err(IntOrPercentError::NotPercent)
+        );
     }
 
     #[test]

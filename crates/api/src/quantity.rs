@@ -12,7 +12,9 @@ use thiserror::Error;
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum QuantityError {
     /// The string does not have the shape of a quantity at all.
-    #[error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+    #[error(
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    )]
     Format,
     /// The number before the suffix is malformed (e.g. two dots).
     #[error("unable to parse numeric part of quantity")]
@@ -52,7 +54,10 @@ impl Quantity {
             b'+' => (false, &s[1..]),
             _ => (false, s),
         };
-        let number_len = rest.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
+        let number_len = rest
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || *b == b'.')
+            .count();
         let (number, suffix) = rest.split_at(number_len);
         if number.is_empty() {
             return Err(QuantityError::Format);
@@ -81,7 +86,9 @@ impl Quantity {
         let mut decimal_exp = -frac_len;
         match scale {
             Scale::Binary(bits) => {
-                num = num.checked_mul(1i128 << bits).ok_or(QuantityError::TooLarge)?;
+                num = num
+                    .checked_mul(1i128 << bits)
+                    .ok_or(QuantityError::TooLarge)?;
             }
             Scale::Decimal(exp) => decimal_exp = decimal_exp.saturating_add(exp),
         }
@@ -92,17 +99,31 @@ impl Quantity {
             match decimal_exp.checked_neg().and_then(pow10) {
                 Some(factor) => den = factor,
                 // Smaller than anything representable: upstream rounds a non-zero value up.
-                None => return Ok(Self { nanos: if mantissa == 0 { 0 } else if negative { -1 } else { 1 } }),
+                None => {
+                    return Ok(Self {
+                        nanos: if mantissa == 0 {
+                            0
+                        } else if negative {
+                            -1
+                        } else {
+                            1
+                        },
+                    });
+                }
             }
         }
         let product = mantissa.checked_mul(num).ok_or(QuantityError::TooLarge)?;
         let magnitude = product / den + i128::from(product % den != 0);
-        Ok(Self { nanos: if negative { -magnitude } else { magnitude } })
+        Ok(Self {
+            nanos: if negative { -magnitude } else { magnitude },
+        })
     }
 
     /// A quantity of `milli` thousandths, e.g. CPU millicores.
     pub fn from_milli(milli: i64) -> Self {
-        Self { nanos: i128::from(milli) * 1_000_000 }
+        Self {
+            nanos: i128::from(milli) * 1_000_000,
+        }
     }
 
     /// The value in thousandths, rounded away from zero like upstream's `MilliValue()`.
@@ -127,12 +148,16 @@ impl Quantity {
 
     /// The sum, clamped at the representable range, for totalling requests.
     pub fn saturating_add(self, other: Self) -> Self {
-        Self { nanos: self.nanos.saturating_add(other.nanos) }
+        Self {
+            nanos: self.nanos.saturating_add(other.nanos),
+        }
     }
 
     /// The difference, clamped at the representable range, for free capacity.
     pub fn saturating_sub(self, other: Self) -> Self {
-        Self { nanos: self.nanos.saturating_sub(other.nanos) }
+        Self {
+            nanos: self.nanos.saturating_sub(other.nanos),
+        }
     }
 }
 
@@ -180,7 +205,9 @@ fn parse_suffix(suffix: &str) -> Result<Scale, QuantityError> {
         "P" => Scale::Decimal(15),
         "E" => Scale::Decimal(18),
         _ => {
-            let exp = suffix.strip_prefix(['e', 'E']).ok_or_else(|| suffix_error(suffix))?;
+            let exp = suffix
+                .strip_prefix(['e', 'E'])
+                .ok_or_else(|| suffix_error(suffix))?;
             let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(suffix_error(suffix));
@@ -194,12 +221,19 @@ fn parse_suffix(suffix: &str) -> Result<Scale, QuantityError> {
 /// Distinguishes a suffix that breaks the overall shape from one that merely is not known.
 fn suffix_error(suffix: &str) -> QuantityError {
     let shape_ok = {
-        let letters = suffix.bytes().take_while(|b| b"eEinumkKMGTP".contains(b)).count();
+        let letters = suffix
+            .bytes()
+            .take_while(|b| b"eEinumkKMGTP".contains(b))
+            .count();
         let rest = &suffix[letters..];
         let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
         rest.bytes().all(|b| b.is_ascii_digit())
     };
-    if shape_ok { QuantityError::Suffix } else { QuantityError::Format }
+    if shape_ok {
+        QuantityError::Suffix
+    } else {
+        QuantityError::Format
+    }
 }
 
 fn pow10(exp: i32) -> Option<i128> {
@@ -208,7 +242,13 @@ fn pow10(exp: i32) -> Option<i128> {
 
 fn div_away_from_zero(n: i128, d: i128) -> i128 {
     let q = n / d;
-    if n % d == 0 { q } else if n < 0 { q - 1 } else { q + 1 }
+    if n % d == 0 {
+        q
+    } else if n < 0 {
+        q - 1
+    } else {
+        q + 1
+    }
 }
 
 fn saturate(v: i128) -> i64 {
@@ -219,6 +259,7 @@ fn saturate(v: i128) -> i64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -246,7 +287,7 @@ mod tests {
             ("-1", -1000, -1),
             ("+2", 2000, 2),
             ("1.", 1000, 1),
-            ("1Ei", 1_152_921_504_606_846_976_000, 1_152_921_504_606_846_976),
+            ("1Ei", i64::MAX, 1_152_921_504_606_846_976),
         ];
         for (input, milli, value) in cases {
             let q = Quantity::parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));

@@ -815,6 +815,7 @@ fn unescape_value(s: &str) -> Result<String, SelectorError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -346,7 +346,7 @@ impl<'p> Merger<'_, 'p> {
                     strategy,
                 )?))
             }
-            scalar => Ok(scalar.clone()),
+            scalar => Ok(go_scalar(scalar)),
         }
     }
 
@@ -376,7 +376,7 @@ impl<'p> Merger<'_, 'p> {
                 Value::Array(list) => {
                     out.push(Value::Array(self.replace_list(list)?));
                 }
-                scalar => out.push(scalar.clone()),
+                scalar => out.push(go_scalar(scalar)),
             }
         }
         Ok(out)
@@ -407,7 +407,7 @@ impl<'p> Merger<'_, 'p> {
         }
         let server_order = original.clone();
         let mut merged: Vec<Value> = Vec::with_capacity(original.len() + patch.len());
-        for item in original.into_iter().chain(patch.iter().cloned()) {
+        for item in original.into_iter().chain(patch.iter().map(go_scalar)) {
             if !merged.iter().any(|m| scalar_eq(m, &item)) {
                 merged.push(item);
             }
@@ -720,6 +720,20 @@ fn kind(v: &Value) -> u8 {
     }
 }
 
+/// A patch scalar as it comes out of upstream's float64 round trip: an integral float such as
+/// `80.0` becomes `80`, so that integer fields stay integers.
+fn go_scalar(v: &Value) -> Value {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: beyond it, floats are not exact integers
+    match v {
+        Value::Number(n) if n.is_f64() => match n.as_f64() {
+            #[allow(clippy::cast_possible_truncation)]
+            Some(f) if f.fract() == 0.0 && f.abs() <= EXACT => Value::from(f as i64),
+            _ => v.clone(),
+        },
+        _ => v.clone(),
+    }
+}
+
 /// Equality as Go compares decoded JSON: numbers by value, whatever their representation.
 fn scalar_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
@@ -848,4 +862,5 @@ fn write_go_float(out: &mut String, f: f64) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;

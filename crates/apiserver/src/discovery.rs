@@ -33,7 +33,9 @@ const ALL_VERBS: &[&str] = &[
 ];
 
 /// Upstream serves no `deletecollection` on namespaces (deleting namespaces in bulk is refused).
-const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const NAMESPACE_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 /// Verbs of `status` and `scale`.
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
@@ -84,8 +86,10 @@ pub fn api_group_list() -> Value {
 /// `/api/v1` (group `""`) or `/apis/{group}/{version}`: the APIResourceList, subresources included
 /// as `plural/sub` entries; `None` when the group/version is not served.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
-    let defs: Vec<&ResourceDef> =
-        RESOURCES.iter().filter(|r| r.group == group && r.version == version).collect();
+    let defs: Vec<&ResourceDef> = RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .collect();
     if defs.is_empty() {
         return None;
     }
@@ -109,8 +113,11 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     let resources: Vec<Value> = entries.into_iter().map(|(_, v)| v).collect();
-    let group_version =
-        if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     let mut out = Map::new();
     out.insert("kind".into(), json!("APIResourceList"));
     if !group.is_empty() {
@@ -129,7 +136,10 @@ pub fn aggregated(core: bool) -> Value {
     let items: Vec<Value> = if core {
         vec![group_discovery("", &["v1"])]
     } else {
-        named_groups().into_iter().map(|(g, vs)| group_discovery(g, &vs)).collect()
+        named_groups()
+            .into_iter()
+            .map(|(g, vs)| group_discovery(g, &vs))
+            .collect()
     };
     json!({
         "kind": "APIGroupDiscoveryList",
@@ -156,7 +166,11 @@ fn named_groups() -> Vec<(&'static str, Vec<&'static str>)> {
 
 /// The verbs of a resource's main endpoint (OpenAPI offers the same operations).
 pub(crate) fn verbs(def: &ResourceDef) -> &'static [&'static str] {
-    if def.group.is_empty() && def.kind == "Namespace" { NAMESPACE_VERBS } else { ALL_VERBS }
+    if def.group.is_empty() && def.kind == "Namespace" {
+        NAMESPACE_VERBS
+    } else {
+        ALL_VERBS
+    }
 }
 
 fn sub_verbs(sub: Subresource) -> &'static [&'static str] {
@@ -209,7 +223,10 @@ fn main_entry(def: &ResourceDef) -> Value {
     if !def.categories.is_empty() {
         e.insert("categories".into(), json!(def.categories));
     }
-    e.insert("storageVersionHash".into(), json!(storage_version_hash(def)));
+    e.insert(
+        "storageVersionHash".into(),
+        json!(storage_version_hash(def)),
+    );
     Value::Object(e)
 }
 
@@ -217,8 +234,10 @@ fn group_discovery(group: &str, versions: &[&str]) -> Value {
     let versions: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let mut defs: Vec<&ResourceDef> =
-                RESOURCES.iter().filter(|r| r.group == group && r.version == *v).collect();
+            let mut defs: Vec<&ResourceDef> = RESOURCES
+                .iter()
+                .filter(|r| r.group == group && r.version == *v)
+                .collect();
             defs.sort_by_key(|d| d.plural);
             let resources: Vec<Value> = defs.into_iter().map(resource_discovery).collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
@@ -236,8 +255,18 @@ fn resource_discovery(def: &ResourceDef) -> Value {
     let mut e = Map::new();
     e.insert("resource".into(), json!(def.plural));
     // Upstream leaves group and version empty when the kind is the resource's own.
-    e.insert("responseKind".into(), json!({"group": "", "version": "", "kind": def.kind}));
-    e.insert("scope".into(), json!(if def.namespaced { "Namespaced" } else { "Cluster" }));
+    e.insert(
+        "responseKind".into(),
+        json!({"group": "", "version": "", "kind": def.kind}),
+    );
+    e.insert(
+        "scope".into(),
+        json!(if def.namespaced {
+            "Namespaced"
+        } else {
+            "Cluster"
+        }),
+    );
     e.insert("singularResource".into(), json!(def.singular));
     e.insert("verbs".into(), json!(verbs(def)));
     if !def.short_names.is_empty() {
@@ -252,7 +281,9 @@ fn resource_discovery(def: &ResourceDef) -> Value {
         let subs: Vec<Value> = subs
             .into_iter()
             .map(|sub| {
-                let (g, v) = foreign_kind(sub).map(|(g, v, _)| (g, v)).unwrap_or(("", ""));
+                let (g, v) = foreign_kind(sub)
+                    .map(|(g, v, _)| (g, v))
+                    .unwrap_or(("", ""));
                 json!({
                     "subresource": sub.name(),
                     "responseKind": {"group": g, "version": v, "kind": sub_kind(def, sub)},
@@ -266,6 +297,7 @@ fn resource_discovery(def: &ResourceDef) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
 
@@ -298,11 +330,18 @@ mod tests {
     fn group_list_has_named_groups_with_preferred_version() {
         let l = api_group_list();
         assert_eq!(l["kind"], "APIGroupList");
-        let names: Vec<&str> =
-            l["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = l["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["apps", "coordination.k8s.io"]);
         let apps = &l["groups"][0];
-        assert_eq!(apps["preferredVersion"], json!({"groupVersion": "apps/v1", "version": "v1"}));
+        assert_eq!(
+            apps["preferredVersion"],
+            json!({"groupVersion": "apps/v1", "version": "v1"})
+        );
         assert_eq!(apps["versions"][0]["groupVersion"], "apps/v1");
     }
 
@@ -342,9 +381,30 @@ mod tests {
     fn subresource_entries_match_upstream() {
         let core = resource_list("", "v1").unwrap();
         let cases = [
-            (&core, "pods/binding", json!(null), json!(null), "Binding", json!(["create"])),
-            (&core, "pods/eviction", json!("policy"), json!("v1"), "Eviction", json!(["create"])),
-            (&core, "pods/status", json!(null), json!(null), "Pod", json!(["get", "patch", "update"])),
+            (
+                &core,
+                "pods/binding",
+                json!(null),
+                json!(null),
+                "Binding",
+                json!(["create"]),
+            ),
+            (
+                &core,
+                "pods/eviction",
+                json!("policy"),
+                json!("v1"),
+                "Eviction",
+                json!(["create"]),
+            ),
+            (
+                &core,
+                "pods/status",
+                json!(null),
+                json!(null),
+                "Pod",
+                json!(["get", "patch", "update"]),
+            ),
         ];
         let apps = resource_list("apps", "v1").unwrap();
         let scale = find(&apps, "deployments/scale");
@@ -354,8 +414,16 @@ mod tests {
         assert_eq!(scale["verbs"], json!(["get", "patch", "update"]));
         for (list, name, group, version, kind, verbs) in cases {
             let e = find(list, name);
-            assert_eq!(e.get("group").cloned().unwrap_or(Value::Null), group, "{name}");
-            assert_eq!(e.get("version").cloned().unwrap_or(Value::Null), version, "{name}");
+            assert_eq!(
+                e.get("group").cloned().unwrap_or(Value::Null),
+                group,
+                "{name}"
+            );
+            assert_eq!(
+                e.get("version").cloned().unwrap_or(Value::Null),
+                version,
+                "{name}"
+            );
             assert_eq!(e["kind"], kind, "{name}");
             assert_eq!(e["verbs"], verbs, "{name}");
             assert_eq!(e["singularName"], "", "{name}");
@@ -375,11 +443,18 @@ mod tests {
     #[test]
     fn namespaces_have_no_deletecollection() {
         let core = resource_list("", "v1").unwrap();
-        assert!(!find(&core, "namespaces")["verbs"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("deletecollection")));
-        assert!(find(&core, "pods")["verbs"].as_array().unwrap().contains(&json!("deletecollection")));
+        assert!(
+            !find(&core, "namespaces")["verbs"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("deletecollection"))
+        );
+        assert!(
+            find(&core, "pods")["verbs"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("deletecollection"))
+        );
     }
 
     #[test]
@@ -403,7 +478,10 @@ mod tests {
         assert_eq!(pods["singularResource"], "pod");
         assert_eq!(pods["shortNames"], json!(["po"]));
         assert_eq!(pods["categories"], json!(["all"]));
-        assert_eq!(pods["responseKind"], json!({"group": "", "version": "", "kind": "Pod"}));
+        assert_eq!(
+            pods["responseKind"],
+            json!({"group": "", "version": "", "kind": "Pod"})
+        );
         let eviction = pods["subresources"]
             .as_array()
             .unwrap()
@@ -418,8 +496,10 @@ mod tests {
 
         let groups = aggregated(false);
         let items = groups["items"].as_array().unwrap();
-        let names: Vec<&str> =
-            items.iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = items
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["apps", "coordination.k8s.io"]);
         let nodes_scope = core["items"][0]["versions"][0]["resources"]
             .as_array()

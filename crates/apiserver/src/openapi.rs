@@ -57,14 +57,22 @@ pub fn group_version_hash(path: &str) -> Option<&'static str> {
 /// The component schema of a kind (its root; `$ref`s inside point at other components), for
 /// callers that validate objects themselves.
 pub fn schema_for_kind(group: &str, version: &str, kind: &str) -> Option<&'static Value> {
-    let name = REGISTRY.by_gvk.get(&(group.to_string(), version.to_string(), kind.to_string()))?;
+    let name = REGISTRY
+        .by_gvk
+        .get(&(group.to_string(), version.to_string(), kind.to_string()))?;
     REGISTRY.schemas.get(name)
 }
 
 /// The description of one property of a component, e.g. (`io.k8s.api.core.v1.PodStatus`,
 /// `podIP`); server-side tables reuse upstream's field docs as column descriptions.
 pub fn property_description(schema: &str, property: &str) -> Option<&'static str> {
-    REGISTRY.schemas.get(schema)?.get("properties")?.get(property)?.get("description")?.as_str()
+    REGISTRY
+        .schemas
+        .get(schema)?
+        .get("properties")?
+        .get(property)?
+        .get("description")?
+        .as_str()
 }
 
 /// Strict field validation (`fieldValidation=Strict`): the fields of `obj` that its kind's schema
@@ -77,7 +85,9 @@ pub fn unknown_fields(group: &str, version: &str, kind: &str, obj: &Value) -> Ve
     };
     let mut out = Vec::new();
     walk_unknown(schema, obj, "", &mut out);
-    out.into_iter().map(|p| format!("unknown field \"{p}\"")).collect()
+    out.into_iter()
+        .map(|p| format!("unknown field \"{p}\""))
+        .collect()
 }
 
 /// All component schemas plus a GVK index.
@@ -111,14 +121,29 @@ const KINDS: &[(&str, &str, &str, Register)] = &[
     ("", "v1", "Node", reg::<core::v1::Node>),
     ("", "v1", "Pod", reg::<core::v1::Pod>),
     ("", "v1", "Event", reg::<core::v1::Event>),
-    ("", "v1", "PersistentVolumeClaim", reg::<core::v1::PersistentVolumeClaim>),
+    (
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        reg::<core::v1::PersistentVolumeClaim>,
+    ),
     ("", "v1", "Binding", reg::<core::v1::Binding>),
     ("apps", "v1", "Deployment", reg::<apps::v1::Deployment>),
     ("apps", "v1", "ReplicaSet", reg::<apps::v1::ReplicaSet>),
     ("apps", "v1", "StatefulSet", reg::<apps::v1::StatefulSet>),
     ("apps", "v1", "DaemonSet", reg::<apps::v1::DaemonSet>),
-    ("apps", "v1", "ControllerRevision", reg::<apps::v1::ControllerRevision>),
-    ("coordination.k8s.io", "v1", "Lease", reg::<coordination::v1::Lease>),
+    (
+        "apps",
+        "v1",
+        "ControllerRevision",
+        reg::<apps::v1::ControllerRevision>,
+    ),
+    (
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        reg::<coordination::v1::Lease>,
+    ),
     ("autoscaling", "v1", "Scale", reg::<autoscaling::v1::Scale>),
     ("policy", "v1", "Eviction", reg::<policy::v1::Eviction>),
     ("", "v1", "Status", reg::<meta::Status>),
@@ -127,39 +152,194 @@ const KINDS: &[(&str, &str, &str, Register)] = &[
 /// Upstream's `patchStrategy`/`patchMergeKey` tags on the lists (and the one retainKeys struct)
 /// reachable from the served kinds: (component, property, strategy, merge key).
 const PATCH_META: &[(&str, &str, &str, Option<&str>)] = &[
-    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "finalizers", "merge", None),
-    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "ownerReferences", "merge", Some("uid")),
-    ("io.k8s.api.core.v1.PodSpec", "containers", "merge", Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "initContainers", "merge", Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "ephemeralContainers", "merge", Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "volumes", "merge,retainKeys", Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "imagePullSecrets", "merge", Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "hostAliases", "merge", Some("ip")),
-    ("io.k8s.api.core.v1.PodSpec", "topologySpreadConstraints", "merge", Some("topologyKey")),
-    ("io.k8s.api.core.v1.PodSpec", "resourceClaims", "merge,retainKeys", Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "schedulingGates", "merge", Some("name")),
-    ("io.k8s.api.core.v1.Container", "ports", "merge", Some("containerPort")),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "finalizers",
+        "merge",
+        None,
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "ownerReferences",
+        "merge",
+        Some("uid"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "containers",
+        "merge",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "initContainers",
+        "merge",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "ephemeralContainers",
+        "merge",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "volumes",
+        "merge,retainKeys",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "imagePullSecrets",
+        "merge",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "hostAliases",
+        "merge",
+        Some("ip"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "topologySpreadConstraints",
+        "merge",
+        Some("topologyKey"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "resourceClaims",
+        "merge,retainKeys",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "schedulingGates",
+        "merge",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "ports",
+        "merge",
+        Some("containerPort"),
+    ),
     ("io.k8s.api.core.v1.Container", "env", "merge", Some("name")),
-    ("io.k8s.api.core.v1.Container", "volumeMounts", "merge", Some("mountPath")),
-    ("io.k8s.api.core.v1.Container", "volumeDevices", "merge", Some("devicePath")),
-    ("io.k8s.api.core.v1.EphemeralContainer", "ports", "merge", Some("containerPort")),
-    ("io.k8s.api.core.v1.EphemeralContainer", "env", "merge", Some("name")),
-    ("io.k8s.api.core.v1.EphemeralContainer", "volumeMounts", "merge", Some("mountPath")),
-    ("io.k8s.api.core.v1.EphemeralContainer", "volumeDevices", "merge", Some("devicePath")),
-    ("io.k8s.api.core.v1.PodStatus", "conditions", "merge", Some("type")),
-    ("io.k8s.api.core.v1.PodStatus", "podIPs", "merge", Some("ip")),
-    ("io.k8s.api.core.v1.PodStatus", "hostIPs", "merge", Some("ip")),
-    ("io.k8s.api.core.v1.PodStatus", "resourceClaimStatuses", "merge,retainKeys", Some("name")),
+    (
+        "io.k8s.api.core.v1.Container",
+        "volumeMounts",
+        "merge",
+        Some("mountPath"),
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "volumeDevices",
+        "merge",
+        Some("devicePath"),
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "ports",
+        "merge",
+        Some("containerPort"),
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "env",
+        "merge",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "volumeMounts",
+        "merge",
+        Some("mountPath"),
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "volumeDevices",
+        "merge",
+        Some("devicePath"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "podIPs",
+        "merge",
+        Some("ip"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "hostIPs",
+        "merge",
+        Some("ip"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "resourceClaimStatuses",
+        "merge,retainKeys",
+        Some("name"),
+    ),
     ("io.k8s.api.core.v1.NodeSpec", "podCIDRs", "merge", None),
-    ("io.k8s.api.core.v1.NodeStatus", "conditions", "merge", Some("type")),
-    ("io.k8s.api.core.v1.NodeStatus", "addresses", "merge", Some("type")),
-    ("io.k8s.api.core.v1.NamespaceStatus", "conditions", "merge", Some("type")),
-    ("io.k8s.api.core.v1.PersistentVolumeClaimStatus", "conditions", "merge", Some("type")),
-    ("io.k8s.api.apps.v1.DeploymentSpec", "strategy", "retainKeys", None),
-    ("io.k8s.api.apps.v1.DeploymentStatus", "conditions", "merge", Some("type")),
-    ("io.k8s.api.apps.v1.ReplicaSetStatus", "conditions", "merge", Some("type")),
-    ("io.k8s.api.apps.v1.StatefulSetStatus", "conditions", "merge", Some("type")),
-    ("io.k8s.api.apps.v1.DaemonSetStatus", "conditions", "merge", Some("type")),
+    (
+        "io.k8s.api.core.v1.NodeStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.core.v1.NodeStatus",
+        "addresses",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.core.v1.NamespaceStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaimStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.apps.v1.DeploymentSpec",
+        "strategy",
+        "retainKeys",
+        None,
+    ),
+    (
+        "io.k8s.api.apps.v1.DeploymentStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.apps.v1.ReplicaSetStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.apps.v1.StatefulSetStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.apps.v1.DaemonSetStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
 ];
 
 /// rollwright's `podUpdatePolicy` lives in these rolling-update structs.
@@ -206,11 +386,18 @@ fn build_registry() -> Registry {
         };
         let name = format!("{item}List");
         schemas.insert(name.clone(), list_schema(def, &item));
-        by_gvk.insert((def.group.into(), def.version.into(), def.list_kind()), name);
+        by_gvk.insert(
+            (def.group.into(), def.version.into(), def.list_kind()),
+            name,
+        );
     }
     // DeleteOptions and WatchEvent are shared by every group/version, like upstream.
     let mut shared_gvks: Vec<(&str, &str)> = vec![("", "v1")];
-    shared_gvks.extend(crate::resource::group_versions().into_iter().filter(|(g, _)| !g.is_empty()));
+    shared_gvks.extend(
+        crate::resource::group_versions()
+            .into_iter()
+            .filter(|(g, _)| !g.is_empty()),
+    );
     for kind in ["DeleteOptions", "WatchEvent"] {
         let list: Vec<Value> = shared_gvks
             .iter()
@@ -219,7 +406,10 @@ fn build_registry() -> Registry {
         if let Some(Value::Object(s)) = schemas.get_mut(&format!("{META}{kind}")) {
             s.insert("x-kubernetes-group-version-kind".into(), Value::Array(list));
         }
-        by_gvk.insert(("".into(), "v1".into(), kind.into()), format!("{META}{kind}"));
+        by_gvk.insert(
+            ("".into(), "v1".into(), kind.into()),
+            format!("{META}{kind}"),
+        );
     }
     apply_patch_meta(&mut schemas);
     add_pod_update_policy(&mut schemas);
@@ -262,8 +452,10 @@ fn list_schema(def: &ResourceDef, item: &str) -> Value {
 fn apply_patch_meta(schemas: &mut Map<String, Value>) -> usize {
     let mut placed = 0;
     for (schema, prop, strategy, key) in PATCH_META {
-        let Some(Value::Object(p)) =
-            schemas.get_mut(*schema).and_then(|s| s.get_mut("properties")).and_then(|p| p.get_mut(*prop))
+        let Some(Value::Object(p)) = schemas
+            .get_mut(*schema)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(|p| p.get_mut(*prop))
         else {
             continue;
         };
@@ -278,8 +470,9 @@ fn apply_patch_meta(schemas: &mut Map<String, Value>) -> usize {
 
 fn add_pod_update_policy(schemas: &mut Map<String, Value>) {
     for schema in POD_UPDATE_POLICY_IN {
-        if let Some(Value::Object(props)) =
-            schemas.get_mut(*schema).and_then(|s| s.get_mut("properties"))
+        if let Some(Value::Object(props)) = schemas
+            .get_mut(*schema)
+            .and_then(|s| s.get_mut("properties"))
         {
             props.insert(
                 "podUpdatePolicy".into(),
@@ -354,25 +547,101 @@ fn gvk_obj(group: &str, version: &str, kind: &str) -> Value {
 
 /// Upstream's query parameters: (name, type, description).
 const QUERY_PARAMS: &[(&str, &str, &str)] = &[
-    ("allowWatchBookmarks", "boolean", "allowWatchBookmarks requests watch events with type \"BOOKMARK\". Servers that do not implement bookmarks may ignore this flag and bookmarks are sent at the server's discretion."),
-    ("continue", "string", "The continue option should be set when retrieving more results from the server. Its value is the continue token of the previous list response."),
-    ("dryRun", "string", "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed"),
-    ("fieldManager", "string", "fieldManager is a name associated with the actor or entity that is making these changes."),
-    ("fieldSelector", "string", "A selector to restrict the list of returned objects by their fields. Defaults to everything."),
-    ("fieldValidation", "string", "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: - Ignore - Warn - Strict"),
-    ("force", "boolean", "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people. Force flag must be unset for non-apply patch requests."),
-    ("gracePeriodSeconds", "integer", "The duration in seconds before the object should be deleted. Zero means delete immediately."),
-    ("ignoreStoreReadErrorWithClusterBreakingPotential", "boolean", "if set to true, it will trigger an unsafe deletion of the resource in case the normal deletion flow fails with a corrupt object error."),
-    ("labelSelector", "string", "A selector to restrict the list of returned objects by their labels. Defaults to everything."),
-    ("limit", "integer", "limit is a maximum number of responses to return for a list call. If more items exist, the server will set the `continue` field on the list metadata."),
-    ("orphanDependents", "boolean", "Deprecated: please use the PropagationPolicy, this field will be deprecated in 1.7. Should the dependent objects be orphaned."),
-    ("pretty", "string", "If 'true', then the output is pretty printed."),
-    ("propagationPolicy", "string", "Whether and how garbage collection will be performed. Acceptable values are: 'Orphan', 'Background', 'Foreground'."),
-    ("resourceVersion", "string", "resourceVersion sets a constraint on what resource versions a request may be served from."),
-    ("resourceVersionMatch", "string", "resourceVersionMatch determines how resourceVersion is applied to list calls."),
-    ("sendInitialEvents", "boolean", "`sendInitialEvents=true` may be set together with `watch=true`. In that case, the watch stream will begin with synthetic events to produce the current state of objects in the collection."),
-    ("timeoutSeconds", "integer", "Timeout for the list/watch call. This limits the duration of the call, regardless of any activity or inactivity."),
-    ("watch", "boolean", "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications."),
+    (
+        "allowWatchBookmarks",
+        "boolean",
+        "allowWatchBookmarks requests watch events with type \"BOOKMARK\". Servers that do not implement bookmarks may ignore this flag and bookmarks are sent at the server's discretion.",
+    ),
+    (
+        "continue",
+        "string",
+        "The continue option should be set when retrieving more results from the server. Its value is the continue token of the previous list response.",
+    ),
+    (
+        "dryRun",
+        "string",
+        "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed",
+    ),
+    (
+        "fieldManager",
+        "string",
+        "fieldManager is a name associated with the actor or entity that is making these changes.",
+    ),
+    (
+        "fieldSelector",
+        "string",
+        "A selector to restrict the list of returned objects by their fields. Defaults to everything.",
+    ),
+    (
+        "fieldValidation",
+        "string",
+        "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: - Ignore - Warn - Strict",
+    ),
+    (
+        "force",
+        "boolean",
+        "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people. Force flag must be unset for non-apply patch requests.",
+    ),
+    (
+        "gracePeriodSeconds",
+        "integer",
+        "The duration in seconds before the object should be deleted. Zero means delete immediately.",
+    ),
+    (
+        "ignoreStoreReadErrorWithClusterBreakingPotential",
+        "boolean",
+        "if set to true, it will trigger an unsafe deletion of the resource in case the normal deletion flow fails with a corrupt object error.",
+    ),
+    (
+        "labelSelector",
+        "string",
+        "A selector to restrict the list of returned objects by their labels. Defaults to everything.",
+    ),
+    (
+        "limit",
+        "integer",
+        "limit is a maximum number of responses to return for a list call. If more items exist, the server will set the `continue` field on the list metadata.",
+    ),
+    (
+        "orphanDependents",
+        "boolean",
+        "Deprecated: please use the PropagationPolicy, this field will be deprecated in 1.7. Should the dependent objects be orphaned.",
+    ),
+    (
+        "pretty",
+        "string",
+        "If 'true', then the output is pretty printed.",
+    ),
+    (
+        "propagationPolicy",
+        "string",
+        "Whether and how garbage collection will be performed. Acceptable values are: 'Orphan', 'Background', 'Foreground'.",
+    ),
+    (
+        "resourceVersion",
+        "string",
+        "resourceVersion sets a constraint on what resource versions a request may be served from.",
+    ),
+    (
+        "resourceVersionMatch",
+        "string",
+        "resourceVersionMatch determines how resourceVersion is applied to list calls.",
+    ),
+    (
+        "sendInitialEvents",
+        "boolean",
+        "`sendInitialEvents=true` may be set together with `watch=true`. In that case, the watch stream will begin with synthetic events to produce the current state of objects in the collection.",
+    ),
+    (
+        "timeoutSeconds",
+        "integer",
+        "Timeout for the list/watch call. This limits the duration of the call, regardless of any activity or inactivity.",
+    ),
+    (
+        "watch",
+        "boolean",
+        "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.",
+    ),
 ];
 
 const LIST_PARAMS: &[&str] = &[
@@ -438,20 +707,28 @@ fn path_param(name: &str, description: &str) -> Value {
 }
 
 fn content(schema: &str, types: &[&str]) -> Value {
-    let m: Map<String, Value> =
-        types.iter().map(|t| (t.to_string(), json!({"schema": schema_ref(schema)}))).collect();
+    let m: Map<String, Value> = types
+        .iter()
+        .map(|t| (t.to_string(), json!({"schema": schema_ref(schema)})))
+        .collect();
     Value::Object(m)
 }
 
 const OBJECT_TYPES: &[&str] = &["application/json", "application/yaml"];
-const LIST_TYPES: &[&str] =
-    &["application/json", "application/yaml", "application/json;stream=watch"];
+const LIST_TYPES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/json;stream=watch",
+];
 const WATCH_TYPES: &[&str] = &["application/json", "application/json;stream=watch"];
 
 fn responses(codes: &[(&str, &str)], schema: &str, types: &[&str]) -> Value {
     let mut m = Map::new();
     for (code, desc) in codes {
-        m.insert(code.to_string(), json!({"description": desc, "content": content(schema, types)}));
+        m.insert(
+            code.to_string(),
+            json!({"description": desc, "content": content(schema, types)}),
+        );
     }
     m.insert("401".into(), json!({"description": "Unauthorized"}));
     Value::Object(m)
@@ -524,7 +801,12 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
     let status = format!("{META}Status");
     let ns = if def.namespaced { "Namespaced" } else { "" };
     let pretty = || query_params(&["pretty"]).remove(0);
-    let namespace = || path_param("namespace", "object name and auth scope, such as for teams and projects");
+    let namespace = || {
+        path_param(
+            "namespace",
+            "object name and auth scope, such as for teams and projects",
+        )
+    };
     let name = || path_param("name", &format!("name of the {kind}"));
     let scope = |with_name: bool| {
         let mut v = Vec::new();
@@ -540,10 +822,16 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
     let (collection, watch_collection) = if def.namespaced {
         (
             format!("{}/namespaces/{{namespace}}/{}", gv.prefix, def.plural),
-            format!("{}/watch/namespaces/{{namespace}}/{}", gv.prefix, def.plural),
+            format!(
+                "{}/watch/namespaces/{{namespace}}/{}",
+                gv.prefix, def.plural
+            ),
         )
     } else {
-        (format!("{}/{}", gv.prefix, def.plural), format!("{}/watch/{}", gv.prefix, def.plural))
+        (
+            format!("{}/{}", gv.prefix, def.plural),
+            format!("{}/watch/{}", gv.prefix, def.plural),
+        )
     };
     let o = &gv.op;
     let ok = [("200", "OK")];
@@ -589,7 +877,11 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
     paths.insert(collection.clone(), path_item(ops, gv, scope(false)));
 
     // One object.
-    let deleted = if def.graceful_delete { kind_schema.to_string() } else { status.clone() };
+    let deleted = if def.graceful_delete {
+        kind_schema.to_string()
+    } else {
+        status.clone()
+    };
     let ops = vec![
         Op {
             method: "get",
@@ -629,10 +921,17 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
             gvk: gvk.clone(),
             params: DELETE_PARAMS,
             body: Some(delete_body()),
-            responses: responses(&[("200", "OK"), ("202", "Accepted")], &deleted, OBJECT_TYPES),
+            responses: responses(
+                &[("200", "OK"), ("202", "Accepted")],
+                &deleted,
+                OBJECT_TYPES,
+            ),
         },
     ];
-    paths.insert(format!("{collection}/{{name}}"), path_item(ops, gv, scope(true)));
+    paths.insert(
+        format!("{collection}/{{name}}"),
+        path_item(ops, gv, scope(true)),
+    );
 
     // Subresources.
     for &sub in def.subresources {
@@ -641,7 +940,10 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
         let ops = match sub {
             Subresource::Status | Subresource::Scale => {
                 let (schema, sgvk) = if sub == Subresource::Scale {
-                    ("io.k8s.api.autoscaling.v1.Scale".to_string(), gvk_obj("autoscaling", "v1", "Scale"))
+                    (
+                        "io.k8s.api.autoscaling.v1.Scale".to_string(),
+                        gvk_obj("autoscaling", "v1", "Scale"),
+                    )
                 } else {
                     (kind_schema.to_string(), gvk.clone())
                 };
@@ -683,7 +985,10 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
                 let (schema, sgvk) = if sub == Subresource::Binding {
                     ("io.k8s.api.core.v1.Binding", gvk_obj("", "v1", "Binding"))
                 } else {
-                    ("io.k8s.api.policy.v1.Eviction", gvk_obj("policy", "v1", "Eviction"))
+                    (
+                        "io.k8s.api.policy.v1.Eviction",
+                        gvk_obj("policy", "v1", "Eviction"),
+                    )
                 };
                 vec![Op {
                     method: "post",
@@ -796,11 +1101,15 @@ fn build_docs() -> BTreeMap<String, Doc> {
             }),
         );
         paths.insert(format!("{}/", gv.prefix), Value::Object(resources_op));
-        for def in RESOURCES.iter().filter(|r| r.group == gv.group && r.version == gv.version) {
-            let Some(kind_schema) = registry
-                .by_gvk
-                .get(&(def.group.to_string(), def.version.to_string(), def.kind.to_string()))
-            else {
+        for def in RESOURCES
+            .iter()
+            .filter(|r| r.group == gv.group && r.version == gv.version)
+        {
+            let Some(kind_schema) = registry.by_gvk.get(&(
+                def.group.to_string(),
+                def.version.to_string(),
+                def.kind.to_string(),
+            )) else {
                 continue;
             };
             resource_paths(&gv, def, kind_schema, &mut paths);
@@ -844,7 +1153,9 @@ fn reachable(root: &Value, schemas: &Map<String, Value>) -> Map<String, Value> {
             collect_refs(s, &mut todo);
         }
     }
-    seen.into_iter().filter_map(|n| schemas.get(&n).map(|s| (n, s.clone()))).collect()
+    seen.into_iter()
+        .filter_map(|n| schemas.get(&n).map(|s| (n, s.clone())))
+        .collect()
 }
 
 fn collect_refs(v: &Value, out: &mut Vec<String>) {
@@ -883,11 +1194,13 @@ fn flatten<'a>(schema: &'a Value, out: &mut Vec<&'a Value>, depth: usize) {
     if depth > 32 {
         return;
     }
-    if let Some(name) = schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX))
+    if let Some(s) = schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix(REF_PREFIX))
+        .and_then(|name| REGISTRY.schemas.get(name))
     {
-        if let Some(s) = REGISTRY.schemas.get(name) {
-            flatten(s, out, depth + 1);
-        }
+        flatten(s, out, depth + 1);
     }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for s in all {
@@ -902,15 +1215,23 @@ fn walk_unknown(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>
     flatten(schema, &mut parts, 0);
     match value {
         Value::Object(obj) => {
-            if parts.iter().any(|s| s.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)))
+            if parts
+                .iter()
+                .any(|s| s.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)))
             {
                 return;
             }
-            let props: Vec<&Map<String, Value>> =
-                parts.iter().filter_map(|s| s.get("properties").and_then(Value::as_object)).collect();
+            let props: Vec<&Map<String, Value>> = parts
+                .iter()
+                .filter_map(|s| s.get("properties").and_then(Value::as_object))
+                .collect();
             let additional = parts.iter().find_map(|s| s.get("additionalProperties"));
             for (k, v) in obj {
-                let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let child = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 if let Some(s) = props.iter().find_map(|p| p.get(k)) {
                     walk_unknown(s, v, &child, out);
                 } else if let Some(a) = additional.filter(|a| a.is_object()) {
@@ -933,6 +1254,7 @@ fn walk_unknown(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
 
@@ -945,7 +1267,10 @@ mod tests {
         let idx = index();
         let paths = idx["paths"].as_object().unwrap();
         let keys: Vec<&str> = paths.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"]);
+        assert_eq!(
+            keys,
+            ["api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"]
+        );
         let url = paths["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap();
         let hash = group_version_hash("apis/apps/v1").unwrap();
         assert_eq!(url, format!("/openapi/v3/apis/apps/v1?hash={hash}"));
@@ -1010,31 +1335,100 @@ mod tests {
     #[test]
     fn operation_ids_follow_upstream() {
         let cases = [
-            ("api/v1", "/api/v1/namespaces/{namespace}/pods", "get", "listCoreV1NamespacedPod"),
-            ("api/v1", "/api/v1/namespaces/{namespace}/pods/{name}/binding", "post", "createCoreV1NamespacedPodBinding"),
-            ("api/v1", "/api/v1/namespaces/{namespace}/pods/{name}/eviction", "post", "createCoreV1NamespacedPodEviction"),
-            ("api/v1", "/api/v1/namespaces/{namespace}/pods/{name}/status", "patch", "patchCoreV1NamespacedPodStatus"),
-            ("api/v1", "/api/v1/pods", "get", "listCoreV1PodForAllNamespaces"),
-            ("api/v1", "/api/v1/nodes", "delete", "deleteCoreV1CollectionNode"),
+            (
+                "api/v1",
+                "/api/v1/namespaces/{namespace}/pods",
+                "get",
+                "listCoreV1NamespacedPod",
+            ),
+            (
+                "api/v1",
+                "/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                "post",
+                "createCoreV1NamespacedPodBinding",
+            ),
+            (
+                "api/v1",
+                "/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                "post",
+                "createCoreV1NamespacedPodEviction",
+            ),
+            (
+                "api/v1",
+                "/api/v1/namespaces/{namespace}/pods/{name}/status",
+                "patch",
+                "patchCoreV1NamespacedPodStatus",
+            ),
+            (
+                "api/v1",
+                "/api/v1/pods",
+                "get",
+                "listCoreV1PodForAllNamespaces",
+            ),
+            (
+                "api/v1",
+                "/api/v1/nodes",
+                "delete",
+                "deleteCoreV1CollectionNode",
+            ),
             ("api/v1", "/api/v1/nodes/{name}", "get", "readCoreV1Node"),
-            ("api/v1", "/api/v1/watch/nodes/{name}", "get", "watchCoreV1Node"),
-            ("api/v1", "/api/v1/watch/namespaces/{namespace}/pods", "get", "watchCoreV1NamespacedPodList"),
-            ("apis/apps/v1", "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale", "put", "replaceAppsV1NamespacedDeploymentScale"),
-            ("apis/apps/v1", "/apis/apps/v1/watch/daemonsets", "get", "watchAppsV1DaemonSetListForAllNamespaces"),
-            ("apis/apps/v1", "/apis/apps/v1/namespaces/{namespace}/replicasets", "delete", "deleteAppsV1CollectionNamespacedReplicaSet"),
-            ("apis/coordination.k8s.io/v1", "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}", "put", "replaceCoordinationV1NamespacedLease"),
+            (
+                "api/v1",
+                "/api/v1/watch/nodes/{name}",
+                "get",
+                "watchCoreV1Node",
+            ),
+            (
+                "api/v1",
+                "/api/v1/watch/namespaces/{namespace}/pods",
+                "get",
+                "watchCoreV1NamespacedPodList",
+            ),
+            (
+                "apis/apps/v1",
+                "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale",
+                "put",
+                "replaceAppsV1NamespacedDeploymentScale",
+            ),
+            (
+                "apis/apps/v1",
+                "/apis/apps/v1/watch/daemonsets",
+                "get",
+                "watchAppsV1DaemonSetListForAllNamespaces",
+            ),
+            (
+                "apis/apps/v1",
+                "/apis/apps/v1/namespaces/{namespace}/replicasets",
+                "delete",
+                "deleteAppsV1CollectionNamespacedReplicaSet",
+            ),
+            (
+                "apis/coordination.k8s.io/v1",
+                "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+                "put",
+                "replaceCoordinationV1NamespacedLease",
+            ),
         ];
         for (d, path, method, id) in cases {
             let d = doc(d);
-            assert_eq!(d["paths"][path][method]["operationId"], id, "{path} {method}");
+            assert_eq!(
+                d["paths"][path][method]["operationId"], id,
+                "{path} {method}"
+            );
         }
         let core = doc("api/v1");
         assert!(core["paths"]["/api/v1/namespaces"].get("delete").is_none());
-        let scale = &doc("apis/apps/v1")["paths"]
-            ["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]["get"];
-        assert_eq!(scale["x-kubernetes-group-version-kind"], json!({"group": "autoscaling", "kind": "Scale", "version": "v1"}));
+        let scale = &doc("apis/apps/v1")["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]
+            ["get"];
+        assert_eq!(
+            scale["x-kubernetes-group-version-kind"],
+            json!({"group": "autoscaling", "kind": "Scale", "version": "v1"})
+        );
         let binding = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/binding"]["post"];
-        assert_eq!(binding["x-kubernetes-group-version-kind"], json!({"group": "", "kind": "Binding", "version": "v1"}));
+        assert_eq!(
+            binding["x-kubernetes-group-version-kind"],
+            json!({"group": "", "kind": "Binding", "version": "v1"})
+        );
     }
 
     #[test]
@@ -1060,7 +1454,11 @@ mod tests {
             assert!(d["components"]["schemas"].get(name).is_some(), "{name}");
         }
         let core = doc("api/v1");
-        for name in ["io.k8s.api.core.v1.Binding", "io.k8s.api.policy.v1.Eviction", "io.k8s.api.core.v1.PodList"] {
+        for name in [
+            "io.k8s.api.core.v1.Binding",
+            "io.k8s.api.policy.v1.Eviction",
+            "io.k8s.api.core.v1.PodList",
+        ] {
             assert!(core["components"]["schemas"].get(name).is_some(), "{name}");
         }
         // Every served kind resolves.
@@ -1084,7 +1482,10 @@ mod tests {
             }
             // And no ref escapes the components namespace (e.g. schemars' `#/$defs/`).
             let text = serde_json::to_string(&d).unwrap();
-            assert!(!text.contains("#/$defs/") && !text.contains("#/definitions/"), "{path}");
+            assert!(
+                !text.contains("#/$defs/") && !text.contains("#/definitions/"),
+                "{path}"
+            );
         }
     }
 
@@ -1127,7 +1528,10 @@ mod tests {
                 json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "labels": {"x": "y"}},
                        "spec": {"replicaz": 3, "selector": {"matchLabels": {"a": "b"}},
                                 "template": {"spec": {"containers": [{"name": "c", "image": "i", "imagez": "j"}]}}}}),
-                vec!["unknown field \"spec.replicaz\"", "unknown field \"spec.template.spec.containers[0].imagez\""],
+                vec![
+                    "unknown field \"spec.replicaz\"",
+                    "unknown field \"spec.template.spec.containers[0].imagez\"",
+                ],
             ),
             (
                 "apps",
@@ -1175,12 +1579,27 @@ mod tests {
         let cases = [
             ("", "v1", "/api/v1", "CoreV1", "core_v1"),
             ("apps", "v1", "/apis/apps/v1", "AppsV1", "apps_v1"),
-            ("coordination.k8s.io", "v1", "/apis/coordination.k8s.io/v1", "CoordinationV1", "coordination_v1"),
-            ("rbac.authorization.k8s.io", "v1beta1", "/apis/rbac.authorization.k8s.io/v1beta1", "RbacAuthorizationV1beta1", "rbacAuthorization_v1beta1"),
+            (
+                "coordination.k8s.io",
+                "v1",
+                "/apis/coordination.k8s.io/v1",
+                "CoordinationV1",
+                "coordination_v1",
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "v1beta1",
+                "/apis/rbac.authorization.k8s.io/v1beta1",
+                "RbacAuthorizationV1beta1",
+                "rbacAuthorization_v1beta1",
+            ),
         ];
         for (g, v, prefix, op, tag) in cases {
             let gv = Gv::new(g, v);
-            assert_eq!((gv.prefix.as_str(), gv.op.as_str(), gv.tag.as_str()), (prefix, op, tag));
+            assert_eq!(
+                (gv.prefix.as_str(), gv.op.as_str(), gv.tag.as_str()),
+                (prefix, op, tag)
+            );
         }
     }
 }

@@ -455,7 +455,11 @@ impl ApiServer {
     pub(crate) async fn delete(&self, t: &Target, params: &Params, body: &Bytes, out: Output) -> ApiResult<Response> {
         let name = t.name()?;
         let opts = DeleteOptions::from_request(params, body)?;
-        let outcome = self.delete_object(t.def, t.namespace.as_deref(), name, &opts).await?;
+        let outcome = if is_namespaces(t.def) {
+            self.delete_namespace(name, &opts).await?
+        } else {
+            self.delete_object(t.def, t.namespace.as_deref(), name, &opts).await?
+        };
         Ok(match outcome {
             Outcome::Deleted(v) if !t.def.graceful_delete => {
                 let _ = v;
@@ -467,9 +471,6 @@ impl ApiServer {
 
     /// Deletes (or starts deleting) one object as upstream's graceful deletion does.
     pub(crate) async fn delete_object(&self, def: &ResourceDef, ns: Option<&str>, name: &str, opts: &DeleteOptions) -> ApiResult<Outcome> {
-        if def.kind == "Namespace" && def.group.is_empty() {
-            return self.delete_namespace(name, opts).await;
-        }
         self.guaranteed_update(def, ns, name, opts.dry_run, |old, rev| {
             if let Some(uid) = &opts.precondition_uid {
                 if object::meta_str(old, "uid") != Some(uid.as_str()) {
@@ -574,11 +575,7 @@ impl ApiServer {
                 let (items, _) = self.cache.list(def, Some(ns));
                 for e in items {
                     remaining += 1;
-                    // Boxed: deleting a namespace spawns this task, which deletes objects; the
-                    // future types would otherwise contain themselves.
-                    let fut: std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<Outcome>> + Send + '_>> =
-                        Box::pin(self.delete_object(def, Some(ns), &e.name, &opts));
-                    if let Err(err) = fut.await {
+                    if let Err(err) = self.delete_object(def, Some(ns), &e.name, &opts).await {
                         if err.code != 404 {
                             tracing::warn!(namespace = ns, name = %e.name, error = %err, "namespace cleanup");
                         }
@@ -605,7 +602,12 @@ impl ApiServer {
         let (items, rev) = self.select(t, &filter);
         let mut deleted = Vec::new();
         for e in items {
-            match self.delete_object(t.def, Some(e.namespace.as_str()).filter(|s| !s.is_empty()), &e.name, &opts).await {
+            let result = if is_namespaces(t.def) {
+                self.delete_namespace(&e.name, &opts).await
+            } else {
+                self.delete_object(t.def, Some(e.namespace.as_str()).filter(|s| !s.is_empty()), &e.name, &opts).await
+            };
+            match result {
                 Ok(o) => deleted.push(o.into_value()),
                 Err(err) if err.code == 404 => {}
                 Err(err) => return Err(err),
@@ -621,6 +623,10 @@ impl ApiServer {
                 "metadata": list_meta, "items": deleted}).to_string()),
         })
     }
+}
+
+fn is_namespaces(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.kind == "Namespace"
 }
 
 fn namespaces() -> &'static ResourceDef {

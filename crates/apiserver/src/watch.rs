@@ -58,10 +58,15 @@ impl ApiServer {
         if from.is_none() && !initial_events && params.resource_version.is_none() {
             self.sync_cache().await?;
         }
-        let sub = self
-            .cache
-            .subscribe(t.def, from)
-            .map_err(|e| ApiError::expired(e.to_string()))?;
+        let sub = match self.cache.subscribe(t.def, from) {
+            Ok(sub) => sub,
+            // Upstream answers a watch from a compacted revision with 200 and one ERROR event (410),
+            // and clients (client-go's reflector, kube-rs' watcher) relist on exactly that.
+            Err(too_old) => {
+                let status = ApiError::expired(too_old.to_string()).status();
+                return Ok(json_response(StatusCode::OK, line("ERROR", &status)));
+            }
+        };
         let mut pending = std::collections::VecDeque::new();
         let mut last_rev = from.unwrap_or(sub.rev);
         for ev in &sub.initial {

@@ -205,9 +205,15 @@ fn merges_as_upstream() {
             "$setElementOrder alone reorders; unknown entries are ignored",
             json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}}),
             json!({"spec": {"$setElementOrder/containers": [
-                {"name": "x"}, {"name": "c"}, {"name": "a"}
+                {"name": "x"}, {"name": "c"}, {"name": "b"}, {"name": "a"}
             ]}}),
             json!({"spec": {"containers": [{"name": "c"}, {"name": "b"}, {"name": "a"}]}}),
+        ),
+        (
+            "an item $setElementOrder omits keeps its live position relative to the listed ones",
+            json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}}),
+            json!({"spec": {"$setElementOrder/containers": [{"name": "c"}, {"name": "a"}]}}),
+            json!({"spec": {"containers": [{"name": "b"}, {"name": "c"}, {"name": "a"}]}}),
         ),
         (
             "$setElementOrder places a new item where it says",
@@ -322,13 +328,25 @@ fn merges_as_upstream() {
     for (name, original, patch, expected) in cases {
         let got = apply(&original, &patch, &Builtin);
         assert_eq!(got.as_ref(), Ok(&expected), "{name}");
-        // serde_json's Value equality ignores key order; the output order must be stable too.
         let got_text = serde_json::to_string(&got.unwrap_or_default()).unwrap_or_default();
         assert!(
             !got_text.contains('$'),
             "{name}: directive left in {got_text}"
         );
     }
+}
+
+#[test]
+fn keeps_key_order() {
+    let original = json!({"a": 1, "b": 2, "c": 3});
+    let patch = json!({"b": null, "d": 4, "a": 5});
+    let got = apply(&original, &patch, &Builtin).unwrap();
+    let keys: Vec<&str> = got
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["a", "c", "d"]);
+    assert_eq!(got, json!({"a": 5, "c": 3, "d": 4}));
 }
 
 #[test]

@@ -36,7 +36,9 @@ impl Selector {
     /// Turns a `metav1.LabelSelector` into requirements, failing where upstream's
     /// `LabelSelectorAsSelector` fails (bad operator, values that contradict it, bad keys or values).
     pub(super) fn parse(v: Option<&Value>) -> Result<Self, ()> {
-        let Some(v) = v else { return Ok(Selector::Nothing) };
+        let Some(v) = v else {
+            return Ok(Selector::Nothing);
+        };
         let mut reqs = Vec::new();
         if let Some(labels) = field(v, "matchLabels").and_then(Value::as_object) {
             for (key, value) in labels {
@@ -44,13 +46,19 @@ impl Selector {
                 if !names::qualified_name(key).is_empty() || !names::label_value(value).is_empty() {
                     return Err(());
                 }
-                reqs.push(Requirement { key: key.clone(), op: Op::In, values: vec![value.to_string()] });
+                reqs.push(Requirement {
+                    key: key.clone(),
+                    op: Op::In,
+                    values: vec![value.to_string()],
+                });
             }
         }
         for expr in items(v, "matchExpressions") {
             let key = str_field(expr, "key").unwrap_or_default().to_string();
-            let values: Vec<String> =
-                items(expr, "values").iter().map(|x| x.as_str().map(str::to_string).ok_or(())).collect::<Result<_, _>>()?;
+            let values: Vec<String> = items(expr, "values")
+                .iter()
+                .map(|x| x.as_str().map(str::to_string).ok_or(()))
+                .collect::<Result<_, _>>()?;
             let op = match str_field(expr, "operator") {
                 Some("In") => Op::In,
                 Some("NotIn") => Op::NotIn,
@@ -77,7 +85,9 @@ impl Selector {
 
     /// Whether a label map (`metadata.labels`, possibly absent) is selected.
     pub(super) fn matches(&self, labels: Option<&Value>) -> bool {
-        let Selector::All(reqs) = self else { return false };
+        let Selector::All(reqs) = self else {
+            return false;
+        };
         let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         reqs.iter().all(|r| match r.op {
             Op::In => label(&r.key).is_some_and(|v| r.values.iter().any(|x| x == v)),
@@ -92,7 +102,10 @@ impl Selector {
 pub(super) fn validate(v: Option<&Value>, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(v) = v else { return errs };
-    errs.extend(meta::validate_labels(field(v, "matchLabels"), &path.child("matchLabels")));
+    errs.extend(meta::validate_labels(
+        field(v, "matchLabels"),
+        &path.child("matchLabels"),
+    ));
     for (i, expr) in items(v, "matchExpressions").iter().enumerate() {
         let p = path.child("matchExpressions").index(i);
         let values = items(expr, "values");
@@ -115,14 +128,23 @@ pub(super) fn validate(v: Option<&Value>, path: &Path) -> Vec<FieldError> {
             }
             _ => errs.push(FieldError::invalid(
                 p.child("operator"),
-                field(expr, "operator").cloned().unwrap_or(Value::String(String::new())),
+                field(expr, "operator")
+                    .cloned()
+                    .unwrap_or(Value::String(String::new())),
                 "not a valid selector operator",
             )),
         }
-        errs.extend(meta::validate_label_name(str_field(expr, "key").unwrap_or_default(), &p.child("key")));
+        errs.extend(meta::validate_label_name(
+            str_field(expr, "key").unwrap_or_default(),
+            &p.child("key"),
+        ));
         for (j, value) in values.iter().enumerate() {
             for msg in names::label_value(value.as_str().unwrap_or_default()) {
-                errs.push(FieldError::invalid(p.child("values").index(j), value.clone(), msg));
+                errs.push(FieldError::invalid(
+                    p.child("values").index(j),
+                    value.clone(),
+                    msg,
+                ));
             }
         }
     }
@@ -130,6 +152,7 @@ pub(super) fn validate(v: Option<&Value>, path: &Path) -> Vec<FieldError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -142,11 +165,32 @@ mod tests {
             (Some(json!({})), true),
             (Some(json!({"matchLabels": {"app": "web"}})), true),
             (Some(json!({"matchLabels": {"app": "db"}})), false),
-            (Some(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "back"]}]})), true),
-            (Some(json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front"]}]})), false),
-            (Some(json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]})), true),
-            (Some(json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]})), true),
-            (Some(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})), false),
+            (
+                Some(
+                    json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "back"]}]}),
+                ),
+                true,
+            ),
+            (
+                Some(
+                    json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front"]}]}),
+                ),
+                false,
+            ),
+            (
+                Some(
+                    json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}),
+                ),
+                true,
+            ),
+            (
+                Some(json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]})),
+                true,
+            ),
+            (
+                Some(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})),
+                false,
+            ),
         ];
         for (selector, want) in cases {
             let parsed = Selector::parse(selector.as_ref()).unwrap();
@@ -169,7 +213,9 @@ mod tests {
     #[test]
     fn validates_with_upstream_paths() {
         let errs = validate(
-            Some(&json!({"matchExpressions": [{"key": "a", "operator": "In"}, {"key": "b", "operator": "Bad"}]})),
+            Some(
+                &json!({"matchExpressions": [{"key": "a", "operator": "In"}, {"key": "b", "operator": "Bad"}]}),
+            ),
             &Path::new("spec").child("selector"),
         );
         let got: Vec<String> = errs.iter().map(ToString::to_string).collect();

@@ -12,15 +12,16 @@ const LABEL_VALUE_MAX: usize = 63;
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QUALIFIED_NAME_MSG: &str =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const PERCENT_FMT: &str = "[0-9]+%";
-const PERCENT_MSG: &str = "a valid percent string must be a numeric string followed by an ending '%'";
+const PERCENT_MSG: &str =
+    "a valid percent string must be a numeric string followed by an ending '%'";
 
 /// Upstream's `RegexError`: the message, examples, and the expression used.
 pub(crate) fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
@@ -67,7 +68,8 @@ fn matches_qualified_part(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// RFC 1123 label: namespace names, container and volume names.
@@ -77,7 +79,11 @@ pub(crate) fn dns1123_label(s: &str) -> Vec<String> {
         errs.push(max_len_error(DNS1123_LABEL_MAX));
     }
     if !matches_dns_label(s) {
-        errs.push(regex_error(DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, &["my-name", "123-abc"]));
+        errs.push(regex_error(
+            DNS1123_LABEL_MSG,
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
     }
     errs
 }
@@ -89,7 +95,11 @@ pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
     }
     if s.is_empty() || !s.split('.').all(matches_dns_label) {
-        errs.push(regex_error(DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, &["example.com"]));
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_MSG,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
     }
     errs
 }
@@ -121,7 +131,11 @@ pub(crate) fn qualified_name(s: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
-                errs.extend(dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
+                errs.extend(
+                    dns1123_subdomain(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
             }
             *name
         }
@@ -141,7 +155,11 @@ pub(crate) fn qualified_name(s: &str) -> Vec<String> {
     if !matches_qualified_part(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                QUALIFIED_NAME_MSG,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errs
@@ -154,15 +172,25 @@ pub(crate) fn label_value(s: &str) -> Vec<String> {
         errs.push(max_len_error(LABEL_VALUE_MAX));
     }
     if !s.is_empty() && !matches_qualified_part(s) {
-        errs.push(regex_error(LABEL_VALUE_MSG, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
+        errs.push(regex_error(
+            LABEL_VALUE_MSG,
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
     }
     errs
 }
 
 /// A percentage string such as `25%` (upstream's `IsValidPercent`).
 pub(crate) fn percent(s: &str) -> Vec<String> {
-    let valid = s.strip_suffix('%').is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-    if valid { Vec::new() } else { vec![regex_error(PERCENT_MSG, PERCENT_FMT, &["1%", "93%"])] }
+    let valid = s
+        .strip_suffix('%')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    if valid {
+        Vec::new()
+    } else {
+        vec![regex_error(PERCENT_MSG, PERCENT_FMT, &["1%", "93%"])]
+    }
 }
 
 /// An IANA-style port name (`http`, `metrics-1`).
@@ -172,7 +200,9 @@ pub(crate) fn port_name(s: &str) -> Vec<String> {
         errs.push(max_len_error(15));
     }
     if s.is_empty() || !s.bytes().all(|c| is_lower_alnum(c) || c == b'-') {
-        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string());
+        errs.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string(),
+        );
     }
     if !s.bytes().any(|c| c.is_ascii_lowercase()) {
         errs.push("must contain at least one letter (a-z)".to_string());
@@ -187,6 +217,7 @@ pub(crate) fn port_name(s: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -196,14 +227,21 @@ mod tests {
         assert!(dns1123_label("a").is_empty());
         assert_eq!(
             dns1123_label("My_Name"),
-            vec!["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]
+            vec![
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ]
         );
-        assert_eq!(dns1123_label(&"a".repeat(64)), vec!["must be no more than 63 characters"]);
+        assert_eq!(
+            dns1123_label(&"a".repeat(64)),
+            vec!["must be no more than 63 characters"]
+        );
         assert!(dns1123_label("a.b").len() == 1);
         assert!(dns1123_subdomain("example.com").is_empty());
         assert_eq!(
             dns1123_subdomain("Foo"),
-            vec!["a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+            vec![
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ]
         );
         assert_eq!(dns1123_subdomain("a..b").len(), 1);
         assert_eq!(dns1123_subdomain("").len(), 1);
@@ -219,15 +257,23 @@ mod tests {
         }
         assert_eq!(
             qualified_name("-bad"),
-            vec!["name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]
+            vec![
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ]
         );
         assert_eq!(qualified_name("/x"), vec!["prefix part must be non-empty"]);
         assert_eq!(qualified_name("a/b/c").len(), 1);
         assert_eq!(qualified_name("").len(), 2);
-        assert!(qualified_name("Example.com/x")[0].starts_with("prefix part a lowercase RFC 1123 subdomain"));
+        assert!(
+            qualified_name("Example.com/x")[0]
+                .starts_with("prefix part a lowercase RFC 1123 subdomain")
+        );
         assert!(label_value("").is_empty());
         assert!(label_value("v1.2_x").is_empty());
-        assert_eq!(label_value(&"a".repeat(64)), vec!["must be no more than 63 characters"]);
+        assert_eq!(
+            label_value(&"a".repeat(64)),
+            vec!["must be no more than 63 characters"]
+        );
         assert_eq!(label_value("a b").len(), 1);
     }
 
@@ -236,12 +282,20 @@ mod tests {
         assert!(percent("25%").is_empty());
         assert_eq!(
             percent("25"),
-            vec!["a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"]
+            vec![
+                "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
+            ]
         );
         assert_eq!(percent("-1%").len(), 1);
         assert!(port_name("http").is_empty());
-        assert_eq!(port_name("80"), vec!["must contain at least one letter (a-z)"]);
-        assert_eq!(port_name("a--b"), vec!["must contain consecutive hyphens".replace("must", "must not")]);
+        assert_eq!(
+            port_name("80"),
+            vec!["must contain at least one letter (a-z)"]
+        );
+        assert_eq!(
+            port_name("a--b"),
+            vec!["must contain consecutive hyphens".replace("must", "must not")]
+        );
         assert_eq!(port_name("this-is-far-too-long").len(), 1);
     }
 }

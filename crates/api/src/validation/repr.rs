@@ -11,8 +11,17 @@ use serde_json::Value;
 
 /// An `Invalid` error whose value is shown pre-rendered (not JSON-quoted) in the message.
 pub(super) fn invalid_repr(path: &Path, repr: String, detail: &str) -> FieldError {
-    let detail = if detail.is_empty() { repr } else { format!("{repr}: {detail}") };
-    FieldError { kind: ErrorType::Invalid, field: path.into(), value: None, detail }
+    let detail = if detail.is_empty() {
+        repr
+    } else {
+        format!("{repr}: {detail}")
+    };
+    FieldError {
+        kind: ErrorType::Invalid,
+        field: path.into(),
+        value: None,
+        detail,
+    }
 }
 
 /// A Go string literal (`%q`); JSON escaping agrees with it for everything names contain.
@@ -29,7 +38,13 @@ pub(super) fn string_map(v: Option<&Value>) -> String {
     entries.sort_by(|a, b| a.0.cmp(b.0));
     let body: Vec<String> = entries
         .into_iter()
-        .map(|(k, v)| format!("{}:{}", quoted(k), v.as_str().map_or_else(|| v.to_string(), quoted)))
+        .map(|(k, v)| {
+            format!(
+                "{}:{}",
+                quoted(k),
+                v.as_str().map_or_else(|| v.to_string(), quoted)
+            )
+        })
         .collect();
     format!("map[string]string{{{}}}", body.join(", "))
 }
@@ -38,8 +53,10 @@ fn string_slice(v: Option<&Value>) -> String {
     match v.and_then(Value::as_array) {
         None => "[]string(nil)".to_string(),
         Some(list) => {
-            let body: Vec<String> =
-                list.iter().map(|x| x.as_str().map_or_else(|| x.to_string(), quoted)).collect();
+            let body: Vec<String> = list
+                .iter()
+                .map(|x| x.as_str().map_or_else(|| x.to_string(), quoted))
+                .collect();
             format!("[]string{{{}}}", body.join(", "))
         }
     }
@@ -82,17 +99,24 @@ pub(super) fn strategy(type_name: &str, rolling_type: &str, v: &Value) -> String
         None => format!("(*apps.{rolling_type})(nil)"),
         Some(r) => format!("&apps.{rolling_type}{{{}}}", r),
     };
-    format!("apps.{type_name}{{Type:{}, RollingUpdate:{rolling}}}", quoted(str_field(v, "type").unwrap_or_default()))
+    format!(
+        "apps.{type_name}{{Type:{}, RollingUpdate:{rolling}}}",
+        quoted(str_field(v, "type").unwrap_or_default())
+    )
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     #[test]
     fn renders_go_syntax() {
-        assert_eq!(string_map(Some(&json!({"tier": "web", "app": "x"}))), r#"map[string]string{"app":"x", "tier":"web"}"#);
+        assert_eq!(
+            string_map(Some(&json!({"tier": "web", "app": "x"}))),
+            r#"map[string]string{"app":"x", "tier":"web"}"#
+        );
         assert_eq!(string_map(None), "map[string]string(nil)");
         assert_eq!(string_map(Some(&json!({}))), "map[string]string{}");
         assert_eq!(
@@ -100,13 +124,19 @@ mod tests {
             r#"v1.LabelSelector{MatchLabels:map[string]string{"app":"nginx"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}"#
         );
         assert_eq!(
-            label_selector(&json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]}]})),
+            label_selector(
+                &json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]}]})
+            ),
             r#"v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:"a", Operator:"In", Values:[]string{"x"}}}}"#
         );
         assert_eq!(int_or_string(&json!("25%")), "25%");
         assert_eq!(int_or_string(&json!(0)), "0");
         assert_eq!(
-            strategy("DeploymentStrategy", "RollingUpdateDeployment", &json!({"type": "Foo"})),
+            strategy(
+                "DeploymentStrategy",
+                "RollingUpdateDeployment",
+                &json!({"type": "Foo"})
+            ),
             r#"apps.DeploymentStrategy{Type:"Foo", RollingUpdate:(*apps.RollingUpdateDeployment)(nil)}"#
         );
         let err = invalid_repr(&Path::new("spec"), "x".into(), "bad");

@@ -1,0 +1,3 @@
+//! controllers
+
+#![warn(missing_docs)]

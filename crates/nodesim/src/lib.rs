@@ -1,0 +1,3 @@
+//! nodesim
+
+#![warn(missing_docs)]

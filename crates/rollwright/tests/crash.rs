@@ -1,0 +1,113 @@
+//! Crash safety of the whole server: a child `rollwright apiserver` takes 1,000 concurrent creates,
+//! is killed with SIGKILL half-way, and is started again on the same data directory. Every create
+//! it acknowledged must be there, whole, and it must take writes again at once.
+
+use futures::{StreamExt, stream::FuturesUnordered};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use std::{
+    collections::HashSet,
+    path::Path,
+    process::Stdio,
+    time::Duration,
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Starts `rollwright apiserver` on a free port and waits for its "listening" line.
+async fn spawn_server(dir: &Path) -> tokio::process::Child {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rollwright"))
+        .args(["apiserver", "--port", "0", "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("server starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("listening on https://") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(ready, "server printed its address");
+    // Keep draining stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
+}
+
+async fn client(dir: &Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+fn pod(i: usize) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("crash-{i}"), "labels": {"i": i.to_string()}},
+        "spec": {"containers": [{"name": "c", "image": format!("img:{i}")}]}
+    }))
+    .expect("pod")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_creates_survive_kill_9() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut child = spawn_server(dir.path()).await;
+    let pods: Api<Pod> = Api::namespaced(client(dir.path()).await, "default");
+
+    let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+    let creator = tokio::spawn(async move {
+        let mut inflight = FuturesUnordered::new();
+        for i in 0..1000 {
+            let pods = pods.clone();
+            let acked = acked_tx.clone();
+            inflight.push(async move {
+                if pods.create(&PostParams::default(), &pod(i)).await.is_ok() {
+                    let _ = acked.send(i);
+                }
+            });
+            // At most 64 in flight, as many concurrent clients would be.
+            if inflight.len() >= 64 {
+                inflight.next().await;
+            }
+        }
+        while inflight.next().await.is_some() {}
+    });
+
+    let mut acked = HashSet::new();
+    while acked.len() < 300 {
+        let i = tokio::time::timeout(Duration::from_secs(60), acked_rx.recv())
+            .await
+            .expect("creates are acknowledged")
+            .expect("creator alive");
+        acked.insert(i);
+    }
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("child reaped");
+    // Whatever else was acknowledged before the kill counts too.
+    let _ = creator.await;
+    while let Ok(i) = acked_rx.try_recv() {
+        acked.insert(i);
+    }
+    assert!(acked.len() < 1000, "the kill came mid-way ({} acknowledged)", acked.len());
+
+    let _child = spawn_server(dir.path()).await;
+    let pods: Api<Pod> = Api::namespaced(client(dir.path()).await, "default");
+    let list = pods.list(&ListParams::default()).await.expect("list after restart");
+    let present: HashSet<String> = list.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    for i in &acked {
+        assert!(present.contains(&format!("crash-{i}")), "acknowledged pod crash-{i} was lost");
+    }
+    for p in &list.items {
+        let i: usize = p.metadata.labels.as_ref().and_then(|l| l.get("i")).and_then(|v| v.parse().ok()).expect("label intact");
+        let image = p.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone());
+        assert_eq!(image, Some(format!("img:{i}")), "pod is whole");
+    }
+    pods.create(&PostParams::default(), &pod(5000)).await.expect("writes accepted again");
+}

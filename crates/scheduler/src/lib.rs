@@ -1,0 +1,3 @@
+//! scheduler
+
+#![warn(missing_docs)]
