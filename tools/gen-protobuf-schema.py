@@ -13,7 +13,8 @@ local cargo registry:
 
 Output: a compact JSON object, message full name -> [[tag, jsonName, type,
 repeated], ...], where type is a scalar name (string, int32, int64, bool, bytes,
-double), a message full name, or "map:<value type>" (keys are always strings).
+double), a message full name, or "map:<value type>" (keys are always strings),
+and an empty jsonName marks a Go embedded struct whose fields are inlined.
 
 Usage: python3 tools/gen-protobuf-schema.py [--registry DIR] [--out FILE]
 Fields whose JSON name had to be guessed are printed on stderr.
@@ -42,7 +43,13 @@ ROOT_MODULES = [
 
 K8S_PB = "k8s-pb-0.9.0"
 K8S_OPENAPI = "k8s-openapi-0.29.0"
-OPENAPI_VERSION = "v1_33"
+# Every API version k8s-openapi ships is read, newest last so its names win.
+OPENAPI_VERSIONS = ["v1_33", "v1_34", "v1_35", "v1_36", "v1_37"]
+
+# JSON names no k8s-openapi type carries and lowerCamelCase gets wrong.
+OVERRIDES = {
+    "api.core.v1.PodLogOptions.insecure_skip_tls_verify_backend": "insecureSkipTLSVerifyBackend",
+}
 
 SCALARS = {"string", "int32", "int64", "bool", "bytes", "double"}
 
@@ -136,10 +143,19 @@ def normalize(name):
     return name.replace("_", "").lower()
 
 
-def parse_k8s_openapi(src_root):
-    """Returns ({full message name: {normalized: json}}, {normalized: {json names}})."""
+def parse_k8s_openapi(src_roots):
+    """Returns ({lowercased full message name: {normalized: json}}, {normalized: {json names}}).
+
+    Message names are matched case-insensitively: k8s-openapi keeps Go's
+    initialisms (`HTTPGetAction`) where prost does not (`HttpGetAction`).
+    """
     per_type, global_names = {}, {}
-    for path in glob.glob(os.path.join(src_root, "**", "*.rs"), recursive=True):
+    paths = [
+        (src_root, path)
+        for src_root in src_roots
+        for path in sorted(glob.glob(os.path.join(src_root, "**", "*.rs"), recursive=True))
+    ]
+    for src_root, path in paths:
         text = open(path, encoding="utf-8").read()
         sm = re.search(r"pub struct (\w+)", text)
         if not sm:
@@ -150,8 +166,20 @@ def parse_k8s_openapi(src_root):
             json_name = jm.group(1)
             names[normalize(json_name)] = json_name
             global_names.setdefault(normalize(json_name), set()).add(json_name)
-        per_type[f"{module}.{sm.group(1)}"] = names
+        per_type.setdefault(f"{module}.{sm.group(1)}".lower(), {}).update(names)
     return per_type, global_names
+
+
+def embedded(typed, messages, rust_name, ftype, repeated):
+    """Whether a field is a Go embedded struct, inlined into its parent's JSON.
+
+    True when the field is named after its message type and the parent's
+    k8s-openapi type carries every field of that message instead of it.
+    """
+    if repeated or ftype not in messages or normalize(ftype.rsplit(".", 1)[-1]) != normalize(rust_name):
+        return False
+    children = messages[ftype]
+    return bool(typed) and bool(children) and all(normalize(c[1]) in typed for c in children)
 
 
 def lower_camel(rust_name):
@@ -182,23 +210,30 @@ def main():
     parser.add_argument("--registry", default=os.path.expanduser("~/.cargo/registry/src"))
     parser.add_argument(
         "--out",
-        default=os.path.join(here, "..", "crates", "apiserver", "src", "protobuf", "messages.json"),
+        default=os.path.normpath(os.path.join(here, "..", "crates", "apiserver", "src", "protobuf", "messages.json")),
     )
     args = parser.parse_args()
 
     pb_src = os.path.join(find_crate(args.registry, K8S_PB), "src")
-    oa_src = os.path.join(find_crate(args.registry, K8S_OPENAPI), "src", OPENAPI_VERSION)
+    oa_crate = find_crate(args.registry, K8S_OPENAPI)
+    oa_srcs = [os.path.join(oa_crate, "src", v) for v in OPENAPI_VERSIONS if os.path.isdir(os.path.join(oa_crate, "src", v))]
     messages = parse_k8s_pb(pb_src)
-    per_type, global_names = parse_k8s_openapi(oa_src)
+    per_type, global_names = parse_k8s_openapi(oa_srcs)
 
     out, guessed = {}, 0
     for name in closure(messages):
-        typed = per_type.get(name, {})
+        typed = per_type.get(name.lower(), {})
         rows = []
         for tag, rust_name, ftype, repeated in messages[name]:
             key = normalize(rust_name)
-            if key in typed:
+            if f"{name}.{rust_name}" in OVERRIDES:
+                json_name = OVERRIDES[f"{name}.{rust_name}"]
+            elif key in typed:
                 json_name = typed[key]
+            elif embedded(typed, messages, rust_name, ftype, repeated):
+                # A Go embedded struct (`VolumeSource` in `Volume`): its fields
+                # are inlined into the parent's JSON object, marked by "".
+                json_name = ""
             elif len(global_names.get(key, ())) == 1:
                 json_name = next(iter(global_names[key]))
             else:

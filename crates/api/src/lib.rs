@@ -8,6 +8,7 @@
 
 pub mod defaults;
 pub mod field;
+pub mod hash;
 pub mod intstr;
 pub mod quantity;
 pub mod selector;

@@ -104,11 +104,11 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>)
     check_namespace(def, obj, path_ns)?;
     let meta = object::meta_mut(obj);
     let has_name = meta.get("name").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
-    if !has_name {
-        if let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-            let name = format!("{prefix}{}", random_suffix());
-            meta.insert("name".into(), Value::String(name));
-        }
+    if !has_name
+        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|s| !s.is_empty())
+    {
+        let name = format!("{prefix}{}", random_suffix());
+        meta.insert("name".into(), Value::String(name));
     }
     for f in SERVER_OWNED_META {
         meta.remove(*f);

@@ -255,10 +255,10 @@ impl Cache {
         let id = self.next_snapshot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut snaps = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
         snaps.retain(|_, s| s.created.elapsed() < SNAPSHOT_TTL);
-        if snaps.len() >= MAX_SNAPSHOTS {
-            if let Some(oldest) = snaps.iter().min_by_key(|(_, s)| s.created).map(|(k, _)| *k) {
-                snaps.remove(&oldest);
-            }
+        if snaps.len() >= MAX_SNAPSHOTS
+            && let Some(oldest) = snaps.iter().min_by_key(|(_, s)| s.created).map(|(k, _)| *k)
+        {
+            snaps.remove(&oldest);
         }
         snaps.insert(id, Snapshot { entries, created: Instant::now() });
         id

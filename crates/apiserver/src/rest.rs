@@ -104,7 +104,7 @@ impl Filter {
 
     pub(crate) fn matches(&self, e: &Entry) -> bool {
         self.label.as_ref().is_none_or(|l| l.matches_map(&e.labels))
-            && self.field.as_ref().is_none_or(|f| f.matches(&|name: &str| e.field(name)))
+            && self.field.as_ref().is_none_or(|f| f.matches(|name: &str| e.field(name)))
     }
 }
 
@@ -472,20 +472,20 @@ impl ApiServer {
     /// Deletes (or starts deleting) one object as upstream's graceful deletion does.
     pub(crate) async fn delete_object(&self, def: &ResourceDef, ns: Option<&str>, name: &str, opts: &DeleteOptions) -> ApiResult<Outcome> {
         self.guaranteed_update(def, ns, name, opts.dry_run, |old, rev| {
-            if let Some(uid) = &opts.precondition_uid {
-                if object::meta_str(old, "uid") != Some(uid.as_str()) {
-                    return Err(ApiError::conflict(def, name, &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        object::meta_str(old, "uid").unwrap_or("")
-                    )));
-                }
+            if let Some(uid) = &opts.precondition_uid
+                && object::meta_str(old, "uid") != Some(uid.as_str())
+            {
+                return Err(ApiError::conflict(def, name, &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    object::meta_str(old, "uid").unwrap_or("")
+                )));
             }
-            if let Some(want) = opts.precondition_rv {
-                if want != rev {
-                    return Err(ApiError::conflict(def, name, &format!(
-                        "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rev}"
-                    )));
-                }
+            if let Some(want) = opts.precondition_rv
+                && want != rev
+            {
+                return Err(ApiError::conflict(def, name, &format!(
+                    "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rev}"
+                )));
             }
             let mut next = old.clone();
             let mut finalizers = object::finalizers(old);
@@ -575,10 +575,10 @@ impl ApiServer {
                 let (items, _) = self.cache.list(def, Some(ns));
                 for e in items {
                     remaining += 1;
-                    if let Err(err) = self.delete_object(def, Some(ns), &e.name, &opts).await {
-                        if err.code != 404 {
-                            tracing::warn!(namespace = ns, name = %e.name, error = %err, "namespace cleanup");
-                        }
+                    if let Err(err) = self.delete_object(def, Some(ns), &e.name, &opts).await
+                        && err.code != 404
+                    {
+                        tracing::warn!(namespace = ns, name = %e.name, error = %err, "namespace cleanup");
                     }
                 }
             }
@@ -716,12 +716,12 @@ impl DeleteOptions {
             let v = request::decode_object(body, false)?;
             opts.merge_body(&v)?;
         }
-        if let Some(p) = &opts.propagation {
-            if !matches!(p.as_str(), "Orphan" | "Foreground" | "Background") {
-                return Err(ApiError::bad_request(format!(
-                    "DeleteOptions.propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-                )));
-            }
+        if let Some(p) = &opts.propagation
+            && !matches!(p.as_str(), "Orphan" | "Foreground" | "Background")
+        {
+            return Err(ApiError::bad_request(format!(
+                "DeleteOptions.propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
         }
         Ok(opts)
     }

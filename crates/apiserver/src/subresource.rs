@@ -54,10 +54,10 @@ impl ApiServer {
             .guaranteed_update(def, t.namespace.as_deref(), name, params.dry_run()?, |old, rev| {
                 let current = scale_of(old);
                 let scale = if is_patch { apply_patch(bt, &current, &input)? } else { input.clone() };
-                if let Some(want) = request::parse_rv(object::resource_version(&scale))? {
-                    if want != rev {
-                        return Err(ApiError::stale(def, name));
-                    }
+                if let Some(want) = request::parse_rv(object::resource_version(&scale))?
+                    && want != rev
+                {
+                    return Err(ApiError::stale(def, name));
                 }
                 let replicas = scale_replicas(def, name, &scale)?;
                 let mut next = old.clone();
