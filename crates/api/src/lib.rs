@@ -10,6 +10,7 @@ pub mod defaults;
 pub mod field;
 pub mod hash;
 pub mod intstr;
+pub mod pod;
 pub mod quantity;
 pub mod selector;
 pub mod smp;
