@@ -173,10 +173,10 @@ def parse_k8s_openapi(src_roots):
 def embedded(typed, messages, rust_name, ftype, repeated):
     """Whether a field is a Go embedded struct, inlined into its parent's JSON.
 
-    True when the field is named after its message type and the parent's
-    k8s-openapi type carries every field of that message instead of it.
+    True when the parent's k8s-openapi type has no field of this name but carries
+    every field of the field's message instead (`Probe.handler` -> `httpGet`, ...).
     """
-    if repeated or ftype not in messages or normalize(ftype.rsplit(".", 1)[-1]) != normalize(rust_name):
+    if repeated or ftype not in messages or normalize(rust_name) in typed:
         return False
     children = messages[ftype]
     return bool(typed) and bool(children) and all(normalize(c[1]) in typed for c in children)
@@ -234,6 +234,7 @@ def main():
                 # A Go embedded struct (`VolumeSource` in `Volume`): its fields
                 # are inlined into the parent's JSON object, marked by "".
                 json_name = ""
+                print(f"inlined {name}.{rust_name} ({ftype})", file=sys.stderr)
             elif len(global_names.get(key, ())) == 1:
                 json_name = next(iter(global_names[key]))
             else:

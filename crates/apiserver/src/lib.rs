@@ -12,6 +12,7 @@ pub mod error;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
+pub mod protobuf;
 pub mod request;
 pub mod resource;
 mod rest;

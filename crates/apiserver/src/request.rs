@@ -279,30 +279,45 @@ pub enum BodyType {
     ApplyPatch,
 }
 
+/// How a body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// JSON.
+    Json,
+    /// YAML (converted to JSON).
+    Yaml,
+    /// Kubernetes protobuf (`k8s\0` + `runtime.Unknown`), which kubectl's typed commands send.
+    Protobuf,
+}
+
 /// Reads `Content-Type`.
-pub fn body_type(headers: &HeaderMap) -> ApiResult<(BodyType, bool)> {
+pub fn body_type(headers: &HeaderMap) -> ApiResult<(BodyType, Format)> {
     let ct = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     let media = ct.split(';').next().unwrap_or("").trim();
     Ok(match media {
-        "application/json" | "" | "*/*" => (BodyType::Object, false),
-        "application/yaml" | "application/x-yaml" | "text/yaml" => (BodyType::Object, true),
-        "application/json-patch+json" => (BodyType::JsonPatch, false),
-        "application/merge-patch+json" => (BodyType::MergePatch, false),
-        "application/strategic-merge-patch+json" => (BodyType::StrategicMergePatch, false),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => (BodyType::ApplyPatch, true),
+        "application/json" | "" | "*/*" => (BodyType::Object, Format::Json),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => (BodyType::Object, Format::Yaml),
+        crate::protobuf::CONTENT_TYPE => (BodyType::Object, Format::Protobuf),
+        "application/json-patch+json" => (BodyType::JsonPatch, Format::Json),
+        "application/merge-patch+json" => (BodyType::MergePatch, Format::Json),
+        "application/strategic-merge-patch+json" => (BodyType::StrategicMergePatch, Format::Json),
+        "application/apply-patch+yaml" | "application/apply-patch+cbor" => (BodyType::ApplyPatch, Format::Yaml),
         other => return Err(ApiError::unsupported_media_type(other)),
     })
 }
 
-/// Decodes a body as JSON or YAML into a value; malformed input is a 400.
-pub fn decode(body: &Bytes, yaml: bool) -> ApiResult<Value> {
+/// Decodes a body into a value; malformed input is a 400.
+pub fn decode(body: &Bytes, format: Format) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::bad_request("the request body is empty"));
     }
-    if yaml {
+    if format == Format::Protobuf {
+        return crate::protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()));
+    }
+    if format == Format::Yaml {
         let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
         serde_saphyr::from_str::<Value>(text)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
@@ -314,8 +329,8 @@ pub fn decode(body: &Bytes, yaml: bool) -> ApiResult<Value> {
 }
 
 /// Decodes a body that must be a JSON object.
-pub fn decode_object(body: &Bytes, yaml: bool) -> ApiResult<Value> {
-    let v = decode(body, yaml)?;
+pub fn decode_object(body: &Bytes, format: Format) -> ApiResult<Value> {
+    let v = decode(body, format)?;
     if !v.is_object() {
         return Err(ApiError::bad_request("the request body must be a JSON object"));
     }
@@ -381,9 +396,9 @@ mod tests {
 
     #[test]
     fn decodes_json_and_yaml_and_rejects_garbage() {
-        let y = decode_object(&Bytes::from_static(b"kind: Pod\nmetadata:\n  name: x\n"), true).unwrap();
+        let y = decode_object(&Bytes::from_static(b"kind: Pod\nmetadata:\n  name: x\n"), Format::Yaml).unwrap();
         assert_eq!(y["metadata"]["name"], "x");
-        assert!(decode_object(&Bytes::from_static(b"{\"kind\":"), false).is_err());
-        assert!(decode_object(&Bytes::from_static(b"[1]"), false).is_err());
+        assert!(decode_object(&Bytes::from_static(b"{\"kind\":"), Format::Json).is_err());
+        assert!(decode_object(&Bytes::from_static(b"[1]"), Format::Json).is_err());
     }
 }

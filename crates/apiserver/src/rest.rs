@@ -290,11 +290,11 @@ impl ApiServer {
 
     /// POST to a collection.
     pub(crate) async fn create(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, out: Output) -> ApiResult<Response> {
-        let (bt, yaml) = request::body_type(headers)?;
+        let (bt, format) = request::body_type(headers)?;
         if bt != BodyType::Object {
             return Err(ApiError::unsupported_media_type("a patch type on create"));
         }
-        let mut obj = request::decode_object(body, yaml)?;
+        let mut obj = request::decode_object(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let warnings = admission::check_fields(t.def, &obj, fv)?;
         admission::prepare_create(t.def, &mut obj, t.namespace.as_deref())?;
@@ -381,11 +381,11 @@ impl ApiServer {
     /// PUT of a whole object (main resource or status).
     pub(crate) async fn update(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, part: Part, out: Output) -> ApiResult<Response> {
         let name = t.name()?;
-        let (bt, yaml) = request::body_type(headers)?;
+        let (bt, format) = request::body_type(headers)?;
         if bt != BodyType::Object {
             return Err(ApiError::unsupported_media_type("a patch type on update"));
         }
-        let new = request::decode_object(body, yaml)?;
+        let new = request::decode_object(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let warnings = admission::check_fields(t.def, &new, fv)?;
         let precondition = request::parse_rv(object::resource_version(&new))?;
@@ -406,8 +406,8 @@ impl ApiServer {
     /// PATCH of the main resource or status.
     pub(crate) async fn patch(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, part: Part, out: Output) -> ApiResult<Response> {
         let name = t.name()?;
-        let (bt, _) = request::body_type(headers)?;
-        let patch = request::decode(body, bt == BodyType::ApplyPatch)?;
+        let (bt, format) = request::body_type(headers)?;
+        let patch = request::decode(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let def = t.def;
         let mut warnings = Vec::new();
@@ -452,9 +452,9 @@ impl ApiServer {
     }
 
     /// DELETE of one object.
-    pub(crate) async fn delete(&self, t: &Target, params: &Params, body: &Bytes, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn delete(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, out: Output) -> ApiResult<Response> {
         let name = t.name()?;
-        let opts = DeleteOptions::from_request(params, body)?;
+        let opts = DeleteOptions::from_request(params, headers, body)?;
         let outcome = if is_namespaces(t.def) {
             self.delete_namespace(name, &opts).await?
         } else {
@@ -595,8 +595,8 @@ impl ApiServer {
     }
 
     /// DELETE of a collection: deletes every selected object.
-    pub(crate) async fn delete_collection(&self, t: &Target, params: &Params, body: &Bytes, out: Output) -> ApiResult<Response> {
-        let opts = DeleteOptions::from_request(params, body)?;
+    pub(crate) async fn delete_collection(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, out: Output) -> ApiResult<Response> {
+        let opts = DeleteOptions::from_request(params, headers, body)?;
         let filter = Filter::new(t.def, params, None)?;
         self.sync_cache().await?;
         let (items, rev) = self.select(t, &filter);
@@ -705,7 +705,7 @@ pub(crate) struct DeleteOptions {
 }
 
 impl DeleteOptions {
-    pub(crate) fn from_request(params: &Params, body: &Bytes) -> ApiResult<Self> {
+    pub(crate) fn from_request(params: &Params, headers: &HeaderMap, body: &Bytes) -> ApiResult<Self> {
         let mut opts = DeleteOptions {
             propagation: params.propagation_policy.clone().filter(|s| !s.is_empty()),
             grace: params.grace_period_seconds()?,
@@ -713,7 +713,8 @@ impl DeleteOptions {
             ..Default::default()
         };
         if !body.is_empty() {
-            let v = request::decode_object(body, false)?;
+            let (_, format) = request::body_type(headers)?;
+            let v = request::decode_object(body, format)?;
             opts.merge_body(&v)?;
         }
         if let Some(p) = &opts.propagation

@@ -47,8 +47,8 @@ impl ApiServer {
     /// PUT or PATCH `.../scale`: changes `spec.replicas` of the workload.
     pub(crate) async fn write_scale(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, is_patch: bool) -> ApiResult<Response> {
         let name = t.name()?;
-        let (bt, yaml) = request::body_type(headers)?;
-        let input = request::decode(body, yaml)?;
+        let (bt, format) = request::body_type(headers)?;
+        let input = request::decode(body, format)?;
         let def = t.def;
         let outcome = self
             .guaranteed_update(def, t.namespace.as_deref(), name, params.dry_run()?, |old, rev| {
@@ -70,9 +70,9 @@ impl ApiServer {
     }
 
     /// POST `pods/{name}/binding`: assigns the pod to a node, once.
-    pub(crate) async fn bind(&self, t: &Target, params: &Params, body: &Bytes) -> ApiResult<Response> {
+    pub(crate) async fn bind(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
         let name = t.name()?;
-        let binding = request::decode_object(body, false)?;
+        let binding = request::decode_object(body, request::body_type(headers)?.1)?;
         let node = binding
             .get("target")
             .and_then(|t| t.get("name"))
@@ -100,10 +100,10 @@ impl ApiServer {
     }
 
     /// POST `pods/{name}/eviction`: deletes the pod (there are no disruption budgets to consult).
-    pub(crate) async fn evict(&self, t: &Target, params: &Params, body: &Bytes) -> ApiResult<Response> {
+    pub(crate) async fn evict(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
         let name = t.name()?;
-        let eviction = request::decode_object(body, false)?;
-        let mut opts = DeleteOptions::from_request(params, &Bytes::new())?;
+        let eviction = request::decode_object(body, request::body_type(headers)?.1)?;
+        let mut opts = DeleteOptions::from_request(params, headers, &Bytes::new())?;
         if let Some(d) = eviction.get("deleteOptions") {
             opts.merge_body(d)?;
         }

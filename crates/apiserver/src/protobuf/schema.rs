@@ -120,7 +120,9 @@ impl Schema {
             candidates.push(format!("apimachinery.pkg.apis.meta.v1.{kind}"));
         }
         candidates.iter().find_map(|candidate| {
-            self.folded.get(&candidate.to_ascii_lowercase()).map(String::as_str)
+            self.folded
+                .get(&candidate.to_ascii_lowercase())
+                .map(String::as_str)
         })
     }
 }
@@ -146,7 +148,11 @@ mod tests {
                     ty = inner;
                 }
                 if let FieldType::Message(target) = ty {
-                    assert!(schema.message(target).is_some(), "{name}.{} -> {target}", field.json);
+                    assert!(
+                        schema.message(target).is_some(),
+                        "{name}.{} -> {target}",
+                        field.json
+                    );
                 }
             }
         }
@@ -183,14 +189,26 @@ mod tests {
             ("v1", "Namespace", Some("api.core.v1.Namespace")),
             ("policy/v1", "Eviction", Some("api.policy.v1.Eviction")),
             ("autoscaling/v1", "Scale", Some("api.autoscaling.v1.Scale")),
-            ("coordination.k8s.io/v1", "Lease", Some("api.coordination.v1.Lease")),
+            (
+                "coordination.k8s.io/v1",
+                "Lease",
+                Some("api.coordination.v1.Lease"),
+            ),
             (
                 "meta.k8s.io/v1",
                 "DeleteOptions",
                 Some("apimachinery.pkg.apis.meta.v1.DeleteOptions"),
             ),
-            ("v1", "DeleteOptions", Some("apimachinery.pkg.apis.meta.v1.DeleteOptions")),
-            ("policy/v1", "DeleteOptions", Some("apimachinery.pkg.apis.meta.v1.DeleteOptions")),
+            (
+                "v1",
+                "DeleteOptions",
+                Some("apimachinery.pkg.apis.meta.v1.DeleteOptions"),
+            ),
+            (
+                "policy/v1",
+                "DeleteOptions",
+                Some("apimachinery.pkg.apis.meta.v1.DeleteOptions"),
+            ),
             ("apps/v1", "Pod", None),
             ("v1", "Nope", None),
             ("v1", "ObjectMeta", None),
@@ -198,7 +216,11 @@ mod tests {
             ("v1", "", None),
         ];
         for (api_version, kind, want) in cases {
-            assert_eq!(schema.message_for_kind(api_version, kind), want, "{api_version} {kind}");
+            assert_eq!(
+                schema.message_for_kind(api_version, kind),
+                want,
+                "{api_version} {kind}"
+            );
         }
     }
 }

@@ -31,7 +31,11 @@ impl WireType {
             3 => Self::StartGroup,
             4 => Self::EndGroup,
             5 => Self::Fixed32,
-            other => return Err(ProtobufError::malformed(format!("invalid wire type {other}"))),
+            other => {
+                return Err(ProtobufError::malformed(format!(
+                    "invalid wire type {other}"
+                )));
+            }
         })
     }
 }
@@ -82,7 +86,9 @@ impl<'a> Reader<'a> {
         let tag = u32::try_from(key >> 3)
             .ok()
             .filter(|t| (1..=0x1fff_ffff).contains(t))
-            .ok_or_else(|| ProtobufError::malformed(format!("invalid field number {}", key >> 3)))?;
+            .ok_or_else(|| {
+                ProtobufError::malformed(format!("invalid field number {}", key >> 3))
+            })?;
         Ok((tag, wire))
     }
 
@@ -131,7 +137,9 @@ impl<'a> Reader<'a> {
                 }
                 loop {
                     if self.is_empty() {
-                        return Err(ProtobufError::malformed(format!("unterminated group {tag}")));
+                        return Err(ProtobufError::malformed(format!(
+                            "unterminated group {tag}"
+                        )));
                     }
                     let (inner, inner_wire) = self.key()?;
                     if inner_wire == WireType::EndGroup {
@@ -145,7 +153,9 @@ impl<'a> Reader<'a> {
                     self.skip_at(inner, inner_wire, depth + 1)?;
                 }
             }
-            WireType::EndGroup => Err(ProtobufError::malformed(format!("unexpected end-group {tag}"))),
+            WireType::EndGroup => Err(ProtobufError::malformed(format!(
+                "unexpected end-group {tag}"
+            ))),
         }
     }
 }
@@ -160,8 +170,14 @@ mod tests {
             (&[0x00], Some(0)),
             (&[0x01], Some(1)),
             (&[0xac, 0x02], Some(300)),
-            (&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01], Some(u64::MAX)),
-            (&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02], None),
+            (
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+                Some(u64::MAX),
+            ),
+            (
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02],
+                None,
+            ),
             (&[0x80], None),
             (&[], None),
         ];
@@ -176,7 +192,10 @@ mod tests {
         assert_eq!(Reader::new(&[0x0a]).key().unwrap(), (1, WireType::Len));
         assert_eq!(Reader::new(&[0x10]).key().unwrap(), (2, WireType::Varint));
         assert!(Reader::new(&[0x00]).key().is_err(), "field 0 is invalid");
-        assert!(Reader::new(&[0x0e]).key().is_err(), "wire type 6 is invalid");
+        assert!(
+            Reader::new(&[0x0e]).key().is_err(),
+            "wire type 6 is invalid"
+        );
     }
 
     #[test]
@@ -206,6 +225,10 @@ mod tests {
     fn length_past_end_is_an_error() {
         let err = Reader::new(&[0x05, b'a']).len_delimited().unwrap_err();
         assert!(err.to_string().contains("truncated"), "{err}");
-        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x0f]).len_delimited().is_err());
+        assert!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x0f])
+                .len_delimited()
+                .is_err()
+        );
     }
 }
