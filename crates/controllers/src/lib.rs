@@ -1,3 +1,33 @@
-//! controllers
+//! The cluster's controllers, each talking to the API only through a `kube::Client` so they run
+//! unchanged in `rollwright up` and against a real cluster.
+//!
+//! - [`gc`]: the garbage collector (owner references, cascading deletion).
+//! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
+//!   eviction.
+//! - [`runtime`]: the work queue and reconcile contract they share (and the workload
+//!   controllers will).
+//!
+//! Each controller is one future: [`run_gc`] and [`run_node_lifecycle`] run until dropped, so the
+//! binary spawns them (and stops them by aborting the task).
 
 #![warn(missing_docs)]
+
+pub mod expectations;
+pub mod gc;
+pub mod node_lifecycle;
+pub mod owner_index;
+pub mod ownership;
+pub mod replicaset;
+pub mod runtime;
+
+use kube::Client;
+
+/// Runs the garbage collector until dropped. See [`gc::Config`] for the knobs.
+pub async fn run_gc(client: Client, config: gc::Config) {
+    gc::run(client, config).await
+}
+
+/// Runs the node lifecycle controller until dropped. See [`node_lifecycle::Config`].
+pub async fn run_node_lifecycle(client: Client, config: node_lifecycle::Config) {
+    node_lifecycle::run(client, config).await
+}

@@ -1,3 +1,28 @@
-//! scheduler
+//! The scheduler: binds pending pods to nodes, as upstream's `kube-scheduler` with its default
+//! profile would for the plugins that matter here (NodeUnschedulable, NodeName, TaintToleration,
+//! NodeAffinity, NodeResourcesFit; least-allocated and same-owner spreading for scores).
+//!
+//! It talks to the API only through a [`kube::Client`], so it runs unchanged against a real
+//! cluster. Decisions are pure functions over an incrementally kept [`cache::Cache`]; the I/O
+//! lives in [`run`].
 
 #![warn(missing_docs)]
+
+pub mod affinity;
+pub mod algorithm;
+pub mod cache;
+pub mod condition;
+pub mod config;
+pub mod diagnosis;
+pub mod filter;
+pub mod fit;
+pub mod node_info;
+pub mod pod_info;
+pub mod queue;
+pub mod resources;
+pub mod scheduler;
+pub mod score;
+pub mod taints;
+
+pub use config::SchedulerConfig;
+pub use scheduler::run;

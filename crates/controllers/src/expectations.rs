@@ -1,0 +1,158 @@
+//! Controller expectations, as upstream's `UIDTrackingControllerExpectations`: a ReplicaSet sync
+//! that creates or deletes pods records what its own watch must still show, and the next sync
+//! does not act on the cache until the watch has caught up. Without this, a sync that runs
+//! before the watch delivers its own creations would see too few pods and create them again
+//! (a burst of 500 replicas would make 1,000 pods).
+//!
+//! Creations are counted (the pods' names are not known before the server generates them);
+//! deletions are tracked by pod key so that a pod seen twice (first with a
+//! `deletionTimestamp`, then deleted) lowers the count once. Expectations older than
+//! [`EXPECTATIONS_TTL`] count as satisfied, so a lost watch event stalls a controller for at most
+//! five minutes, as upstream.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Mutex, MutexGuard},
+    time::Duration,
+};
+use tokio::time::Instant;
+
+/// How long unmet expectations hold a controller back (upstream's `ExpectationsTimeout`).
+pub const EXPECTATIONS_TTL: Duration = Duration::from_secs(5 * 60);
+
+#[derive(Debug)]
+struct Record {
+    adds: i64,
+    deletes: HashSet<String>,
+    at: Instant,
+}
+
+/// Expected creations and deletions per controller key; shared by the watch and the workers.
+#[derive(Debug)]
+pub struct Expectations {
+    records: Mutex<HashMap<String, Record>>,
+    ttl: Duration,
+}
+
+impl Default for Expectations {
+    fn default() -> Self {
+        Self::new(EXPECTATIONS_TTL)
+    }
+}
+
+impl Expectations {
+    /// Expectations that expire after `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        Self { records: Mutex::new(HashMap::new()), ttl }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Record>> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the controller under `key` may act on its cache: it expects nothing more, its
+    /// expectations expired, or it never recorded any (a fresh controller).
+    pub fn satisfied(&self, key: &str) -> bool {
+        match self.lock().get(key) {
+            None => true,
+            Some(r) => (r.adds <= 0 && r.deletes.is_empty()) || r.at.elapsed() > self.ttl,
+        }
+    }
+
+    /// When the expectations of `key` expire, if it has unmet ones.
+    pub fn expires_in(&self, key: &str) -> Option<Duration> {
+        let records = self.lock();
+        let r = records.get(key)?;
+        if r.adds <= 0 && r.deletes.is_empty() {
+            return None;
+        }
+        Some(self.ttl.saturating_sub(r.at.elapsed()))
+    }
+
+    /// Records that the controller is about to create `count` pods (replacing what it expected).
+    pub fn expect_creations(&self, key: &str, count: usize) {
+        let record = Record { adds: count as i64, deletes: HashSet::new(), at: Instant::now() };
+        self.lock().insert(key.to_string(), record);
+    }
+
+    /// Records that the controller is about to delete the pods with `pod_keys`.
+    pub fn expect_deletions(&self, key: &str, pod_keys: impl IntoIterator<Item = String>) {
+        let record = Record { adds: 0, deletes: pod_keys.into_iter().collect(), at: Instant::now() };
+        self.lock().insert(key.to_string(), record);
+    }
+
+    /// A creation was observed (or will never happen because the request failed).
+    pub fn creation_observed(&self, key: &str) {
+        if let Some(r) = self.lock().get_mut(key) {
+            r.adds -= 1;
+        }
+    }
+
+    /// `count` creations will never be observed (they were skipped or failed).
+    pub fn lower_creations(&self, key: &str, count: usize) {
+        if let Some(r) = self.lock().get_mut(key) {
+            r.adds -= count as i64;
+        }
+    }
+
+    /// The deletion of `pod_key` was observed (or failed); a key not expected changes nothing.
+    pub fn deletion_observed(&self, key: &str, pod_key: &str) {
+        if let Some(r) = self.lock().get_mut(key) {
+            r.deletes.remove(pod_key);
+        }
+    }
+
+    /// Forgets the controller under `key` (it was deleted).
+    pub fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    enum Op {
+        ExpectCreate(usize),
+        ExpectDelete(&'static [&'static str]),
+        Created,
+        Deleted(&'static str),
+        Lower(usize),
+        Forget,
+        Wait(u64),
+    }
+    use Op::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn expectations_hold_a_controller_until_its_watch_catches_up() {
+        let cases: Vec<(&str, Vec<Op>, bool)> = vec![
+            ("a fresh controller may act", vec![], true),
+            ("creations pending", vec![ExpectCreate(3), Created, Created], false),
+            ("all creations observed", vec![ExpectCreate(2), Created, Created], true),
+            ("failed creations are lowered", vec![ExpectCreate(5), Created, Lower(4)], true),
+            ("deletions pending", vec![ExpectDelete(&["a", "b"]), Deleted("a")], false),
+            ("a deletion observed twice counts once", vec![ExpectDelete(&["a", "b"]), Deleted("a"), Deleted("a")], false),
+            ("unexpected deletions change nothing", vec![ExpectDelete(&["a"]), Deleted("x")], false),
+            ("all deletions observed", vec![ExpectDelete(&["a", "b"]), Deleted("b"), Deleted("a")], true),
+            ("expired after five minutes", vec![ExpectCreate(3), Wait(301)], true),
+            ("not yet expired", vec![ExpectCreate(3), Wait(299)], false),
+            ("forgotten with its controller", vec![ExpectCreate(3), Forget], true),
+            ("a new expectation replaces the old", vec![ExpectCreate(3), ExpectDelete(&["a"]), Deleted("a")], true),
+        ];
+        for (name, ops, want) in cases {
+            let e = Expectations::default();
+            for op in ops {
+                match op {
+                    ExpectCreate(n) => e.expect_creations("ns/rs", n),
+                    ExpectDelete(keys) => e.expect_deletions("ns/rs", keys.iter().map(|k| k.to_string())),
+                    Created => e.creation_observed("ns/rs"),
+                    Deleted(k) => e.deletion_observed("ns/rs", k),
+                    Lower(n) => e.lower_creations("ns/rs", n),
+                    Forget => e.forget("ns/rs"),
+                    Wait(s) => tokio::time::advance(Duration::from_secs(s)).await,
+                }
+            }
+            assert_eq!(e.satisfied("ns/rs"), want, "{name}");
+        }
+    }
+}

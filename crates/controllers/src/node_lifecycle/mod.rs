@@ -1,0 +1,407 @@
+//! The node lifecycle controller, as upstream's `pkg/controller/nodelifecycle` plus its taint
+//! eviction controller, simplified (no zones, no rate-limited zone eviction):
+//! - a node whose Lease (`kube-node-lease/<node>`) is not renewed within the grace period gets
+//!   its kubelet conditions set to `Unknown` ([`health::mark_unknown`]);
+//! - the node's conditions and `spec.unschedulable` decide its managed taints
+//!   ([`health::desired_taints`]): unreachable / not-ready (NoExecute and NoSchedule), the
+//!   pressure conditions, unschedulable; they go when the condition clears;
+//! - pods on a node with NoExecute taints they do not tolerate are deleted, at once or when their
+//!   `tolerationSeconds` run out ([`eviction::verdict`]).
+//!
+//! Two queues: node names (health and taints; requeued for the moment the lease would expire) and
+//! pod keys (eviction; requeued for the toleration deadline). Nothing polls.
+
+pub mod eviction;
+pub mod health;
+pub mod pods;
+
+use crate::runtime::{Action, Backoff, WorkQueue, run_workers};
+use eviction::{NoExecuteTaints, Verdict};
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Node, ObjectReference, Pod},
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, Patch, PatchParams, Preconditions},
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use pods::{PodIndex, PodInfo, PodKey};
+use serde_json::json;
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+/// Why a node or pod could not be reconciled (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("API request failed: {0}")]
+    Api(#[from] kube::Error),
+}
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How long a node may go without renewing its lease before it is `Unknown`
+    /// (upstream's `--node-monitor-grace-period`, 40s).
+    pub grace_period: Duration,
+    /// Where node leases live.
+    pub lease_namespace: String,
+    /// Concurrent workers per queue.
+    pub workers: usize,
+    /// Retry delays of failed items.
+    pub backoff: Backoff,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            grace_period: Duration::from_secs(40),
+            lease_namespace: "kube-node-lease".into(),
+            workers: 8,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// The upstream component name on eviction events.
+const COMPONENT: &str = "taint-eviction-controller";
+
+fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update completes before anything could panic; a poisoned index is still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Controller {
+    client: Client,
+    config: Config,
+    nodes: Store<Node>,
+    leases: Store<Lease>,
+    pods: Mutex<PodIndex>,
+    taints: Mutex<NoExecuteTaints>,
+    health: WorkQueue<String>,
+    evictions: WorkQueue<PodKey>,
+    recorder: events::Recorder,
+}
+
+/// Runs the node lifecycle controller until the future is dropped.
+pub async fn run(client: Client, config: Config) {
+    let (nodes, nodes_writer) = reflector::store::<Node>();
+    let (leases, leases_writer) = reflector::store::<Lease>();
+    let ctl = Arc::new(Controller {
+        recorder: events::Recorder::new(client.clone(), COMPONENT, None),
+        health: WorkQueue::new(config.backoff),
+        evictions: WorkQueue::new(config.backoff),
+        pods: Mutex::new(PodIndex::default()),
+        taints: Mutex::new(NoExecuteTaints::default()),
+        nodes,
+        leases,
+        client,
+        config,
+    });
+
+    let node_events = {
+        let ctl = Arc::clone(&ctl);
+        let api: Api<Node> = Api::all(ctl.client.clone());
+        async move {
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .reflect(nodes_writer)
+                .boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => {
+                        ctl.node_changed(&node)
+                    }
+                    Ok(watcher::Event::Delete(node)) => {
+                        if let Some(name) = node.metadata.name.as_deref() {
+                            guard(&ctl.taints).forget(name);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "node watch failed; retrying"),
+                }
+            }
+        }
+    };
+    let lease_events = {
+        let ctl = Arc::clone(&ctl);
+        let api: Api<Lease> = Api::namespaced(ctl.client.clone(), &ctl.config.lease_namespace);
+        async move {
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .reflect(leases_writer)
+                .boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(
+                        watcher::Event::Apply(lease)
+                        | watcher::Event::InitApply(lease)
+                        | watcher::Event::Delete(lease),
+                    ) => {
+                        if let Some(name) = lease.metadata.name {
+                            ctl.health.add(name);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "lease watch failed; retrying"),
+                }
+            }
+        }
+    };
+    let pod_events = {
+        let ctl = Arc::clone(&ctl);
+        async move { ctl.watch_pods().await }
+    };
+    let health_workers = {
+        let ctl = Arc::clone(&ctl);
+        async move {
+            // Judging a node before its lease is known would mark it Unknown by mistake.
+            if ctl.nodes.wait_until_ready().await.is_err()
+                || ctl.leases.wait_until_ready().await.is_err()
+            {
+                return;
+            }
+            let workers = ctl.config.workers;
+            run_workers("node-lifecycle", ctl.health.clone(), workers, |name| {
+                ctl.reconcile_node(name)
+            })
+            .await
+        }
+    };
+    let eviction_workers = {
+        let ctl = Arc::clone(&ctl);
+        async move {
+            let workers = ctl.config.workers;
+            run_workers("taint-eviction", ctl.evictions.clone(), workers, |key| {
+                ctl.reconcile_pod(key)
+            })
+            .await
+        }
+    };
+    tokio::join!(
+        node_events,
+        lease_events,
+        pod_events,
+        health_workers,
+        eviction_workers
+    );
+}
+
+impl Controller {
+    /// A node changed: re-examine its health, and its pods if its NoExecute taints changed.
+    fn node_changed(&self, node: &Node) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or(&[]);
+        let (changed, tainted) = {
+            let mut t = guard(&self.taints);
+            let changed = t.observe(&name, taints, Timestamp::now());
+            (changed, !t.of(&name).is_empty())
+        };
+        if changed && tainted {
+            for key in guard(&self.pods).on_node(&name) {
+                self.evictions.add(key);
+            }
+        }
+        self.health.add(name);
+    }
+
+    /// Keeps the pod index current; a pod on a node with NoExecute taints is examined.
+    async fn watch_pods(&self) {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut listing: Option<HashSet<PodKey>> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listing = Some(HashSet::new()),
+                Ok(watcher::Event::InitDone) => {
+                    let listed = listing.take().unwrap_or_default();
+                    guard(&self.pods).retain(&listed);
+                }
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                    let Some((key, info)) = PodInfo::of(&pod) else {
+                        if let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name)
+                        {
+                            guard(&self.pods).remove(&PodKey {
+                                namespace: ns,
+                                name,
+                            });
+                        }
+                        continue;
+                    };
+                    if let Some(seen) = listing.as_mut() {
+                        seen.insert(key.clone());
+                    }
+                    let examine = !info.deleting && !guard(&self.taints).of(&info.node).is_empty();
+                    guard(&self.pods).upsert(key.clone(), info);
+                    if examine {
+                        self.evictions.add(key);
+                    }
+                }
+                Ok(watcher::Event::Delete(pod)) => {
+                    if let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) {
+                        guard(&self.pods).remove(&PodKey {
+                            namespace: ns,
+                            name,
+                        });
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "pod watch failed; retrying"),
+            }
+        }
+    }
+
+    /// Health of one node: mark it Unknown if its lease expired, then make its managed taints
+    /// match its conditions. Requeued for the moment its lease would expire.
+    async fn reconcile_node(&self, name: String) -> Result<Action, Error> {
+        let Some(cached) = self.nodes.get(&ObjectRef::new(&name)) else {
+            return Ok(Action::await_change());
+        };
+        let lease = self
+            .leases
+            .get(&ObjectRef::new(&name).within(&self.config.lease_namespace));
+        let now = Timestamp::now();
+        let expires = health::expiry(&cached, lease.as_deref(), self.config.grace_period);
+        let silent = expires.is_none_or(|at| at <= now);
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut node = Node::clone(&cached);
+
+        if silent {
+            let conditions = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default();
+            let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            if let Some(conditions) = health::mark_unknown(&conditions, now, created) {
+                tracing::info!(node = %name, "node stopped renewing its lease; marking its conditions Unknown");
+                let patch = json!({
+                    "metadata": {"resourceVersion": node.metadata.resource_version},
+                    "status": {"conditions": conditions},
+                });
+                node = api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+        }
+
+        let conditions = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let spec = node.spec.clone().unwrap_or_default();
+        let desired = health::desired_taints(&conditions, spec.unschedulable.unwrap_or(false));
+        if let Some(taints) =
+            health::reconcile_taints(spec.taints.as_deref().unwrap_or(&[]), &desired, now)
+        {
+            tracing::debug!(node = %name, ?desired, "updating node taints");
+            let patch = json!({
+                "metadata": {"resourceVersion": node.metadata.resource_version},
+                "spec": {"taints": if taints.is_empty() { serde_json::Value::Null } else { json!(taints) }},
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+
+        Ok(match expires {
+            Some(at) if !silent => Action::requeue(until(now, at)),
+            _ => Action::await_change(),
+        })
+    }
+
+    /// Eviction of one pod: delete it if a NoExecute taint of its node is not (or no longer)
+    /// tolerated; requeue it for its toleration deadline otherwise.
+    async fn reconcile_pod(&self, key: PodKey) -> Result<Action, Error> {
+        let Some(info) = guard(&self.pods).get(&key).cloned() else {
+            return Ok(Action::await_change());
+        };
+        if info.deleting {
+            return Ok(Action::await_change());
+        }
+        let taints = guard(&self.taints).of(&info.node).to_vec();
+        let now = Timestamp::now();
+        match eviction::verdict(&info.tolerations, &taints, now) {
+            Verdict::Keep => Ok(Action::await_change()),
+            Verdict::EvictAt(at) => Ok(Action::requeue(until(now, at))),
+            Verdict::Evict => {
+                self.evict(&key, &info).await?;
+                Ok(Action::await_change())
+            }
+        }
+    }
+
+    async fn evict(&self, key: &PodKey, info: &PodInfo) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.clone()),
+            uid: info.uid.clone(),
+            ..Default::default()
+        };
+        tracing::info!(pod = %key, node = %info.node, "evicting pod for a NoExecute taint it does not tolerate");
+        self.recorder.record(
+            &reference,
+            events::EventType::Normal,
+            "TaintManagerEviction",
+            format!("Marking for deletion Pod {key}"),
+        );
+        // As upstream (PodDisruptionConditions), say why before deleting; best effort.
+        let condition = json!({"status": {"conditions": [{
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "message": "Taint manager: deleting due to NoExecute taint",
+            "lastTransitionTime": Timestamp::now().to_string(),
+        }]}});
+        if let Err(error) = api
+            .patch_status(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&condition),
+            )
+            .await
+        {
+            tracing::debug!(pod = %key, %error, "could not add the DisruptionTarget condition");
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: info.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&key.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The time from `now` to `at` (at least a millisecond, so a deadline a hair away still waits).
+fn until(now: Timestamp, at: Timestamp) -> Duration {
+    let d = at.duration_since(now);
+    Duration::try_from(d)
+        .unwrap_or_default()
+        .max(Duration::from_millis(1))
+}

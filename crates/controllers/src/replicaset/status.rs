@@ -1,0 +1,217 @@
+//! A ReplicaSet's status from its pods (upstream's `calculateStatus`), and the slow-start batches
+//! it creates pods in.
+
+use api::pod::{is_ready, until_available};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::{
+    api::{
+        apps::v1::{ReplicaSetCondition, ReplicaSetStatus},
+        core::v1::Pod,
+    },
+    apimachinery::pkg::apis::meta::v1::Time,
+};
+use std::{collections::BTreeMap, future::Future, sync::Arc};
+
+/// The condition a ReplicaSet carries while it cannot create or delete pods.
+pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+
+/// Counts of a ReplicaSet's active pods, and when the next ready pod becomes available.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodCounts {
+    /// Active pods.
+    pub replicas: i32,
+    /// Pods carrying every label of the template.
+    pub fully_labeled: i32,
+    /// Ready pods.
+    pub ready: i32,
+    /// Pods ready for `minReadySeconds`.
+    pub available: i32,
+    /// How long until the next ready-but-not-yet-available pod becomes available.
+    pub next_available: Option<SignedDuration>,
+}
+
+/// Counts `pods` against the template's labels and `min_ready_seconds` at `now`.
+pub fn count(
+    pods: &[Arc<Pod>],
+    template_labels: Option<&BTreeMap<String, String>>,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> PodCounts {
+    let mut c = PodCounts::default();
+    for pod in pods {
+        c.replicas += 1;
+        let labels = pod.metadata.labels.as_ref();
+        let fully = template_labels
+            .is_none_or(|want| want.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)));
+        if fully {
+            c.fully_labeled += 1;
+        }
+        if is_ready(pod) {
+            c.ready += 1;
+        }
+        match until_available(pod, min_ready_seconds, now) {
+            Some(d) if d.is_zero() => c.available += 1,
+            Some(d) => c.next_available = Some(c.next_available.map_or(d, |n| n.min(d))),
+            None => {}
+        }
+    }
+    c
+}
+
+/// The status a ReplicaSet should have: `counts`, its generation observed, and the
+/// `ReplicaFailure` condition set from `failure` (`(reason, message)` of the last create or
+/// delete error) or removed when the last sync succeeded.
+pub fn next_status(
+    current: Option<&ReplicaSetStatus>,
+    counts: &PodCounts,
+    generation: Option<i64>,
+    failure: Option<(&str, String)>,
+    now: Timestamp,
+) -> ReplicaSetStatus {
+    let mut conditions: Vec<ReplicaSetCondition> =
+        current.and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let existing = conditions.iter().any(|c| c.type_ == REPLICA_FAILURE);
+    match failure {
+        // Upstream keeps the first failure's condition until a sync succeeds.
+        Some((reason, message)) if !existing => conditions.push(ReplicaSetCondition {
+            type_: REPLICA_FAILURE.into(),
+            status: "True".into(),
+            reason: Some(reason.into()),
+            message: Some(message),
+            last_transition_time: Some(Time(now)),
+        }),
+        None if existing => conditions.retain(|c| c.type_ != REPLICA_FAILURE),
+        _ => {}
+    }
+    ReplicaSetStatus {
+        replicas: counts.replicas,
+        fully_labeled_replicas: Some(counts.fully_labeled),
+        ready_replicas: Some(counts.ready),
+        available_replicas: Some(counts.available),
+        observed_generation: generation,
+        conditions: (!conditions.is_empty()).then_some(conditions),
+        // Newer fields we do not compute are kept as they are.
+        terminating_replicas: current.and_then(|s| s.terminating_replicas),
+    }
+}
+
+/// Runs `call` `count` times in batches of 1, 2, 4, ... (upstream's `slowStartBatch`), so a
+/// template the server rejects fails once instead of `count` times. Stops after the first batch
+/// with a failure; returns how many calls succeeded and the first error.
+pub async fn slow_start<F, Fut, T, E>(count: usize, initial: usize, call: F) -> (Vec<T>, Option<E>)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut remaining = count;
+    let mut batch = initial.max(1).min(remaining);
+    let mut done = Vec::with_capacity(count);
+    while batch > 0 {
+        let results = futures::future::join_all((0..batch).map(|_| call())).await;
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok(v) => done.push(v),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if first_error.is_some() {
+            return (done, first_error);
+        }
+        remaining -= batch;
+        batch = (2 * batch).min(remaining);
+    }
+    (done, None)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn pod(labels: &[(&str, &str)], ready_at: Option<i64>) -> Arc<Pod> {
+        let mut p = Pod::default();
+        p.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        p.status = Some(PodStatus {
+            conditions: ready_at.map(|at| {
+                vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    last_transition_time: Some(Time(Timestamp::from_second(at).unwrap())),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        });
+        Arc::new(p)
+    }
+
+    #[test]
+    fn counts_follow_labels_readiness_and_min_ready_seconds() {
+        let template: BTreeMap<String, String> =
+            [("app", "web"), ("tier", "fe")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let now = Timestamp::from_second(1_000).unwrap();
+        let pods = vec![
+            pod(&[("app", "web"), ("tier", "fe")], Some(900)),
+            pod(&[("app", "web"), ("tier", "fe"), ("extra", "x")], Some(995)),
+            pod(&[("app", "web")], Some(998)),
+            pod(&[("app", "web"), ("tier", "fe")], None),
+        ];
+        // (minReadySeconds, ready, available, next available in seconds)
+        let cases = [(0, 3, 3, None), (5, 3, 2, Some(3)), (10, 3, 1, Some(5)), (200, 3, 0, Some(95))];
+        for (min_ready, ready, available, next) in cases {
+            let c = count(&pods, Some(&template), min_ready, now);
+            assert_eq!(c.replicas, 4, "minReady {min_ready}");
+            assert_eq!(c.fully_labeled, 3, "minReady {min_ready}");
+            assert_eq!((c.ready, c.available), (ready, available), "minReady {min_ready}");
+            assert_eq!(c.next_available.map(|d| d.as_secs()), next, "minReady {min_ready}");
+        }
+    }
+
+    #[test]
+    fn replica_failure_is_set_once_and_cleared_on_success() {
+        let now = Timestamp::from_second(1_000).unwrap();
+        let counts = PodCounts { replicas: 1, ..Default::default() };
+        let failed = next_status(None, &counts, Some(2), Some(("FailedCreate", "quota".into())), now);
+        let conds = failed.conditions.clone().unwrap();
+        assert_eq!(conds.len(), 1);
+        assert_eq!(conds[0].reason.as_deref(), Some("FailedCreate"));
+        assert_eq!(failed.observed_generation, Some(2));
+        // A second failure keeps the first condition.
+        let again = next_status(Some(&failed), &counts, Some(2), Some(("FailedDelete", "x".into())), now);
+        assert_eq!(again.conditions, failed.conditions);
+        let ok = next_status(Some(&again), &counts, Some(2), None, now);
+        assert_eq!(ok.conditions, None);
+    }
+
+    #[tokio::test]
+    async fn slow_start_doubles_batches_and_stops_at_the_first_failing_one() {
+        // (count, the call number (1-based) that fails, successes, calls made)
+        let cases = [
+            (0, None, 0, 0),
+            (1, None, 1, 1),
+            (10, None, 10, 10),
+            (10, Some(1), 0, 1),
+            // batches 1, 2, 4, 3: the 2nd call fails, so its batch (calls 2-3) ends the run.
+            (10, Some(2), 1, 3),
+            // the 5th call is in the batch of 4 (calls 4-7).
+            (10, Some(5), 6, 7),
+            (10, Some(10), 9, 10),
+        ];
+        for (count, fail_at, successes, calls) in cases {
+            let n = AtomicUsize::new(0);
+            let (done, err) = slow_start(count, 1, || {
+                let i = n.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { if Some(i) == fail_at { Err("boom") } else { Ok(i) } }
+            })
+            .await;
+            assert_eq!(done.len(), successes, "{count} failing at {fail_at:?}");
+            assert_eq!(n.load(Ordering::SeqCst), calls, "{count} failing at {fail_at:?}");
+            assert_eq!(err.is_some(), fail_at.is_some(), "{count} failing at {fail_at:?}");
+        }
+    }
+}

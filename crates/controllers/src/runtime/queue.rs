@@ -1,0 +1,396 @@
+//! A work queue with client-go's contract (`workqueue.RateLimitingInterface`):
+//! - a key added while it is already pending is not added twice;
+//! - a key is handed to one worker at a time: added while being processed, it is queued again
+//!   only when that worker calls [`WorkQueue::done`], so reconciles of one key never overlap;
+//! - [`WorkQueue::add_after`] delays a key (the earliest pending deadline wins);
+//! - [`WorkQueue::add_rate_limited`] delays it by a per-key exponential backoff, reset by
+//!   [`WorkQueue::forget`].
+//!
+//! Time is `tokio::time`, so tests with a paused clock see delays pass without sleeping.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    hash::Hash,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+use tokio::{sync::Notify, time::Instant};
+
+/// The per-key retry delays: `base * 2^(failures-1)`, capped at `max`. Upstream's controllers use
+/// 5ms to 1000s; ours default to 5ms to 5 minutes so a cluster in a box recovers quickly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// The delay after the first failure.
+    pub base: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before the retry that follows the `failures`-th consecutive failure.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let exp = failures.saturating_sub(1).min(40);
+        let factor = 1u64 << exp;
+        let nanos = (self.base.as_nanos() as u64).saturating_mul(factor);
+        Duration::from_nanos(nanos).min(self.max)
+    }
+}
+
+/// A deduplicating, rate-limited queue of keys; clones share the queue.
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<K> {
+    state: Mutex<State<K>>,
+    notify: Notify,
+    backoff: Backoff,
+}
+
+struct State<K> {
+    /// Keys ready to be handed out, in order.
+    ready: VecDeque<K>,
+    /// The keys in `ready`.
+    queued: HashSet<K>,
+    /// Keys a worker holds.
+    processing: HashSet<K>,
+    /// Keys added while being processed: queued again on `done`.
+    dirty: HashSet<K>,
+    /// Delayed keys by deadline (with a sequence number to keep equal deadlines apart).
+    delayed: BTreeMap<(Instant, u64), K>,
+    /// The pending deadline of each delayed key.
+    deadlines: HashMap<K, (Instant, u64)>,
+    seq: u64,
+    failures: HashMap<K, u32>,
+    shut_down: bool,
+}
+
+impl<K: Clone + Eq + Hash> State<K> {
+    /// Queues `key` now; returns whether a worker should be woken.
+    fn enqueue(&mut self, key: K) -> bool {
+        if self.queued.contains(&key) {
+            return false;
+        }
+        if self.processing.contains(&key) {
+            self.dirty.insert(key);
+            return false;
+        }
+        self.queued.insert(key.clone());
+        self.ready.push_back(key);
+        true
+    }
+
+    /// Moves every delayed key whose deadline has passed to the ready queue.
+    fn promote_due(&mut self, now: Instant) {
+        while let Some((&(at, seq), _)) = self.delayed.first_key_value() {
+            if at > now {
+                break;
+            }
+            if let Some(key) = self.delayed.remove(&(at, seq)) {
+                self.deadlines.remove(&key);
+                self.enqueue(key);
+            }
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self::new(Backoff::default())
+    }
+}
+
+impl<K: Clone + Eq + Hash> WorkQueue<K> {
+    /// An empty queue whose failed keys back off as `backoff` says.
+    pub fn new(backoff: Backoff) -> Self {
+        let state = State {
+            ready: VecDeque::new(),
+            queued: HashSet::new(),
+            processing: HashSet::new(),
+            dirty: HashSet::new(),
+            delayed: BTreeMap::new(),
+            deadlines: HashMap::new(),
+            seq: 0,
+            failures: HashMap::new(),
+            shut_down: false,
+        };
+        Self {
+            inner: Arc::new(Inner {
+                state: Mutex::new(state),
+                notify: Notify::new(),
+                backoff,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // The state stays consistent even if a holder panicked: every method completes its
+        // changes before it can panic, so a poisoned lock is safe to keep using.
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `key` for processing as soon as a worker is free.
+    pub fn add(&self, key: K) {
+        let wake = {
+            let mut st = self.lock();
+            !st.shut_down && st.enqueue(key)
+        };
+        if wake {
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Queues `key` once `delay` has passed; an earlier pending deadline for it is kept.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let at = Instant::now() + delay;
+        {
+            let mut st = self.lock();
+            if st.shut_down {
+                return;
+            }
+            if let Some(&(old, seq)) = st.deadlines.get(&key) {
+                if old <= at {
+                    return;
+                }
+                st.delayed.remove(&(old, seq));
+            }
+            st.seq += 1;
+            let slot = (at, st.seq);
+            st.deadlines.insert(key.clone(), slot);
+            st.delayed.insert(slot, key);
+        }
+        // A sleeping worker may be waiting for a later deadline.
+        self.inner.notify.notify_one();
+    }
+
+    /// Queues `key` after its backoff, and counts one more failure for it.
+    pub fn add_rate_limited(&self, key: K) {
+        let failures = {
+            let mut st = self.lock();
+            let n = st.failures.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        self.add_after(key, self.inner.backoff.delay(failures));
+    }
+
+    /// Forgets the failures of `key`, so its next retry starts from the base delay.
+    pub fn forget(&self, key: &K) {
+        self.lock().failures.remove(key);
+    }
+
+    /// How many times in a row `key` has failed.
+    pub fn failures(&self, key: &K) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Marks `key` processed; if it was added meanwhile, it is queued again.
+    pub fn done(&self, key: &K) {
+        let wake = {
+            let mut st = self.lock();
+            st.processing.remove(key);
+            st.dirty.remove(key) && !st.shut_down && st.enqueue(key.clone())
+        };
+        if wake {
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Keys ready now (not those delayed or being processed).
+    pub fn len(&self) -> usize {
+        self.lock().ready.len()
+    }
+
+    /// Whether no key is ready now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops the queue: waiting workers get `None`, new keys are ignored.
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.inner.notify.notify_waiters();
+        self.inner.notify.notify_one();
+    }
+
+    /// Waits for the next ready key and hands it to the caller, who must call
+    /// [`WorkQueue::done`] with it. `None` once the queue is shut down.
+    pub async fn next(&self) -> Option<K> {
+        loop {
+            let notified = self.inner.notify.notified();
+            let wake_at = {
+                let mut st = self.lock();
+                if st.shut_down {
+                    drop(st);
+                    // Pass the news on to the next waiting worker.
+                    self.inner.notify.notify_one();
+                    return None;
+                }
+                st.promote_due(Instant::now());
+                if let Some(key) = st.ready.pop_front() {
+                    st.queued.remove(&key);
+                    st.processing.insert(key.clone());
+                    let more = !st.ready.is_empty() || !st.delayed.is_empty();
+                    drop(st);
+                    if more {
+                        // Another worker may take the rest (or watch the next deadline).
+                        self.inner.notify.notify_one();
+                    }
+                    return Some(key);
+                }
+                st.delayed.first_key_value().map(|(&(at, _), _)| at)
+            };
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let b = Backoff {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1),
+        };
+        let table = [
+            (0, 5),
+            (1, 5),
+            (2, 10),
+            (3, 20),
+            (8, 640),
+            (9, 1000),
+            (200, 1000),
+        ];
+        for (failures, ms) in table {
+            assert_eq!(
+                b.delay(failures),
+                Duration::from_millis(ms),
+                "failures {failures}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn pending_keys_are_deduplicated_and_ordered() {
+        let q = WorkQueue::default();
+        for k in ["a", "b", "a", "c", "b"] {
+            q.add(k);
+        }
+        assert_eq!(q.len(), 3);
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let k = q.next().await.unwrap();
+            q.done(&k);
+            got.push(k);
+        }
+        assert_eq!(got, ["a", "b", "c"]);
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_key_added_while_processing_comes_back_after_done() {
+        let q = WorkQueue::default();
+        q.add("a");
+        let k = q.next().await.unwrap();
+        q.add("a");
+        // Not handed out twice at once.
+        assert!(q.is_empty());
+        q.done(&k);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.next().await, Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_waits_and_keeps_the_earliest_deadline() {
+        let q = WorkQueue::default();
+        let start = Instant::now();
+        q.add_after("late", Duration::from_secs(10));
+        q.add_after("x", Duration::from_secs(5));
+        q.add_after("x", Duration::from_secs(8));
+        assert_eq!(q.next().await, Some("x"));
+        assert_eq!(Instant::now() - start, Duration::from_secs(5));
+        q.done(&"x");
+        assert_eq!(q.next().await, Some("late"));
+        assert_eq!(Instant::now() - start, Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_deadline_replaces_a_later_one() {
+        let q = WorkQueue::default();
+        let start = Instant::now();
+        q.add_after("x", Duration::from_secs(60));
+        q.add_after("x", Duration::from_secs(1));
+        assert_eq!(q.next().await, Some("x"));
+        assert_eq!(Instant::now() - start, Duration::from_secs(1));
+        q.done(&"x");
+        // The replaced deadline does not fire again.
+        let again = tokio::time::timeout(Duration::from_secs(120), q.next()).await;
+        assert!(again.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_retries_back_off_until_forgotten() {
+        let q = WorkQueue::new(Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        });
+        let start = Instant::now();
+        let mut waits = Vec::new();
+        for _ in 0..3 {
+            q.add_rate_limited("k");
+            let before = Instant::now();
+            let k = q.next().await.unwrap();
+            q.done(&k);
+            waits.push((Instant::now() - before).as_secs());
+        }
+        assert_eq!(waits, [1, 2, 4]);
+        assert_eq!(q.failures(&"k"), 3);
+        q.forget(&"k");
+        q.add_rate_limited("k");
+        q.next().await.unwrap();
+        assert_eq!((Instant::now() - start).as_secs(), 8);
+    }
+
+    #[tokio::test]
+    async fn shut_down_releases_waiting_workers() {
+        let q: WorkQueue<&str> = WorkQueue::default();
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { q.next().await }
+        });
+        tokio::task::yield_now().await;
+        q.shut_down();
+        assert_eq!(waiter.await.unwrap(), None);
+    }
+}

@@ -1,0 +1,389 @@
+//! The node lifecycle controller against an in-process API server, with Nodes and Leases made by
+//! hand (no simulated kubelets): silent nodes, condition taints, taint-based eviction.
+
+#![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+use jiff::Timestamp;
+use k8s_openapi::{
+    api::{
+        coordination::v1::Lease,
+        core::v1::{Event, Node, Pod, Taint},
+    },
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn start(grace: Duration) -> (embedded::Embedded, Client) {
+    let server = embedded::Embedded::memory().await.unwrap();
+    let client = server.client();
+    let config = controllers::node_lifecycle::Config {
+        grace_period: grace,
+        ..Default::default()
+    };
+    tokio::spawn(controllers::run_node_lifecycle(client.clone(), config));
+    (server, client)
+}
+
+fn conditions(pairs: &[(&str, &str)]) -> Value {
+    let now = Timestamp::now().to_string();
+    json!(pairs
+        .iter()
+        .map(|(t, s)| json!({"type": t, "status": s, "reason": "Test", "lastHeartbeatTime": now, "lastTransitionTime": now}))
+        .collect::<Vec<_>>())
+}
+
+async fn set_conditions(client: &Client, name: &str, pairs: &[(&str, &str)]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let patch = json!({"status": {"conditions": conditions(pairs)}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+async fn renew(client: &Client, name: &str) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let patch = json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
+    leases
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// A node that is Ready with a freshly renewed lease.
+async fn node(client: &Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let obj: Node = serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}),
+    )
+    .unwrap();
+    nodes.create(&PostParams::default(), &obj).await.unwrap();
+    set_conditions(
+        client,
+        name,
+        &[
+            ("Ready", "True"),
+            ("MemoryPressure", "False"),
+            ("DiskPressure", "False"),
+            ("PIDPressure", "False"),
+        ],
+    )
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": MicroTime(Timestamp::now())},
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+}
+
+async fn pod(client: &Client, name: &str, node: &str, tolerations: Value) -> Pod {
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let obj: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "tolerations": tolerations, "containers": [{"name": "c", "image": "nginx"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+fn taint_keys(node: &Node) -> Vec<String> {
+    let mut keys: Vec<String> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|t| format!("{}:{}", t.key, t.effect))
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}
+
+async fn wait_taints(client: &Client, name: &str, want: &[&str]) -> Node {
+    let nodes: Api<Node> = Api::all(client.clone());
+    embedded::wait_until(&nodes, &format!("{name} tainted {want:?}"), TIMEOUT, |n| {
+        n.name_any() == name && taint_keys(n) == want
+    })
+    .await
+    .unwrap()
+}
+
+async fn wait_evicted(client: &Client, name: &str) -> Pod {
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    embedded::wait_until(&pods, &format!("{name} evicted"), TIMEOUT, |p| {
+        p.name_any() == name && p.metadata.deletion_timestamp.is_some()
+    })
+    .await
+    .unwrap()
+}
+
+async fn is_deleting(client: &Client, name: &str) -> bool {
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    pods.get(name)
+        .await
+        .unwrap()
+        .metadata
+        .deletion_timestamp
+        .is_some()
+}
+
+fn unreachable_toleration(seconds: Option<i64>) -> Value {
+    let mut t = json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"});
+    if let Some(s) = seconds {
+        t["tolerationSeconds"] = json!(s);
+    }
+    t
+}
+
+#[tokio::test]
+async fn a_silent_node_goes_unknown_is_tainted_and_evicts_by_toleration() {
+    let (_s, client) = start(Duration::from_secs(3)).await;
+    node(&client, "n1").await;
+    pod(
+        &client,
+        "short",
+        "n1",
+        json!([unreachable_toleration(Some(1))]),
+    )
+    .await;
+    // Like a DaemonSet pod: tolerates unreachable for good.
+    pod(
+        &client,
+        "forever",
+        "n1",
+        json!([unreachable_toleration(None)]),
+    )
+    .await;
+    // Gets the API server's default 300s.
+    pod(&client, "defaulted", "n1", json!([])).await;
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let unknown = embedded::wait_until(&nodes, "n1 Ready=Unknown", TIMEOUT, |n| {
+        n.name_any() == "n1"
+            && n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "Unknown")
+    })
+    .await
+    .unwrap();
+    for c in unknown.status.unwrap().conditions.unwrap() {
+        assert_eq!(c.status, "Unknown", "{c:?}");
+        assert_eq!(c.reason.as_deref(), Some("NodeStatusUnknown"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("Kubelet stopped posting node status.")
+        );
+    }
+
+    let tainted = wait_taints(
+        &client,
+        "n1",
+        &[
+            "node.kubernetes.io/unreachable:NoExecute",
+            "node.kubernetes.io/unreachable:NoSchedule",
+        ],
+    )
+    .await;
+    for t in taints(&tainted) {
+        assert_eq!(t.time_added.is_some(), t.effect == "NoExecute", "{t:?}");
+    }
+
+    let evicted = wait_evicted(&client, "short").await;
+    let disruption = evicted
+        .status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget");
+    assert_eq!(
+        disruption.and_then(|c| c.reason).as_deref(),
+        Some("DeletionByTaintManager")
+    );
+    let events: Api<Event> = Api::default_namespaced(client.clone());
+    embedded::wait_until(&events, "TaintManagerEviction event", TIMEOUT, |e| {
+        e.reason.as_deref() == Some("TaintManagerEviction")
+            && e.message.as_deref() == Some("Marking for deletion Pod default/short")
+            && e.involved_object.name.as_deref() == Some("short")
+    })
+    .await
+    .unwrap();
+    assert!(!is_deleting(&client, "forever").await);
+    assert!(!is_deleting(&client, "defaulted").await);
+
+    // The kubelet comes back: lease renewed, Ready again. The taints go.
+    renew(&client, "n1").await;
+    set_conditions(
+        &client,
+        "n1",
+        &[
+            ("Ready", "True"),
+            ("MemoryPressure", "False"),
+            ("DiskPressure", "False"),
+            ("PIDPressure", "False"),
+        ],
+    )
+    .await;
+    wait_taints(&client, "n1", &[]).await;
+}
+
+#[tokio::test]
+async fn pods_that_do_not_tolerate_a_noexecute_taint_are_evicted_at_once() {
+    let (_s, client) = start(Duration::from_secs(300)).await;
+    node(&client, "n2").await;
+    pod(&client, "plain", "n2", json!([])).await;
+    pod(
+        &client,
+        "tolerant",
+        "n2",
+        json!([{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}]),
+    )
+    .await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    // As `kubectl taint nodes n2 example.com/maintenance=now:NoExecute` writes it.
+    let patch = json!({"spec": {"taints": [{"key": "example.com/maintenance", "value": "now", "effect": "NoExecute", "timeAdded": Timestamp::now().to_string()}]}});
+    nodes
+        .patch("n2", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_evicted(&client, "plain").await;
+    assert!(!is_deleting(&client, "tolerant").await);
+    // A user's taint is not the controller's to remove.
+    assert_eq!(
+        taint_keys(&nodes.get("n2").await.unwrap()),
+        ["example.com/maintenance:NoExecute"]
+    );
+}
+
+#[tokio::test]
+async fn conditions_and_cordoning_become_taints_and_clear() {
+    let (_s, client) = start(Duration::from_secs(300)).await;
+    node(&client, "n3").await;
+    set_conditions(
+        &client,
+        "n3",
+        &[
+            ("Ready", "True"),
+            ("MemoryPressure", "True"),
+            ("DiskPressure", "True"),
+            ("PIDPressure", "False"),
+        ],
+    )
+    .await;
+    wait_taints(
+        &client,
+        "n3",
+        &[
+            "node.kubernetes.io/disk-pressure:NoSchedule",
+            "node.kubernetes.io/memory-pressure:NoSchedule",
+        ],
+    )
+    .await;
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            "n3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    wait_taints(
+        &client,
+        "n3",
+        &[
+            "node.kubernetes.io/disk-pressure:NoSchedule",
+            "node.kubernetes.io/memory-pressure:NoSchedule",
+            "node.kubernetes.io/unschedulable:NoSchedule",
+        ],
+    )
+    .await;
+
+    set_conditions(
+        &client,
+        "n3",
+        &[
+            ("Ready", "True"),
+            ("MemoryPressure", "False"),
+            ("DiskPressure", "False"),
+            ("PIDPressure", "True"),
+        ],
+    )
+    .await;
+    nodes
+        .patch(
+            "n3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": null}})),
+        )
+        .await
+        .unwrap();
+    wait_taints(
+        &client,
+        "n3",
+        &["node.kubernetes.io/pid-pressure:NoSchedule"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_not_ready_node_gets_the_not_ready_taints() {
+    let (_s, client) = start(Duration::from_secs(300)).await;
+    node(&client, "n4").await;
+    set_conditions(
+        &client,
+        "n4",
+        &[
+            ("Ready", "False"),
+            ("MemoryPressure", "False"),
+            ("DiskPressure", "False"),
+            ("PIDPressure", "False"),
+        ],
+    )
+    .await;
+    let tainted = wait_taints(
+        &client,
+        "n4",
+        &[
+            "node.kubernetes.io/not-ready:NoExecute",
+            "node.kubernetes.io/not-ready:NoSchedule",
+        ],
+    )
+    .await;
+    assert!(
+        taints(&tainted)
+            .iter()
+            .any(|t| t.effect == "NoExecute" && t.time_added.is_some())
+    );
+    set_conditions(
+        &client,
+        "n4",
+        &[
+            ("Ready", "True"),
+            ("MemoryPressure", "False"),
+            ("DiskPressure", "False"),
+            ("PIDPressure", "False"),
+        ],
+    )
+    .await;
+    wait_taints(&client, "n4", &[]).await;
+}

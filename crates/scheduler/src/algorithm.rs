@@ -1,0 +1,290 @@
+//! One scheduling decision: filter nodes (a sample of them in large clusters), score the feasible
+//! ones, pick the best, or explain why none fits. Pure over the [`Cache`].
+
+use crate::{
+    affinity,
+    cache::Cache,
+    diagnosis::{Diagnosis, NO_NODES_AVAILABLE},
+    filter::filter,
+    pod_info::PodInfo,
+    score,
+};
+
+/// Upstream's `minFeasibleNodesToFind`.
+const MIN_FEASIBLE_NODES: usize = 100;
+/// Upstream's `minFeasibleNodesPercentageToFind`.
+const MIN_FEASIBLE_PERCENTAGE: usize = 5;
+/// Upstream's `DefaultPercentageOfNodesToScore` base for the adaptive percentage.
+const ADAPTIVE_BASE_PERCENTAGE: usize = 50;
+
+/// What to do with a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Bind it to this node.
+    Bind(String),
+    /// It fits nowhere; the message says why.
+    Unschedulable(String),
+}
+
+/// How many feasible nodes to find before scoring, as upstream's `numFeasibleNodesToFind`: all
+/// of a small cluster; in a large one `50 - nodes/125` percent (at least 5%, at least 100 nodes),
+/// or the configured percentage.
+pub fn feasible_nodes_to_find(all: usize, percentage: Option<u32>) -> usize {
+    if all < MIN_FEASIBLE_NODES {
+        return all;
+    }
+    let pct = match percentage.filter(|p| *p > 0) {
+        Some(p) => p as usize,
+        None => ADAPTIVE_BASE_PERCENTAGE
+            .saturating_sub(all / 125)
+            .max(MIN_FEASIBLE_PERCENTAGE),
+    };
+    if pct >= 100 {
+        return all;
+    }
+    (all * pct / 100).max(MIN_FEASIBLE_NODES)
+}
+
+/// Decides where `pod` goes. `next_start` rotates where the search begins, as upstream's
+/// `nextStartNodeIndex`, so sampling visits every node over time.
+pub fn schedule(
+    pod: &PodInfo,
+    cache: &Cache,
+    next_start: &mut usize,
+    percentage: Option<u32>,
+) -> Decision {
+    let nodes = cache.nodes();
+    let all = nodes.len();
+    if all == 0 {
+        return Decision::Unschedulable(NO_NODES_AVAILABLE.to_string());
+    }
+    let mut diagnosis = Diagnosis::default();
+    let mut feasible = Vec::new();
+    match affinity::pinned_node_names(pod.required_terms.as_deref()) {
+        Some(names) if names.is_empty() => {
+            diagnosis.prefilter_rejected("pod affinity terms conflict", all);
+            return Decision::Unschedulable(diagnosis.message(all, pod.preempt_never));
+        }
+        Some(names) => {
+            let mut evaluated = 0;
+            for i in names.iter().filter_map(|n| cache.position(n)) {
+                evaluated += 1;
+                match filter(pod, &nodes[i].info, &nodes[i].usage) {
+                    Ok(()) => feasible.push(i),
+                    Err(r) => diagnosis.add(r),
+                }
+            }
+            diagnosis.add_skipped(all - evaluated, "NodeAffinity");
+        }
+        None => {
+            let want = feasible_nodes_to_find(all, percentage);
+            let start = *next_start % all;
+            let mut processed = 0;
+            for k in 0..all {
+                let i = (start + k) % all;
+                processed += 1;
+                match filter(pod, &nodes[i].info, &nodes[i].usage) {
+                    Ok(()) => {
+                        feasible.push(i);
+                        if feasible.len() >= want {
+                            break;
+                        }
+                    }
+                    Err(r) => diagnosis.add(r),
+                }
+            }
+            *next_start = (start + processed) % all;
+        }
+    }
+    if feasible.is_empty() {
+        return Decision::Unschedulable(diagnosis.message(all, pod.preempt_never));
+    }
+    let counts: Vec<u32> = feasible
+        .iter()
+        .map(|&i| {
+            pod.owner
+                .as_deref()
+                .map_or(0, |o| nodes[i].usage.owned_by(o))
+        })
+        .collect();
+    let candidates: Vec<(i64, u64)> = feasible
+        .iter()
+        .zip(score::spread(&counts))
+        .map(|(&i, spread)| {
+            let n = &nodes[i];
+            let total = score::LEAST_ALLOCATED_WEIGHT
+                * score::least_allocated(&n.info, &n.usage, pod.non_zero)
+                + score::SPREAD_WEIGHT * spread;
+            (total, score::tie_break(&pod.uid, &n.info.name))
+        })
+        .collect();
+    match score::best(&candidates) {
+        Some(b) => Decision::Bind(nodes[feasible[b]].info.name.clone()),
+        None => Decision::Unschedulable(diagnosis.message(all, pod.preempt_never)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{cache::Placement, node_info::NodeInfo, resources::Resources};
+    use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Taint};
+
+    fn node(name: &str, cpu: i64) -> NodeInfo {
+        NodeInfo {
+            name: name.into(),
+            allocatable: Resources {
+                milli_cpu: cpu,
+                memory: 1 << 34,
+                ..Default::default()
+            },
+            allowed_pods: 110,
+            ..Default::default()
+        }
+    }
+
+    fn pod(uid: &str, cpu: i64) -> PodInfo {
+        PodInfo {
+            uid: uid.into(),
+            requests: Resources {
+                milli_cpu: cpu,
+                ..Default::default()
+            },
+            non_zero: (cpu.max(100), 200 << 20),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sample_sizes_follow_upstream() {
+        let cases = [
+            (0, None, 0),
+            (50, None, 50),
+            (99, None, 99),
+            (100, None, 100),
+            (1000, None, 420),
+            (5000, None, 500),
+            (6000, None, 300),
+            (100_000, None, 5000),
+            (5000, Some(100), 5000),
+            (5000, Some(1), 100),
+            (5000, Some(20), 1000),
+        ];
+        for (all, pct, want) in cases {
+            assert_eq!(
+                feasible_nodes_to_find(all, pct),
+                want,
+                "{all} nodes at {pct:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn picks_the_least_allocated_node() {
+        let mut cache = Cache::default();
+        for (name, cpu) in [("small", 2000), ("big", 8000), ("medium", 4000)] {
+            cache.upsert_node(node(name, cpu));
+        }
+        assert_eq!(
+            schedule(&pod("p", 1000), &cache, &mut 0, None),
+            Decision::Bind("big".into())
+        );
+    }
+
+    #[test]
+    fn spreads_siblings() {
+        let mut cache = Cache::default();
+        for name in ["a", "b", "c"] {
+            cache.upsert_node(node(name, 8000));
+        }
+        let mut placed = std::collections::BTreeMap::<String, u32>::new();
+        let mut start = 0;
+        for i in 0..9 {
+            let mut p = pod(&format!("p{i}"), 100);
+            p.owner = Some("rs".into());
+            let Decision::Bind(n) = schedule(&p, &cache, &mut start, None) else {
+                panic!("unschedulable")
+            };
+            cache.assume(&p.uid, Placement::new(&p, &n));
+            *placed.entry(n).or_default() += 1;
+        }
+        assert_eq!(
+            placed.values().copied().collect::<Vec<_>>(),
+            [3, 3, 3],
+            "{placed:?}"
+        );
+    }
+
+    #[test]
+    fn explains_failure() {
+        let mut cache = Cache::default();
+        cache.upsert_node(node("a", 1000));
+        let mut tainted = node("b", 8000);
+        tainted.taints = vec![Taint {
+            key: "node.kubernetes.io/unreachable".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        }];
+        cache.upsert_node(tainted);
+        let mut cordoned = node("c", 8000);
+        cordoned.unschedulable = true;
+        cache.upsert_node(cordoned);
+        assert_eq!(
+            schedule(&pod("p", 2000), &cache, &mut 0, None),
+            Decision::Unschedulable(
+                "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.".into()
+            )
+        );
+        assert_eq!(
+            schedule(&pod("p", 1), &Cache::default(), &mut 0, None),
+            Decision::Unschedulable(NO_NODES_AVAILABLE.into())
+        );
+    }
+
+    #[test]
+    fn daemonset_pods_only_look_at_their_node() {
+        let mut cache = Cache::default();
+        for name in ["a", "b", "c", "d"] {
+            cache.upsert_node(node(name, 1000));
+        }
+        let mut p = pod("ds", 100);
+        p.required_terms = Some(vec![NodeSelectorTerm {
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".into(),
+                operator: "In".into(),
+                values: Some(vec!["c".into()]),
+            }]),
+            ..Default::default()
+        }]);
+        assert_eq!(
+            schedule(&p, &cache, &mut 0, None),
+            Decision::Bind("c".into())
+        );
+        p.requests.milli_cpu = 2000;
+        assert_eq!(
+            schedule(&p, &cache, &mut 0, None),
+            Decision::Unschedulable(
+                "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.".into()
+            )
+        );
+    }
+
+    #[test]
+    fn sampling_rotates_and_stops_early() {
+        let mut cache = Cache::default();
+        for i in 0..1000 {
+            cache.upsert_node(node(&format!("n{i}"), 8000));
+        }
+        let mut start = 0;
+        assert!(matches!(
+            schedule(&pod("p", 100), &cache, &mut start, None),
+            Decision::Bind(_)
+        ));
+        assert_eq!(start, 420, "stopped after finding 420 feasible nodes");
+        assert!(matches!(
+            schedule(&pod("q", 100), &cache, &mut start, None),
+            Decision::Bind(_)
+        ));
+        assert_eq!(start, 840);
+    }
+}

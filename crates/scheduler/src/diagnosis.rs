@@ -1,0 +1,182 @@
+//! The `PodScheduled=False` message and `FailedScheduling` event text, built as upstream's
+//! `FitError` builds it: `0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated
+//! taint {node.kubernetes.io/unreachable: }. preemption: 0/3 nodes are available: 1 No preemption
+//! victims found for incoming pod, 2 Preemption is not helpful for scheduling.`
+//!
+//! Each reason is counted over nodes, and the "count reason" strings are sorted as strings, as
+//! upstream sorts them. We do not preempt: nodes rejected for resources are reported the way
+//! upstream reports them when no lower-priority victims exist.
+
+use crate::filter::Rejection;
+use std::collections::HashMap;
+
+/// Upstream's `ErrNoNodesAvailable`.
+pub const NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";
+const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// Why a pod fits no node, collected while filtering.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnosis {
+    histogram: HashMap<String, usize>,
+    resolvable: usize,
+    unresolvable: usize,
+    prefilter: Option<String>,
+}
+
+impl Diagnosis {
+    /// Counts one rejected node.
+    pub fn add(&mut self, rejection: Rejection) {
+        if rejection.resolvable {
+            self.resolvable += 1;
+        } else {
+            self.unresolvable += 1;
+        }
+        for r in rejection.reasons {
+            *self.histogram.entry(r).or_insert(0) += 1;
+        }
+    }
+
+    /// Counts `count` nodes left out before filtering (upstream's PreFilter result), e.g. every
+    /// node but the one a DaemonSet pod is pinned to.
+    pub fn add_skipped(&mut self, count: usize, plugin: &str) {
+        if count > 0 {
+            *self
+                .histogram
+                .entry(format!("node(s) didn't satisfy plugin(s) [{plugin}]"))
+                .or_insert(0) += count;
+            self.unresolvable += count;
+        }
+    }
+
+    /// Records that a PreFilter rejected the pod outright (no node was filtered).
+    pub fn prefilter_rejected(&mut self, message: &str, all_nodes: usize) {
+        self.prefilter = Some(message.to_string());
+        self.unresolvable = all_nodes;
+    }
+
+    /// The message for a pod that fits none of `all_nodes` nodes.
+    pub fn message(&self, all_nodes: usize, preempt_never: bool) -> String {
+        let mut msg = format!("0/{all_nodes} nodes are available:");
+        match &self.prefilter {
+            Some(p) => msg.push_str(&format!(" {p}.")),
+            None => {
+                let parts = sorted_counts(self.histogram.iter().map(|(r, n)| (*n, r.as_str())));
+                msg.push_str(&format!(" {}.", parts.join(", ")));
+            }
+        }
+        if preempt_never {
+            msg.push_str(" preemption: not eligible due to preemptionPolicy=Never.");
+        } else {
+            let parts = sorted_counts(
+                [
+                    (self.resolvable, NO_VICTIMS),
+                    (self.unresolvable, NOT_HELPFUL),
+                ]
+                .into_iter()
+                .filter(|(n, _)| *n > 0),
+            );
+            msg.push_str(&format!(
+                " preemption: 0/{all_nodes} nodes are available: {}.",
+                parts.join(", ")
+            ));
+        }
+        msg
+    }
+}
+
+fn sorted_counts<'a>(counts: impl IntoIterator<Item = (usize, &'a str)>) -> Vec<String> {
+    let mut parts: Vec<String> = counts
+        .into_iter()
+        .map(|(n, r)| format!("{n} {r}"))
+        .collect();
+    parts.sort();
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rej(reasons: &[&str], resolvable: bool) -> Rejection {
+        Rejection {
+            reasons: reasons.iter().map(|s| s.to_string()).collect(),
+            resolvable,
+        }
+    }
+
+    #[test]
+    fn messages_match_upstream() {
+        let taint = "node(s) had untolerated taint {node.kubernetes.io/unreachable: }";
+        let affinity = "node(s) didn't match Pod's node affinity/selector";
+        struct Case {
+            name: &'static str,
+            rejections: Vec<Rejection>,
+            skipped: usize,
+            never: bool,
+            want: &'static str,
+        }
+        let cases = [
+            Case {
+                name: "all lack cpu",
+                rejections: (0..20).map(|_| rej(&["Insufficient cpu"], true)).collect(),
+                skipped: 0,
+                never: false,
+                want: "0/20 nodes are available: 20 Insufficient cpu. preemption: 0/20 nodes are available: 20 No preemption victims found for incoming pod.",
+            },
+            Case {
+                name: "affinity and taints",
+                rejections: vec![
+                    rej(&[affinity], false),
+                    rej(&[taint], false),
+                    rej(&[taint], false),
+                ],
+                skipped: 0,
+                never: false,
+                want: "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+            },
+            Case {
+                name: "several resources on one node, mixed resolvability",
+                rejections: vec![
+                    rej(&["Insufficient cpu", "Insufficient memory"], true),
+                    rej(&["Insufficient memory"], true),
+                    rej(&["node(s) were unschedulable"], false),
+                ],
+                skipped: 0,
+                never: false,
+                want: "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable, 2 Insufficient memory. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.",
+            },
+            Case {
+                name: "daemonset pod pinned to a full node",
+                rejections: vec![rej(&["Insufficient cpu"], true)],
+                skipped: 3,
+                never: false,
+                want: "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.",
+            },
+            Case {
+                name: "preemptionPolicy Never",
+                rejections: vec![rej(&["Insufficient cpu"], true)],
+                skipped: 0,
+                never: true,
+                want: "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.",
+            },
+        ];
+        for c in cases {
+            let mut d = Diagnosis::default();
+            let all = c.rejections.len() + c.skipped;
+            c.rejections.into_iter().for_each(|r| d.add(r));
+            d.add_skipped(c.skipped, "NodeAffinity");
+            assert_eq!(d.message(all, c.never), c.want, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn prefilter_rejection() {
+        let mut d = Diagnosis::default();
+        d.prefilter_rejected("pod affinity terms conflict", 2);
+        assert_eq!(
+            d.message(2, false),
+            "0/2 nodes are available: pod affinity terms conflict. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! The filter chain: whether one pod may go to one node, and if not, why, in upstream's words.
+//!
+//! Upstream runs `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity` and
+//! `NodeResourcesFit` in this order and stops at the first that rejects the node, so a node is
+//! counted once in the failure message, under the first reason.
+
+use crate::{
+    affinity, fit,
+    node_info::{NodeInfo, Usage},
+    pod_info::PodInfo,
+    taints,
+};
+use k8s_openapi::api::core::v1::Taint;
+
+/// Why a node cannot take a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// Upstream's reason strings (several only for resources).
+    pub reasons: Vec<String>,
+    /// Whether removing other pods could make room (upstream's `Unschedulable`, as opposed to
+    /// `UnschedulableAndUnresolvable`), which decides the preemption part of the message.
+    pub resolvable: bool,
+}
+
+impl Rejection {
+    fn unresolvable(reason: impl Into<String>) -> Self {
+        Self {
+            reasons: vec![reason.into()],
+            resolvable: false,
+        }
+    }
+}
+
+/// `NodeUnschedulable`'s reason.
+pub const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+/// `NodeName`'s reason.
+pub const REASON_NODE_NAME: &str = "node(s) didn't match the requested node name";
+/// `NodeAffinity`'s reason for both `nodeSelector` and required affinity.
+pub const REASON_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
+
+/// `TaintToleration`'s reason, naming the first untolerated taint.
+pub fn taint_reason(taint: &Taint) -> String {
+    format!(
+        "node(s) had untolerated taint {{{}: {}}}",
+        taint.key,
+        taint.value.as_deref().unwrap_or("")
+    )
+}
+
+/// Runs the filters in upstream's order.
+pub fn filter(pod: &PodInfo, node: &NodeInfo, usage: &Usage) -> Result<(), Rejection> {
+    if node.unschedulable {
+        let cordon = Taint {
+            key: taints::UNSCHEDULABLE_TAINT_KEY.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
+        if !taints::tolerated(&pod.tolerations, &cordon) {
+            return Err(Rejection::unresolvable(REASON_UNSCHEDULABLE));
+        }
+    }
+    if pod.node_name.as_ref().is_some_and(|n| *n != node.name) {
+        return Err(Rejection::unresolvable(REASON_NODE_NAME));
+    }
+    if let Some(t) = taints::first_untolerated(&node.taints, &pod.tolerations) {
+        return Err(Rejection::unresolvable(taint_reason(t)));
+    }
+    let affinity_ok = affinity::node_selector_matches(&pod.node_selector, &node.labels)
+        && pod
+            .required_terms
+            .as_deref()
+            .is_none_or(|terms| affinity::required_terms_match(terms, &node.name, &node.labels));
+    if !affinity_ok {
+        return Err(Rejection::unresolvable(REASON_AFFINITY));
+    }
+    let lacking = fit::insufficient(&pod.requests, &node.allocatable, node.allowed_pods, usage);
+    if !lacking.is_empty() {
+        return Err(Rejection {
+            reasons: lacking,
+            resolvable: true,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Resources;
+    use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
+
+    fn node() -> NodeInfo {
+        NodeInfo {
+            name: "node-1".into(),
+            labels: [("zone".to_string(), "a".to_string())].into(),
+            allocatable: Resources {
+                milli_cpu: 1000,
+                memory: 1 << 30,
+                ..Default::default()
+            },
+            allowed_pods: 10,
+            ..Default::default()
+        }
+    }
+
+    fn taint(key: &str, value: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: Some(value.into()),
+            effect: effect.into(),
+            time_added: None,
+        }
+    }
+
+    fn exists(key: &str) -> Toleration {
+        Toleration {
+            key: Some(key.into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        }
+    }
+
+    fn reasons(r: Result<(), Rejection>) -> Vec<String> {
+        r.err().map(|r| r.reasons).unwrap_or_default()
+    }
+
+    #[test]
+    fn first_failing_filter_names_the_node() {
+        type Edit = fn(&mut PodInfo, &mut NodeInfo);
+        let cases: Vec<(&str, Edit, &[&str])> = vec![
+            ("plain pod fits", |_, _| {}, &[]),
+            (
+                "cordoned",
+                |_, n| n.unschedulable = true,
+                &[REASON_UNSCHEDULABLE],
+            ),
+            (
+                "cordoned, tolerated",
+                |p, n| {
+                    n.unschedulable = true;
+                    p.tolerations = vec![exists("node.kubernetes.io/unschedulable")];
+                },
+                &[],
+            ),
+            (
+                "other node requested",
+                |p, _| p.node_name = Some("node-2".into()),
+                &[REASON_NODE_NAME],
+            ),
+            (
+                "this node requested",
+                |p, _| p.node_name = Some("node-1".into()),
+                &[],
+            ),
+            (
+                "untolerated taint",
+                |_, n| n.taints = vec![taint("node.kubernetes.io/unreachable", "", "NoExecute")],
+                &["node(s) had untolerated taint {node.kubernetes.io/unreachable: }"],
+            ),
+            (
+                "taint with a value",
+                |_, n| n.taints = vec![taint("dedicated", "gpu", "NoSchedule")],
+                &["node(s) had untolerated taint {dedicated: gpu}"],
+            ),
+            (
+                "prefer-no-schedule does not filter",
+                |_, n| n.taints = vec![taint("soft", "", "PreferNoSchedule")],
+                &[],
+            ),
+            (
+                "tolerated taint",
+                |p, n| {
+                    n.taints = vec![taint("dedicated", "gpu", "NoSchedule")];
+                    p.tolerations = vec![exists("dedicated")];
+                },
+                &[],
+            ),
+            (
+                "node selector mismatch",
+                |p, _| p.node_selector = [("zone".to_string(), "b".to_string())].into(),
+                &[REASON_AFFINITY],
+            ),
+            (
+                "affinity mismatch",
+                |p, _| {
+                    p.required_terms = Some(vec![NodeSelectorTerm {
+                        match_fields: Some(vec![NodeSelectorRequirement {
+                            key: "metadata.name".into(),
+                            operator: "In".into(),
+                            values: Some(vec!["node-2".into()]),
+                        }]),
+                        ..Default::default()
+                    }])
+                },
+                &[REASON_AFFINITY],
+            ),
+            (
+                "too big",
+                |p, _| p.requests.milli_cpu = 2000,
+                &["Insufficient cpu"],
+            ),
+            (
+                "taints are checked before resources",
+                |p, n| {
+                    p.requests.milli_cpu = 2000;
+                    n.taints = vec![taint("dedicated", "gpu", "NoSchedule")];
+                },
+                &["node(s) had untolerated taint {dedicated: gpu}"],
+            ),
+            (
+                "cordon is checked before taints",
+                |_, n| {
+                    n.unschedulable = true;
+                    n.taints = vec![taint("node.kubernetes.io/unschedulable", "", "NoSchedule")];
+                },
+                &[REASON_UNSCHEDULABLE],
+            ),
+        ];
+        for (name, edit, want) in cases {
+            let (mut p, mut n) = (PodInfo::default(), node());
+            edit(&mut p, &mut n);
+            assert_eq!(
+                reasons(filter(&p, &n, &Usage::default())),
+                want.to_vec(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_resource_rejections_are_resolvable() {
+        let mut p = PodInfo::default();
+        p.requests.milli_cpu = 2000;
+        assert!(filter(&p, &node(), &Usage::default()).is_err_and(|r| r.resolvable));
+        let mut n = node();
+        n.unschedulable = true;
+        assert!(filter(&p, &n, &Usage::default()).is_err_and(|r| !r.resolvable));
+    }
+}

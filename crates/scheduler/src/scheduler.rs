@@ -1,0 +1,401 @@
+//! The scheduling loop: watch nodes and pods, keep the cache and queue current, decide one pod at a
+//! time, bind concurrently.
+//!
+//! One task owns the cache and the queue, so decisions need no locks and always see every earlier
+//! decision (assumed pods). Only the bind requests and status writes run concurrently, at most
+//! `parallel_binds` binds at once; a failed bind forgets its assumed pod and retries after backoff.
+
+use crate::{
+    algorithm::{self, Decision},
+    cache::{Cache, NodeChange, Placement},
+    condition,
+    config::SchedulerConfig,
+    node_info::NodeInfo,
+    pod_info::{PodInfo, is_terminal, wants_scheduling},
+    queue::{Backoff, QueuedPod, SchedulingQueue},
+};
+use events::{EventType, Recorder};
+use futures::{Stream, StreamExt};
+use k8s_openapi::{
+    api::core::v1::{Binding, Node, ObjectReference, Pod},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use std::{
+    collections::HashSet,
+    future::Future,
+    hash::{Hash, Hasher},
+    pin::pin,
+};
+use tokio::{task::JoinSet, time::Instant};
+
+/// Runs the scheduler until `shutdown` completes.
+///
+/// Pods are read through a reflector (the latest version is looked up when a pod's turn comes);
+/// nodes feed the cache directly. Nothing is decided before both have listed, as upstream waits
+/// for its informers to sync, so a restart does not mark pods unschedulable against an empty
+/// cluster.
+pub async fn run(client: Client, config: SchedulerConfig, shutdown: impl Future) {
+    let (pod_store, pod_writer) = reflector::store::<Pod>();
+    let pods = reflector::reflector(
+        pod_writer,
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff(),
+    );
+    let nodes =
+        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+    Scheduler::new(client, config, pod_store)
+        .run(pods, nodes, shutdown)
+        .await;
+}
+
+struct BindDone {
+    uid: String,
+    namespace: String,
+    name: String,
+    node: String,
+    reference: ObjectReference,
+    result: Result<(), kube::Error>,
+}
+
+struct Scheduler {
+    client: Client,
+    config: SchedulerConfig,
+    recorder: Recorder,
+    pods: Store<Pod>,
+    cache: Cache,
+    queue: SchedulingQueue,
+    next_start: usize,
+    binds: JoinSet<BindDone>,
+    pods_synced: bool,
+    nodes_synced: bool,
+    /// UIDs / names seen since a relist began, to drop what vanished meanwhile.
+    pods_relisted: Option<HashSet<String>>,
+    nodes_relisted: Option<HashSet<String>>,
+}
+
+impl Scheduler {
+    fn new(client: Client, config: SchedulerConfig, pods: Store<Pod>) -> Self {
+        let recorder = Recorder::new(client.clone(), config.scheduler_name.clone(), None);
+        let queue = SchedulingQueue::new(Backoff {
+            initial: config.initial_backoff,
+            max: config.max_backoff,
+        });
+        Self {
+            client,
+            config,
+            recorder,
+            pods,
+            cache: Cache::default(),
+            queue,
+            next_start: 0,
+            binds: JoinSet::new(),
+            pods_synced: false,
+            nodes_synced: false,
+            pods_relisted: None,
+            nodes_relisted: None,
+        }
+    }
+
+    async fn run(
+        mut self,
+        pods: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
+        nodes: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
+        shutdown: impl Future,
+    ) {
+        let mut pods = pin!(pods);
+        let mut nodes = pin!(nodes);
+        let mut shutdown = pin!(shutdown);
+        let mut flush = tokio::time::interval(self.config.flush_interval);
+        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let can_schedule = self.pods_synced
+                && self.nodes_synced
+                && self.binds.len() < self.config.parallel_binds.max(1)
+                && self.queue.has_active();
+            let backoff_until = self.queue.next_backoff();
+            // Watch events and bind results come first, so every decision sees the latest state.
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                Some(done) = self.binds.join_next(), if !self.binds.is_empty() => match done {
+                    Ok(done) => self.bind_finished(done),
+                    Err(e) => tracing::warn!(error = %e, "bind task failed"),
+                },
+                Some(event) = nodes.next() => match event {
+                    Ok(event) => self.node_event(event),
+                    Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
+                },
+                Some(event) = pods.next() => match event {
+                    Ok(event) => self.pod_event(event),
+                    Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+                },
+                _ = flush.tick() => {
+                    let now = Instant::now();
+                    self.queue.flush_unschedulable_leftover(now, self.config.max_in_unschedulable);
+                    self.queue.flush_backoff(now);
+                }
+                () = tokio::time::sleep_until(backoff_until.unwrap_or_else(Instant::now)), if backoff_until.is_some() => {
+                    self.queue.flush_backoff(Instant::now());
+                }
+                () = std::future::ready(()), if can_schedule => self.schedule_next(),
+            }
+        }
+        self.binds.shutdown().await;
+    }
+
+    fn node_event(&mut self, event: watcher::Event<Node>) {
+        match event {
+            watcher::Event::Init => self.nodes_relisted = Some(HashSet::new()),
+            watcher::Event::InitApply(node) => {
+                if let Some(seen) = &mut self.nodes_relisted {
+                    seen.insert(node.name_any());
+                }
+                self.node_applied(&node);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.nodes_relisted.take() {
+                    for name in self.cache.node_names() {
+                        if !seen.contains(&name) {
+                            self.cache.remove_node(&name);
+                        }
+                    }
+                }
+                self.nodes_synced = true;
+            }
+            watcher::Event::Apply(node) => self.node_applied(&node),
+            watcher::Event::Delete(node) => self.cache.remove_node(&node.name_any()),
+        }
+    }
+
+    fn node_applied(&mut self, node: &Node) {
+        if self.cache.upsert_node(NodeInfo::new(node)) != NodeChange::Unchanged {
+            // A new node, or new labels, taints, allocatable or cordon: waiting pods may fit now.
+            self.queue.move_all_unschedulable(Instant::now());
+        }
+    }
+
+    fn pod_event(&mut self, event: watcher::Event<Pod>) {
+        match event {
+            watcher::Event::Init => self.pods_relisted = Some(HashSet::new()),
+            watcher::Event::InitApply(pod) => {
+                if let (Some(seen), Some(uid)) = (&mut self.pods_relisted, &pod.metadata.uid) {
+                    seen.insert(uid.clone());
+                }
+                self.pod_applied(&pod);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.pods_relisted.take() {
+                    for uid in self.cache.pod_uids() {
+                        if !seen.contains(&uid) {
+                            self.pod_gone(&uid);
+                        }
+                    }
+                }
+                self.pods_synced = true;
+            }
+            watcher::Event::Apply(pod) => self.pod_applied(&pod),
+            watcher::Event::Delete(pod) => {
+                if let Some(uid) = &pod.metadata.uid {
+                    self.pod_gone(uid);
+                }
+            }
+        }
+    }
+
+    fn pod_applied(&mut self, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return;
+        };
+        if is_terminal(pod) {
+            self.pod_gone(uid);
+            return;
+        }
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        if let Some(node) = node {
+            self.queue.remove(uid);
+            if !self.cache.is_confirmed_on(uid, node) && !self.cache.confirm(uid, node) {
+                self.cache
+                    .set_bound(uid, Placement::new(&PodInfo::new(pod), node));
+            }
+            return;
+        }
+        if self.cache.is_assumed(uid) {
+            // Our bind is in flight; the watch has not caught up yet.
+            return;
+        }
+        if !wants_scheduling(pod, &self.config.scheduler_name) {
+            self.queue.remove(uid);
+            return;
+        }
+        if self.queue.contains(uid) {
+            self.queue
+                .pod_updated(uid, || fingerprint(pod), Instant::now());
+        } else {
+            let queued = QueuedPod {
+                uid: uid.to_string(),
+                namespace: pod.namespace().unwrap_or_default(),
+                name: pod.name_any(),
+            };
+            self.queue.add(
+                queued,
+                pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+            );
+        }
+    }
+
+    fn pod_gone(&mut self, uid: &str) {
+        self.queue.remove(uid);
+        if self.cache.remove_pod(uid) {
+            // Resources were freed: waiting pods may fit now.
+            self.queue.move_all_unschedulable(Instant::now());
+        }
+    }
+
+    fn schedule_next(&mut self) {
+        let Some(queued) = self.queue.pop() else {
+            return;
+        };
+        let pod = self
+            .pods
+            .get(&ObjectRef::new(&queued.name).within(&queued.namespace));
+        let Some(pod) = pod.filter(|p| p.metadata.uid.as_deref() == Some(&queued.uid)) else {
+            self.queue.remove(&queued.uid);
+            return;
+        };
+        if !wants_scheduling(&pod, &self.config.scheduler_name) {
+            self.queue.remove(&queued.uid);
+            return;
+        }
+        let info = PodInfo::new(&pod);
+        match algorithm::schedule(
+            &info,
+            &self.cache,
+            &mut self.next_start,
+            self.config.percentage_of_nodes_to_score,
+        ) {
+            Decision::Bind(node) => {
+                self.cache.assume(&queued.uid, Placement::new(&info, &node));
+                let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
+                let reference = events::reference(&*pod);
+                self.binds.spawn(async move {
+                    let result = bind(&api, &queued.name, &node).await;
+                    BindDone {
+                        uid: queued.uid,
+                        namespace: queued.namespace,
+                        name: queued.name,
+                        node,
+                        reference,
+                        result,
+                    }
+                });
+            }
+            Decision::Unschedulable(message) => {
+                tracing::debug!(pod = %info.key, %message, "unschedulable");
+                self.queue
+                    .unschedulable(&queued.uid, Instant::now(), fingerprint(&pod));
+                self.recorder.record(
+                    &events::reference(&*pod),
+                    EventType::Warning,
+                    "FailedScheduling",
+                    message.clone(),
+                );
+                if let Some(patch) =
+                    condition::unschedulable_patch(&pod, &message, jiff::Timestamp::now())
+                {
+                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
+                    tokio::spawn(async move {
+                        if let Err(e) = api
+                            .patch_status(
+                                &queued.name,
+                                &PatchParams::default(),
+                                &Patch::Strategic(&patch),
+                            )
+                            .await
+                        {
+                            tracing::debug!(pod = %queued.name, error = %e, "PodScheduled condition not written");
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    fn bind_finished(&mut self, done: BindDone) {
+        match done.result {
+            Ok(()) => {
+                self.queue.remove(&done.uid);
+                let message = format!(
+                    "Successfully assigned {}/{} to {}",
+                    done.namespace, done.name, done.node
+                );
+                self.recorder
+                    .record(&done.reference, EventType::Normal, "Scheduled", message);
+            }
+            Err(e) => {
+                self.cache.forget(&done.uid);
+                match &e {
+                    // Gone, or bound / being deleted meanwhile: the watch tells the rest.
+                    kube::Error::Api(s) if s.code == 404 || s.code == 409 => {
+                        self.queue.remove(&done.uid)
+                    }
+                    _ => {
+                        tracing::warn!(pod = %done.name, node = %done.node, error = %e, "bind failed; retrying");
+                        let message = format!("Binding rejected: {e}");
+                        self.recorder.record(
+                            &done.reference,
+                            EventType::Warning,
+                            "FailedScheduling",
+                            message,
+                        );
+                        self.queue.retry_later(&done.uid, Instant::now());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error> {
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            ..Default::default()
+        },
+    };
+    api.create_subresource::<_, serde_json::Value>(
+        "binding",
+        name,
+        &PostParams::default(),
+        &binding,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Identifies a pod's spec, so a pending pod whose spec changes (e.g. a toleration added) is
+/// retried while our own status writes are not.
+fn fingerprint(pod: &Pod) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(&pod.spec)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
