@@ -88,7 +88,17 @@ impl ApiServer {
 
     /// The HTTP routes, with authentication when a token is configured.
     pub fn router(&self) -> Router {
-        let api = Router::new()
+        self.routes(true)
+    }
+
+    /// The same routes without authentication, for clients in this process (the controllers,
+    /// scheduler and simulated nodes of `rollwright up`), which never cross a socket.
+    pub fn in_process_router(&self) -> Router {
+        self.routes(false)
+    }
+
+    fn routes(&self, authenticated: bool) -> Router {
+        let mut api = Router::new()
             .route("/api", get(core_discovery))
             .route("/apis", get(groups_discovery))
             .route("/api/{version}", get(core_resources))
@@ -97,8 +107,10 @@ impl ApiServer {
             .route("/openapi/v3", get(openapi_index))
             .route("/openapi/v3/{*path}", get(openapi_doc))
             .route("/metrics", get(metrics))
-            .fallback(dispatch)
-            .layer(middleware::from_fn_with_state(self.clone(), authenticate));
+            .fallback(dispatch);
+        if authenticated {
+            api = api.layer(middleware::from_fn_with_state(self.clone(), authenticate));
+        }
         Router::new()
             .route("/version", get(|| async { axum::Json(discovery::version()) }))
             .route("/healthz", get(health))

@@ -57,7 +57,7 @@ impl Embedded {
 
 /// A `kube` client for an in-process API server.
 pub fn client_for(server: &ApiServer) -> Client {
-    Client::new(server.router(), "default")
+    Client::new(server.in_process_router(), "default")
 }
 
 /// Watches `api` until some object satisfies `pred`, or `timeout` passes; returns that object.

@@ -31,6 +31,8 @@ pub struct Options {
     pub port: u16,
     /// Store backend.
     pub store: StoreKind,
+    /// The parts to run beside the API server, on in-process clients.
+    pub components: crate::components::Components,
 }
 
 impl Default for Options {
@@ -40,6 +42,7 @@ impl Default for Options {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 6443,
             store: StoreKind::Sqlite,
+            components: Default::default(),
         }
     }
 }
@@ -53,6 +56,7 @@ pub struct ControlPlane {
     /// The API server's state (for in-process clients).
     pub server: ApiServer,
     credentials: Credentials,
+    components: Option<crate::components::Running>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -96,7 +100,10 @@ impl ControlPlane {
             })
             .await;
         });
-        Ok(Self { addr, kubeconfig, server, credentials, shutdown: Some(tx), task: Some(task) })
+        // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
+        // admission, none of the transport's cost.
+        let components = crate::components::start(embedded::client_for(&server), &opts.components)?;
+        Ok(Self { addr, kubeconfig, server, credentials, components: Some(components), shutdown: Some(tx), task: Some(task) })
     }
 
     /// The bearer token clients use.
@@ -113,6 +120,9 @@ impl ControlPlane {
 
     /// Stops serving and waits until the listener and connections are closed.
     pub async fn stop(mut self) {
+        if let Some(parts) = self.components.take() {
+            parts.stop().await;
+        }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }

@@ -2,4 +2,5 @@
 //! and the CLI start things the same way.
 
 pub mod bench;
+pub mod components;
 pub mod control_plane;

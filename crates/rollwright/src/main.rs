@@ -2,7 +2,10 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use rollwright::control_plane::{ControlPlane, Options, StoreKind};
+use rollwright::{
+    components::{self, Components},
+    control_plane::{ControlPlane, Options, StoreKind},
+};
 use std::{net::IpAddr, path::PathBuf};
 
 #[derive(Parser)]
@@ -28,16 +31,76 @@ struct ServeArgs {
     store: StoreKind,
 }
 
+#[derive(clap::Args, Clone)]
+struct ClusterArgs {
+    /// Kubeconfig of the cluster to work on (default: $KUBECONFIG, then ./.rollwright/kubeconfig).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Start the whole control plane and run until Ctrl-C or SIGTERM.
-    Up(ServeArgs),
+    /// Start the whole control plane (API server, scheduler, controllers, simulated nodes) and run
+    /// until Ctrl-C or SIGTERM.
+    Up {
+        #[command(flatten)]
+        serve: ServeArgs,
+        /// Simulated nodes to run.
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        /// Fault profile for simulated pods (YAML; see crates/nodesim/PROFILE.md).
+        #[arg(long)]
+        profile: Option<PathBuf>,
+    },
     /// Run the API server alone.
     Apiserver(ServeArgs),
+    /// Run the controllers (garbage collector, node lifecycle, workloads) against a cluster.
+    Controllers(ClusterArgs),
+    /// Run the scheduler against a cluster.
+    Scheduler(ClusterArgs),
+    /// Simulate nodes against a cluster, or change simulated nodes at run time.
+    Nodes {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Nodes to register when simulating.
+        #[arg(long, default_value_t = 3)]
+        count: usize,
+        /// Fault profile for simulated pods.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        #[command(subcommand)]
+        op: Option<NodeOp>,
+    },
     /// Run a benchmark and print its figures.
     Bench {
         #[command(subcommand)]
         scenario: rollwright::bench::Scenario,
+    },
+}
+
+#[derive(Subcommand)]
+enum NodeOp {
+    /// Register more simulated nodes (the running simulator picks them up).
+    Add {
+        /// How many.
+        #[arg(default_value_t = 1)]
+        count: usize,
+    },
+    /// Delete a node.
+    Remove { name: String },
+    /// Stop a node's heartbeats, as if its kubelet died.
+    Stop { name: String },
+    /// Resume a stopped node's heartbeats.
+    Start { name: String },
+    /// Put a node under pressure (or relieve it with none of the flags).
+    Pressure {
+        name: String,
+        #[arg(long)]
+        memory: bool,
+        #[arg(long)]
+        disk: bool,
+        #[arg(long)]
+        pid: bool,
     },
 }
 
@@ -51,27 +114,84 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Up(args) | Command::Apiserver(args) => serve(args).await,
+        Command::Up { serve: args, nodes, profile } => serve(args, Components::all(nodes, profile)).await,
+        Command::Apiserver(args) => serve(args, Components::default()).await,
+        Command::Controllers(c) => {
+            run_parts(&c, Components { controllers: true, ..Default::default() }).await
+        }
+        Command::Scheduler(c) => run_parts(&c, Components { scheduler: true, ..Default::default() }).await,
+        Command::Nodes { cluster, count, profile, op: None } => {
+            run_parts(&cluster, Components { nodes: Some(count), profile, ..Default::default() }).await
+        }
+        Command::Nodes { cluster, op: Some(op), .. } => node_op(&cluster, op).await,
         Command::Bench { scenario } => rollwright::bench::run(scenario).await,
     }
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
     let cp = ControlPlane::start(Options {
         data_dir: args.data_dir.clone(),
         bind: args.bind,
         port: args.port,
         store: args.store,
+        components,
     })
     .await?;
     let kubeconfig = std::fs::canonicalize(&cp.kubeconfig).unwrap_or(cp.kubeconfig.clone());
     println!("rollwright API server listening on https://{}", cp.addr);
     println!("kubeconfig: {}", kubeconfig.display());
     println!("  export KUBECONFIG={}", kubeconfig.display());
-    println!("  kubectl get namespaces");
+    println!("  kubectl get nodes");
     shutdown_signal().await.context("waiting for a shutdown signal")?;
     tracing::info!("shutting down");
     cp.stop().await;
+    Ok(())
+}
+
+async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
+    let path = args
+        .kubeconfig
+        .clone()
+        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".rollwright/kubeconfig"));
+    let kc = kube::config::Kubeconfig::read_from(&path).with_context(|| {
+        format!("reading kubeconfig {} (start `rollwright up` first, or pass --kubeconfig)", path.display())
+    })?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+async fn run_parts(args: &ClusterArgs, what: Components) -> anyhow::Result<()> {
+    let running = components::start(client(args).await?, &what)?;
+    shutdown_signal().await.context("waiting for a shutdown signal")?;
+    running.stop().await;
+    Ok(())
+}
+
+async fn node_op(args: &ClusterArgs, op: NodeOp) -> anyhow::Result<()> {
+    let client = client(args).await?;
+    match op {
+        NodeOp::Add { count } => {
+            let names = nodesim::ops::add(&client, &nodesim::NodeSim::default(), count).await?;
+            println!("added {}", names.join(", "));
+        }
+        NodeOp::Remove { name } => {
+            nodesim::ops::remove(&client, &name).await?;
+            println!("removed {name}");
+        }
+        NodeOp::Stop { name } => {
+            nodesim::ops::stop(&client, &name).await?;
+            println!("{name}: heartbeats stopped");
+        }
+        NodeOp::Start { name } => {
+            nodesim::ops::start(&client, &name).await?;
+            println!("{name}: heartbeats resumed");
+        }
+        NodeOp::Pressure { name, memory, disk, pid } => {
+            nodesim::ops::set_pressure(&client, &name, nodesim::node::Pressure { memory, disk, pid }).await?;
+            println!("{name}: pressure memory={memory} disk={disk} pid={pid}");
+        }
+    }
     Ok(())
 }
 

@@ -46,7 +46,11 @@ impl Cluster {
             .env("KUBECONFIG", self.kubeconfig())
             .env("HOME", self.dir.path())
             .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(if stdin.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() })
+            .stdin(if stdin.is_some() {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            })
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
@@ -91,13 +95,114 @@ impl Cluster {
     /// Runs kubectl expecting failure; returns stderr.
     pub async fn kubectl_fails(&self, args: &[&str], input: Option<&str>) -> String {
         let out = self.kubectl_raw(args, input).await;
-        assert!(!out.status.success(), "kubectl {} unexpectedly succeeded: {}", args.join(" "), String::from_utf8_lossy(&out.stdout));
+        assert!(
+            !out.status.success(),
+            "kubectl {} unexpectedly succeeded: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// Runs kubectl and parses its stdout as JSON (for `-o json`).
+    pub async fn kubectl_json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.kubectl(args).await;
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("kubectl {} printed no JSON ({e}): {out}", args.join(" ")))
+    }
+
+    /// Starts a long-running kubectl (`get -w`) whose stdout the test reads line by line.
+    pub fn kubectl_spawn(&self, args: &[&str]) -> LineReader {
+        let mut child = tokio::process::Command::new(KUBECTL)
+            .args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("HOME", self.dir.path())
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kubectl runs");
+        let stdout = child.stdout.take().expect("stdout");
+        LineReader {
+            lines: tokio::io::BufReader::new(stdout).lines(),
+            seen: Vec::new(),
+            _child: child,
+        }
     }
 
     pub async fn stop(self) {
         self.cp.stop().await;
     }
+}
+
+use tokio::io::AsyncBufReadExt as _;
+
+/// The stdout of a child process, read line by line up to a deadline.
+pub struct LineReader {
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    /// Every line read so far.
+    pub seen: Vec<String>,
+    _child: tokio::process::Child,
+}
+
+impl LineReader {
+    /// Reads lines until one satisfies `want`; fails the test with what was read if the deadline
+    /// passes or the child ends first.
+    pub async fn until(&mut self, what: &str, want: impl Fn(&str) -> bool) -> String {
+        let found = tokio::time::timeout(DEADLINE, async {
+            while let Ok(Some(line)) = self.lines.next_line().await {
+                self.seen.push(line.clone());
+                if want(&line) {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => line,
+            _ => panic!(
+                "no line for {what} arrived; read so far:\n{}",
+                self.seen.join("\n")
+            ),
+        }
+    }
+}
+
+/// How long a test waits for something that should happen promptly.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Polls `check` until it returns `Some`, or fails the test at the deadline. Only for conditions no
+/// event announces.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A Pod manifest with labels.
+pub fn pod_yaml(name: &str, labels: &[(&str, &str)]) -> String {
+    let labels: String = labels
+        .iter()
+        .map(|(k, v)| format!("    {k}: \"{v}\"\n"))
+        .collect();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n{labels}    pod: {name}\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n"
+    )
 }
 
 /// A Deployment manifest.

@@ -1,0 +1,752 @@
+//! The simulation loop: one task owns every simulated node and pod, fed by two watches (nodes
+//! carrying the simulated label, pods with a `spec.nodeName`) and one heap of deadlines. Nothing
+//! here waits on the API: writes go to the [`Writer`](crate::writer::Writer) queue.
+
+use crate::{
+    config::{HEARTBEAT_ANNOTATION, NodeSim, PRESSURE_ANNOTATION, SIMULATED_LABEL},
+    distribution::{Distribution, pod_rng, stable_hash},
+    node::{self, Observed, Pressure},
+    pod::{Ctx, Outcome, PodSim, PodView, wall_now},
+    profile::Profile,
+    stats::Stats,
+    writer::{Key, Write, Writer},
+};
+use events::{EventType, Recorder};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::{
+    Api, Client, ResourceExt,
+    runtime::{WatchStreamExt, watcher},
+};
+use std::{
+    cmp::Reverse,
+    collections::{BinaryHeap, HashMap, HashSet},
+    net::Ipv4Addr,
+    pin::pin,
+    sync::Arc,
+    time::Duration,
+};
+use tokio::time::Instant;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Pod(String),
+    Lease(String),
+    NodeStatus(String),
+}
+
+struct SimNode {
+    uid: String,
+    index: u32,
+    stopped: bool,
+    pressure: Pressure,
+    observed: Vec<Observed>,
+    has_info: bool,
+    images: HashSet<String>,
+    /// Pod IPs in use, one bit per host of the node's /24.
+    ips: [u64; 4],
+    recorder: Recorder,
+    /// Pods whose status changed while the node was stopped.
+    unreported: HashSet<String>,
+    lease_due: Option<Instant>,
+    status_due: Instant,
+    pods: HashSet<String>,
+}
+
+impl SimNode {
+    fn allocate_ip(&mut self) -> Option<u8> {
+        (2u8..=254)
+            .find(|h| self.ips[(*h / 64) as usize] & (1 << (h % 64)) == 0)
+            .inspect(|h| {
+                self.ips[(*h / 64) as usize] |= 1 << (h % 64);
+            })
+    }
+
+    fn release_ip(&mut self, host: u8) {
+        self.ips[(host / 64) as usize] &= !(1 << (host % 64));
+    }
+}
+
+pub(crate) struct Engine {
+    client: Client,
+    cfg: NodeSim,
+    profile: Profile,
+    start_delay: Distribution,
+    readiness_delay: Distribution,
+    writer: Writer,
+    stats: Arc<Stats>,
+    nodes: HashMap<String, SimNode>,
+    used_indices: HashSet<u32>,
+    pods: HashMap<String, PodSim>,
+    /// Bound pods whose node is not simulated (yet), by node; they start when it appears.
+    parked: HashMap<String, HashMap<String, PodView>>,
+    parked_node: HashMap<String, String>,
+    timers: BinaryHeap<Reverse<(Instant, Timer)>>,
+    /// The deadline each pod is queued for; older heap entries for it are stale.
+    pod_timer: HashMap<String, Instant>,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        client: Client,
+        cfg: NodeSim,
+        profile: Profile,
+        writer: Writer,
+        stats: Arc<Stats>,
+    ) -> Engine {
+        let start_delay = profile
+            .start_delay
+            .clone()
+            .unwrap_or_else(|| cfg.start_delay.clone());
+        let readiness_delay = profile
+            .readiness_delay
+            .clone()
+            .unwrap_or_else(|| cfg.readiness_delay.clone());
+        Engine {
+            client,
+            cfg,
+            profile,
+            start_delay,
+            readiness_delay,
+            writer,
+            stats,
+            nodes: HashMap::new(),
+            used_indices: HashSet::new(),
+            pods: HashMap::new(),
+            parked: HashMap::new(),
+            parked_node: HashMap::new(),
+            timers: BinaryHeap::new(),
+            pod_timer: HashMap::new(),
+        }
+    }
+
+    /// Runs until `shutdown` completes.
+    pub(crate) async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let node_events = watcher(
+            nodes,
+            watcher::Config::default().labels(&format!("{SIMULATED_LABEL}=true")),
+        )
+        .default_backoff();
+        let pod_events =
+            watcher(pods, watcher::Config::default().fields("spec.nodeName!=")).default_backoff();
+        self.run_streams(node_events, pod_events, shutdown).await;
+    }
+
+    async fn run_streams(
+        &mut self,
+        node_events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
+        pod_events: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        let mut node_events = pin!(node_events);
+        let mut pod_events = pin!(pod_events);
+        let mut shutdown = pin!(shutdown);
+        let mut nodes_relisting: Option<HashSet<String>> = None;
+        let mut pods_relisting: Option<HashSet<String>> = None;
+        loop {
+            let next = self.timers.peek().map(|Reverse((t, _))| *t);
+            let sleep = tokio::time::sleep_until(
+                next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)),
+            );
+            tokio::select! {
+                _ = &mut shutdown => return,
+                ev = node_events.next() => match ev {
+                    Some(Ok(ev)) => self.on_node_event(ev, &mut nodes_relisting),
+                    Some(Err(e)) => tracing::warn!(error = %e, "node watch"),
+                    None => return,
+                },
+                ev = pod_events.next() => match ev {
+                    Some(Ok(ev)) => self.on_pod_event(ev, &mut pods_relisting),
+                    Some(Err(e)) => tracing::warn!(error = %e, "pod watch"),
+                    None => return,
+                },
+                _ = sleep, if next.is_some() => self.fire_timers(),
+            }
+        }
+    }
+
+    fn on_node_event(&mut self, ev: watcher::Event<Node>, relisting: &mut Option<HashSet<String>>) {
+        match ev {
+            watcher::Event::Apply(n) => self.on_node(&n),
+            watcher::Event::Delete(n) => self.forget_node(&n.name_any()),
+            watcher::Event::Init => *relisting = Some(HashSet::new()),
+            watcher::Event::InitApply(n) => {
+                if let Some(seen) = relisting.as_mut() {
+                    seen.insert(n.name_any());
+                }
+                self.on_node(&n);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = relisting.take() {
+                    let gone: Vec<String> = self
+                        .nodes
+                        .keys()
+                        .filter(|n| !seen.contains(*n))
+                        .cloned()
+                        .collect();
+                    for n in gone {
+                        self.forget_node(&n);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_pod_event(&mut self, ev: watcher::Event<Pod>, relisting: &mut Option<HashSet<String>>) {
+        match ev {
+            watcher::Event::Apply(p) => self.on_pod(&p),
+            watcher::Event::Delete(p) => {
+                if let Some(uid) = p.metadata.uid.as_deref() {
+                    self.forget_pod(uid);
+                }
+            }
+            watcher::Event::Init => *relisting = Some(HashSet::new()),
+            watcher::Event::InitApply(p) => {
+                if let (Some(seen), Some(uid)) = (relisting.as_mut(), p.metadata.uid.as_ref()) {
+                    seen.insert(uid.clone());
+                }
+                self.on_pod(&p);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = relisting.take() {
+                    let gone: Vec<String> = self
+                        .pods
+                        .keys()
+                        .chain(self.parked_node.keys())
+                        .filter(|u| !seen.contains(*u))
+                        .cloned()
+                        .collect();
+                    for uid in gone {
+                        self.forget_pod(&uid);
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- nodes ----
+
+    fn index_for(&mut self, n: &Node) -> u32 {
+        let from_cidr = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.pod_cidr.as_deref())
+            .and_then(node::index_from_cidr);
+        let from_name = n
+            .name_any()
+            .strip_prefix(&self.cfg.name_prefix)
+            .and_then(|s| s.parse::<u32>().ok());
+        let index = [from_cidr, from_name]
+            .into_iter()
+            .flatten()
+            .find(|i| !self.used_indices.contains(i))
+            .unwrap_or_else(|| {
+                (0..)
+                    .find(|i| !self.used_indices.contains(i))
+                    .unwrap_or(u32::MAX)
+            });
+        self.used_indices.insert(index);
+        index
+    }
+
+    fn on_node(&mut self, n: &Node) {
+        let name = n.name_any();
+        if n.labels().get(SIMULATED_LABEL).map(String::as_str) != Some("true") {
+            self.forget_node(&name);
+            return;
+        }
+        let now = Instant::now();
+        let annotations = n.annotations();
+        let stopped = annotations
+            .get(HEARTBEAT_ANNOTATION)
+            .is_some_and(|v| v == "stopped");
+        let pressure = Pressure::parse(
+            annotations
+                .get(PRESSURE_ANNOTATION)
+                .map_or("", String::as_str),
+        );
+        let status = n.status.as_ref();
+        let observed: Vec<Observed> = status
+            .and_then(|s| s.conditions.as_ref())
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| Observed {
+                        kind: c.type_.clone(),
+                        status: c.status.clone(),
+                        last_transition: c.last_transition_time.as_ref().map(|t| node::time(t.0)),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let has_info = status
+            .and_then(|s| s.node_info.as_ref())
+            .is_some_and(|i| !i.kubelet_version.is_empty());
+        let is_new = !self.nodes.contains_key(&name);
+        if is_new {
+            let index = self.index_for(n);
+            let recorder = Recorder::new(self.client.clone(), "kubelet", Some(name.clone()));
+            let sim = SimNode {
+                uid: n.metadata.uid.clone().unwrap_or_default(),
+                index,
+                stopped: true,
+                pressure,
+                observed: Vec::new(),
+                has_info: false,
+                images: HashSet::new(),
+                ips: [0; 4],
+                recorder,
+                unreported: HashSet::new(),
+                lease_due: None,
+                status_due: now + self.cfg.status_report_interval,
+                pods: HashSet::new(),
+            };
+            self.nodes.insert(name.clone(), sim);
+            Stats::add(&self.stats.nodes, 1);
+            self.node_event(
+                &name,
+                EventType::Normal,
+                "Starting",
+                "Starting kubelet.".into(),
+            );
+            self.timers.push(Reverse((
+                now + self.cfg.status_report_interval,
+                Timer::NodeStatus(name.clone()),
+            )));
+        }
+        let Some(sim) = self.nodes.get_mut(&name) else {
+            return;
+        };
+        let was_stopped = sim.stopped;
+        let old_observed = std::mem::replace(&mut sim.observed, observed);
+        let old_pressure = std::mem::replace(&mut sim.pressure, pressure);
+        sim.stopped = stopped;
+        sim.has_info = has_info;
+        sim.uid = n.metadata.uid.clone().unwrap_or_default();
+        if !stopped && was_stopped {
+            // Resume (or begin): renew now, then every interval, spread by name over the
+            // interval so 5,000 nodes do not renew in the same instant.
+            let interval = self.cfg.heartbeat_interval.max(Duration::from_millis(1));
+            let offset = if is_new {
+                Duration::from_nanos(
+                    stable_hash(&[name.as_bytes()]) % interval.as_nanos().max(1) as u64,
+                )
+            } else {
+                Duration::ZERO
+            };
+            self.lease_write(&name);
+            let due = now + offset.max(Duration::from_millis(1)).min(interval);
+            if let Some(sim) = self.nodes.get_mut(&name) {
+                sim.lease_due = Some(due);
+            }
+            self.timers.push(Reverse((due, Timer::Lease(name.clone()))));
+            let unreported = self
+                .nodes
+                .get_mut(&name)
+                .map(|n| std::mem::take(&mut n.unreported))
+                .unwrap_or_default();
+            for uid in unreported {
+                self.write_pod(&uid);
+            }
+        }
+        if stopped && let Some(sim) = self.nodes.get_mut(&name) {
+            sim.lease_due = None;
+        }
+        let Some(sim) = self.nodes.get(&name) else {
+            return;
+        };
+        if !stopped && node::needs_post(&sim.observed, sim.has_info, sim.pressure) {
+            self.post_status(&name, &old_observed, old_pressure);
+        }
+        if is_new && let Some(parked) = self.parked.remove(&name) {
+            for (uid, view) in parked {
+                self.parked_node.remove(&uid);
+                self.start_pod(&view);
+            }
+        }
+    }
+
+    fn post_status(&mut self, name: &str, before: &[Observed], old_pressure: Pressure) {
+        let Some(sim) = self.nodes.get_mut(name) else {
+            return;
+        };
+        let wall = node::time(jiff::Timestamp::now());
+        let status = node::status(
+            &self.cfg,
+            name,
+            sim.index,
+            sim.pressure,
+            &sim.observed,
+            &wall,
+        );
+        sim.status_due = Instant::now() + self.cfg.status_report_interval;
+        let pressure = sim.pressure;
+        self.writer.push(
+            Key::Node(name.to_string()),
+            Write::NodeStatus {
+                node: name.to_string(),
+                status,
+            },
+        );
+        // Upstream records a node event for each condition that changes.
+        let was = |kind: &str| {
+            before
+                .iter()
+                .find(|o| o.kind == kind)
+                .map(|o| o.status.as_str())
+        };
+        if was("Ready").is_some_and(|s| s != "True") {
+            self.node_event(
+                name,
+                EventType::Normal,
+                "NodeReady",
+                format!("Node {name} status is now: NodeReady"),
+            );
+        }
+        let flips = [
+            (
+                old_pressure.memory,
+                pressure.memory,
+                "NodeHasInsufficientMemory",
+                "NodeHasSufficientMemory",
+            ),
+            (
+                old_pressure.disk,
+                pressure.disk,
+                "NodeHasDiskPressure",
+                "NodeHasNoDiskPressure",
+            ),
+            (
+                old_pressure.pid,
+                pressure.pid,
+                "NodeHasInsufficientPID",
+                "NodeHasSufficientPID",
+            ),
+        ];
+        for (old, new, on, off) in flips {
+            if old != new && !before.is_empty() {
+                let reason = if new { on } else { off };
+                self.node_event(
+                    name,
+                    EventType::Normal,
+                    reason,
+                    format!("Node {name} status is now: {reason}"),
+                );
+            }
+        }
+    }
+
+    fn lease_write(&mut self, name: &str) {
+        let Some(sim) = self.nodes.get(name) else {
+            return;
+        };
+        Stats::add(&self.stats.lease_renewals, 1);
+        let write = Write::Lease {
+            node: name.to_string(),
+            node_uid: sim.uid.clone(),
+            duration: self.cfg.lease_duration_seconds,
+        };
+        self.writer.push(Key::Lease(name.to_string()), write);
+    }
+
+    fn node_event(&self, name: &str, kind: EventType, reason: &str, message: String) {
+        let Some(sim) = self.nodes.get(name) else {
+            return;
+        };
+        if !self.cfg.events {
+            return;
+        }
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.to_string()),
+            uid: Some(sim.uid.clone()),
+            ..Default::default()
+        };
+        self.writer.event(Write::Event {
+            recorder: sim.recorder.clone(),
+            reference: Box::new(reference),
+            kind,
+            reason: reason.into(),
+            message,
+        });
+    }
+
+    fn forget_node(&mut self, name: &str) {
+        let Some(sim) = self.nodes.remove(name) else {
+            return;
+        };
+        Stats::sub(&self.stats.nodes, 1);
+        self.used_indices.remove(&sim.index);
+        for uid in sim.pods {
+            if let Some(pod) = self.pods.remove(&uid) {
+                self.count_pod(&pod, -1);
+                self.pod_timer.remove(&uid);
+            }
+        }
+    }
+
+    // ---- pods ----
+
+    fn on_pod(&mut self, p: &Pod) {
+        let Some(view) = PodView::from_pod(p) else {
+            return;
+        };
+        if self.pods.contains_key(&view.uid) {
+            let uid = view.uid.clone();
+            match view.deletion_grace {
+                Some(grace) => self.with_pod(&uid, |pod, ctx| pod.observe_deletion(grace, ctx)),
+                None => self.with_pod(&uid, |pod, ctx| pod.observe_spec(&view, ctx)),
+            }
+        } else if self.nodes.contains_key(&view.node) {
+            self.start_pod(&view);
+        } else {
+            self.parked_node.insert(view.uid.clone(), view.node.clone());
+            self.parked
+                .entry(view.node.clone())
+                .or_default()
+                .insert(view.uid.clone(), view);
+        }
+    }
+
+    fn start_pod(&mut self, view: &PodView) {
+        let Some(node) = self.nodes.get_mut(&view.node) else {
+            return;
+        };
+        let (a, b) = node::pod_cidr(node.index);
+        let ip = node.allocate_ip().map(|h| Ipv4Addr::new(10, a, b, h));
+        let host_ip = node::node_ip(node.index);
+        node.pods.insert(view.uid.clone());
+        let rng = pod_rng(self.profile.seed, &view.namespace, &view.name, &view.uid);
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            profile: &self.profile,
+            start_delay: &self.start_delay,
+            readiness_delay: &self.readiness_delay,
+            node_images: &mut node.images,
+            now: Instant::now(),
+            wall: wall_now(),
+        };
+        let mut pod = PodSim::new(view, ip, host_ip, rng, &mut ctx);
+        let mut out = pod.advance(&mut ctx);
+        // A pod this process did not see before gets its first status whatever happened.
+        out.status_changed = true;
+        self.count_pod(&pod, 1);
+        let uid = view.uid.clone();
+        self.pods.insert(uid.clone(), pod);
+        self.apply(&uid, out);
+        if let Some(grace) = view.deletion_grace {
+            self.with_pod(&uid, |pod, ctx| pod.observe_deletion(grace, ctx));
+        }
+    }
+
+    /// Runs `f` on a pod with a context, then queues what it asks for.
+    fn with_pod(&mut self, uid: &str, f: impl FnOnce(&mut PodSim, &mut Ctx<'_>) -> Outcome) {
+        let Some(pod) = self.pods.get_mut(uid) else {
+            return;
+        };
+        let Some(node) = self.nodes.get_mut(&pod.node) else {
+            return;
+        };
+        let was_ready = pod.is_ready();
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            profile: &self.profile,
+            start_delay: &self.start_delay,
+            readiness_delay: &self.readiness_delay,
+            node_images: &mut node.images,
+            now: Instant::now(),
+            wall: wall_now(),
+        };
+        let out = f(pod, &mut ctx);
+        if pod.is_ready() != was_ready {
+            if pod.is_ready() {
+                Stats::add(&self.stats.pods_ready, 1)
+            } else {
+                Stats::sub(&self.stats.pods_ready, 1)
+            }
+        }
+        self.apply(uid, out);
+    }
+
+    fn count_pod(&self, pod: &PodSim, sign: i64) {
+        let add = |c, n| {
+            if sign > 0 {
+                Stats::add(c, n)
+            } else {
+                Stats::sub(c, n)
+            }
+        };
+        add(&self.stats.pods, 1);
+        if pod.is_ready() {
+            add(&self.stats.pods_ready, 1);
+        }
+    }
+
+    fn apply(&mut self, uid: &str, out: Outcome) {
+        let Some(pod) = self.pods.get(uid) else {
+            return;
+        };
+        // A stopped kubelet reports nothing: its containers go on, what it would have written
+        // waits until it starts again.
+        if let Some(node) = self.nodes.get_mut(&pod.node)
+            && node.stopped
+        {
+            if out.status_changed || out.finish {
+                node.unreported.insert(uid.to_string());
+            }
+            self.schedule_pod(uid);
+            return;
+        }
+        if self.cfg.events
+            && !out.events.is_empty()
+            && let Some(node) = self.nodes.get(&pod.node)
+        {
+            {
+                for ev in out.events {
+                    let reference = ObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Pod".into()),
+                        name: Some(pod.name.clone()),
+                        namespace: Some(pod.namespace.clone()),
+                        uid: Some(pod.uid.clone()),
+                        field_path: ev.field_path,
+                        ..Default::default()
+                    };
+                    self.writer.event(Write::Event {
+                        recorder: node.recorder.clone(),
+                        reference: Box::new(reference),
+                        kind: ev.kind,
+                        reason: ev.reason.into_owned(),
+                        message: ev.message,
+                    });
+                }
+            }
+        }
+        if out.finish || out.status_changed {
+            self.write_pod(uid);
+        }
+        self.schedule_pod(uid);
+    }
+
+    /// Queues the pod's status, or its final status and deletion once its containers are gone.
+    fn write_pod(&mut self, uid: &str) {
+        let Some(pod) = self.pods.get(uid) else {
+            return;
+        };
+        let wall = wall_now();
+        if pod.finished {
+            let write = Write::PodFinish {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                uid: pod.uid.clone(),
+                status: pod.status(&wall),
+            };
+            self.writer.push(Key::Pod(uid.to_string()), write);
+        } else {
+            let write = Write::PodStatus {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                status: pod.status(&wall),
+            };
+            self.writer.push(Key::Pod(uid.to_string()), write);
+        }
+    }
+
+    fn schedule_pod(&mut self, uid: &str) {
+        let Some(pod) = self.pods.get(uid) else {
+            return;
+        };
+        match pod.wake() {
+            Some(t) if self.pod_timer.get(uid) != Some(&t) => {
+                self.pod_timer.insert(uid.to_string(), t);
+                self.timers.push(Reverse((t, Timer::Pod(uid.to_string()))));
+            }
+            Some(_) => {}
+            None => {
+                self.pod_timer.remove(uid);
+            }
+        }
+    }
+
+    fn forget_pod(&mut self, uid: &str) {
+        if let Some(node) = self.parked_node.remove(uid)
+            && let Some(m) = self.parked.get_mut(&node)
+        {
+            m.remove(uid);
+            if m.is_empty() {
+                self.parked.remove(&node);
+            }
+        }
+        let Some(pod) = self.pods.remove(uid) else {
+            return;
+        };
+        self.pod_timer.remove(uid);
+        self.count_pod(&pod, -1);
+        if let Some(node) = self.nodes.get_mut(&pod.node) {
+            node.pods.remove(uid);
+            if let Some(ip) = pod.ip {
+                node.release_ip(ip.octets()[3]);
+            }
+        }
+    }
+
+    // ---- timers ----
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        // A bounded batch, so watch events are not starved by a burst of deadlines.
+        for _ in 0..4096 {
+            let Some(Reverse((t, _))) = self.timers.peek() else {
+                return;
+            };
+            if *t > now {
+                return;
+            }
+            let Some(Reverse((t, timer))) = self.timers.pop() else {
+                return;
+            };
+            match timer {
+                Timer::Pod(uid) => {
+                    if self.pod_timer.get(&uid) == Some(&t) {
+                        self.pod_timer.remove(&uid);
+                        self.with_pod(&uid, |pod, ctx| pod.advance(ctx));
+                    }
+                }
+                Timer::Lease(name) => {
+                    let Some(sim) = self.nodes.get_mut(&name) else {
+                        continue;
+                    };
+                    if sim.stopped || sim.lease_due != Some(t) {
+                        continue;
+                    }
+                    let next = t + self.cfg.heartbeat_interval.max(Duration::from_millis(1));
+                    sim.lease_due = Some(next);
+                    self.timers
+                        .push(Reverse((next, Timer::Lease(name.clone()))));
+                    self.lease_write(&name);
+                }
+                Timer::NodeStatus(name) => {
+                    let Some(sim) = self.nodes.get(&name) else {
+                        continue;
+                    };
+                    let due = sim.status_due;
+                    if due > t {
+                        self.timers.push(Reverse((due, Timer::NodeStatus(name))));
+                        continue;
+                    }
+                    if !sim.stopped {
+                        let (obs, p) = (sim.observed.clone(), sim.pressure);
+                        self.post_status(&name, &obs, p);
+                    }
+                    let next = now + self.cfg.status_report_interval;
+                    if let Some(sim) = self.nodes.get_mut(&name) {
+                        sim.status_due = next;
+                    }
+                    self.timers.push(Reverse((next, Timer::NodeStatus(name))));
+                }
+            }
+        }
+    }
+}

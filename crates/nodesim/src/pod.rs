@@ -1,0 +1,1320 @@
+//! One pod's life on a simulated kubelet, as a state machine over plain data: containers pull,
+//! start, become ready, crash and restart with back-off, are killed on deletion or restarted in
+//! place when their image changes. [`PodSim::advance`] runs whatever is due and reports the
+//! events to record; [`PodSim::status`] renders the `status` the kubelet would post.
+
+use crate::{
+    config::NodeSim,
+    distribution::{Distribution, format_go},
+    image,
+    node::time,
+    profile::{Chosen, FAULT_ANNOTATION, Fault, PodFacts, Profile},
+};
+use events::EventType;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use rand::rngs::StdRng;
+use serde_json::{Map, Value, json};
+use std::{borrow::Cow, collections::HashSet, net::Ipv4Addr, time::Duration};
+use tokio::time::Instant;
+
+/// Upstream's crash-loop and image-pull back-off: 10s doubling to 5 minutes.
+const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// How soon after `ErrImagePull` the kubelet reports `ImagePullBackOff` (its next sync).
+const PULL_RESYNC: Duration = Duration::from_secs(1);
+/// A failing readiness probe is reported once per period.
+const PROBE_PERIOD: Duration = Duration::from_secs(10);
+
+/// The back-off before the `n`th wait (0-based): 10s, 20s, 40s, ... at most 5 minutes.
+pub fn backoff(n: u32) -> Duration {
+    BACKOFF_INITIAL
+        .saturating_mul(1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX))
+        .min(BACKOFF_MAX)
+}
+
+/// A container as the spec describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerSpec {
+    /// Its name.
+    pub name: String,
+    /// Its image as written.
+    pub image: String,
+    /// `imagePullPolicy`, defaulted as upstream.
+    pub pull_policy: String,
+    /// An init container with `restartPolicy: Always` (a sidecar): it keeps running.
+    pub sidecar: bool,
+}
+
+impl ContainerSpec {
+    fn from(c: &Container) -> Self {
+        let image = c.image.clone().unwrap_or_default();
+        let pull_policy = c
+            .image_pull_policy
+            .clone()
+            .unwrap_or_else(|| image::default_pull_policy(&image).to_string());
+        ContainerSpec {
+            name: c.name.clone(),
+            image,
+            pull_policy,
+            sidecar: c.restart_policy.as_deref() == Some("Always"),
+        }
+    }
+}
+
+/// What the simulation needs of a Pod object; the rest is dropped, so 100,000 pods stay small.
+#[derive(Clone, Debug)]
+pub struct PodView {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+    /// The node it is bound to.
+    pub node: String,
+    /// Init containers.
+    pub init: Vec<ContainerSpec>,
+    /// Containers.
+    pub containers: Vec<ContainerSpec>,
+    /// `Always`, `OnFailure` or `Never`.
+    pub restart_policy: String,
+    /// `deletionGracePeriodSeconds` once `deletionTimestamp` is set.
+    pub deletion_grace: Option<i64>,
+    /// Labels (for fault rules).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The `rollwright.io/fault` annotation.
+    pub fault_annotation: Option<String>,
+    /// The scheduler's `PodScheduled` condition, kept in every status we write.
+    pub scheduled: Option<Value>,
+    /// The stored status, for adopting a pod this process did not start.
+    pub status: Option<Value>,
+}
+
+impl PodView {
+    /// Extracts the view; `None` for pods without a node or a UID.
+    pub fn from_pod(pod: &Pod) -> Option<PodView> {
+        let spec = pod.spec.as_ref()?;
+        let node = spec.node_name.clone().filter(|n| !n.is_empty())?;
+        let meta = &pod.metadata;
+        let status = pod.status.as_ref();
+        let scheduled = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+            .and_then(|c| serde_json::to_value(c).ok());
+        let deletion_grace = meta
+            .deletion_timestamp
+            .as_ref()
+            .map(|_| meta.deletion_grace_period_seconds.unwrap_or(0));
+        Some(PodView {
+            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: meta.name.clone()?,
+            uid: meta.uid.clone()?,
+            node,
+            init: spec
+                .init_containers
+                .iter()
+                .flatten()
+                .map(ContainerSpec::from)
+                .collect(),
+            containers: spec.containers.iter().map(ContainerSpec::from).collect(),
+            restart_policy: spec
+                .restart_policy
+                .clone()
+                .unwrap_or_else(|| "Always".into()),
+            deletion_grace,
+            labels: meta.labels.clone().unwrap_or_default(),
+            fault_annotation: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(FAULT_ANNOTATION))
+                .cloned(),
+            scheduled,
+            status: status.and_then(|s| serde_json::to_value(s).ok()),
+        })
+    }
+
+    fn facts(&self) -> (Vec<&str>, PodFacts<'_>) {
+        let images: Vec<&str> = self
+            .init
+            .iter()
+            .chain(&self.containers)
+            .map(|c| c.image.as_str())
+            .collect();
+        let facts = PodFacts {
+            namespace: &self.namespace,
+            labels: Some(&self.labels),
+            fault_annotation: self.fault_annotation.as_deref(),
+            node: &self.node,
+            images: &[],
+        };
+        (images, facts)
+    }
+}
+
+/// Something the kubelet would record about the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodEvent {
+    /// `spec.containers{app}` for container events.
+    pub field_path: Option<String>,
+    /// Normal or Warning.
+    pub kind: EventType,
+    /// Upstream's reason.
+    pub reason: Cow<'static, str>,
+    /// Upstream's message.
+    pub message: String,
+}
+
+/// What advancing a pod asks of the engine.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Events to record.
+    pub events: Vec<PodEvent>,
+    /// The status changed and should be written.
+    pub status_changed: bool,
+    /// Containers are gone: write the final status and delete the pod (grace 0, UID precondition).
+    pub finish: bool,
+}
+
+/// What advancing needs from the outside: settings, delays, the node's pulled images, the time.
+pub struct Ctx<'a> {
+    /// Settings (scales).
+    pub cfg: &'a NodeSim,
+    /// The profile (for faults chosen again after an image change).
+    pub profile: &'a Profile,
+    /// Start delay in effect (the profile's, else the config's).
+    pub start_delay: &'a Distribution,
+    /// Readiness delay in effect.
+    pub readiness_delay: &'a Distribution,
+    /// Images already on the pod's node.
+    pub node_images: &'a mut HashSet<String>,
+    /// Monotonic now, for timers.
+    pub now: Instant,
+    /// Wall-clock now, for status fields.
+    pub wall: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Pull (or fail to), create and start the container.
+    Start,
+    /// Report `ImagePullBackOff` after an `ErrImagePull`.
+    PullBackOff,
+    /// The container's process exits.
+    Exit,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Terminated {
+    exit_code: i32,
+    reason: &'static str,
+    started: String,
+    finished: String,
+    container_id: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    Waiting {
+        reason: &'static str,
+        message: Option<String>,
+    },
+    Running {
+        since: String,
+    },
+    Terminated(Terminated),
+}
+
+#[derive(Clone, Debug)]
+struct Ctr {
+    spec: ContainerSpec,
+    init: bool,
+    fault: Option<Fault>,
+    state: State,
+    last: Option<Terminated>,
+    restarts: i32,
+    ready: bool,
+    started: bool,
+    image_id: String,
+    container_id: Option<String>,
+    step: Option<(Instant, Step)>,
+    ready_at: Option<Instant>,
+    pull_failures: u32,
+    crashes: u32,
+    /// How long the pending pull takes (drawn with the start delay).
+    pull_took: Duration,
+}
+
+impl Ctr {
+    fn new(spec: ContainerSpec, init: bool, fault: Option<Fault>, waiting: &'static str) -> Ctr {
+        Ctr {
+            spec,
+            init,
+            fault,
+            state: State::Waiting {
+                reason: waiting,
+                message: None,
+            },
+            last: None,
+            restarts: 0,
+            ready: false,
+            started: false,
+            image_id: String::new(),
+            container_id: None,
+            step: None,
+            ready_at: None,
+            pull_failures: 0,
+            crashes: 0,
+            pull_took: Duration::ZERO,
+        }
+    }
+
+    fn field_path(&self) -> String {
+        let list = if self.init {
+            "initContainers"
+        } else {
+            "containers"
+        };
+        format!("spec.{list}{{{}}}", self.spec.name)
+    }
+
+    fn is_running(&self) -> bool {
+        matches!(self.state, State::Running { .. })
+    }
+
+    fn exit_code(&self) -> Option<i32> {
+        match &self.state {
+            State::Terminated(t) => Some(t.exit_code),
+            _ => None,
+        }
+    }
+
+    /// Init containers are done when they exited 0; sidecars once started.
+    fn init_done(&self) -> bool {
+        if self.spec.sidecar {
+            self.container_id.is_some()
+        } else {
+            self.exit_code() == Some(0)
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Cond {
+    status: bool,
+    reason: Option<&'static str>,
+    message: Option<String>,
+    since: String,
+}
+
+/// `Pending`, `Running`, `Succeeded`, `Failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Not all containers have started.
+    Pending,
+    /// Bound and containers started.
+    Running,
+    /// All containers exited 0 and will not restart.
+    Succeeded,
+    /// A container failed and will not restart, or the pod was failed.
+    Failed,
+}
+
+impl Phase {
+    fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Running => "Running",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+        }
+    }
+
+    /// Whether the pod is done for good.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed)
+    }
+}
+
+/// One simulated pod.
+pub struct PodSim {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+    /// Its node.
+    pub node: String,
+    /// Its IP, once it has a sandbox.
+    pub ip: Option<Ipv4Addr>,
+    host_ip: Ipv4Addr,
+    restart_policy: String,
+    rng: StdRng,
+    chosen: Option<Chosen>,
+    facts_labels: std::collections::BTreeMap<String, String>,
+    fault_annotation: Option<String>,
+    scheduled: Option<Value>,
+    start_time: String,
+    phase: Phase,
+    reason: Option<String>,
+    message: Option<String>,
+    init: Vec<Ctr>,
+    containers: Vec<Ctr>,
+    sandbox: Cond,
+    initialized: Cond,
+    containers_ready: Cond,
+    ready: Cond,
+    fail_at: Option<Instant>,
+    deleting: Option<(Instant, i64)>,
+    /// Containers stopped after deletion; only the delete remains.
+    pub finished: bool,
+}
+
+fn unready_message(prefix: &str, names: &[&str]) -> String {
+    format!("{prefix} [{}]", names.join(" "))
+}
+
+impl PodSim {
+    /// A pod the kubelet just admitted: containers wait, the first start is scheduled. `rng` is
+    /// the pod's seeded RNG; the fault is chosen from it.
+    pub fn new(
+        view: &PodView,
+        ip: Option<Ipv4Addr>,
+        host_ip: Ipv4Addr,
+        mut rng: StdRng,
+        ctx: &mut Ctx<'_>,
+    ) -> PodSim {
+        let (images, facts) = view.facts();
+        let chosen = ctx.profile.choose(
+            &PodFacts {
+                images: &images,
+                ..facts
+            },
+            &mut rng,
+        );
+        let ctr_fault = |c: &ContainerSpec| {
+            chosen
+                .as_ref()
+                .filter(|ch| ch.fault.is_container_fault() && ch.affects(&c.image))
+                .map(|ch| ch.fault.clone())
+        };
+        let app_waiting = if view.init.is_empty() {
+            "ContainerCreating"
+        } else {
+            "PodInitializing"
+        };
+        let init: Vec<Ctr> = view
+            .init
+            .iter()
+            .map(|c| Ctr::new(c.clone(), true, ctr_fault(c), "PodInitializing"))
+            .collect();
+        let containers: Vec<Ctr> = view
+            .containers
+            .iter()
+            .map(|c| Ctr::new(c.clone(), false, ctr_fault(c), app_waiting))
+            .collect();
+        let wall = ctx.wall.clone();
+        let cond = |status: bool| Cond {
+            status,
+            reason: None,
+            message: None,
+            since: wall.clone(),
+        };
+        let mut pod = PodSim {
+            namespace: view.namespace.clone(),
+            name: view.name.clone(),
+            uid: view.uid.clone(),
+            node: view.node.clone(),
+            ip,
+            host_ip,
+            restart_policy: view.restart_policy.clone(),
+            rng,
+            chosen,
+            facts_labels: view.labels.clone(),
+            fault_annotation: view.fault_annotation.clone(),
+            scheduled: view.scheduled.clone(),
+            start_time: wall.clone(),
+            phase: Phase::Pending,
+            reason: None,
+            message: None,
+            init,
+            containers,
+            sandbox: cond(true),
+            initialized: cond(false),
+            containers_ready: cond(false),
+            ready: cond(false),
+            fail_at: None,
+            deleting: None,
+            finished: false,
+        };
+        if !pod.adopt(view) {
+            let delay = pod.start_delay(ctx);
+            match pod.init.first_mut() {
+                Some(first) => {
+                    first.step = Some((ctx.now + delay, Step::Start));
+                    first.pull_took = delay;
+                }
+                None => pod.schedule_app_starts(ctx.now, delay),
+            }
+        }
+        pod.refresh(&ctx.wall);
+        pod
+    }
+
+    /// Takes over a pod that already runs (this process restarted): its running containers keep
+    /// running, so nothing restarts and no event is repeated. Returns false to start afresh.
+    fn adopt(&mut self, view: &PodView) -> bool {
+        let Some(status) = &view.status else {
+            return false;
+        };
+        let phase = status.get("phase").and_then(Value::as_str).unwrap_or("");
+        if let Some(t) = status.get("startTime").and_then(Value::as_str) {
+            self.start_time = t.to_string();
+        }
+        if matches!(phase, "Succeeded" | "Failed") {
+            self.phase = if phase == "Succeeded" {
+                Phase::Succeeded
+            } else {
+                Phase::Failed
+            };
+            self.reason = status
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            self.message = status
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            for c in self.init.iter_mut().chain(self.containers.iter_mut()) {
+                c.state = State::Terminated(Terminated {
+                    exit_code: if phase == "Succeeded" { 0 } else { 1 },
+                    reason: if phase == "Succeeded" {
+                        "Completed"
+                    } else {
+                        "Error"
+                    },
+                    started: self.start_time.clone(),
+                    finished: self.start_time.clone(),
+                    container_id: None,
+                });
+            }
+            return true;
+        }
+        if phase != "Running" {
+            return false;
+        }
+        let statuses = status
+            .get("containerStatuses")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let all_running = self.containers.iter().all(|c| {
+            statuses.iter().any(|s| {
+                s.get("name").and_then(Value::as_str) == Some(c.spec.name.as_str())
+                    && s.pointer("/state/running").is_some()
+            })
+        });
+        if !all_running || self.containers.iter().any(|c| c.fault.is_some()) {
+            return false;
+        }
+        for c in self.init.iter_mut() {
+            c.state = State::Terminated(Terminated {
+                exit_code: 0,
+                reason: "Completed",
+                started: self.start_time.clone(),
+                finished: self.start_time.clone(),
+                container_id: None,
+            });
+            c.container_id = Some(image::container_id(&self.uid, &c.spec.name, 0));
+        }
+        for c in self.containers.iter_mut() {
+            let Some(s) = statuses
+                .iter()
+                .find(|s| s.get("name").and_then(Value::as_str) == Some(c.spec.name.as_str()))
+            else {
+                continue;
+            };
+            let since = s
+                .pointer("/state/running/startedAt")
+                .and_then(Value::as_str)
+                .unwrap_or(&self.start_time);
+            c.state = State::Running {
+                since: since.to_string(),
+            };
+            c.started = true;
+            c.ready = s.get("ready").and_then(Value::as_bool).unwrap_or(false);
+            c.restarts = s.get("restartCount").and_then(Value::as_i64).unwrap_or(0) as i32;
+            c.container_id = s
+                .get("containerID")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            c.image_id = image::image_id(&c.spec.image);
+        }
+        self.ip = status
+            .get("podIP")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .or(self.ip);
+        true
+    }
+
+    /// When the pod next needs attention.
+    pub fn wake(&self) -> Option<Instant> {
+        let ctrs = self.init.iter().chain(&self.containers);
+        let steps = ctrs
+            .flat_map(|c| [c.step.map(|(t, _)| t), c.ready_at])
+            .flatten();
+        steps
+            .chain(self.fail_at)
+            .chain(self.deleting.map(|(t, _)| t))
+            .min()
+    }
+
+    /// The pod's phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Whether the pod is Ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.status
+    }
+
+    fn start_delay(&mut self, ctx: &Ctx<'_>) -> Duration {
+        let mut d = ctx.start_delay.sample(&mut self.rng);
+        if let Some(Chosen {
+            fault: Fault::SlowStart { delay },
+            ..
+        }) = &self.chosen
+        {
+            d += delay.sample(&mut self.rng);
+        }
+        d
+    }
+
+    fn schedule_app_starts(&mut self, now: Instant, delay: Duration) {
+        for c in &mut self.containers {
+            c.state = State::Waiting {
+                reason: "ContainerCreating",
+                message: None,
+            };
+            c.step = Some((now + delay, Step::Start));
+            c.pull_took = delay;
+        }
+    }
+
+    /// Runs everything due by `ctx.now`.
+    pub fn advance(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
+        let mut out = Outcome::default();
+        let before = self.status(&ctx.wall);
+        if self.finished {
+            return out;
+        }
+        if let Some((deadline, _)) = self.deleting
+            && deadline <= ctx.now
+        {
+            self.stop_all(&ctx.wall);
+            self.deleting = None;
+            self.finished = true;
+            out.finish = true;
+            self.refresh(&ctx.wall);
+            return out;
+        }
+        if self.fail_at.is_some_and(|t| t <= ctx.now) {
+            self.fail(ctx, &mut out);
+        }
+        // Steps may schedule more steps due now (zero delays): run until nothing is due.
+        for _ in 0..1000 {
+            let due = self.next_due(ctx.now);
+            let Some((init, i, what)) = due else { break };
+            match what {
+                Due::Step(step) => self.run_step(init, i, step, ctx, &mut out),
+                Due::Ready => self.run_ready(init, i, ctx, &mut out),
+            }
+        }
+        self.refresh(&ctx.wall);
+        out.status_changed = self.status(&ctx.wall) != before;
+        out
+    }
+
+    fn next_due(&self, now: Instant) -> Option<(bool, usize, Due)> {
+        let mut best: Option<(Instant, bool, usize, Due)> = None;
+        for (init, list) in [(true, &self.init), (false, &self.containers)] {
+            for (i, c) in list.iter().enumerate() {
+                let cands = [
+                    c.step.map(|(t, s)| (t, Due::Step(s))),
+                    c.ready_at.map(|t| (t, Due::Ready)),
+                ];
+                for (t, d) in cands.into_iter().flatten() {
+                    if t <= now && best.as_ref().is_none_or(|b| t < b.0) {
+                        best = Some((t, init, i, d));
+                    }
+                }
+            }
+        }
+        best.map(|(_, init, i, d)| (init, i, d))
+    }
+
+    fn ctr(&mut self, init: bool, i: usize) -> &mut Ctr {
+        if init {
+            &mut self.init[i]
+        } else {
+            &mut self.containers[i]
+        }
+    }
+
+    fn run_step(&mut self, init: bool, i: usize, step: Step, ctx: &mut Ctx<'_>, out: &mut Outcome) {
+        self.ctr(init, i).step = None;
+        match step {
+            Step::Start => self.start(init, i, ctx, out),
+            Step::PullBackOff => {
+                let c = self.ctr(init, i);
+                let img = c.spec.image.clone();
+                let err = pull_error(c);
+                c.state = State::Waiting {
+                    reason: "ImagePullBackOff",
+                    message: Some(format!(
+                        "Back-off pulling image \"{img}\": ErrImagePull: {err}"
+                    )),
+                };
+                let wait = ctx.cfg.backoff(backoff(c.pull_failures.saturating_sub(1)));
+                c.step = Some((ctx.now + wait, Step::Start));
+                let path = Some(c.field_path());
+                out.events.push(PodEvent {
+                    field_path: path.clone(),
+                    kind: EventType::Normal,
+                    reason: "BackOff".into(),
+                    message: format!("Back-off pulling image \"{img}\""),
+                });
+                out.events.push(PodEvent {
+                    field_path: path,
+                    kind: EventType::Warning,
+                    reason: "Failed".into(),
+                    message: "Error: ImagePullBackOff".into(),
+                });
+            }
+            Step::Exit => self.exit(init, i, ctx, out),
+        }
+    }
+
+    fn start(&mut self, init: bool, i: usize, ctx: &mut Ctx<'_>, out: &mut Outcome) {
+        let pull_took = self.ctr(init, i).pull_took;
+        let uid = self.uid.clone();
+        let c = self.ctr(init, i);
+        let img = c.spec.image.clone();
+        let path = Some(c.field_path());
+        let ev = |kind, reason: &'static str, message: String| PodEvent {
+            field_path: path.clone(),
+            kind,
+            reason: reason.into(),
+            message,
+        };
+        if let Some(Fault::ImagePullFailure { .. }) = c.fault {
+            c.pull_failures += 1;
+            let err = pull_error(c);
+            c.state = State::Waiting {
+                reason: "ErrImagePull",
+                message: Some(err.clone()),
+            };
+            c.step = Some((ctx.now + ctx.cfg.backoff(PULL_RESYNC), Step::PullBackOff));
+            out.events.push(ev(
+                EventType::Normal,
+                "Pulling",
+                format!("Pulling image \"{img}\""),
+            ));
+            out.events.push(ev(
+                EventType::Warning,
+                "Failed",
+                format!("Failed to pull image \"{img}\": {err}"),
+            ));
+            out.events.push(ev(
+                EventType::Warning,
+                "Failed",
+                "Error: ErrImagePull".into(),
+            ));
+            return;
+        }
+        let present = ctx.node_images.contains(&img);
+        if c.spec.pull_policy == "Always" || (!present && c.spec.pull_policy != "Never") {
+            out.events.push(ev(
+                EventType::Normal,
+                "Pulling",
+                format!("Pulling image \"{img}\""),
+            ));
+            let took = format_go(pull_took);
+            out.events.push(ev(
+                EventType::Normal,
+                "Pulled",
+                format!("Successfully pulled image \"{img}\" in {took} ({took} including waiting). Image size: {} bytes.", image::size(&img)),
+            ));
+            ctx.node_images.insert(img.clone());
+        } else {
+            out.events.push(ev(
+                EventType::Normal,
+                "Pulled",
+                format!("Container image \"{img}\" already present on machine"),
+            ));
+        }
+        let name = c.spec.name.clone();
+        out.events.push(ev(
+            EventType::Normal,
+            "Created",
+            format!("Created container: {name}"),
+        ));
+        out.events.push(ev(
+            EventType::Normal,
+            "Started",
+            format!("Started container {name}"),
+        ));
+        if c.container_id.is_some() {
+            c.restarts += 1;
+        }
+        c.container_id = Some(image::container_id(&uid, &name, c.restarts));
+        c.image_id = image::image_id(&img);
+        c.state = State::Running {
+            since: ctx.wall.clone(),
+        };
+        c.started = true;
+        c.ready = false;
+        let fault = c.fault.clone();
+        let sidecar = c.spec.sidecar;
+        let ready_in = ctx.readiness_delay.sample(&mut self.rng);
+        let c = self.ctr(init, i);
+        if init && !sidecar {
+            // An init container runs to completion; the readiness delay stands in for its work.
+            c.step = Some((ctx.now + ready_in, Step::Exit));
+            return;
+        }
+        c.ready_at = Some(ctx.now + ready_in);
+        if let Some(Fault::CrashLoop { after, .. }) = &fault {
+            let run = after.sample(&mut self.rng);
+            self.ctr(init, i).step = Some((ctx.now + run, Step::Exit));
+        }
+        if init && sidecar {
+            self.next_init(ctx);
+            return;
+        }
+        if let (
+            None,
+            Some(Chosen {
+                fault: Fault::FailAfter { after, .. },
+                ..
+            }),
+        ) = (self.fail_at, &self.chosen)
+        {
+            let after = after.clone();
+            self.fail_at = Some(ctx.now + after.sample(&mut self.rng));
+        }
+    }
+
+    fn run_ready(&mut self, init: bool, i: usize, ctx: &mut Ctx<'_>, out: &mut Outcome) {
+        let probe_period = ctx.cfg.backoff(PROBE_PERIOD);
+        let c = self.ctr(init, i);
+        c.ready_at = None;
+        if !c.is_running() {
+            return;
+        }
+        if let Some(Fault::NeverReady { message }) = &c.fault {
+            out.events.push(PodEvent {
+                field_path: Some(c.field_path()),
+                kind: EventType::Warning,
+                reason: "Unhealthy".into(),
+                message: format!("Readiness probe failed: {message}"),
+            });
+            // Upstream probes again every period; the recorder folds repeats into a count.
+            if !probe_period.is_zero() {
+                c.ready_at = Some(ctx.now + probe_period);
+            }
+            return;
+        }
+        c.ready = true;
+    }
+
+    fn exit(&mut self, init: bool, i: usize, ctx: &mut Ctx<'_>, out: &mut Outcome) {
+        let policy = self.restart_policy.clone();
+        let pod_ref = format!("{}_{}({})", self.name, self.namespace, self.uid);
+        let c = self.ctr(init, i);
+        let exit_code = match &c.fault {
+            Some(Fault::CrashLoop { exit_code, .. }) => *exit_code,
+            _ => 0,
+        };
+        let State::Running { since } = &c.state else {
+            return;
+        };
+        let term = Terminated {
+            exit_code,
+            reason: if exit_code == 0 { "Completed" } else { "Error" },
+            started: since.clone(),
+            finished: ctx.wall.clone(),
+            container_id: c.container_id.clone(),
+        };
+        c.ready = false;
+        c.started = false;
+        c.ready_at = None;
+        if init && !c.spec.sidecar && exit_code == 0 {
+            c.state = State::Terminated(term);
+            self.next_init(ctx);
+            return;
+        }
+        let restart = match policy.as_str() {
+            "Never" => false,
+            "OnFailure" => exit_code != 0,
+            _ => true,
+        };
+        if !restart {
+            c.state = State::Terminated(term);
+            return;
+        }
+        let n = c.crashes;
+        c.crashes += 1;
+        c.last = Some(term.clone());
+        // Upstream restarts the first time at once, then waits 10s, 20s, ... (the back-off
+        // counts from the container's exit).
+        if n == 0 {
+            c.state = State::Terminated(term);
+            c.step = Some((ctx.now, Step::Start));
+            return;
+        }
+        let wait = backoff(n - 1);
+        let name = c.spec.name.clone();
+        c.state = State::Waiting {
+            reason: "CrashLoopBackOff",
+            message: Some(format!(
+                "back-off {} restarting failed container={name} pod={pod_ref}",
+                format_go(wait)
+            )),
+        };
+        c.step = Some((ctx.now + ctx.cfg.backoff(wait), Step::Start));
+        out.events.push(PodEvent {
+            field_path: Some(c.field_path()),
+            kind: EventType::Warning,
+            reason: "BackOff".into(),
+            message: format!("Back-off restarting failed container {name} in pod {pod_ref}"),
+        });
+    }
+
+    fn next_init(&mut self, ctx: &mut Ctx<'_>) {
+        let delay = self.start_delay(ctx);
+        let all_done = self.init.iter().all(Ctr::init_done);
+        match self
+            .init
+            .iter_mut()
+            .find(|c| !c.init_done() && c.step.is_none())
+        {
+            Some(next) => {
+                next.step = Some((ctx.now + delay, Step::Start));
+                next.pull_took = delay;
+            }
+            None if all_done => self.schedule_app_starts(ctx.now, delay),
+            None => {}
+        }
+    }
+
+    fn fail(&mut self, ctx: &mut Ctx<'_>, out: &mut Outcome) {
+        self.fail_at = None;
+        let Some(Chosen {
+            fault:
+                Fault::FailAfter {
+                    reason,
+                    message,
+                    exit_code,
+                    ..
+                },
+            ..
+        }) = self.chosen.clone()
+        else {
+            return;
+        };
+        for c in self.containers.iter_mut().chain(self.init.iter_mut()) {
+            c.step = None;
+            c.ready_at = None;
+            c.ready = false;
+            c.started = false;
+            if let State::Running { since } = &c.state {
+                c.state = State::Terminated(Terminated {
+                    exit_code,
+                    reason: if exit_code == 0 { "Completed" } else { "Error" },
+                    started: since.clone(),
+                    finished: ctx.wall.clone(),
+                    container_id: c.container_id.clone(),
+                });
+            }
+        }
+        self.phase = Phase::Failed;
+        out.events.push(PodEvent {
+            field_path: None,
+            kind: EventType::Warning,
+            reason: reason.clone().into(),
+            message: message.clone(),
+        });
+        self.reason = Some(reason);
+        self.message = Some(message);
+    }
+
+    /// The API set `deletionTimestamp`: kill the containers now (Killing events) and finish once
+    /// the (scaled) grace period is over; a terminal pod finishes at once. A later, shorter grace
+    /// period brings the end forward.
+    pub fn observe_deletion(&mut self, grace: i64, ctx: &mut Ctx<'_>) -> Outcome {
+        let mut out = Outcome::default();
+        if self.finished {
+            return out;
+        }
+        let deadline = if self.phase.is_terminal() {
+            ctx.now
+        } else {
+            ctx.now + ctx.cfg.grace(grace)
+        };
+        match self.deleting {
+            Some((t, g)) if g <= grace || t <= deadline => return out,
+            Some(_) => {}
+            None => {
+                for c in self
+                    .init
+                    .iter()
+                    .chain(&self.containers)
+                    .filter(|c| c.is_running())
+                {
+                    out.events.push(PodEvent {
+                        field_path: Some(c.field_path()),
+                        kind: EventType::Normal,
+                        reason: "Killing".into(),
+                        message: format!("Stopping container {}", c.spec.name),
+                    });
+                }
+            }
+        }
+        self.deleting = Some((deadline, grace));
+        // No more starts, restarts or probes while terminating.
+        for c in self.init.iter_mut().chain(self.containers.iter_mut()) {
+            c.step = None;
+            c.ready_at = None;
+        }
+        self.fail_at = None;
+        let more = self.advance(ctx);
+        out.events.extend(more.events);
+        out.finish = more.finish;
+        out.status_changed = more.status_changed;
+        out
+    }
+
+    /// The pod's spec changed: containers whose image changed restart in place.
+    pub fn observe_spec(&mut self, view: &PodView, ctx: &mut Ctx<'_>) -> Outcome {
+        let mut out = Outcome::default();
+        self.scheduled = view.scheduled.clone().or(self.scheduled.take());
+        if self.finished || self.deleting.is_some() || self.phase.is_terminal() {
+            return out;
+        }
+        let changed: Vec<usize> = (0..self.containers.len())
+            .filter(|&i| {
+                view.containers.get(i).is_some_and(|s| {
+                    s.name == self.containers[i].spec.name
+                        && s.image != self.containers[i].spec.image
+                })
+            })
+            .collect();
+        if changed.is_empty() {
+            return out;
+        }
+        let images: Vec<&str> = view
+            .init
+            .iter()
+            .chain(&view.containers)
+            .map(|c| c.image.as_str())
+            .collect();
+        let facts = PodFacts {
+            namespace: &self.namespace,
+            labels: Some(&self.facts_labels),
+            fault_annotation: self.fault_annotation.as_deref(),
+            node: &self.node,
+            images: &images,
+        };
+        self.chosen = ctx.profile.choose(&facts, &mut self.rng);
+        let initialized = self.init.iter().all(Ctr::init_done);
+        let delay = self.start_delay(ctx);
+        for i in changed {
+            let spec = view.containers[i].clone();
+            let fault = self
+                .chosen
+                .as_ref()
+                .filter(|ch| ch.fault.is_container_fault() && ch.affects(&spec.image))
+                .map(|ch| ch.fault.clone());
+            let wall = ctx.wall.clone();
+            let c = &mut self.containers[i];
+            if let State::Running { since } = &c.state {
+                out.events.push(PodEvent {
+                    field_path: Some(c.field_path()),
+                    kind: EventType::Normal,
+                    reason: "Killing".into(),
+                    message: format!(
+                        "Container {} definition changed, will be restarted",
+                        c.spec.name
+                    ),
+                });
+                c.last = Some(Terminated {
+                    exit_code: 0,
+                    reason: "Completed",
+                    started: since.clone(),
+                    finished: wall,
+                    container_id: c.container_id.clone(),
+                });
+            }
+            c.spec = spec;
+            c.fault = fault;
+            c.ready = false;
+            c.started = false;
+            c.ready_at = None;
+            c.pull_failures = 0;
+            c.crashes = 0;
+            if initialized {
+                c.state = State::Waiting {
+                    reason: "ContainerCreating",
+                    message: None,
+                };
+                c.step = Some((ctx.now + delay, Step::Start));
+                c.pull_took = delay;
+            }
+        }
+        let more = self.advance(ctx);
+        out.events.extend(more.events);
+        out.status_changed = true;
+        out
+    }
+
+    fn stop_all(&mut self, wall: &str) {
+        for c in self.init.iter_mut().chain(self.containers.iter_mut()) {
+            c.step = None;
+            c.ready_at = None;
+            c.ready = false;
+            c.started = false;
+            if let State::Running { since } = &c.state {
+                c.state = State::Terminated(Terminated {
+                    exit_code: 0,
+                    reason: "Completed",
+                    started: since.clone(),
+                    finished: wall.to_string(),
+                    container_id: c.container_id.clone(),
+                });
+            }
+        }
+    }
+
+    /// Recomputes phase and conditions from the containers, as upstream's `getPhase` and
+    /// condition generators do.
+    fn refresh(&mut self, wall: &str) {
+        if !self.phase.is_terminal() {
+            self.phase = self.compute_phase();
+        }
+        let set =
+            |c: &mut Cond, status: bool, reason: Option<&'static str>, message: Option<String>| {
+                if c.status != status {
+                    c.since = wall.to_string();
+                }
+                c.status = status;
+                c.reason = reason;
+                c.message = message;
+            };
+        let pending_init: Vec<&str> = self
+            .init
+            .iter()
+            .filter(|c| !c.init_done())
+            .map(|c| c.spec.name.as_str())
+            .collect();
+        if pending_init.is_empty() || self.phase.is_terminal() {
+            set(&mut self.initialized, true, None, None);
+        } else {
+            let m = unready_message("containers with incomplete status:", &pending_init);
+            set(
+                &mut self.initialized,
+                false,
+                Some("ContainersNotInitialized"),
+                Some(m),
+            );
+        }
+        let unready: Vec<&str> = self
+            .init
+            .iter()
+            .filter(|c| c.spec.sidecar)
+            .chain(&self.containers)
+            .filter(|c| !c.ready)
+            .map(|c| c.spec.name.as_str())
+            .collect();
+        let (status, reason, message) = match self.phase {
+            Phase::Succeeded => (false, Some("PodCompleted"), None),
+            Phase::Failed => (false, Some("PodFailed"), None),
+            _ if unready.is_empty() => (true, None, None),
+            _ => (
+                false,
+                Some("ContainersNotReady"),
+                Some(unready_message("containers with unready status:", &unready)),
+            ),
+        };
+        set(&mut self.containers_ready, status, reason, message.clone());
+        set(&mut self.ready, status, reason, message);
+        if self.finished || self.phase.is_terminal() {
+            set(&mut self.sandbox, false, None, None);
+        }
+    }
+
+    fn compute_phase(&self) -> Phase {
+        if self.finished {
+            let failed = self
+                .containers
+                .iter()
+                .any(|c| c.exit_code().is_some_and(|e| e != 0));
+            return if failed {
+                Phase::Failed
+            } else {
+                Phase::Succeeded
+            };
+        }
+        if !self.init.iter().all(Ctr::init_done) {
+            return Phase::Pending;
+        }
+        let (mut running, mut waiting, mut stopped, mut succeeded, mut failed) = (0, 0, 0, 0, 0);
+        for c in &self.containers {
+            match &c.state {
+                State::Running { .. } => running += 1,
+                State::Terminated(t) => {
+                    stopped += 1;
+                    if t.exit_code == 0 {
+                        succeeded += 1
+                    } else {
+                        failed += 1
+                    }
+                }
+                State::Waiting { .. } if c.last.is_some() => stopped += 1,
+                State::Waiting { .. } => waiting += 1,
+            }
+        }
+        if waiting > 0 {
+            Phase::Pending
+        } else if running > 0 {
+            Phase::Running
+        } else if stopped > 0 {
+            match self.restart_policy.as_str() {
+                "Never" if failed > 0 => Phase::Failed,
+                "Never" => Phase::Succeeded,
+                "OnFailure" if succeeded == stopped => Phase::Succeeded,
+                _ => Phase::Running,
+            }
+        } else {
+            Phase::Pending
+        }
+    }
+
+    /// The `status` the kubelet posts (a merge patch of everything it owns).
+    pub fn status(&self, _wall: &str) -> Value {
+        let cond = |kind: &str, c: &Cond| {
+            let mut v = json!({"type": kind, "status": if c.status { "True" } else { "False" },
+                               "lastProbeTime": null, "lastTransitionTime": c.since});
+            if let Some(r) = c.reason {
+                v["reason"] = json!(r);
+            }
+            if let Some(m) = &c.message {
+                v["message"] = json!(m);
+            }
+            v
+        };
+        let mut conditions = vec![
+            cond("PodReadyToStartContainers", &self.sandbox),
+            cond("Initialized", &self.initialized),
+            cond("Ready", &self.ready),
+            cond("ContainersReady", &self.containers_ready),
+        ];
+        conditions.push(self.scheduled.clone().unwrap_or_else(|| {
+            json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": self.start_time})
+        }));
+        let mut s = Map::new();
+        s.insert("phase".into(), json!(self.phase.as_str()));
+        s.insert("conditions".into(), Value::Array(conditions));
+        s.insert("hostIP".into(), json!(self.host_ip.to_string()));
+        s.insert("hostIPs".into(), json!([{"ip": self.host_ip.to_string()}]));
+        if let Some(ip) = self.ip {
+            s.insert("podIP".into(), json!(ip.to_string()));
+            s.insert("podIPs".into(), json!([{"ip": ip.to_string()}]));
+        }
+        s.insert("startTime".into(), json!(self.start_time));
+        if let Some(r) = &self.reason {
+            s.insert("reason".into(), json!(r));
+        }
+        if let Some(m) = &self.message {
+            s.insert("message".into(), json!(m));
+        }
+        if !self.init.is_empty() {
+            s.insert(
+                "initContainerStatuses".into(),
+                self.init.iter().map(container_status).collect(),
+            );
+        }
+        s.insert(
+            "containerStatuses".into(),
+            self.containers.iter().map(container_status).collect(),
+        );
+        Value::Object(s)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Due {
+    Step(Step),
+    Ready,
+}
+
+fn pull_error(c: &Ctr) -> String {
+    if let Some(Fault::ImagePullFailure { message: Some(m) }) = &c.fault {
+        return m.clone();
+    }
+    let full = image::normalize(&c.spec.image);
+    format!(
+        "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": failed to resolve reference \"{full}\": {full}: not found"
+    )
+}
+
+fn terminated_json(t: &Terminated) -> Value {
+    let mut v = json!({"exitCode": t.exit_code, "reason": t.reason, "startedAt": t.started, "finishedAt": t.finished});
+    if let Some(id) = &t.container_id {
+        v["containerID"] = json!(id);
+    }
+    v
+}
+
+fn container_status(c: &Ctr) -> Value {
+    let state = match &c.state {
+        State::Waiting { reason, message } => {
+            let mut w = json!({"reason": reason});
+            if let Some(m) = message {
+                w["message"] = json!(m);
+            }
+            json!({"waiting": w})
+        }
+        State::Running { since } => json!({"running": {"startedAt": since}}),
+        State::Terminated(t) => json!({"terminated": terminated_json(t)}),
+    };
+    let last = c
+        .last
+        .as_ref()
+        .map_or_else(|| json!({}), |t| json!({"terminated": terminated_json(t)}));
+    let pulled = !c.image_id.is_empty();
+    let mut v = json!({
+        "name": c.spec.name,
+        "state": state,
+        "lastState": last,
+        "ready": c.ready,
+        "restartCount": c.restarts,
+        "image": if pulled { image::normalize(&c.spec.image) } else { c.spec.image.clone() },
+        "imageID": c.image_id,
+        "started": c.started,
+    });
+    if let Some(id) = &c.container_id {
+        v["containerID"] = json!(id);
+    }
+    v
+}
+
+/// The wall-clock time for status fields.
+pub fn wall_now() -> String {
+    time(jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,406 @@
+use super::*;
+use crate::distribution::pod_rng;
+
+struct Harness {
+    cfg: NodeSim,
+    profile: Profile,
+    start: Distribution,
+    ready: Distribution,
+    images: HashSet<String>,
+    t0: Instant,
+}
+
+impl Harness {
+    fn new(profile: &str) -> Harness {
+        Harness {
+            cfg: NodeSim {
+                grace_scale: 0.01,
+                backoff_scale: 1.0,
+                ..NodeSim::default()
+            },
+            profile: Profile::from_yaml(profile).unwrap(),
+            start: Distribution::Fixed(Duration::from_secs(1)),
+            ready: Distribution::Fixed(Duration::from_secs(2)),
+            images: HashSet::new(),
+            t0: Instant::now(),
+        }
+    }
+
+    fn ctx(&mut self, at_ms: u64) -> Ctx<'_> {
+        Ctx {
+            cfg: &self.cfg,
+            profile: &self.profile,
+            start_delay: &self.start,
+            readiness_delay: &self.ready,
+            node_images: &mut self.images,
+            now: self.t0 + Duration::from_millis(at_ms),
+            wall: format!("t+{at_ms}ms"),
+        }
+    }
+
+    fn pod(&mut self, spec: Value, annotations: Value) -> PodSim {
+        let v = view(spec, annotations);
+        let rng = pod_rng(self.profile.seed, &v.namespace, &v.name, &v.uid);
+        let mut ctx = self.ctx(0);
+        PodSim::new(
+            &v,
+            Some(Ipv4Addr::new(10, 64, 0, 2)),
+            Ipv4Addr::new(10, 0, 0, 2),
+            rng,
+            &mut ctx,
+        )
+    }
+
+    fn at(&mut self, pod: &mut PodSim, ms: u64) -> Outcome {
+        let mut ctx = self.ctx(ms);
+        pod.advance(&mut ctx)
+    }
+}
+
+fn view(spec: Value, annotations: Value) -> PodView {
+    let mut spec = spec;
+    spec["nodeName"] = json!("node-0");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default", "uid": "uid-1", "annotations": annotations},
+        "spec": spec,
+    }))
+    .unwrap();
+    PodView::from_pod(&pod).unwrap()
+}
+
+fn nginx() -> Value {
+    json!({"containers": [{"name": "app", "image": "nginx:1.27"}]})
+}
+
+fn reasons(out: &Outcome) -> Vec<String> {
+    out.events.iter().map(|e| e.reason.to_string()).collect()
+}
+
+fn ctr_status(pod: &PodSim) -> Value {
+    pod.status("")["containerStatuses"][0].clone()
+}
+
+fn cond(pod: &PodSim, kind: &str) -> Value {
+    pod.status("")["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == kind)
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn back_off_doubles_to_five_minutes() {
+    let cases = [
+        (0, 10),
+        (1, 20),
+        (2, 40),
+        (3, 80),
+        (4, 160),
+        (5, 300),
+        (30, 300),
+    ];
+    for (n, secs) in cases {
+        assert_eq!(backoff(n), Duration::from_secs(secs), "{n}");
+    }
+}
+
+#[test]
+fn a_pod_starts_then_becomes_ready() {
+    let mut h = Harness::new("");
+    let mut pod = h.pod(nginx(), json!({}));
+    assert_eq!(pod.phase(), Phase::Pending);
+    assert_eq!(
+        ctr_status(&pod)["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+    assert_eq!(cond(&pod, "Ready")["reason"], "ContainersNotReady");
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(1)));
+
+    assert!(!h.at(&mut pod, 500).status_changed, "nothing due yet");
+    let out = h.at(&mut pod, 1000);
+    assert_eq!(reasons(&out), ["Pulling", "Pulled", "Created", "Started"]);
+    assert_eq!(out.events[1].message, "Successfully pulled image \"nginx:1.27\" in 1s (1s including waiting). Image size: 1 bytes.".replace("1 bytes", &format!("{} bytes", image::size("nginx:1.27"))));
+    assert!(out.status_changed);
+    assert_eq!(pod.phase(), Phase::Running);
+    assert_eq!(
+        ctr_status(&pod)["state"]["running"]["startedAt"],
+        "t+1000ms"
+    );
+    assert_eq!(ctr_status(&pod)["started"], true);
+    assert_eq!(ctr_status(&pod)["ready"], false);
+
+    let out = h.at(&mut pod, 3000);
+    assert!(out.status_changed && out.events.is_empty());
+    assert!(pod.is_ready());
+    assert_eq!(cond(&pod, "Ready")["lastTransitionTime"], "t+3000ms");
+    assert_eq!(cond(&pod, "Initialized")["lastTransitionTime"], "t+0ms");
+    assert_eq!(pod.wake(), None);
+
+    // The image is now on the node: the next pod does not pull.
+    let mut second = h.pod(nginx(), json!({}));
+    let out = h.at(&mut second, 1000);
+    assert_eq!(reasons(&out), ["Pulled", "Created", "Started"]);
+    assert_eq!(
+        out.events[0].message,
+        "Container image \"nginx:1.27\" already present on machine"
+    );
+}
+
+#[test]
+fn an_image_that_never_pulls_backs_off() {
+    let mut h = Harness::new("rules:\n- match: {image: '*broken*'}\n  fault: imagePullFailure\n");
+    let mut pod = h.pod(
+        json!({"containers": [{"name": "app", "image": "nginx:broken"}]}),
+        json!({}),
+    );
+    let out = h.at(&mut pod, 1000);
+    assert_eq!(reasons(&out), ["Pulling", "Failed", "Failed"]);
+    assert_eq!(out.events[2].message, "Error: ErrImagePull");
+    assert_eq!(
+        ctr_status(&pod)["state"]["waiting"]["reason"],
+        "ErrImagePull"
+    );
+    let out = h.at(&mut pod, 2000);
+    assert_eq!(reasons(&out), ["BackOff", "Failed"]);
+    assert_eq!(out.events[1].message, "Error: ImagePullBackOff");
+    let waiting = &ctr_status(&pod)["state"]["waiting"];
+    assert_eq!(waiting["reason"], "ImagePullBackOff");
+    assert!(
+        waiting["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Back-off pulling image \"nginx:broken\": ErrImagePull: ")
+    );
+    assert_eq!(pod.phase(), Phase::Pending);
+    // The retry comes after 10s, then the wait doubles.
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(12)));
+    h.at(&mut pod, 12_000);
+    h.at(&mut pod, 13_000);
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(33)));
+}
+
+#[test]
+fn a_crash_looping_container_restarts_with_back_off() {
+    let mut h = Harness::new(
+        "rules:\n- name: c\n  match: {namespace: none}\n  fault: {crashLoop: {after: 5s, exitCode: 3}}\n",
+    );
+    let mut pod = h.pod(nginx(), json!({"rollwright.io/fault": "c"}));
+    h.at(&mut pod, 1000); // started
+    h.at(&mut pod, 3000); // ready
+    assert!(pod.is_ready());
+    // First exit: restarted at once.
+    let out = h.at(&mut pod, 6000);
+    assert_eq!(reasons(&out), ["Pulled", "Created", "Started"]);
+    assert_eq!(ctr_status(&pod)["restartCount"], 1);
+    assert_eq!(ctr_status(&pod)["lastState"]["terminated"]["exitCode"], 3);
+    assert_eq!(
+        ctr_status(&pod)["lastState"]["terminated"]["reason"],
+        "Error"
+    );
+    assert!(!pod.is_ready());
+    // Second exit: CrashLoopBackOff for 10s.
+    let out = h.at(&mut pod, 11_000);
+    assert_eq!(reasons(&out), ["BackOff"]);
+    assert_eq!(
+        out.events[0].message,
+        "Back-off restarting failed container app in pod p_default(uid-1)"
+    );
+    let waiting = &ctr_status(&pod)["state"]["waiting"];
+    assert_eq!(waiting["reason"], "CrashLoopBackOff");
+    assert_eq!(
+        waiting["message"],
+        "back-off 10s restarting failed container=app pod=p_default(uid-1)"
+    );
+    assert_eq!(
+        pod.phase(),
+        Phase::Running,
+        "a restarting container keeps the pod Running"
+    );
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(21)));
+    h.at(&mut pod, 21_000);
+    assert_eq!(ctr_status(&pod)["restartCount"], 2);
+    h.at(&mut pod, 26_000);
+    assert_eq!(
+        ctr_status(&pod)["state"]["waiting"]["message"],
+        "back-off 20s restarting failed container=app pod=p_default(uid-1)"
+    );
+}
+
+#[test]
+fn restart_policy_decides_the_phase_after_an_exit() {
+    let profile = "rules:\n- name: c\n  match: {namespace: none}\n  fault: {crashLoop: {after: 5s, exitCode: EXIT}}\n";
+    let cases = [
+        ("Never", 1, Phase::Failed, 0),
+        ("Never", 0, Phase::Succeeded, 0),
+        ("OnFailure", 0, Phase::Succeeded, 0),
+        ("OnFailure", 1, Phase::Running, 1),
+        ("Always", 0, Phase::Running, 1),
+    ];
+    for (policy, exit, phase, restarts) in cases {
+        let mut h = Harness::new(&profile.replace("EXIT", &exit.to_string()));
+        let mut spec = nginx();
+        spec["restartPolicy"] = json!(policy);
+        let mut pod = h.pod(spec, json!({"rollwright.io/fault": "c"}));
+        h.at(&mut pod, 1000);
+        h.at(&mut pod, 6000);
+        assert_eq!(pod.phase(), phase, "{policy} exit {exit}");
+        assert_eq!(
+            ctr_status(&pod)["restartCount"],
+            restarts,
+            "{policy} exit {exit}"
+        );
+        if phase.is_terminal() {
+            assert_eq!(
+                cond(&pod, "Ready")["reason"],
+                if phase == Phase::Failed {
+                    "PodFailed"
+                } else {
+                    "PodCompleted"
+                }
+            );
+        }
+    }
+}
+
+#[test]
+fn a_never_ready_container_reports_probe_failures() {
+    let mut h = Harness::new("");
+    let mut pod = h.pod(nginx(), json!({"rollwright.io/fault": "neverReady"}));
+    h.at(&mut pod, 1000);
+    let out = h.at(&mut pod, 3000);
+    assert_eq!(reasons(&out), ["Unhealthy"]);
+    assert_eq!(
+        out.events[0].message,
+        "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    );
+    assert!(!pod.is_ready());
+    assert_eq!(pod.phase(), Phase::Running);
+    assert_eq!(
+        pod.wake(),
+        Some(h.t0 + Duration::from_secs(13)),
+        "probed again a period later"
+    );
+}
+
+#[test]
+fn fail_after_fails_the_pod() {
+    let mut h = Harness::new(
+        "rules:\n- fault: {failAfter: {after: 10s, reason: Evicted, message: gone, exitCode: 137}}\n",
+    );
+    let mut pod = h.pod(nginx(), json!({}));
+    h.at(&mut pod, 1000);
+    let out = h.at(&mut pod, 11_000);
+    assert_eq!(reasons(&out), ["Evicted"]);
+    assert_eq!(pod.phase(), Phase::Failed);
+    let s = pod.status("");
+    assert_eq!(
+        (s["reason"].as_str(), s["message"].as_str()),
+        (Some("Evicted"), Some("gone"))
+    );
+    assert_eq!(ctr_status(&pod)["state"]["terminated"]["exitCode"], 137);
+    assert_eq!(pod.wake(), None);
+}
+
+#[test]
+fn deletion_kills_then_finishes_after_the_scaled_grace() {
+    let mut h = Harness::new("");
+    let mut pod = h.pod(nginx(), json!({}));
+    h.at(&mut pod, 1000);
+    let out = {
+        let mut ctx = h.ctx(2000);
+        pod.observe_deletion(30, &mut ctx)
+    };
+    assert_eq!(reasons(&out), ["Killing"]);
+    assert_eq!(out.events[0].message, "Stopping container app");
+    assert!(!out.finish);
+    assert_eq!(
+        pod.wake(),
+        Some(h.t0 + Duration::from_millis(2300)),
+        "30s x 0.01"
+    );
+    let out = h.at(&mut pod, 2300);
+    assert!(out.finish);
+    assert_eq!(
+        ctr_status(&pod)["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    assert!(pod.phase().is_terminal());
+    // A terminal pod finishes at once.
+    let mut h = Harness::new("rules:\n- fault: {failAfter: {after: 1s}}\n");
+    let mut failed = h.pod(nginx(), json!({}));
+    h.at(&mut failed, 1000);
+    h.at(&mut failed, 2000);
+    let mut ctx = h.ctx(3000);
+    assert!(failed.observe_deletion(30, &mut ctx).finish);
+}
+
+#[test]
+fn an_image_change_restarts_only_that_container() {
+    let mut h = Harness::new("");
+    let two = json!({"containers": [{"name": "app", "image": "nginx:1.27"}, {"name": "side", "image": "busybox:1.36"}]});
+    let mut pod = h.pod(two.clone(), json!({}));
+    h.at(&mut pod, 1000);
+    h.at(&mut pod, 3000);
+    assert!(pod.is_ready());
+    let mut changed = two;
+    changed["containers"][0]["image"] = json!("nginx:1.28");
+    let out = {
+        let mut ctx = h.ctx(4000);
+        pod.observe_spec(&view(changed, json!({})), &mut ctx)
+    };
+    assert_eq!(reasons(&out), ["Killing"]);
+    assert_eq!(
+        out.events[0].message,
+        "Container app definition changed, will be restarted"
+    );
+    assert!(!pod.is_ready());
+    let out = h.at(&mut pod, 5000);
+    assert_eq!(reasons(&out), ["Pulling", "Pulled", "Created", "Started"]);
+    let s = pod.status("");
+    assert_eq!(s["containerStatuses"][0]["restartCount"], 1);
+    assert_eq!(
+        s["containerStatuses"][0]["image"],
+        "docker.io/library/nginx:1.28"
+    );
+    assert_eq!(
+        s["containerStatuses"][1]["restartCount"], 0,
+        "the other container keeps running"
+    );
+    assert!(!pod.is_ready());
+    h.at(&mut pod, 7000);
+    assert!(pod.is_ready());
+}
+
+#[test]
+fn init_containers_run_in_order_before_the_app() {
+    let mut h = Harness::new("");
+    let spec = json!({
+        "initContainers": [{"name": "a", "image": "busybox:1.36"}, {"name": "b", "image": "busybox:1.36"}],
+        "containers": [{"name": "app", "image": "nginx:1.27"}],
+    });
+    let mut pod = h.pod(spec, json!({}));
+    assert_eq!(
+        cond(&pod, "Initialized")["message"],
+        "containers with incomplete status: [a b]"
+    );
+    assert_eq!(
+        ctr_status(&pod)["state"]["waiting"]["reason"],
+        "PodInitializing"
+    );
+    h.at(&mut pod, 1000); // a starts
+    h.at(&mut pod, 3000); // a done, b scheduled at 4s
+    assert_eq!(
+        cond(&pod, "Initialized")["message"],
+        "containers with incomplete status: [b]"
+    );
+    h.at(&mut pod, 4000); // b starts
+    h.at(&mut pod, 6000); // b done, app at 7s
+    assert_eq!(cond(&pod, "Initialized")["status"], "True");
+    assert_eq!(pod.phase(), Phase::Pending);
+    h.at(&mut pod, 7000);
+    assert_eq!(pod.phase(), Phase::Running);
+    h.at(&mut pod, 9000);
+    assert!(pod.is_ready());
+}

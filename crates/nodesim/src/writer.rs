@@ -1,0 +1,399 @@
+//! All API writes of the simulation go through one queue with bounded concurrency. Writes to
+//! the same object coalesce (only the newest pod status is sent) and never overlap (a stale status
+//! cannot land after a newer one); lease renewals and node status go first, so heartbeats keep
+//! their rhythm while 100,000 pods start; events are dropped when too many queue, as upstream's
+//! broadcaster does.
+
+use crate::{config::LEASE_NAMESPACE, stats::Stats};
+use events::{EventType, Recorder};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Node, ObjectReference, Pod},
+};
+use kube::{
+    Client, Resource,
+    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    core::Request,
+};
+use serde_json::{Value, json};
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{Arc, Mutex},
+};
+use tokio::sync::{Notify, Semaphore};
+
+/// At most this many events wait to be written; more are dropped.
+const MAX_QUEUED_EVENTS: usize = 10_000;
+
+/// One write.
+pub(crate) enum Write {
+    /// A merge patch of the pod's status.
+    PodStatus {
+        namespace: String,
+        name: String,
+        status: Value,
+    },
+    /// The last status, then delete with grace 0 and the UID as precondition.
+    PodFinish {
+        namespace: String,
+        name: String,
+        uid: String,
+        status: Value,
+    },
+    /// Renew the node's Lease (create it if missing).
+    Lease {
+        node: String,
+        node_uid: String,
+        duration: i32,
+    },
+    /// A merge patch of the node's status.
+    NodeStatus { node: String, status: Value },
+    /// Record an event.
+    Event {
+        recorder: Recorder,
+        reference: Box<ObjectReference>,
+        kind: EventType,
+        reason: String,
+        message: String,
+    },
+}
+
+/// What a write is about: writes with the same key coalesce and are serialized.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    Pod(String),
+    Lease(String),
+    Node(String),
+    Event(u64),
+}
+
+impl Key {
+    fn urgent(&self) -> bool {
+        matches!(self, Key::Lease(_) | Key::Node(_))
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: HashMap<Key, Write>,
+    urgent: VecDeque<Key>,
+    normal: VecDeque<Key>,
+    inflight: HashSet<Key>,
+    deferred: HashSet<Key>,
+    events: usize,
+    next_event: u64,
+}
+
+/// The handle the engine pushes writes into.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    queue: Arc<Mutex<Queue>>,
+    notify: Arc<Notify>,
+    stats: Arc<Stats>,
+}
+
+impl Writer {
+    /// Starts the dispatcher task; the caller aborts it (with the returned handle) on shutdown.
+    pub(crate) fn start(
+        client: Client,
+        max_in_flight: usize,
+        stats: Arc<Stats>,
+    ) -> (Writer, tokio::task::JoinHandle<()>) {
+        let w = Writer {
+            queue: Arc::default(),
+            notify: Arc::new(Notify::new()),
+            stats,
+        };
+        let task = tokio::spawn(dispatch(w.clone(), client, max_in_flight.max(1)));
+        (w, task)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a write, replacing a queued one with the same key.
+    pub(crate) fn push(&self, key: Key, write: Write) {
+        let mut q = self.lock();
+        if q.pending.insert(key.clone(), write).is_none() {
+            Stats::add(&self.stats.pending_writes, 1);
+            if key.urgent() {
+                q.urgent.push_back(key)
+            } else {
+                q.normal.push_back(key)
+            }
+        }
+        drop(q);
+        self.notify.notify_one();
+    }
+
+    /// Queues an event unless too many are waiting.
+    pub(crate) fn event(&self, write: Write) {
+        let key = {
+            let mut q = self.lock();
+            if q.events >= MAX_QUEUED_EVENTS {
+                Stats::add(&self.stats.events_dropped, 1);
+                return;
+            }
+            q.events += 1;
+            q.next_event += 1;
+            Key::Event(q.next_event)
+        };
+        self.push(key, write);
+    }
+
+    /// The next write whose object has no write in flight.
+    fn take(&self) -> Option<(Key, Write)> {
+        let mut q = self.lock();
+        loop {
+            let key = q.urgent.pop_front().or_else(|| q.normal.pop_front())?;
+            if q.inflight.contains(&key) {
+                q.deferred.insert(key);
+                continue;
+            }
+            let Some(write) = q.pending.remove(&key) else {
+                continue;
+            };
+            if matches!(key, Key::Event(_)) {
+                q.events -= 1;
+            }
+            q.inflight.insert(key.clone());
+            return Some((key, write));
+        }
+    }
+
+    fn done(&self, key: &Key) {
+        let mut q = self.lock();
+        q.inflight.remove(key);
+        Stats::sub(&self.stats.pending_writes, 1);
+        if q.deferred.remove(key) && q.pending.contains_key(key) {
+            if key.urgent() {
+                q.urgent.push_front(key.clone())
+            } else {
+                q.normal.push_front(key.clone())
+            }
+            drop(q);
+            self.notify.notify_one();
+        }
+    }
+}
+
+async fn dispatch(w: Writer, client: Client, max_in_flight: usize) {
+    let permits = Arc::new(Semaphore::new(max_in_flight));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (key, write) = loop {
+            let notified = w.notify.notified();
+            if let Some(next) = w.take() {
+                break next;
+            }
+            notified.await;
+        };
+        let (w, client) = (w.clone(), client.clone());
+        tokio::spawn(async move {
+            match perform(&client, write).await {
+                Ok(()) => Stats::add(&w.stats.writes, 1),
+                Err(e) => {
+                    Stats::add(&w.stats.write_errors, 1);
+                    tracing::debug!(error = %e, ?key, "write failed");
+                }
+            }
+            w.done(&key);
+            drop(permit);
+        });
+    }
+}
+
+fn gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409)
+}
+
+async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
+    let pp = PatchParams::default();
+    match write {
+        Write::PodStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            let req = Request::new(Pod::url_path(&(), Some(&namespace)));
+            let r = req
+                .patch_subresource(
+                    "status",
+                    &name,
+                    &pp,
+                    &Patch::Merge(json!({"status": status})),
+                )
+                .map_err(kube::Error::BuildRequest)?;
+            match client.request_text(r).await {
+                Err(e) if gone(&e) => Ok(()),
+                other => other.map(drop),
+            }
+        }
+        Write::PodFinish {
+            namespace,
+            name,
+            uid,
+            status,
+        } => {
+            let req = Request::new(Pod::url_path(&(), Some(&namespace)));
+            let r = req
+                .patch_subresource(
+                    "status",
+                    &name,
+                    &pp,
+                    &Patch::Merge(json!({"status": status})),
+                )
+                .map_err(kube::Error::BuildRequest)?;
+            match client.request_text(r).await {
+                Err(e) if gone(&e) => return Ok(()),
+                other => other.map(drop)?,
+            }
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match client
+                .request_text(req.delete(&name, &dp).map_err(kube::Error::BuildRequest)?)
+                .await
+            {
+                Err(e) if gone(&e) => Ok(()),
+                other => other.map(drop),
+            }
+        }
+        Write::Lease {
+            node,
+            node_uid,
+            duration,
+        } => {
+            let now = crate::node::micro_time(jiff::Timestamp::now());
+            let req = Request::new(Lease::url_path(&(), Some(LEASE_NAMESPACE)));
+            let patch = json!({"spec": {"holderIdentity": node, "leaseDurationSeconds": duration, "renewTime": now}});
+            match client
+                .request_text(
+                    req.patch(&node, &pp, &Patch::Merge(patch))
+                        .map_err(kube::Error::BuildRequest)?,
+                )
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    let cfg = crate::NodeSim {
+                        lease_duration_seconds: duration,
+                        ..Default::default()
+                    };
+                    let body =
+                        serde_json::to_vec(&crate::node::lease(&cfg, &node, &node_uid, &now))
+                            .map_err(kube::Error::SerdeError)?;
+                    match client
+                        .request_text(
+                            req.create(&PostParams::default(), body)
+                                .map_err(kube::Error::BuildRequest)?,
+                        )
+                        .await
+                    {
+                        Err(e) if gone(&e) => Ok(()),
+                        other => other.map(drop),
+                    }
+                }
+                other => other.map(drop),
+            }
+        }
+        Write::NodeStatus { node, status } => {
+            let req = Request::new(Node::url_path(&(), None));
+            let r = req
+                .patch_subresource(
+                    "status",
+                    &node,
+                    &pp,
+                    &Patch::Merge(json!({"status": status})),
+                )
+                .map_err(kube::Error::BuildRequest)?;
+            match client.request_text(r).await {
+                Err(e) if gone(&e) => Ok(()),
+                other => other.map(drop),
+            }
+        }
+        Write::Event {
+            recorder,
+            reference,
+            kind,
+            reason,
+            message,
+        } => recorder
+            .publish(&reference, kind, &reason, &message)
+            .await
+            .map(drop),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> Writer {
+        Writer {
+            queue: Arc::default(),
+            notify: Arc::new(Notify::new()),
+            stats: Arc::default(),
+        }
+    }
+
+    fn status(n: i64) -> Write {
+        Write::PodStatus {
+            namespace: "ns".into(),
+            name: "p".into(),
+            status: json!({"n": n}),
+        }
+    }
+
+    fn n_of(w: &Write) -> i64 {
+        match w {
+            Write::PodStatus { status, .. } => status["n"].as_i64().unwrap(),
+            _ => -1,
+        }
+    }
+
+    #[test]
+    fn writes_to_one_object_coalesce() {
+        let w = writer();
+        w.push(Key::Pod("u".into()), status(1));
+        w.push(Key::Pod("u".into()), status(2));
+        let (_, first) = w.take().unwrap();
+        assert_eq!(n_of(&first), 2, "only the newest status is sent");
+        assert!(w.take().is_none());
+    }
+
+    #[test]
+    fn writes_to_one_object_never_overlap() {
+        let w = writer();
+        w.push(Key::Pod("u".into()), status(1));
+        let (k, _) = w.take().unwrap();
+        w.push(Key::Pod("u".into()), status(2));
+        assert!(w.take().is_none(), "held back while the first is in flight");
+        w.done(&k);
+        let (_, next) = w.take().unwrap();
+        assert_eq!(n_of(&next), 2);
+    }
+
+    #[test]
+    fn heartbeats_go_first() {
+        let w = writer();
+        w.push(Key::Pod("u".into()), status(1));
+        w.push(
+            Key::Lease("node-0".into()),
+            Write::Lease {
+                node: "node-0".into(),
+                node_uid: "x".into(),
+                duration: 40,
+            },
+        );
+        let (k, _) = w.take().unwrap();
+        assert_eq!(k, Key::Lease("node-0".into()));
+    }
+}

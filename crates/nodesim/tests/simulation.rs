@@ -1,0 +1,707 @@
+//! End-to-end behaviour of the simulated kubelets against the in-process API server.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+use embedded::{Embedded, wait_until};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Event, Node, Pod},
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+    runtime::wait::{await_condition, conditions},
+};
+use nodesim::{NodeSim, Profile, bench::bind, distribution::Distribution, node::Pressure, ops};
+use serde_json::json;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+struct Sim {
+    client: Client,
+    _server: Embedded,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+fn fast(nodes: usize) -> NodeSim {
+    NodeSim {
+        nodes,
+        heartbeat_interval: Duration::from_millis(50),
+        start_delay: Distribution::Fixed(Duration::from_millis(10)),
+        readiness_delay: Distribution::Fixed(Duration::from_millis(10)),
+        grace_scale: 0.01,
+        backoff_scale: 0.002,
+        ..NodeSim::default()
+    }
+}
+
+async fn start(cfg: NodeSim, profile: Profile) -> Sim {
+    let server = Embedded::memory().await.unwrap();
+    let client = server.client();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let c = client.clone();
+    tokio::spawn(async move {
+        nodesim::run(c, cfg, profile, async move {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    Sim {
+        client,
+        _server: server,
+        _stop: tx,
+    }
+}
+
+fn condition<'a>(
+    conds: Option<&'a Vec<k8s_openapi::api::core::v1::PodCondition>>,
+    kind: &str,
+) -> Option<&'a str> {
+    conds?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.as_str())
+}
+
+fn pod_ready(p: &Pod) -> bool {
+    condition(
+        p.status.as_ref().and_then(|s| s.conditions.as_ref()),
+        "Ready",
+    ) == Some("True")
+}
+
+async fn create_bound(
+    client: &Client,
+    name: &str,
+    node: &str,
+    spec: serde_json::Value,
+    annotations: serde_json::Value,
+) -> Pod {
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": spec,
+    }))
+    .unwrap();
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    bind(client, "default", name, node).await.unwrap();
+    created
+}
+
+fn nginx() -> serde_json::Value {
+    json!({"containers": [{"name": "app", "image": "nginx:1.27"}]})
+}
+
+async fn wait_pod(client: &Client, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let name = name.to_string();
+    wait_until(&pods, what, T, |p| p.name_any() == name && pred(p))
+        .await
+        .unwrap()
+}
+
+async fn wait_event(client: &Client, object: &str, reason: &str, message_part: &str) -> Event {
+    let events: Api<Event> = Api::default_namespaced(client.clone());
+    wait_until(&events, &format!("{reason} event on {object}"), T, |e| {
+        e.involved_object.name.as_deref() == Some(object)
+            && e.reason.as_deref() == Some(reason)
+            && e.message
+                .as_deref()
+                .is_some_and(|m| m.contains(message_part))
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn nodes_register_with_labels_capacity_and_conditions_and_leases_renew() {
+    let sim = start(fast(3), Profile::default()).await;
+    let nodes: Api<Node> = Api::all(sim.client.clone());
+    let node = wait_until(&nodes, "node-2 Ready", T, |n| {
+        n.name_any() == "node-2"
+            && n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    })
+    .await
+    .unwrap();
+    let labels = node.labels();
+    assert_eq!(labels["kubernetes.io/hostname"], "node-2");
+    assert_eq!(labels["kubernetes.io/os"], "linux");
+    assert_eq!(labels["kubernetes.io/arch"], "amd64");
+    assert_eq!(labels["topology.kubernetes.io/zone"], "zone-c");
+    assert_eq!(labels["rollwright.io/simulated"], "true");
+    let status = node.status.unwrap();
+    let cap = status.capacity.unwrap();
+    assert_eq!(cap["cpu"].0, "8");
+    assert_eq!(cap["memory"].0, "32Gi");
+    assert_eq!(cap["pods"].0, "110");
+    assert_eq!(status.allocatable.unwrap()["pods"].0, "110");
+    let conds = status.conditions.unwrap();
+    for (kind, want) in [
+        ("MemoryPressure", "False"),
+        ("DiskPressure", "False"),
+        ("PIDPressure", "False"),
+        ("Ready", "True"),
+    ] {
+        let c = conds.iter().find(|c| c.type_ == kind).unwrap();
+        assert_eq!(c.status, want, "{kind}");
+        assert!(c.last_transition_time.is_some() && c.last_heartbeat_time.is_some());
+    }
+    let info = status.node_info.unwrap();
+    assert_eq!(info.kubelet_version, "v1.33.0");
+    assert_eq!(info.operating_system, "linux");
+    assert_eq!(info.architecture, "amd64");
+    assert!(info.container_runtime_version.starts_with("containerd://"));
+    let addrs = status.addresses.unwrap();
+    assert!(
+        addrs
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address.starts_with("10."))
+    );
+    assert!(
+        addrs
+            .iter()
+            .any(|a| a.type_ == "Hostname" && a.address == "node-2")
+    );
+
+    let leases: Api<Lease> = Api::namespaced(sim.client.clone(), "kube-node-lease");
+    let first = wait_until(&leases, "lease of node-0", T, |l| l.name_any() == "node-0")
+        .await
+        .unwrap();
+    let spec = first.spec.clone().unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("node-0"));
+    assert_eq!(spec.lease_duration_seconds, Some(40));
+    assert_eq!(first.owner_references()[0].kind, "Node");
+    let renewed_at = spec.renew_time.unwrap();
+    wait_until(&leases, "node-0 renews", T, |l| {
+        l.name_any() == "node-0"
+            && l.spec
+                .as_ref()
+                .and_then(|s| s.renew_time.as_ref())
+                .is_some_and(|t| t.0 > renewed_at.0)
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_bound_pod_runs_and_becomes_ready_with_events() {
+    let sim = start(fast(2), Profile::default()).await;
+    create_bound(&sim.client, "web", "node-1", nginx(), json!({})).await;
+    let pod = wait_pod(&sim.client, "web", "web Ready", pod_ready).await;
+    let status = pod.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    let conds = status.conditions.unwrap();
+    for kind in [
+        "PodScheduled",
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+        "PodReadyToStartContainers",
+    ] {
+        let c = conds
+            .iter()
+            .find(|c| c.type_ == kind)
+            .unwrap_or_else(|| panic!("{kind}"));
+        assert_eq!(c.status, "True", "{kind}");
+        assert!(c.last_transition_time.is_some(), "{kind}");
+    }
+    assert!(
+        status.pod_ip.as_deref().unwrap().starts_with("10.64.1."),
+        "from node-1's /24"
+    );
+    assert_eq!(status.host_ip.as_deref(), Some("10.0.0.3"));
+    assert!(status.start_time.is_some());
+    let cs = &status.container_statuses.unwrap()[0];
+    assert_eq!(cs.name, "app");
+    assert_eq!(cs.image, "docker.io/library/nginx:1.27");
+    assert!(cs.image_id.starts_with("docker.io/library/nginx@sha256:"));
+    assert!(
+        cs.container_id
+            .as_deref()
+            .unwrap()
+            .starts_with("containerd://")
+    );
+    assert!(cs.ready);
+    assert_eq!(cs.started, Some(true));
+    assert_eq!(cs.restart_count, 0);
+    assert!(
+        cs.state
+            .as_ref()
+            .unwrap()
+            .running
+            .as_ref()
+            .unwrap()
+            .started_at
+            .is_some()
+    );
+
+    wait_event(
+        &sim.client,
+        "web",
+        "Pulling",
+        "Pulling image \"nginx:1.27\"",
+    )
+    .await;
+    wait_event(
+        &sim.client,
+        "web",
+        "Pulled",
+        "Successfully pulled image \"nginx:1.27\" in",
+    )
+    .await;
+    wait_event(&sim.client, "web", "Created", "Created container: app").await;
+    let started = wait_event(&sim.client, "web", "Started", "Started container app").await;
+    assert_eq!(started.source.unwrap().host.as_deref(), Some("node-1"));
+    assert_eq!(
+        started.involved_object.field_path.as_deref(),
+        Some("spec.containers{app}")
+    );
+
+    // A second pod of the same image on the same node finds it present.
+    create_bound(&sim.client, "web2", "node-1", nginx(), json!({})).await;
+    wait_event(
+        &sim.client,
+        "web2",
+        "Pulled",
+        "Container image \"nginx:1.27\" already present on machine",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn init_containers_complete_before_containers_start() {
+    let sim = start(fast(1), Profile::default()).await;
+    let spec = json!({
+        "initContainers": [{"name": "setup", "image": "busybox:1.36"}],
+        "containers": [{"name": "app", "image": "nginx:1.27"}],
+    });
+    create_bound(&sim.client, "with-init", "node-0", spec, json!({})).await;
+    let pod = wait_pod(&sim.client, "with-init", "with-init Ready", pod_ready).await;
+    let status = pod.status.unwrap();
+    let init = &status.init_container_statuses.unwrap()[0];
+    let term = init.state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!(
+        (term.exit_code, term.reason.as_deref()),
+        (0, Some("Completed"))
+    );
+    let app = &status.container_statuses.unwrap()[0];
+    let app_started = app
+        .state
+        .as_ref()
+        .unwrap()
+        .running
+        .as_ref()
+        .unwrap()
+        .started_at
+        .as_ref()
+        .unwrap();
+    assert!(term.finished_at.as_ref().unwrap().0 <= app_started.0);
+}
+
+const FAULTS: &str = r#"
+seed: 1
+rules:
+  - name: broken
+    match: {image: "*broken*"}
+    fault: imagePullFailure
+  - name: crash
+    match: {labels: "never=match"}
+    fault: {crashLoop: {after: 10ms, exitCode: 2}}
+  - name: failing
+    match: {namespace: nowhere}
+    fault: {failAfter: {after: 20ms, reason: Evicted, message: "The node was low on resource: memory."}}
+"#;
+
+#[tokio::test]
+async fn faults_show_up_as_upstream_statuses() {
+    let sim = start(fast(2), Profile::from_yaml(FAULTS).unwrap()).await;
+    let c = &sim.client;
+    create_bound(
+        c,
+        "pull",
+        "node-0",
+        json!({"containers": [{"name": "app", "image": "nginx:broken"}]}),
+        json!({}),
+    )
+    .await;
+    create_bound(
+        c,
+        "crash",
+        "node-0",
+        nginx(),
+        json!({"rollwright.io/fault": "crash"}),
+    )
+    .await;
+    create_bound(
+        c,
+        "never",
+        "node-1",
+        nginx(),
+        json!({"rollwright.io/fault": "neverReady"}),
+    )
+    .await;
+    create_bound(
+        c,
+        "fail",
+        "node-1",
+        nginx(),
+        json!({"rollwright.io/fault": "failing"}),
+    )
+    .await;
+    let mut once = nginx();
+    once["restartPolicy"] = json!("Never");
+    create_bound(
+        c,
+        "once",
+        "node-1",
+        once,
+        json!({"rollwright.io/fault": "crash"}),
+    )
+    .await;
+
+    let waiting = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs[0].state.as_ref()?.waiting.as_ref()?.reason.clone())
+    };
+    let pull = wait_pod(c, "pull", "ImagePullBackOff", |p| {
+        waiting(p).as_deref() == Some("ImagePullBackOff")
+    })
+    .await;
+    assert_eq!(
+        pull.status.as_ref().unwrap().phase.as_deref(),
+        Some("Pending")
+    );
+    wait_event(c, "pull", "Failed", "Error: ErrImagePull").await;
+    wait_event(c, "pull", "Failed", "Failed to pull image \"nginx:broken\"").await;
+    wait_event(c, "pull", "Failed", "Error: ImagePullBackOff").await;
+
+    let crash = wait_pod(c, "crash", "CrashLoopBackOff with restarts", |p| {
+        waiting(p).as_deref() == Some("CrashLoopBackOff")
+            && p.status
+                .as_ref()
+                .unwrap()
+                .container_statuses
+                .as_ref()
+                .unwrap()[0]
+                .restart_count
+                >= 2
+    })
+    .await;
+    let status = crash.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    let cs = &status.container_statuses.unwrap()[0];
+    assert_eq!(
+        cs.last_state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        2
+    );
+    assert!(!cs.ready);
+    wait_event(
+        c,
+        "crash",
+        "BackOff",
+        "Back-off restarting failed container app in pod crash_default(",
+    )
+    .await;
+
+    wait_event(c, "never", "Unhealthy", "Readiness probe failed: ").await;
+    let never = wait_pod(c, "never", "never running", |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| cs[0].state.as_ref().unwrap().running.is_some())
+    })
+    .await;
+    assert!(!pod_ready(&never));
+    let ready = never
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
+    assert_eq!(
+        ready.message.as_deref(),
+        Some("containers with unready status: [app]")
+    );
+
+    let fail = wait_pod(c, "fail", "fail Failed", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+    })
+    .await;
+    let status = fail.status.unwrap();
+    assert_eq!(status.reason.as_deref(), Some("Evicted"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("The node was low on resource: memory.")
+    );
+
+    let once = wait_pod(c, "once", "once Failed", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+    })
+    .await;
+    let cs = &once.status.unwrap().container_statuses.unwrap()[0];
+    assert_eq!(cs.restart_count, 0, "restartPolicy Never");
+    assert_eq!(
+        cs.state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        2
+    );
+}
+
+#[tokio::test]
+async fn graceful_deletion_kills_then_deletes() {
+    let sim = start(fast(1), Profile::default()).await;
+    let created = create_bound(&sim.client, "doomed", "node-0", nginx(), json!({})).await;
+    wait_pod(&sim.client, "doomed", "doomed Ready", pod_ready).await;
+    let pods: Api<Pod> = Api::default_namespaced(sim.client.clone());
+    let after = pods
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        after
+            .left()
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+        "graceful: still there, terminating"
+    );
+    wait_event(&sim.client, "doomed", "Killing", "Stopping container app").await;
+    let uid = created.uid().unwrap();
+    tokio::time::timeout(
+        T,
+        await_condition(pods.clone(), "doomed", conditions::is_deleted(&uid)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(pods.get_opt("doomed").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn an_image_change_restarts_the_container_in_place() {
+    let sim = start(fast(1), Profile::default()).await;
+    create_bound(&sim.client, "inplace", "node-0", nginx(), json!({})).await;
+    wait_pod(&sim.client, "inplace", "Ready", pod_ready).await;
+    let pods: Api<Pod> = Api::default_namespaced(sim.client.clone());
+    let patch = json!({"spec": {"containers": [{"name": "app", "image": "nginx:1.28"}]}});
+    pods.patch("inplace", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+    let pod = wait_pod(&sim.client, "inplace", "restarted and Ready", |p| {
+        let cs = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        pod_ready(p)
+            && cs.is_some_and(|cs| cs[0].restart_count == 1 && cs[0].image.ends_with("nginx:1.28"))
+    })
+    .await;
+    let cs = &pod.status.unwrap().container_statuses.unwrap()[0];
+    assert!(cs.image_id.starts_with("docker.io/library/nginx@sha256:"));
+    assert!(cs.last_state.as_ref().unwrap().terminated.is_some());
+    assert!(cs.ready);
+    wait_event(
+        &sim.client,
+        "inplace",
+        "Killing",
+        "Container app definition changed, will be restarted",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn stopping_heartbeats_stops_lease_renewals_until_started() {
+    let sim = start(fast(3), Profile::default()).await;
+    let c = &sim.client;
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-node-lease");
+    let renew = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.renew_time.clone())
+            .map(|t| t.0)
+    };
+    for n in ["node-0", "node-1"] {
+        wait_until(&leases, "lease", T, |l| l.name_any() == n)
+            .await
+            .unwrap();
+    }
+    ops::stop(c, "node-0").await.unwrap();
+    // Let renewals that were already queued for node-0 land: node-1 renews twice meanwhile.
+    let mut last = None;
+    for _ in 0..2 {
+        let l = wait_until(&leases, "node-1 renewal", T, |l| {
+            l.name_any() == "node-1" && renew(l) > last
+        })
+        .await
+        .unwrap();
+        last = renew(&l);
+    }
+    let frozen = leases.get("node-0").await.unwrap();
+    for _ in 0..5 {
+        let l = wait_until(&leases, "node-1 renewal", T, |l| {
+            l.name_any() == "node-1" && renew(l) > last
+        })
+        .await
+        .unwrap();
+        last = renew(&l);
+    }
+    let still = leases.get("node-0").await.unwrap();
+    assert_eq!(
+        still.resource_version(),
+        frozen.resource_version(),
+        "a stopped node's lease is not renewed"
+    );
+
+    ops::start(c, "node-0").await.unwrap();
+    let before = renew(&still);
+    wait_until(&leases, "node-0 renews again", T, |l| {
+        l.name_any() == "node-0" && renew(l) > before
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn nodes_added_at_run_time_are_simulated_and_report_pressure() {
+    let sim = start(fast(1), Profile::default()).await;
+    let c = &sim.client;
+    let nodes: Api<Node> = Api::all(c.clone());
+    wait_until(&nodes, "node-0", T, |n| n.name_any() == "node-0")
+        .await
+        .unwrap();
+    let added = ops::add(c, &fast(0), 2).await.unwrap();
+    let mut added_sorted = added.clone();
+    added_sorted.sort();
+    assert_eq!(
+        added_sorted,
+        vec!["node-1".to_string(), "node-2".to_string()]
+    );
+    let has = |n: &Node, kind: &str, status: &str| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == status))
+    };
+    wait_until(&nodes, "node-2 Ready", T, |n| {
+        n.name_any() == "node-2" && has(n, "Ready", "True")
+    })
+    .await
+    .unwrap();
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-node-lease");
+    wait_until(&leases, "node-2's lease", T, |l| l.name_any() == "node-2")
+        .await
+        .unwrap();
+
+    ops::set_pressure(
+        c,
+        "node-2",
+        Pressure {
+            memory: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = wait_until(&nodes, "memory pressure", T, |n| {
+        n.name_any() == "node-2" && has(n, "MemoryPressure", "True")
+    })
+    .await
+    .unwrap();
+    assert!(has(&n, "DiskPressure", "False") && has(&n, "Ready", "True"));
+    ops::set_pressure(c, "node-2", Pressure::default())
+        .await
+        .unwrap();
+    wait_until(&nodes, "pressure gone", T, |n| {
+        n.name_any() == "node-2" && has(n, "MemoryPressure", "False")
+    })
+    .await
+    .unwrap();
+
+    ops::remove(c, "node-1").await.unwrap();
+    assert!(nodes.get_opt("node-1").await.unwrap().is_none());
+    assert!(leases.get_opt("node-1").await.unwrap().is_none());
+}
+
+/// The scale measurement: `cargo test -p nodesim --release -- --ignored --nocapture scale`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn scale() {
+    let server = Embedded::memory().await.unwrap();
+    let nodes = std::env::var("NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let pods = std::env::var("PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let events = std::env::var("EVENTS").map(|v| v != "0").unwrap_or(true);
+    let report = nodesim::bench::run(server.client(), nodes, pods, events)
+        .await
+        .unwrap();
+    println!("{report}");
+}
+
+#[tokio::test]
+async fn a_stopped_node_reports_nothing_about_its_pods_until_started() {
+    let sim = start(fast(2), Profile::default()).await;
+    let c = &sim.client;
+    let nodes: Api<Node> = Api::all(c.clone());
+    wait_until(&nodes, "node-1", T, |n| n.name_any() == "node-1")
+        .await
+        .unwrap();
+    ops::stop(c, "node-0").await.unwrap();
+    // The simulation has seen the stop once node-1 has renewed twice since.
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-node-lease");
+    let renew = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.renew_time.clone())
+            .map(|t| t.0)
+    };
+    let mut last = None;
+    for _ in 0..2 {
+        let l = wait_until(&leases, "node-1 renewal", T, |l| {
+            l.name_any() == "node-1" && renew(l) > last
+        })
+        .await
+        .unwrap();
+        last = renew(&l);
+    }
+    create_bound(c, "on-dead", "node-0", nginx(), json!({})).await;
+    create_bound(c, "on-live", "node-1", nginx(), json!({})).await;
+    wait_pod(c, "on-live", "on-live Ready", pod_ready).await;
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let dead = pods.get("on-dead").await.unwrap();
+    assert!(
+        dead.status.and_then(|s| s.container_statuses).is_none(),
+        "a dead kubelet posts no pod status"
+    );
+    ops::start(c, "node-0").await.unwrap();
+    wait_pod(
+        c,
+        "on-dead",
+        "on-dead Ready once the kubelet is back",
+        pod_ready,
+    )
+    .await;
+}

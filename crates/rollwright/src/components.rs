@@ -1,0 +1,92 @@
+//! The cluster's moving parts besides the API server: simulated nodes, the scheduler and the
+//! controllers. Each runs on a `kube::Client`, so the same code starts them in-process for
+//! `rollwright up` and against any cluster for `rollwright nodes|scheduler|controllers`.
+
+use kube::Client;
+use std::path::PathBuf;
+use tokio::{sync::watch, task::JoinSet};
+
+/// Which parts to run, and how.
+#[derive(Clone, Debug, Default)]
+pub struct Components {
+    /// Simulated nodes to register and run (`None`: no node simulator).
+    pub nodes: Option<usize>,
+    /// Fault profile for the simulated pods.
+    pub profile: Option<PathBuf>,
+    /// Run the scheduler.
+    pub scheduler: bool,
+    /// Run the controllers (garbage collector, node lifecycle, workloads).
+    pub controllers: bool,
+}
+
+impl Components {
+    /// Everything, as `rollwright up` runs it.
+    pub fn all(nodes: usize, profile: Option<PathBuf>) -> Self {
+        Self { nodes: Some(nodes), profile, scheduler: true, controllers: true }
+    }
+}
+
+/// The running parts; [`Running::stop`] ends them.
+pub struct Running {
+    tasks: JoinSet<()>,
+    shutdown: watch::Sender<bool>,
+}
+
+fn shutdown_signal(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Starts the chosen parts on `client`. A fault profile that does not load is an error here, before
+/// anything starts.
+pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
+    let (tx, rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    if let Some(count) = what.nodes {
+        let profile = match &what.profile {
+            Some(path) => nodesim::load_profile(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            None => nodesim::Profile::default(),
+        };
+        let config = nodesim::NodeSim { nodes: count, ..Default::default() };
+        let (client, stop) = (client.clone(), shutdown_signal(&rx));
+        tasks.spawn(async move {
+            if let Err(e) = nodesim::run(client, config, profile, stop).await {
+                tracing::error!(error = %e, "node simulator stopped");
+            }
+        });
+    }
+    if what.scheduler {
+        let (client, stop) = (client.clone(), shutdown_signal(&rx));
+        tasks.spawn(async move { scheduler::run(client, scheduler::SchedulerConfig::default(), stop).await });
+    }
+    if what.controllers {
+        for controller in controller_tasks(client.clone()) {
+            let stop = shutdown_signal(&rx);
+            tasks.spawn(async move {
+                tokio::select! {
+                    _ = controller => {}
+                    _ = stop => {}
+                }
+            });
+        }
+    }
+    Ok(Running { tasks, shutdown: tx })
+}
+
+/// The controllers, each a future that runs until dropped.
+fn controller_tasks(client: Client) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
+    vec![
+        Box::pin(controllers::run_gc(client.clone(), Default::default())),
+        Box::pin(controllers::run_node_lifecycle(client, Default::default())),
+    ]
+}
+
+impl Running {
+    /// Signals every part to stop and waits for them.
+    pub async fn stop(mut self) {
+        let _ = self.shutdown.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
