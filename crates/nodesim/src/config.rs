@@ -66,7 +66,7 @@ impl Default for NodeSim {
             max_pods: 110,
             zones: vec!["zone-a".into(), "zone-b".into(), "zone-c".into()],
             extra_labels: BTreeMap::new(),
-            kubelet_version: "v1.33.0".into(),
+            kubelet_version: "v1.32.4".into(),
             heartbeat_interval: Duration::from_secs(10),
             lease_duration_seconds: 40,
             status_report_interval: Duration::from_secs(300),

@@ -416,7 +416,7 @@ mod tests {
             "False -> True is a transition"
         );
         assert_eq!(s["capacity"]["pods"], "110");
-        assert_eq!(s["nodeInfo"]["kubeletVersion"], "v1.33.0");
+        assert_eq!(s["nodeInfo"]["kubeletVersion"], "v1.32.4");
     }
 
     #[test]

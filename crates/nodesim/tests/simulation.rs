@@ -152,7 +152,7 @@ async fn nodes_register_with_labels_capacity_and_conditions_and_leases_renew() {
         assert!(c.last_transition_time.is_some() && c.last_heartbeat_time.is_some());
     }
     let info = status.node_info.unwrap();
-    assert_eq!(info.kubelet_version, "v1.33.0");
+    assert_eq!(info.kubelet_version, "v1.32.4");
     assert_eq!(info.operating_system, "linux");
     assert_eq!(info.architecture, "amd64");
     assert!(info.container_runtime_version.starts_with("containerd://"));

@@ -6,23 +6,35 @@ use kube::Client;
 use std::path::PathBuf;
 use tokio::{sync::watch, task::JoinSet};
 
-/// Which parts to run, and how.
+/// Which parts to run, and how. `None` leaves a part out.
 #[derive(Clone, Debug, Default)]
 pub struct Components {
-    /// Simulated nodes to register and run (`None`: no node simulator).
-    pub nodes: Option<usize>,
+    /// The node simulator.
+    pub nodes: Option<nodesim::NodeSim>,
     /// Fault profile for the simulated pods.
     pub profile: Option<PathBuf>,
-    /// Run the scheduler.
-    pub scheduler: bool,
-    /// Run the controllers (garbage collector, node lifecycle, workloads).
-    pub controllers: bool,
+    /// The scheduler.
+    pub scheduler: Option<scheduler::SchedulerConfig>,
+    /// The controllers (garbage collector, node lifecycle, workloads).
+    pub controllers: Option<ControllerSettings>,
+}
+
+/// Settings of the controllers that have any.
+#[derive(Clone, Debug, Default)]
+pub struct ControllerSettings {
+    /// The node lifecycle controller's (grace period before a silent node is `Unknown`).
+    pub node_lifecycle: controllers::node_lifecycle::Config,
 }
 
 impl Components {
-    /// Everything, as `rollwright up` runs it.
+    /// Everything, as `rollwright up` runs it, with `nodes` simulated nodes.
     pub fn all(nodes: usize, profile: Option<PathBuf>) -> Self {
-        Self { nodes: Some(nodes), profile, scheduler: true, controllers: true }
+        Self {
+            nodes: Some(nodesim::NodeSim { nodes, ..Default::default() }),
+            profile,
+            scheduler: Some(Default::default()),
+            controllers: Some(Default::default()),
+        }
     }
 }
 
@@ -44,12 +56,11 @@ fn shutdown_signal(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Sen
 pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
     let (tx, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
-    if let Some(count) = what.nodes {
+    if let Some(config) = what.nodes.clone() {
         let profile = match &what.profile {
             Some(path) => nodesim::load_profile(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
             None => nodesim::Profile::default(),
         };
-        let config = nodesim::NodeSim { nodes: count, ..Default::default() };
         let (client, stop) = (client.clone(), shutdown_signal(&rx));
         tasks.spawn(async move {
             if let Err(e) = nodesim::run(client, config, profile, stop).await {
@@ -57,12 +68,12 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
             }
         });
     }
-    if what.scheduler {
+    if let Some(config) = what.scheduler.clone() {
         let (client, stop) = (client.clone(), shutdown_signal(&rx));
-        tasks.spawn(async move { scheduler::run(client, scheduler::SchedulerConfig::default(), stop).await });
+        tasks.spawn(async move { scheduler::run(client, config, stop).await });
     }
-    if what.controllers {
-        for controller in controller_tasks(client.clone()) {
+    if let Some(settings) = &what.controllers {
+        for controller in controller_tasks(client.clone(), settings) {
             let stop = shutdown_signal(&rx);
             tasks.spawn(async move {
                 tokio::select! {
@@ -76,10 +87,10 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
 }
 
 /// The controllers, each a future that runs until dropped.
-fn controller_tasks(client: Client) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
+fn controller_tasks(client: Client, settings: &ControllerSettings) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
     vec![
         Box::pin(controllers::run_gc(client.clone(), Default::default())),
-        Box::pin(controllers::run_node_lifecycle(client, Default::default())),
+        Box::pin(controllers::run_node_lifecycle(client, settings.node_lifecycle.clone())),
     ]
 }
 

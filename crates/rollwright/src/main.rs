@@ -117,11 +117,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Up { serve: args, nodes, profile } => serve(args, Components::all(nodes, profile)).await,
         Command::Apiserver(args) => serve(args, Components::default()).await,
         Command::Controllers(c) => {
-            run_parts(&c, Components { controllers: true, ..Default::default() }).await
+            run_parts(&c, Components { controllers: Some(Default::default()), ..Default::default() }).await
         }
-        Command::Scheduler(c) => run_parts(&c, Components { scheduler: true, ..Default::default() }).await,
+        Command::Scheduler(c) => run_parts(&c, Components { scheduler: Some(Default::default()), ..Default::default() }).await,
         Command::Nodes { cluster, count, profile, op: None } => {
-            run_parts(&cluster, Components { nodes: Some(count), profile, ..Default::default() }).await
+            let nodes = nodesim::NodeSim { nodes: count, ..Default::default() };
+            run_parts(&cluster, Components { nodes: Some(nodes), profile, ..Default::default() }).await
         }
         Command::Nodes { cluster, op: Some(op), .. } => node_op(&cluster, op).await,
         Command::Bench { scenario } => rollwright::bench::run(scenario).await,
