@@ -14,4 +14,5 @@ pub mod pod;
 pub mod quantity;
 pub mod selector;
 pub mod smp;
+pub mod taint;
 pub mod validation;

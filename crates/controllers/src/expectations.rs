@@ -43,7 +43,10 @@ impl Default for Expectations {
 impl Expectations {
     /// Expectations that expire after `ttl`.
     pub fn new(ttl: Duration) -> Self {
-        Self { records: Mutex::new(HashMap::new()), ttl }
+        Self {
+            records: Mutex::new(HashMap::new()),
+            ttl,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Record>> {
@@ -71,13 +74,21 @@ impl Expectations {
 
     /// Records that the controller is about to create `count` pods (replacing what it expected).
     pub fn expect_creations(&self, key: &str, count: usize) {
-        let record = Record { adds: count as i64, deletes: HashSet::new(), at: Instant::now() };
+        let record = Record {
+            adds: count as i64,
+            deletes: HashSet::new(),
+            at: Instant::now(),
+        };
         self.lock().insert(key.to_string(), record);
     }
 
     /// Records that the controller is about to delete the pods with `pod_keys`.
     pub fn expect_deletions(&self, key: &str, pod_keys: impl IntoIterator<Item = String>) {
-        let record = Record { adds: 0, deletes: pod_keys.into_iter().collect(), at: Instant::now() };
+        let record = Record {
+            adds: 0,
+            deletes: pod_keys.into_iter().collect(),
+            at: Instant::now(),
+        };
         self.lock().insert(key.to_string(), record);
     }
 
@@ -127,24 +138,66 @@ mod tests {
     async fn expectations_hold_a_controller_until_its_watch_catches_up() {
         let cases: Vec<(&str, Vec<Op>, bool)> = vec![
             ("a fresh controller may act", vec![], true),
-            ("creations pending", vec![ExpectCreate(3), Created, Created], false),
-            ("all creations observed", vec![ExpectCreate(2), Created, Created], true),
-            ("failed creations are lowered", vec![ExpectCreate(5), Created, Lower(4)], true),
-            ("deletions pending", vec![ExpectDelete(&["a", "b"]), Deleted("a")], false),
-            ("a deletion observed twice counts once", vec![ExpectDelete(&["a", "b"]), Deleted("a"), Deleted("a")], false),
-            ("unexpected deletions change nothing", vec![ExpectDelete(&["a"]), Deleted("x")], false),
-            ("all deletions observed", vec![ExpectDelete(&["a", "b"]), Deleted("b"), Deleted("a")], true),
-            ("expired after five minutes", vec![ExpectCreate(3), Wait(301)], true),
+            (
+                "creations pending",
+                vec![ExpectCreate(3), Created, Created],
+                false,
+            ),
+            (
+                "all creations observed",
+                vec![ExpectCreate(2), Created, Created],
+                true,
+            ),
+            (
+                "failed creations are lowered",
+                vec![ExpectCreate(5), Created, Lower(4)],
+                true,
+            ),
+            (
+                "deletions pending",
+                vec![ExpectDelete(&["a", "b"]), Deleted("a")],
+                false,
+            ),
+            (
+                "a deletion observed twice counts once",
+                vec![ExpectDelete(&["a", "b"]), Deleted("a"), Deleted("a")],
+                false,
+            ),
+            (
+                "unexpected deletions change nothing",
+                vec![ExpectDelete(&["a"]), Deleted("x")],
+                false,
+            ),
+            (
+                "all deletions observed",
+                vec![ExpectDelete(&["a", "b"]), Deleted("b"), Deleted("a")],
+                true,
+            ),
+            (
+                "expired after five minutes",
+                vec![ExpectCreate(3), Wait(301)],
+                true,
+            ),
             ("not yet expired", vec![ExpectCreate(3), Wait(299)], false),
-            ("forgotten with its controller", vec![ExpectCreate(3), Forget], true),
-            ("a new expectation replaces the old", vec![ExpectCreate(3), ExpectDelete(&["a"]), Deleted("a")], true),
+            (
+                "forgotten with its controller",
+                vec![ExpectCreate(3), Forget],
+                true,
+            ),
+            (
+                "a new expectation replaces the old",
+                vec![ExpectCreate(3), ExpectDelete(&["a"]), Deleted("a")],
+                true,
+            ),
         ];
         for (name, ops, want) in cases {
             let e = Expectations::default();
             for op in ops {
                 match op {
                     ExpectCreate(n) => e.expect_creations("ns/rs", n),
-                    ExpectDelete(keys) => e.expect_deletions("ns/rs", keys.iter().map(|k| k.to_string())),
+                    ExpectDelete(keys) => {
+                        e.expect_deletions("ns/rs", keys.iter().map(|k| k.to_string()))
+                    }
                     Created => e.creation_observed("ns/rs"),
                     Deleted(k) => e.deletion_observed("ns/rs", k),
                     Lower(n) => e.lower_creations("ns/rs", n),

@@ -23,12 +23,19 @@ pub type Key = String;
 
 /// The key of an object.
 pub fn key_of<K: Resource>(obj: &K) -> Key {
-    key(obj.meta().namespace.as_deref().unwrap_or(""), obj.meta().name.as_deref().unwrap_or(""))
+    key(
+        obj.meta().namespace.as_deref().unwrap_or(""),
+        obj.meta().name.as_deref().unwrap_or(""),
+    )
 }
 
 /// The key of `namespace`/`name`.
 pub fn key(namespace: &str, name: &str) -> Key {
-    if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") }
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
 }
 
 /// Splits a key into namespace and name.
@@ -79,13 +86,17 @@ pub struct OwnerIndex<K> {
 
 impl<K> Clone for OwnerIndex<K> {
     fn clone(&self) -> Self {
-        Self { inner: Arc::clone(&self.inner) }
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
     }
 }
 
 impl<K> Default for OwnerIndex<K> {
     fn default() -> Self {
-        Self { inner: Arc::new(RwLock::new(Inner::default())) }
+        Self {
+            inner: Arc::new(RwLock::new(Inner::default())),
+        }
     }
 }
 
@@ -118,8 +129,16 @@ impl<K: Resource> OwnerIndex<K> {
             Self::unlink(&mut inner, old.as_ref(), &k);
         }
         match controller_of(obj.meta()).map(|r| r.uid.clone()) {
-            Some(uid) => inner.by_controller.entry(uid).or_default().insert(k.clone()),
-            None => inner.orphans.entry(ns.clone()).or_default().insert(k.clone()),
+            Some(uid) => inner
+                .by_controller
+                .entry(uid)
+                .or_default()
+                .insert(k.clone()),
+            None => inner
+                .orphans
+                .entry(ns.clone())
+                .or_default()
+                .insert(k.clone()),
         };
         inner.by_namespace.entry(ns).or_default().insert(k.clone());
         inner.objects.insert(k, obj);
@@ -182,8 +201,12 @@ impl<K: Resource> OwnerIndex<K> {
     }
 
     fn collect(inner: &Inner<K>, keys: Option<&HashSet<Key>>) -> Vec<Arc<K>> {
-        keys.map(|ks| ks.iter().filter_map(|k| inner.objects.get(k).cloned()).collect())
-            .unwrap_or_default()
+        keys.map(|ks| {
+            ks.iter()
+                .filter_map(|k| inner.objects.get(k).cloned())
+                .collect()
+        })
+        .unwrap_or_default()
     }
 }
 
@@ -199,7 +222,11 @@ pub struct Ingest<K> {
 impl<K: Resource + Clone> Ingest<K> {
     /// Feeds `index`.
     pub fn new(index: OwnerIndex<K>) -> Self {
-        Self { index, listing: None, synced: false }
+        Self {
+            index,
+            listing: None,
+            synced: false,
+        }
     }
 
     /// Whether the first list has completed (upstream's `HasSynced`).
@@ -269,7 +296,11 @@ mod tests {
         p.metadata.name = Some(name.into());
         p.metadata.namespace = Some("ns".into());
         p.metadata.owner_references = owner.map(|uid| {
-            vec![OwnerReference { uid: uid.into(), controller: Some(true), ..Default::default() }]
+            vec![OwnerReference {
+                uid: uid.into(),
+                controller: Some(true),
+                ..Default::default()
+            }]
         });
         p
     }

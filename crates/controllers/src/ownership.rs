@@ -92,7 +92,10 @@ where
                     continue;
                 }
                 let patch = json!({"metadata": {"ownerReferences": [controller], "uid": uid}});
-                match api.patch(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+                match api
+                    .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await
+                {
                     Ok(adopted) => claimed.push(Arc::new(adopted)),
                     Err(e) if is_gone(&e) => {}
                     Err(e) => {
@@ -105,7 +108,10 @@ where
                     "ownerReferences": [{"$patch": "delete", "uid": controller.uid}],
                     "uid": uid,
                 }});
-                match api.patch(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+                match api
+                    .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await
+                {
                     Ok(_) => {}
                     // Gone, or changed under us (the uid precondition): nothing left to release.
                     Err(e) if is_gone(&e) => {}
@@ -131,7 +137,11 @@ mod tests {
     fn meta(controller: Option<&str>, deleting: bool) -> ObjectMeta {
         ObjectMeta {
             owner_references: controller.map(|uid| {
-                vec![OwnerReference { uid: uid.into(), controller: Some(true), ..Default::default() }]
+                vec![OwnerReference {
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
             }),
             deletion_timestamp: deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
             ..Default::default()
@@ -142,18 +152,79 @@ mod tests {
     fn claims_follow_upstream_controller_ref_manager() {
         // (case, child's controller, child deleting, owner deleting, selector matches, want)
         let cases = [
-            ("ours and matching", Some("me"), false, false, true, Claim::Keep),
-            ("ours and matching while the owner is deleted", Some("me"), false, true, true, Claim::Keep),
-            ("ours, no longer matching", Some("me"), false, false, false, Claim::Release),
-            ("ours, not matching, owner deleting", Some("me"), false, true, false, Claim::Ignore),
-            ("someone else's, matching", Some("other"), false, false, true, Claim::Ignore),
+            (
+                "ours and matching",
+                Some("me"),
+                false,
+                false,
+                true,
+                Claim::Keep,
+            ),
+            (
+                "ours and matching while the owner is deleted",
+                Some("me"),
+                false,
+                true,
+                true,
+                Claim::Keep,
+            ),
+            (
+                "ours, no longer matching",
+                Some("me"),
+                false,
+                false,
+                false,
+                Claim::Release,
+            ),
+            (
+                "ours, not matching, owner deleting",
+                Some("me"),
+                false,
+                true,
+                false,
+                Claim::Ignore,
+            ),
+            (
+                "someone else's, matching",
+                Some("other"),
+                false,
+                false,
+                true,
+                Claim::Ignore,
+            ),
             ("orphan matching", None, false, false, true, Claim::Adopt),
-            ("orphan not matching", None, false, false, false, Claim::Ignore),
-            ("orphan matching, owner deleting", None, false, true, true, Claim::Ignore),
-            ("orphan matching but being deleted", None, true, false, true, Claim::Ignore),
+            (
+                "orphan not matching",
+                None,
+                false,
+                false,
+                false,
+                Claim::Ignore,
+            ),
+            (
+                "orphan matching, owner deleting",
+                None,
+                false,
+                true,
+                true,
+                Claim::Ignore,
+            ),
+            (
+                "orphan matching but being deleted",
+                None,
+                true,
+                false,
+                true,
+                Claim::Ignore,
+            ),
         ];
         for (name, controller, child_deleting, owner_deleting, matches, want) in cases {
-            let got = decide("me", owner_deleting, &meta(controller, child_deleting), matches);
+            let got = decide(
+                "me",
+                owner_deleting,
+                &meta(controller, child_deleting),
+                matches,
+            );
             assert_eq!(got, want, "{name}");
         }
     }

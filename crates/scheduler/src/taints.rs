@@ -6,31 +6,7 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 /// pods that tolerate it through).
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 
-/// Whether `toleration` tolerates `taint`: the effect matches (an empty effect matches all),
-/// the key matches (an empty key matches all, with `Exists`), and with `Equal` (or no operator)
-/// the value matches.
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or("");
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
-}
-
-/// Whether any toleration tolerates `taint`.
-pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| tolerates(t, taint))
-}
+pub use api::taint::{tolerated, tolerates};
 
 /// The first `NoSchedule` or `NoExecute` taint the pod does not tolerate; `PreferNoSchedule`
 /// only steers scoring upstream and never filters.

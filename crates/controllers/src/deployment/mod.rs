@@ -22,7 +22,7 @@ pub mod sync;
 pub mod util;
 
 use crate::{
-    owner_index::{Change, Ingest, Key, OwnerIndex, key, key_of, split_key},
+    owner_index::{Change, Ingest, Key, OwnerIndex, key, key_of},
     ownership,
     runtime::{Action, Backoff, WorkQueue, run_workers},
 };
@@ -74,7 +74,10 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { workers: 5, backoff: Backoff::default() }
+        Self {
+            workers: 5,
+            backoff: Backoff::default(),
+        }
     }
 }
 
@@ -137,9 +140,18 @@ async fn ingest(ctx: Arc<Context>, queue: WorkQueue<Key>, synced: watch::Sender<
     let c = || ctx.client.clone();
     let cfg = watcher::Config::default;
     let streams = vec![
-        watcher(Api::<Deployment>::all(c()), cfg()).default_backoff().map(Event::Deployment).boxed(),
-        watcher(Api::<ReplicaSet>::all(c()), cfg()).default_backoff().map(Event::ReplicaSet).boxed(),
-        watcher(Api::<Pod>::all(c()), cfg()).default_backoff().map(Event::Pod).boxed(),
+        watcher(Api::<Deployment>::all(c()), cfg())
+            .default_backoff()
+            .map(Event::Deployment)
+            .boxed(),
+        watcher(Api::<ReplicaSet>::all(c()), cfg())
+            .default_backoff()
+            .map(Event::ReplicaSet)
+            .boxed(),
+        watcher(Api::<Pod>::all(c()), cfg())
+            .default_backoff()
+            .map(Event::Pod)
+            .boxed(),
     ];
     let mut events = futures::stream::select_all(streams);
     let mut deployments = Ingest::new(ctx.deployments.clone());
@@ -149,7 +161,8 @@ async fn ingest(ctx: Arc<Context>, queue: WorkQueue<Key>, synced: watch::Sender<
         match event {
             Event::Deployment(Ok(e)) => {
                 for change in deployments.handle(e) {
-                    let (Change::Added(d) | Change::Updated { new: d, .. } | Change::Deleted(d)) = change;
+                    let (Change::Added(d) | Change::Updated { new: d, .. } | Change::Deleted(d)) =
+                        change;
                     queue.add(key_of(d.as_ref()));
                 }
             }
@@ -168,7 +181,9 @@ async fn ingest(ctx: Arc<Context>, queue: WorkQueue<Key>, synced: watch::Sender<
                     }
                 }
             }
-            Event::Deployment(Err(error)) | Event::ReplicaSet(Err(error)) | Event::Pod(Err(error)) => {
+            Event::Deployment(Err(error))
+            | Event::ReplicaSet(Err(error))
+            | Event::Pod(Err(error)) => {
                 tracing::warn!(%error, "deployment controller watch failed; retrying");
             }
         }
@@ -209,7 +224,10 @@ fn matching_deployments(ctx: &Context, rs: &ReplicaSet) -> Vec<Key> {
     ctx.deployments
         .in_namespace(&ns)
         .iter()
-        .filter(|d| selector_of(d).is_some_and(|s| !s.is_empty() && s.matches_labels(rs.metadata.labels.as_ref())))
+        .filter(|d| {
+            selector_of(d)
+                .is_some_and(|s| !s.is_empty() && s.matches_labels(rs.metadata.labels.as_ref()))
+        })
         .map(|d| key_of(d.as_ref()))
         .collect()
 }
@@ -260,7 +278,11 @@ fn on_replica_set_change(ctx: &Context, queue: &WorkQueue<Key>, change: Change<R
 
 /// The ReplicaSets `d` controls after adoption and release (upstream's
 /// `getReplicaSetsForDeployment`).
-async fn claim_replica_sets(ctx: &Context, d: &Deployment, selector: &LabelSelector) -> Result<Vec<ReplicaSet>, Error> {
+async fn claim_replica_sets(
+    ctx: &Context,
+    d: &Deployment,
+    selector: &LabelSelector,
+) -> Result<Vec<ReplicaSet>, Error> {
     let ns = d.namespace().unwrap_or_default();
     let uid = d.metadata.uid.clone().unwrap_or_default();
     let mut candidates = ctx.replica_sets.controlled_by(&uid);
@@ -321,7 +343,9 @@ pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Context>) -> Result<Action, 
         progress::set(d.status.get_or_insert_with(Default::default), cond);
         sync::write_status(&ctx, &mut d).await?;
     }
-    if d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false) || sync::is_scaling_event(&rollout, &rs_list) {
+    if d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false)
+        || sync::is_scaling_event(&rollout, &rs_list)
+    {
         sync::sync(&ctx, &mut d, &rollout, &rs_list).await?;
         return Ok(Action::await_change());
     }
@@ -336,6 +360,5 @@ pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Context>) -> Result<Action, 
 fn invalid(d_key: &str, error: IntOrPercentError) -> Action {
     // Validation rejects these; retrying would not help.
     tracing::warn!(deployment = %d_key, %error, "invalid rolling update parameters");
-    let _ = split_key(d_key);
     Action::await_change()
 }

@@ -48,7 +48,13 @@ pub mod reason {
 }
 
 /// A condition that changed at `now`.
-pub fn condition(type_: &str, status: bool, reason: &str, message: String, now: Timestamp) -> DeploymentCondition {
+pub fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> DeploymentCondition {
     DeploymentCondition {
         type_: type_.into(),
         status: if status { "True" } else { "False" }.into(),
@@ -60,8 +66,15 @@ pub fn condition(type_: &str, status: bool, reason: &str, message: String, now: 
 }
 
 /// The condition of `type_`.
-pub fn get<'a>(status: Option<&'a DeploymentStatus>, type_: &str) -> Option<&'a DeploymentCondition> {
-    status?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+pub fn get<'a>(
+    status: Option<&'a DeploymentStatus>,
+    type_: &str,
+) -> Option<&'a DeploymentCondition> {
+    status?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 /// Sets `cond` as upstream's `SetDeploymentCondition`: nothing changes if status and reason are
@@ -101,7 +114,10 @@ fn nonzero(v: i32) -> Option<i32> {
 
 /// `progressDeadlineSeconds`, unless unset or "never" (`i32::MAX`, upstream's convention).
 pub fn progress_deadline(d: &Deployment) -> Option<i32> {
-    d.spec.as_ref()?.progress_deadline_seconds.filter(|s| *s != i32::MAX)
+    d.spec
+        .as_ref()?
+        .progress_deadline_seconds
+        .filter(|s| *s != i32::MAX)
 }
 
 /// Whether the rollout is done (upstream's `DeploymentComplete`): every replica updated and
@@ -148,7 +164,13 @@ pub fn timed_out(d: &Deployment, status: &DeploymentStatus, now: Timestamp) -> b
 
 /// The status the ReplicaSets add up to (upstream's `calculateStatus`), with the `Available`
 /// condition.
-pub fn calculate(d: &Deployment, r: &Rollout, all: &[RsView], new: Option<&RsView>, now: Timestamp) -> DeploymentStatus {
+pub fn calculate(
+    d: &Deployment,
+    r: &Rollout,
+    all: &[RsView],
+    new: Option<&RsView>,
+    now: Timestamp,
+) -> DeploymentStatus {
     let available: i32 = all.iter().map(|rs| rs.available).sum();
     let total: i32 = all.iter().map(|rs| rs.replicas).sum();
     let mut status = DeploymentStatus {
@@ -163,9 +185,21 @@ pub fn calculate(d: &Deployment, r: &Rollout, all: &[RsView], new: Option<&RsVie
         terminating_replicas: d.status.as_ref().and_then(|s| s.terminating_replicas),
     };
     let cond = if available >= r.replicas - r.max_unavailable {
-        condition(AVAILABLE, true, reason::MIN_AVAILABLE, "Deployment has minimum availability.".into(), now)
+        condition(
+            AVAILABLE,
+            true,
+            reason::MIN_AVAILABLE,
+            "Deployment has minimum availability.".into(),
+            now,
+        )
     } else {
-        condition(AVAILABLE, false, reason::MIN_UNAVAILABLE, "Deployment does not have minimum availability.".into(), now)
+        condition(
+            AVAILABLE,
+            false,
+            reason::MIN_UNAVAILABLE,
+            "Deployment does not have minimum availability.".into(),
+            now,
+        )
     };
     set(&mut status, cond);
     status
@@ -193,15 +227,27 @@ pub fn rollout_status(
     if deadline.is_some() && !done_before {
         let subject = |what: &str| match new {
             Some(rs) => format!("ReplicaSet {:?} {what}", rs.name),
-            None => format!("Deployment {:?} {what}", d.metadata.name.as_deref().unwrap_or("")),
+            None => format!(
+                "Deployment {:?} {what}",
+                d.metadata.name.as_deref().unwrap_or("")
+            ),
         };
         if complete(d, &status) {
             let msg = subject("has successfully progressed.");
-            set(&mut status, condition(PROGRESSING, true, reason::NEW_RS_AVAILABLE, msg, now));
+            set(
+                &mut status,
+                condition(PROGRESSING, true, reason::NEW_RS_AVAILABLE, msg, now),
+            );
         } else if progressing(d.status.as_ref(), &status) {
             // Progress moves lastUpdateTime even with an unchanged reason, which `set` would
             // not do; a True condition keeps its transition time.
-            let mut cond = condition(PROGRESSING, true, reason::RS_UPDATED, subject("is progressing."), now);
+            let mut cond = condition(
+                PROGRESSING,
+                true,
+                reason::RS_UPDATED,
+                subject("is progressing."),
+                now,
+            );
             if let Some(c) = current.filter(|c| c.status == "True") {
                 cond.last_transition_time = c.last_transition_time.clone();
             }
@@ -209,7 +255,10 @@ pub fn rollout_status(
             set(&mut status, cond);
         } else if timed_out(d, &status, now) {
             let msg = subject("has timed out progressing.");
-            set(&mut status, condition(PROGRESSING, false, reason::TIMED_OUT, msg, now));
+            set(
+                &mut status,
+                condition(PROGRESSING, false, reason::TIMED_OUT, msg, now),
+            );
         }
     }
     match failure {
@@ -285,7 +334,14 @@ mod tests {
     }
 
     fn view(name: &str, replicas: i32, available: i32) -> RsView {
-        RsView { name: name.into(), replicas, status_replicas: replicas, ready: available, available, ..Default::default() }
+        RsView {
+            name: name.into(),
+            replicas,
+            status_replicas: replicas,
+            ready: available,
+            available,
+            ..Default::default()
+        }
     }
 
     fn reason_of(s: &DeploymentStatus, t: &str) -> Option<String> {
@@ -340,7 +396,13 @@ mod tests {
     #[test]
     fn the_progressing_condition_follows_the_rollout() {
         let now = at(10_000);
-        let r = Rollout { replicas: 2, rolling: true, max_surge: 1, max_unavailable: 1, status_replicas: 2 };
+        let r = Rollout {
+            replicas: 2,
+            rolling: true,
+            max_surge: 1,
+            max_unavailable: 1,
+            status_replicas: 2,
+        };
         // (case, stored status, old RS (replicas, available), new RS, want reason, want status)
         let cases = [
             (
@@ -394,12 +456,26 @@ mod tests {
     #[test]
     fn availability_compares_with_replicas_minus_max_unavailable() {
         let now = at(1);
-        let r = Rollout { replicas: 4, rolling: true, max_surge: 1, max_unavailable: 1, status_replicas: 4 };
+        let r = Rollout {
+            replicas: 4,
+            rolling: true,
+            max_surge: 1,
+            max_unavailable: 1,
+            status_replicas: 4,
+        };
         let d = deployment(4, 1, json!({}));
-        let cases = [(3, reason::MIN_AVAILABLE), (4, reason::MIN_AVAILABLE), (2, reason::MIN_UNAVAILABLE)];
+        let cases = [
+            (3, reason::MIN_AVAILABLE),
+            (4, reason::MIN_AVAILABLE),
+            (2, reason::MIN_UNAVAILABLE),
+        ];
         for (available, want) in cases {
             let s = calculate(&d, &r, &[view("a", 4, available)], None, now);
-            assert_eq!(reason_of(&s, AVAILABLE).as_deref(), Some(want), "{available} available");
+            assert_eq!(
+                reason_of(&s, AVAILABLE).as_deref(),
+                Some(want),
+                "{available} available"
+            );
             assert_eq!(s.unavailable_replicas, nonzero(4 - available));
         }
     }
@@ -407,16 +483,35 @@ mod tests {
     #[test]
     fn a_stuck_rollout_is_requeued_for_its_deadline() {
         let now = at(10_000);
-        let unfinished = DeploymentStatus { replicas: Some(3), ..Default::default() };
+        let unfinished = DeploymentStatus {
+            replicas: Some(3),
+            ..Default::default()
+        };
         let cases = [
-            ("deadline in 100s", json!({"conditions": [progressing_cond("ReplicaSetUpdated", "True", 9_500)]}), Some(101)),
-            ("deadline passed", json!({"conditions": [progressing_cond("ReplicaSetUpdated", "True", 9_000)]}), Some(1)),
-            ("already timed out", json!({"conditions": [progressing_cond("ProgressDeadlineExceeded", "False", 9_000)]}), None),
+            (
+                "deadline in 100s",
+                json!({"conditions": [progressing_cond("ReplicaSetUpdated", "True", 9_500)]}),
+                Some(101),
+            ),
+            (
+                "deadline passed",
+                json!({"conditions": [progressing_cond("ReplicaSetUpdated", "True", 9_000)]}),
+                Some(1),
+            ),
+            (
+                "already timed out",
+                json!({"conditions": [progressing_cond("ProgressDeadlineExceeded", "False", 9_000)]}),
+                None,
+            ),
             ("no condition yet", json!({}), None),
         ];
         for (name, stored, want) in cases {
             let d = deployment(2, 1, stored);
-            assert_eq!(requeue_after(&d, &unfinished, now).map(|d| d.as_secs()), want, "{name}");
+            assert_eq!(
+                requeue_after(&d, &unfinished, now).map(|d| d.as_secs()),
+                want,
+                "{name}"
+            );
         }
     }
 
@@ -426,14 +521,24 @@ mod tests {
         let mut d = deployment(2, 1, json!({}));
         d.spec.as_mut().unwrap().paused = Some(true);
         let c = paused_condition(&d, now).unwrap();
-        assert_eq!((c.status.as_str(), c.reason.as_deref()), ("Unknown", Some(reason::PAUSED)));
-        d.status = Some(DeploymentStatus { conditions: Some(vec![c]), ..Default::default() });
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref()),
+            ("Unknown", Some(reason::PAUSED))
+        );
+        d.status = Some(DeploymentStatus {
+            conditions: Some(vec![c]),
+            ..Default::default()
+        });
         assert!(paused_condition(&d, now).is_none());
         d.spec.as_mut().unwrap().paused = Some(false);
         let c = paused_condition(&d, now).unwrap();
         assert_eq!(c.reason.as_deref(), Some(reason::RESUMED));
         // A timed-out rollout keeps its condition when paused.
-        let mut timed_out = deployment(2, 1, json!({"conditions": [progressing_cond("ProgressDeadlineExceeded", "False", 0)]}));
+        let mut timed_out = deployment(
+            2,
+            1,
+            json!({"conditions": [progressing_cond("ProgressDeadlineExceeded", "False", 0)]}),
+        );
         timed_out.spec.as_mut().unwrap().paused = Some(true);
         assert!(paused_condition(&timed_out, now).is_none());
     }
@@ -441,13 +546,40 @@ mod tests {
     #[test]
     fn set_keeps_transition_time_when_only_the_reason_changes() {
         let mut s = DeploymentStatus::default();
-        set(&mut s, condition(PROGRESSING, true, reason::NEW_RS_CREATED, "a".into(), at(1)));
-        set(&mut s, condition(PROGRESSING, true, reason::NEW_RS_CREATED, "b".into(), at(2)));
-        assert_eq!(get(Some(&s), PROGRESSING).unwrap().message.as_deref(), Some("a"));
-        set(&mut s, condition(PROGRESSING, true, reason::NEW_RS_AVAILABLE, "c".into(), at(3)));
+        set(
+            &mut s,
+            condition(PROGRESSING, true, reason::NEW_RS_CREATED, "a".into(), at(1)),
+        );
+        set(
+            &mut s,
+            condition(PROGRESSING, true, reason::NEW_RS_CREATED, "b".into(), at(2)),
+        );
+        assert_eq!(
+            get(Some(&s), PROGRESSING).unwrap().message.as_deref(),
+            Some("a")
+        );
+        set(
+            &mut s,
+            condition(
+                PROGRESSING,
+                true,
+                reason::NEW_RS_AVAILABLE,
+                "c".into(),
+                at(3),
+            ),
+        );
         let c = get(Some(&s), PROGRESSING).unwrap();
-        assert_eq!((c.last_transition_time.clone(), c.last_update_time.clone()), (Some(Time(at(1))), Some(Time(at(3)))));
-        set(&mut s, condition(PROGRESSING, false, reason::TIMED_OUT, "d".into(), at(4)));
-        assert_eq!(get(Some(&s), PROGRESSING).unwrap().last_transition_time, Some(Time(at(4))));
+        assert_eq!(
+            (c.last_transition_time.clone(), c.last_update_time.clone()),
+            (Some(Time(at(1))), Some(Time(at(3))))
+        );
+        set(
+            &mut s,
+            condition(PROGRESSING, false, reason::TIMED_OUT, "d".into(), at(4)),
+        );
+        assert_eq!(
+            get(Some(&s), PROGRESSING).unwrap().last_transition_time,
+            Some(Time(at(4)))
+        );
     }
 }

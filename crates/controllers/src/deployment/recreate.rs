@@ -15,7 +15,12 @@ use k8s_openapi::api::{
 use std::{sync::Arc, time::Duration};
 
 /// One Recreate step; returns when to look again for the progress deadline.
-pub async fn rollout(ctx: &Context, d: &mut Deployment, r: &Rollout, rs_list: &[ReplicaSet]) -> Result<Option<Duration>, Error> {
+pub async fn rollout(
+    ctx: &Context,
+    d: &mut Deployment,
+    r: &Rollout,
+    rs_list: &[ReplicaSet],
+) -> Result<Option<Duration>, Error> {
     let mut rss = sync::replica_sets(ctx, d, r, rs_list, false).await?;
     let mut scaled_down = false;
     for old in rss.active_old() {
@@ -37,7 +42,11 @@ pub async fn rollout(ctx: &Context, d: &mut Deployment, r: &Rollout, rs_list: &[
 }
 
 fn old_pods_running(ctx: &Context, rss: &ReplicaSets) -> bool {
-    if rss.old.iter().any(|rs| rs.status.as_ref().is_some_and(|s| s.replicas > 0)) {
+    if rss
+        .old
+        .iter()
+        .any(|rs| rs.status.as_ref().is_some_and(|s| s.replicas > 0))
+    {
         return true;
     }
     rss.old.iter().any(|rs| {
@@ -49,7 +58,8 @@ fn old_pods_running(ctx: &Context, rss: &ReplicaSets) -> bool {
 /// Whether any of `pods` may still be running (upstream's `oldPodsRunning`): only pods that have
 /// terminated (Succeeded or Failed) are known not to; Unknown ones might be.
 pub fn any_running(pods: &[Arc<Pod>]) -> bool {
-    pods.iter().any(|p| !matches!(phase(p), "Succeeded" | "Failed"))
+    pods.iter()
+        .any(|p| !matches!(phase(p), "Succeeded" | "Failed"))
 }
 
 #[cfg(test)]
@@ -60,7 +70,13 @@ mod tests {
     #[test]
     fn only_terminated_pods_are_not_running() {
         let pod = |phase: &str| {
-            Arc::new(Pod { status: Some(PodStatus { phase: Some(phase.into()), ..Default::default() }), ..Default::default() })
+            Arc::new(Pod {
+                status: Some(PodStatus {
+                    phase: Some(phase.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
         };
         let cases: Vec<(&str, Vec<&str>, bool)> = vec![
             ("no pods", vec![], false),

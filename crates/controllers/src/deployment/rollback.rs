@@ -7,7 +7,10 @@
 //!
 //! This module holds that revision bookkeeping (upstream's `SetNewReplicaSetAnnotations`).
 
-use super::util::{MAX_REVISION_HISTORY_CHARS, REVISION, REVISION_HISTORY, copy_deployment_annotations, set_replicas_annotations};
+use super::util::{
+    MAX_REVISION_HISTORY_CHARS, REVISION, REVISION_HISTORY, copy_deployment_annotations,
+    set_replicas_annotations,
+};
 use std::collections::BTreeMap;
 
 /// Brings the new ReplicaSet's annotations up to date: the Deployment's annotations copied,
@@ -77,25 +80,79 @@ mod tests {
     use crate::deployment::util::{CHANGE_CAUSE, DESIRED_REPLICAS, MAX_REPLICAS};
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn revisions_move_forward_and_keep_their_history() {
         // (case, RS annotations before, new revision, exists, want revision, want history)
-        let cases: Vec<(&str, Vec<(&str, &str)>, i64, bool, &str, Option<&str>)> = vec![
+        type Case = (
+            &'static str,
+            Vec<(&'static str, &'static str)>,
+            i64,
+            bool,
+            &'static str,
+            Option<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
             ("a brand-new RS", vec![], 1, false, "1", None),
-            ("already at the revision", vec![(REVISION, "3")], 3, true, "3", None),
-            ("newer than asked (an old RS was deleted)", vec![(REVISION, "5")], 3, true, "5", None),
-            ("rolled back to: history starts", vec![(REVISION, "2")], 4, true, "4", Some("2")),
-            ("rolled back again: history grows", vec![(REVISION, "4"), (REVISION_HISTORY, "2")], 6, true, "6", Some("2,4")),
-            ("an unreadable revision is left alone", vec![(REVISION, "x")], 4, true, "x", None),
+            (
+                "already at the revision",
+                vec![(REVISION, "3")],
+                3,
+                true,
+                "3",
+                None,
+            ),
+            (
+                "newer than asked (an old RS was deleted)",
+                vec![(REVISION, "5")],
+                3,
+                true,
+                "5",
+                None,
+            ),
+            (
+                "rolled back to: history starts",
+                vec![(REVISION, "2")],
+                4,
+                true,
+                "4",
+                Some("2"),
+            ),
+            (
+                "rolled back again: history grows",
+                vec![(REVISION, "4"), (REVISION_HISTORY, "2")],
+                6,
+                true,
+                "6",
+                Some("2,4"),
+            ),
+            (
+                "an unreadable revision is left alone",
+                vec![(REVISION, "x")],
+                4,
+                true,
+                "x",
+                None,
+            ),
         ];
         for (name, before, new_revision, exists, want_rev, want_history) in cases {
             let mut rs = map(&before);
             set_new_rs_annotations(None, &mut rs, new_revision, exists, 3, 4);
-            assert_eq!(rs.get(REVISION).map(String::as_str), Some(want_rev), "{name}");
-            assert_eq!(rs.get(REVISION_HISTORY).map(String::as_str), want_history, "{name}");
+            assert_eq!(
+                rs.get(REVISION).map(String::as_str),
+                Some(want_rev),
+                "{name}"
+            );
+            assert_eq!(
+                rs.get(REVISION_HISTORY).map(String::as_str),
+                want_history,
+                "{name}"
+            );
             // Replica annotations only on creation.
             assert_eq!(rs.contains_key(DESIRED_REPLICAS), !exists, "{name}");
             assert_eq!(rs.contains_key(MAX_REPLICAS), !exists, "{name}");
@@ -107,7 +164,10 @@ mod tests {
         let d = map(&[(CHANGE_CAUSE, "rollback to v1"), (REVISION, "9")]);
         let mut rs = map(&[(REVISION, "1"), (CHANGE_CAUSE, "v1")]);
         assert!(set_new_rs_annotations(Some(&d), &mut rs, 3, true, 1, 2));
-        assert_eq!(rs.get(CHANGE_CAUSE).map(String::as_str), Some("rollback to v1"));
+        assert_eq!(
+            rs.get(CHANGE_CAUSE).map(String::as_str),
+            Some("rollback to v1")
+        );
         assert_eq!(rs.get(REVISION).map(String::as_str), Some("3"));
         assert!(!set_new_rs_annotations(Some(&d), &mut rs, 3, true, 1, 2));
     }
@@ -121,7 +181,13 @@ mod tests {
         assert!(got.ends_with(",9999999999"));
         assert_eq!(got.split(',').count(), 181);
         // Nine characters fit exactly.
-        assert_eq!(append_history(&long, "999999999").unwrap().split(',').count(), 182);
+        assert_eq!(
+            append_history(&long, "999999999")
+                .unwrap()
+                .split(',')
+                .count(),
+            182
+        );
         assert_eq!(append_history("", "7").as_deref(), Some("7"));
         assert_eq!(append_history("1,2", "7").as_deref(), Some("1,2,7"));
     }

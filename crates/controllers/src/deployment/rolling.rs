@@ -13,7 +13,12 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use std::time::Duration;
 
 /// One rolling step; returns when to look again for the progress deadline.
-pub async fn rollout(ctx: &Context, d: &mut Deployment, r: &Rollout, rs_list: &[ReplicaSet]) -> Result<Option<Duration>, Error> {
+pub async fn rollout(
+    ctx: &Context,
+    d: &mut Deployment,
+    r: &Rollout,
+    rs_list: &[ReplicaSet],
+) -> Result<Option<Duration>, Error> {
     let mut rss = sync::replica_sets(ctx, d, r, rs_list, true).await?;
     if reconcile_new(ctx, d, r, &mut rss).await? {
         return sync::sync_rollout_status(ctx, d, r, &rss).await;
@@ -28,19 +33,33 @@ pub async fn rollout(ctx: &Context, d: &mut Deployment, r: &Rollout, rs_list: &[
 }
 
 /// Scales the new ReplicaSet toward `replicas` within the surge; whether it changed.
-async fn reconcile_new(ctx: &Context, d: &Deployment, r: &Rollout, rss: &mut ReplicaSets) -> Result<bool, Error> {
+async fn reconcile_new(
+    ctx: &Context,
+    d: &Deployment,
+    r: &Rollout,
+    rss: &mut ReplicaSets,
+) -> Result<bool, Error> {
     let Some(new) = rss.new_view() else {
         return Ok(false);
     };
     if new.replicas == r.replicas {
         return Ok(false);
     }
-    let target = if new.replicas > r.replicas { r.replicas } else { new_rs_replicas(r, &rss.all(), &new) };
+    let target = if new.replicas > r.replicas {
+        r.replicas
+    } else {
+        new_rs_replicas(r, &rss.all(), &new)
+    };
     sync::scale_named(ctx, d, r, rss, &new.name, target).await
 }
 
 /// Scales old ReplicaSets down as far as availability allows; whether any changed.
-async fn reconcile_old(ctx: &Context, d: &Deployment, r: &Rollout, rss: &mut ReplicaSets) -> Result<bool, Error> {
+async fn reconcile_old(
+    ctx: &Context,
+    d: &Deployment,
+    r: &Rollout,
+    rss: &mut ReplicaSets,
+) -> Result<bool, Error> {
     let Some(new) = rss.new_view() else {
         return Ok(false);
     };
@@ -62,7 +81,12 @@ async fn reconcile_old(ctx: &Context, d: &Deployment, r: &Rollout, rss: &mut Rep
 /// ReplicaSet counts at most `spec.replicas` available pods (pods above it are on their way
 /// out), and the second phase also stays within the first phase's bound, so a ReplicaSet
 /// status that lags behind its deletions cannot make the controller scale down twice.
-pub fn old_scale_down(r: &Rollout, old: &[RsView], new: &RsView, all: &[RsView]) -> Vec<(String, i32)> {
+pub fn old_scale_down(
+    r: &Rollout,
+    old: &[RsView],
+    new: &RsView,
+    all: &[RsView],
+) -> Vec<(String, i32)> {
     let old_total: i32 = old.iter().map(|rs| rs.replicas).sum();
     if old_total == 0 {
         return Vec::new();
@@ -77,7 +101,10 @@ pub fn old_scale_down(r: &Rollout, old: &[RsView], new: &RsView, all: &[RsView])
     let mut olds = old.to_vec();
     olds.sort_by(by_creation);
     let mut plan: Vec<(String, i32)> = Vec::new();
-    let mut record = |plan: &mut Vec<(String, i32)>, name: &str, size: i32| match plan.iter_mut().find(|(n, _)| n == name) {
+    let record = |plan: &mut Vec<(String, i32)>, name: &str, size: i32| match plan
+        .iter_mut()
+        .find(|(n, _)| n == name)
+    {
         Some(entry) => entry.1 = size,
         None => plan.push((name.to_string(), size)),
     };
@@ -98,7 +125,11 @@ pub fn old_scale_down(r: &Rollout, old: &[RsView], new: &RsView, all: &[RsView])
         record(&mut plan, &rs.name, rs.replicas);
     }
 
-    let available: i32 = olds.iter().map(|rs| rs.available.min(rs.replicas)).sum::<i32>() + new.available;
+    let available: i32 = olds
+        .iter()
+        .map(|rs| rs.available.min(rs.replicas))
+        .sum::<i32>()
+        + new.available;
     if available <= min_available {
         return plan;
     }
@@ -139,13 +170,25 @@ mod tests {
     }
 
     fn rolling(replicas: i32, surge: i32, unavailable: i32) -> Rollout {
-        Rollout { replicas, rolling: true, max_surge: surge, max_unavailable: unavailable, status_replicas: replicas }
+        Rollout {
+            replicas,
+            rolling: true,
+            max_surge: surge,
+            max_unavailable: unavailable,
+            status_replicas: replicas,
+        }
     }
 
     #[test]
     fn old_replica_sets_shrink_within_max_unavailable() {
         // (case, rollout, old RSs, new RS, want plan)
-        type Case = (&'static str, Rollout, Vec<RsView>, RsView, Vec<(&'static str, i32)>);
+        type Case = (
+            &'static str,
+            Rollout,
+            Vec<RsView>,
+            RsView,
+            Vec<(&'static str, i32)>,
+        );
         let cases: Vec<Case> = vec![
             (
                 "rollout start: maxUnavailable old pods may go",
@@ -219,7 +262,8 @@ mod tests {
             let mut all = old.clone();
             all.push(new.clone());
             let got = old_scale_down(&r, &old, &new, &all);
-            let want: Vec<(String, i32)> = want.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+            let want: Vec<(String, i32)> =
+                want.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
             assert_eq!(got, want, "{name}");
         }
     }

@@ -6,7 +6,8 @@ use super::{
     Context, Error, progress,
     rollback::set_new_rs_annotations,
     util::{
-        self, POD_TEMPLATE_HASH, REVISION, Rollout, RsView, by_revision, by_size_newer, by_size_older, spec_replicas,
+        self, POD_TEMPLATE_HASH, REVISION, Rollout, RsView, by_revision, by_size_newer,
+        by_size_older, spec_replicas,
     },
 };
 use crate::owner_index::key;
@@ -37,12 +38,20 @@ pub struct ReplicaSets {
 impl ReplicaSets {
     /// Views of the old ReplicaSets that still have replicas.
     pub fn active_old(&self) -> Vec<RsView> {
-        self.old.iter().map(RsView::of).filter(|v| v.replicas > 0).collect()
+        self.old
+            .iter()
+            .map(RsView::of)
+            .filter(|v| v.replicas > 0)
+            .collect()
     }
 
     /// Views of all of them, old first.
     pub fn all(&self) -> Vec<RsView> {
-        self.old.iter().chain(self.new.as_ref()).map(RsView::of).collect()
+        self.old
+            .iter()
+            .chain(self.new.as_ref())
+            .map(RsView::of)
+            .collect()
     }
 
     /// The view of the new one.
@@ -52,7 +61,10 @@ impl ReplicaSets {
 
     /// The ReplicaSet named `name`, mutably.
     fn named_mut(&mut self, name: &str) -> Option<&mut ReplicaSet> {
-        self.old.iter_mut().chain(self.new.as_mut()).find(|rs| rs.metadata.name.as_deref() == Some(name))
+        self.old
+            .iter_mut()
+            .chain(self.new.as_mut())
+            .find(|rs| rs.metadata.name.as_deref() == Some(name))
     }
 }
 
@@ -66,26 +78,41 @@ fn deployment_api(ctx: &Context, d: &Deployment) -> Api<Deployment> {
 
 /// Writes `d.status`, keeping `d` current with what the server stored.
 pub async fn write_status(ctx: &Context, d: &mut Deployment) -> Result<(), Error> {
-    let written = deployment_api(ctx, d).replace_status(&d.name_any(), &PostParams::default(), d).await?;
+    let written = deployment_api(ctx, d)
+        .replace_status(&d.name_any(), &PostParams::default(), d)
+        .await?;
     *d = written;
     Ok(())
 }
 
 /// Sets the Deployment's revision annotation (upstream writes it with the status; our status
 /// subresource keeps metadata, so it is a metadata patch of its own).
-async fn set_deployment_revision(ctx: &Context, d: &mut Deployment, revision: &str) -> Result<(), Error> {
+async fn set_deployment_revision(
+    ctx: &Context,
+    d: &mut Deployment,
+    revision: &str,
+) -> Result<(), Error> {
     if d.annotations().get(REVISION).map(String::as_str) == Some(revision) {
         return Ok(());
     }
     let patch = serde_json::json!({"metadata": {"annotations": {REVISION: revision}}});
-    let patched = deployment_api(ctx, d).patch(&d.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let patched = deployment_api(ctx, d)
+        .patch(
+            &d.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
     d.metadata.annotations = patched.metadata.annotations;
     d.metadata.resource_version = patched.metadata.resource_version;
     Ok(())
 }
 
 fn template_of(d: &Deployment) -> k8s_openapi::api::core::v1::PodTemplateSpec {
-    d.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default()
+    d.spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default()
 }
 
 /// Splits `rs_list` into the new ReplicaSet and the old ones, creating the new one if `create`
@@ -98,8 +125,12 @@ pub async fn replica_sets(
     create: bool,
 ) -> Result<ReplicaSets, Error> {
     let new_index = util::find_new(&template_of(d), rs_list);
-    let old: Vec<ReplicaSet> =
-        rs_list.iter().enumerate().filter(|(i, _)| Some(*i) != new_index).map(|(_, rs)| rs.clone()).collect();
+    let old: Vec<ReplicaSet> = rs_list
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != new_index)
+        .map(|(_, rs)| rs.clone())
+        .collect();
     let existing = new_index.map(|i| rs_list[i].clone());
     let new = new_replica_set(ctx, d, r, existing, &old, create).await?;
     Ok(ReplicaSets { new, old })
@@ -115,26 +146,47 @@ async fn new_replica_set(
 ) -> Result<Option<ReplicaSet>, Error> {
     let old_views: Vec<RsView> = old.iter().map(RsView::of).collect();
     let new_revision = util::max_revision(&old_views) + 1;
-    let min_ready = d.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0);
+    let min_ready = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.min_ready_seconds)
+        .unwrap_or(0);
     let now = jiff::Timestamp::now();
 
     if let Some(mut rs) = existing {
         let mut annotations = rs.metadata.annotations.clone().unwrap_or_default();
-        let changed = set_new_rs_annotations(d.metadata.annotations.as_ref(), &mut annotations, new_revision, true, 0, 0);
+        let changed = set_new_rs_annotations(
+            d.metadata.annotations.as_ref(),
+            &mut annotations,
+            new_revision,
+            true,
+            0,
+            0,
+        );
         let spec = rs.spec.get_or_insert_with(ReplicaSetSpec::default);
         if changed || spec.min_ready_seconds.unwrap_or(0) != min_ready {
             spec.min_ready_seconds = Some(min_ready);
             rs.metadata.annotations = Some(annotations);
-            let updated = rs_api(ctx, d).replace(&rs.name_any(), &PostParams::default(), &rs).await?;
+            let updated = rs_api(ctx, d)
+                .replace(&rs.name_any(), &PostParams::default(), &rs)
+                .await?;
             return Ok(Some(updated));
         }
         // The Deployment's revision follows the one its new ReplicaSet already has.
         if let Some(revision) = rs.annotations().get(REVISION).cloned() {
             set_deployment_revision(ctx, d, &revision).await?;
         }
-        if progress::progress_deadline(d).is_some() && progress::get(d.status.as_ref(), progress::PROGRESSING).is_none() {
+        if progress::progress_deadline(d).is_some()
+            && progress::get(d.status.as_ref(), progress::PROGRESSING).is_none()
+        {
             let msg = format!("Found new replica set {:?}", rs.name_any());
-            let cond = progress::condition(progress::PROGRESSING, true, progress::reason::FOUND_NEW_RS, msg, now);
+            let cond = progress::condition(
+                progress::PROGRESSING,
+                true,
+                progress::reason::FOUND_NEW_RS,
+                msg,
+                now,
+            );
             progress::set(d.status.get_or_insert_with(Default::default), cond);
             write_status(ctx, d).await?;
         }
@@ -146,10 +198,25 @@ async fn new_replica_set(
 
     let collision_count = d.status.as_ref().and_then(|s| s.collision_count);
     let mut template = template_of(d);
-    let hash = template_hash(&serde_json::to_value(&template).unwrap_or_default(), collision_count);
-    template.metadata.get_or_insert_with(Default::default).labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH.into(), hash.clone());
-    let mut selector = d.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default();
-    selector.match_labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH.into(), hash.clone());
+    let hash = template_hash(
+        &serde_json::to_value(&template).unwrap_or_default(),
+        collision_count,
+    );
+    template
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(POD_TEMPLATE_HASH.into(), hash.clone());
+    let mut selector = d
+        .spec
+        .as_ref()
+        .map(|s| s.selector.clone())
+        .unwrap_or_default();
+    selector
+        .match_labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(POD_TEMPLATE_HASH.into(), hash.clone());
     let name = format!("{}-{}", d.name_any(), hash);
     let mut new_rs = ReplicaSet {
         metadata: ObjectMeta {
@@ -190,12 +257,20 @@ async fn new_replica_set(
     let (created, already_existed) = match api.create(&PostParams::default(), &new_rs).await {
         Ok(created) => (created, false),
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            let found = match ctx.replica_sets.get(&key(&d.namespace().unwrap_or_default(), &name)) {
+            let found = match ctx
+                .replica_sets
+                .get(&key(&d.namespace().unwrap_or_default(), &name))
+            {
                 Some(rs) => (*rs).clone(),
                 None => api.get(&name).await?,
             };
-            let ours = controller_of(&found.metadata).is_some_and(|r| Some(&r.uid) == d.metadata.uid.as_ref());
-            let same = found.spec.as_ref().and_then(|s| s.template.as_ref()).is_some_and(|t| util::equal_ignore_hash(t, &template_of(d)));
+            let ours = controller_of(&found.metadata)
+                .is_some_and(|r| Some(&r.uid) == d.metadata.uid.as_ref());
+            let same = found
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.as_ref())
+                .is_some_and(|t| util::equal_ignore_hash(t, &template_of(d)));
             if !(ours && same) {
                 // Another template already owns this name: salt the hash and try again.
                 let status = d.status.get_or_insert_with(Default::default);
@@ -206,14 +281,28 @@ async fn new_replica_set(
             (found, true)
         }
         Err(e) => {
-            let msg = format!("Failed to create new replica set {name:?}: {}", super::error_message(&e));
+            let msg = format!(
+                "Failed to create new replica set {name:?}: {}",
+                super::error_message(&e)
+            );
             if progress::progress_deadline(d).is_some() {
-                let cond = progress::condition(progress::PROGRESSING, false, progress::reason::FAILED_RS_CREATE, msg.clone(), now);
+                let cond = progress::condition(
+                    progress::PROGRESSING,
+                    false,
+                    progress::reason::FAILED_RS_CREATE,
+                    msg.clone(),
+                    now,
+                );
                 progress::set(d.status.get_or_insert_with(Default::default), cond);
                 // The create error is what matters; a failed status write is retried with it.
                 let _ = write_status(ctx, d).await;
             }
-            ctx.recorder.record(&reference, EventType::Warning, progress::reason::FAILED_RS_CREATE, msg);
+            ctx.recorder.record(
+                &reference,
+                EventType::Warning,
+                progress::reason::FAILED_RS_CREATE,
+                msg,
+            );
             return Err(e.into());
         }
     };
@@ -228,7 +317,13 @@ async fn new_replica_set(
     set_deployment_revision(ctx, d, &new_revision.to_string()).await?;
     if !already_existed && progress::progress_deadline(d).is_some() {
         let msg = format!("Created new replica set {name:?}");
-        let cond = progress::condition(progress::PROGRESSING, true, progress::reason::NEW_RS_CREATED, msg, now);
+        let cond = progress::condition(
+            progress::PROGRESSING,
+            true,
+            progress::reason::NEW_RS_CREATED,
+            msg,
+            now,
+        );
         progress::set(d.status.get_or_insert_with(Default::default), cond);
         write_status(ctx, d).await?;
     }
@@ -247,20 +342,28 @@ pub async fn scale_replica_set(
 ) -> Result<ReplicaSet, Error> {
     let old_scale = spec_replicas(rs);
     let mut annotations = rs.metadata.annotations.clone().unwrap_or_default();
-    let annotations_changed = util::set_replicas_annotations(&mut annotations, r.replicas, r.replicas + r.max_surge);
+    let annotations_changed =
+        util::set_replicas_annotations(&mut annotations, r.replicas, r.replicas + r.max_surge);
     if old_scale == new_scale && !annotations_changed {
         return Ok(rs.clone());
     }
     let mut next = rs.clone();
     next.metadata.annotations = Some(annotations);
-    next.spec.get_or_insert_with(ReplicaSetSpec::default).replicas = Some(new_scale);
-    let updated = rs_api(ctx, d).replace(&rs.name_any(), &PostParams::default(), &next).await?;
+    next.spec
+        .get_or_insert_with(ReplicaSetSpec::default)
+        .replicas = Some(new_scale);
+    let updated = rs_api(ctx, d)
+        .replace(&rs.name_any(), &PostParams::default(), &next)
+        .await?;
     if old_scale != new_scale {
         ctx.recorder.record(
             &events::reference(d),
             EventType::Normal,
             "ScalingReplicaSet",
-            format!("Scaled {operation} replica set {} from {old_scale} to {new_scale}", rs.name_any()),
+            format!(
+                "Scaled {operation} replica set {} from {old_scale} to {new_scale}",
+                rs.name_any()
+            ),
         );
     }
     Ok(updated)
@@ -294,7 +397,11 @@ pub async fn scale_named(
 /// Returns `(name, size)` for every one of them, and whether it is a scale "up" or "down".
 pub fn proportional_sizes(r: &Rollout, rss: &[RsView]) -> (Vec<(String, i32)>, &'static str) {
     let total: i32 = rss.iter().map(|rs| rs.replicas).sum();
-    let allowed = if r.replicas > 0 { r.replicas + r.max_surge } else { 0 };
+    let allowed = if r.replicas > 0 {
+        r.replicas + r.max_surge
+    } else {
+        0
+    };
     let to_add = allowed - total;
     let mut sorted = rss.to_vec();
     let operation = match to_add.signum() {
@@ -316,7 +423,9 @@ pub fn proportional_sizes(r: &Rollout, rss: &[RsView]) -> (Vec<(String, i32)>, &
         sizes.push((rs.name.clone(), rs.replicas + proportion));
     }
     let leftover = to_add - added;
-    if leftover != 0 && let Some(first) = sizes.first_mut() {
+    if leftover != 0
+        && let Some(first) = sizes.first_mut()
+    {
         first.1 = (first.1 + leftover).max(0);
     }
     (sizes, operation)
@@ -335,18 +444,28 @@ fn proportion(rs: &RsView, r: &Rollout, to_add: i32, added: i32) -> i32 {
         if base <= 0 {
             0
         } else {
-            let scaled = f64::from(rs.replicas) * f64::from(r.replicas + r.max_surge) / f64::from(base);
+            let scaled =
+                f64::from(rs.replicas) * f64::from(r.replicas + r.max_surge) / f64::from(base);
             scaled.round() as i32 - rs.replicas
         }
     };
     let allowed = to_add - added;
-    if to_add > 0 { fraction.min(allowed) } else { fraction.max(allowed) }
+    if to_add > 0 {
+        fraction.min(allowed)
+    } else {
+        fraction.max(allowed)
+    }
 }
 
 /// Scales the ReplicaSets to the Deployment's size (upstream's `scale`): the only active one (or
 /// the newest) takes all of it; a saturated new one empties the old ones; during a rolling
 /// rollout the change is spread proportionally.
-pub async fn scale(ctx: &Context, d: &Deployment, r: &Rollout, rss: &mut ReplicaSets) -> Result<(), Error> {
+pub async fn scale(
+    ctx: &Context,
+    d: &Deployment,
+    r: &Rollout,
+    rss: &mut ReplicaSets,
+) -> Result<(), Error> {
     let new_view = rss.new_view();
     let old_views: Vec<RsView> = rss.old.iter().map(RsView::of).collect();
     if let Some(target) = util::active_or_latest(new_view.as_ref(), &old_views) {
@@ -377,10 +496,18 @@ pub async fn scale(ctx: &Context, d: &Deployment, r: &Rollout, rss: &mut Replica
 /// Deletes the oldest old ReplicaSets beyond `revisionHistoryLimit` that are fully scaled down
 /// and settled (upstream's `cleanupDeployment`).
 pub async fn cleanup(ctx: &Context, d: &Deployment, old: &[ReplicaSet]) -> Result<(), Error> {
-    let Some(limit) = d.spec.as_ref().and_then(|s| s.revision_history_limit).filter(|l| *l != i32::MAX) else {
+    let Some(limit) = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.revision_history_limit)
+        .filter(|l| *l != i32::MAX)
+    else {
         return Ok(());
     };
-    let mut alive: Vec<&ReplicaSet> = old.iter().filter(|rs| rs.metadata.deletion_timestamp.is_none()).collect();
+    let mut alive: Vec<&ReplicaSet> = old
+        .iter()
+        .filter(|rs| rs.metadata.deletion_timestamp.is_none())
+        .collect();
     let excess = alive.len() as i64 - i64::from(limit);
     if excess <= 0 {
         return Ok(());
@@ -389,7 +516,9 @@ pub async fn cleanup(ctx: &Context, d: &Deployment, old: &[ReplicaSet]) -> Resul
     let api = rs_api(ctx, d);
     for rs in alive.into_iter().take(excess as usize) {
         let status = rs.status.as_ref();
-        let settled = status.is_some_and(|s| s.observed_generation.unwrap_or(0) >= rs.metadata.generation.unwrap_or(0));
+        let settled = status.is_some_and(|s| {
+            s.observed_generation.unwrap_or(0) >= rs.metadata.generation.unwrap_or(0)
+        });
         if status.map_or(0, |s| s.replicas) != 0 || spec_replicas(rs) != 0 || !settled {
             continue;
         }
@@ -404,8 +533,19 @@ pub async fn cleanup(ctx: &Context, d: &Deployment, old: &[ReplicaSet]) -> Resul
 
 /// Writes the status the ReplicaSets add up to, if it changed (upstream's
 /// `syncDeploymentStatus`).
-pub async fn sync_status(ctx: &Context, d: &mut Deployment, r: &Rollout, rss: &ReplicaSets) -> Result<(), Error> {
-    let status = progress::calculate(d, r, &rss.all(), rss.new_view().as_ref(), jiff::Timestamp::now());
+pub async fn sync_status(
+    ctx: &Context,
+    d: &mut Deployment,
+    r: &Rollout,
+    rss: &ReplicaSets,
+) -> Result<(), Error> {
+    let status = progress::calculate(
+        d,
+        r,
+        &rss.all(),
+        rss.new_view().as_ref(),
+        jiff::Timestamp::now(),
+    );
     if d.status.as_ref() != Some(&status) {
         d.status = Some(status);
         write_status(ctx, d).await?;
@@ -416,7 +556,13 @@ pub async fn sync_status(ctx: &Context, d: &mut Deployment, r: &Rollout, rss: &R
 /// The `ReplicaFailure` of the new ReplicaSet, else of an old one, as a Deployment condition.
 fn replica_failure(rss: &ReplicaSets) -> Option<DeploymentCondition> {
     rss.new.iter().chain(rss.old.iter()).find_map(|rs| {
-        let c = rs.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == progress::REPLICA_FAILURE)?;
+        let c = rs
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == progress::REPLICA_FAILURE)?;
         Some(DeploymentCondition {
             type_: c.type_.clone(),
             status: c.status.clone(),
@@ -437,7 +583,14 @@ pub async fn sync_rollout_status(
     rss: &ReplicaSets,
 ) -> Result<Option<Duration>, Error> {
     let now = jiff::Timestamp::now();
-    let status = progress::rollout_status(d, r, &rss.all(), rss.new_view().as_ref(), replica_failure(rss), now);
+    let status = progress::rollout_status(
+        d,
+        r,
+        &rss.all(),
+        rss.new_view().as_ref(),
+        replica_failure(rss),
+        now,
+    );
     let requeue = progress::requeue_after(d, &status, now);
     if d.status.as_ref() != Some(&status) {
         d.status = Some(status);
@@ -448,7 +601,12 @@ pub async fn sync_rollout_status(
 
 /// Scaling while paused or between rollouts (upstream's `sync`): no new ReplicaSet, sizes
 /// follow `spec.replicas`, old revisions are cleaned up while paused.
-pub async fn sync(ctx: &Context, d: &mut Deployment, r: &Rollout, rs_list: &[ReplicaSet]) -> Result<(), Error> {
+pub async fn sync(
+    ctx: &Context,
+    d: &mut Deployment,
+    r: &Rollout,
+    rs_list: &[ReplicaSet],
+) -> Result<(), Error> {
     let mut rss = replica_sets(ctx, d, r, rs_list, false).await?;
     scale(ctx, d, r, &mut rss).await?;
     if d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false) {
@@ -464,7 +622,10 @@ pub fn is_scaling_event(r: &Rollout, rs_list: &[ReplicaSet]) -> bool {
         .iter()
         .map(RsView::of)
         .filter(|v| v.replicas > 0)
-        .any(|v| v.desired_replicas.is_some_and(|desired| desired != r.replicas))
+        .any(|v| {
+            v.desired_replicas
+                .is_some_and(|desired| desired != r.replicas)
+        })
 }
 
 #[cfg(test)]
@@ -486,9 +647,21 @@ mod tests {
 
     #[test]
     fn scaling_mid_rollout_is_proportional() {
-        let r = |replicas, surge, status| Rollout { replicas, rolling: true, max_surge: surge, max_unavailable: 2, status_replicas: status };
+        let r = |replicas, surge, status| Rollout {
+            replicas,
+            rolling: true,
+            max_surge: surge,
+            max_unavailable: 2,
+            status_replicas: status,
+        };
         // (case, rollout, replica sets (name, created, replicas, max-replicas), want sizes, operation)
-        type Case = (&'static str, Rollout, Vec<RsView>, Vec<(&'static str, i32)>, &'static str);
+        type Case = (
+            &'static str,
+            Rollout,
+            Vec<RsView>,
+            Vec<(&'static str, i32)>,
+            &'static str,
+        );
         let cases: Vec<Case> = vec![
             (
                 // Upstream's documented example: 10 replicas, surge 3, old 8 / new 5, scaled to 15.
@@ -511,7 +684,11 @@ mod tests {
                 // first of equal sizes, the newest when growing.
                 "rounding leftovers go to the largest",
                 r(10, 0, 9),
-                vec![rs("a", 1, 3, Some(9)), rs("b", 2, 3, Some(9)), rs("c", 3, 3, Some(9))],
+                vec![
+                    rs("a", 1, 3, Some(9)),
+                    rs("b", 2, 3, Some(9)),
+                    rs("c", 3, 3, Some(9)),
+                ],
                 vec![("c", 4), ("b", 3), ("a", 3)],
                 "up",
             ),
@@ -540,12 +717,17 @@ mod tests {
         for (name, rollout, rss, want, want_op) in cases {
             let (mut got, op) = proportional_sizes(&rollout, &rss);
             got.sort();
-            let mut want: Vec<(String, i32)> = want.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+            let mut want: Vec<(String, i32)> =
+                want.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
             want.sort();
             assert_eq!(got, want, "{name}");
             assert_eq!(op, want_op, "{name}");
             let total: i32 = got.iter().map(|(_, s)| s).sum();
-            let allowed = if rollout.replicas > 0 { rollout.replicas + rollout.max_surge } else { 0 };
+            let allowed = if rollout.replicas > 0 {
+                rollout.replicas + rollout.max_surge
+            } else {
+                0
+            };
             assert_eq!(total, allowed, "{name}: the total is replicas + maxSurge");
         }
     }

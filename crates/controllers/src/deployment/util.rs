@@ -106,17 +106,26 @@ impl Rollout {
         let spec = d.spec.as_ref();
         let replicas = spec.and_then(|s| s.replicas).unwrap_or(1);
         let strategy = spec.and_then(|s| s.strategy.as_ref());
-        let rolling = strategy.and_then(|s| s.type_.as_deref()).unwrap_or("RollingUpdate") == "RollingUpdate";
+        let rolling = strategy
+            .and_then(|s| s.type_.as_deref())
+            .unwrap_or("RollingUpdate")
+            == "RollingUpdate";
         let (mut max_surge, mut max_unavailable) = (0, 0);
         if rolling {
             let ru = strategy.and_then(|s| s.rolling_update.as_ref());
-            let to_json = |v: Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>| {
-                v.map(|v| serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
-            };
+            let to_json =
+                |v: Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>| {
+                    v.map(|v| serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
+                };
             let surge = to_json(ru.and_then(|r| r.max_surge.as_ref()));
             let unavailable = to_json(ru.and_then(|r| r.max_unavailable.as_ref()));
-            (max_surge, max_unavailable) = resolve_fenceposts(surge.as_ref(), unavailable.as_ref(), replicas)?;
-            max_unavailable = if replicas == 0 { 0 } else { max_unavailable.min(replicas) };
+            (max_surge, max_unavailable) =
+                resolve_fenceposts(surge.as_ref(), unavailable.as_ref(), replicas)?;
+            max_unavailable = if replicas == 0 {
+                0
+            } else {
+                max_unavailable.min(replicas)
+            };
         }
         Ok(Rollout {
             replicas,
@@ -153,7 +162,10 @@ pub fn by_revision(a: &RsView, b: &RsView) -> Ordering {
 
 /// The highest revision among `rss` (0 if none has one).
 pub fn max_revision<'a>(rss: impl IntoIterator<Item = &'a RsView>) -> i64 {
-    rss.into_iter().filter_map(|r| r.revision).max().unwrap_or(0)
+    rss.into_iter()
+        .filter_map(|r| r.revision)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Whether two pod templates are equal once the `pod-template-hash` label is ignored (upstream's
@@ -162,12 +174,12 @@ pub fn max_revision<'a>(rss: impl IntoIterator<Item = &'a RsView>) -> i64 {
 pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
     fn strip(t: &PodTemplateSpec) -> PodTemplateSpec {
         let mut t = t.clone();
-        if let Some(meta) = t.metadata.as_mut() {
-            if let Some(labels) = meta.labels.as_mut() {
-                labels.remove(POD_TEMPLATE_HASH);
-                if labels.is_empty() {
-                    meta.labels = None;
-                }
+        if let Some(meta) = t.metadata.as_mut()
+            && let Some(labels) = meta.labels.as_mut()
+        {
+            labels.remove(POD_TEMPLATE_HASH);
+            if labels.is_empty() {
+                meta.labels = None;
             }
         }
         t
@@ -181,14 +193,20 @@ pub fn find_new(template: &PodTemplateSpec, rss: &[ReplicaSet]) -> Option<usize>
     let views: Vec<RsView> = rss.iter().map(RsView::of).collect();
     order.sort_by(|&a, &b| by_creation(&views[a], &views[b]));
     order.into_iter().find(|&i| {
-        rss[i].spec.as_ref().and_then(|s| s.template.as_ref()).is_some_and(|t| equal_ignore_hash(t, template))
+        rss[i]
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .is_some_and(|t| equal_ignore_hash(t, template))
     })
 }
 
 /// Whether the Deployment has reached its size with the new ReplicaSet alone (upstream's
 /// `IsSaturated`).
 pub fn is_saturated(replicas: i32, new: Option<&RsView>) -> bool {
-    new.is_some_and(|rs| rs.replicas == replicas && rs.desired_replicas == Some(replicas) && rs.available == replicas)
+    new.is_some_and(|rs| {
+        rs.replicas == replicas && rs.desired_replicas == Some(replicas) && rs.available == replicas
+    })
 }
 
 /// The only ReplicaSet with replicas, or the newest one if none has any; `None` when several
@@ -196,7 +214,12 @@ pub fn is_saturated(replicas: i32, new: Option<&RsView>) -> bool {
 pub fn active_or_latest<'a>(new: Option<&'a RsView>, old: &'a [RsView]) -> Option<&'a RsView> {
     let mut sorted: Vec<&RsView> = old.iter().collect();
     sorted.sort_by(|a, b| by_creation(a, b));
-    let active: Vec<&RsView> = sorted.iter().copied().chain(new).filter(|r| r.replicas > 0).collect();
+    let active: Vec<&RsView> = sorted
+        .iter()
+        .copied()
+        .chain(new)
+        .filter(|r| r.replicas > 0)
+        .collect();
     match active.len() {
         0 => new.or(sorted.last().copied()),
         1 => Some(active[0]),
@@ -211,7 +234,10 @@ pub fn new_rs_replicas(r: &Rollout, all: &[RsView], new: &RsView) -> i32 {
     if !r.rolling {
         return r.replicas;
     }
-    let current: i32 = all.iter().map(|rs| rs.replicas.max(rs.status_replicas)).sum();
+    let current: i32 = all
+        .iter()
+        .map(|rs| rs.replicas.max(rs.status_replicas))
+        .sum();
     let max_total = r.replicas + r.max_surge;
     if current >= max_total {
         return new.replicas;
@@ -237,7 +263,11 @@ pub fn copy_deployment_annotations(
 }
 
 /// Sets `desired-replicas` and `max-replicas`; whether any changed.
-pub fn set_replicas_annotations(annotations: &mut BTreeMap<String, String>, desired: i32, max: i32) -> bool {
+pub fn set_replicas_annotations(
+    annotations: &mut BTreeMap<String, String>,
+    desired: i32,
+    max: i32,
+) -> bool {
     let mut changed = false;
     for (k, v) in [(DESIRED_REPLICAS, desired), (MAX_REPLICAS, max)] {
         let v = v.to_string();
@@ -255,7 +285,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    pub(crate) fn rs(name: &str, created: i64, replicas: i32) -> RsView {
+    fn rs(name: &str, created: i64, replicas: i32) -> RsView {
         RsView {
             name: name.into(),
             created: Some(Timestamp::from_second(created).unwrap()),
@@ -268,24 +298,73 @@ mod tests {
     }
 
     fn rolling(replicas: i32, surge: i32, unavailable: i32) -> Rollout {
-        Rollout { replicas, rolling: true, max_surge: surge, max_unavailable: unavailable, status_replicas: 0 }
+        Rollout {
+            replicas,
+            rolling: true,
+            max_surge: surge,
+            max_unavailable: unavailable,
+            status_replicas: 0,
+        }
     }
 
     #[test]
     fn the_new_replica_set_grows_up_to_replicas_plus_surge() {
         // (case, rollout, old RS sizes, new RS size, want)
         let cases = [
-            ("fresh deployment: surge above nothing", rolling(10, 3, 2), vec![], 0, 10),
-            ("rollout start: only the surge", rolling(10, 3, 2), vec![10], 0, 3),
+            (
+                "fresh deployment: surge above nothing",
+                rolling(10, 3, 2),
+                vec![],
+                0,
+                10,
+            ),
+            (
+                "rollout start: only the surge",
+                rolling(10, 3, 2),
+                vec![10],
+                0,
+                3,
+            ),
             ("surge used up: wait", rolling(10, 3, 2), vec![10], 3, 3),
-            ("old scaled down by 2: two more", rolling(10, 3, 2), vec![8], 3, 5),
+            (
+                "old scaled down by 2: two more",
+                rolling(10, 3, 2),
+                vec![8],
+                3,
+                5,
+            ),
             ("never beyond replicas", rolling(10, 3, 2), vec![1], 8, 10),
-            ("two old RSs count together", rolling(10, 2, 0), vec![4, 5], 2, 3),
-            ("zero surge: only as old ones go", rolling(4, 0, 1), vec![3], 0, 1),
-            ("recreate: full size at once", Rollout { replicas: 5, ..Default::default() }, vec![5], 0, 5),
+            (
+                "two old RSs count together",
+                rolling(10, 2, 0),
+                vec![4, 5],
+                2,
+                3,
+            ),
+            (
+                "zero surge: only as old ones go",
+                rolling(4, 0, 1),
+                vec![3],
+                0,
+                1,
+            ),
+            (
+                "recreate: full size at once",
+                Rollout {
+                    replicas: 5,
+                    ..Default::default()
+                },
+                vec![5],
+                0,
+                5,
+            ),
         ];
         for (name, r, old, new, want) in cases {
-            let mut all: Vec<RsView> = old.iter().enumerate().map(|(i, &n)| rs(&format!("old{i}"), i as i64, n)).collect();
+            let mut all: Vec<RsView> = old
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| rs(&format!("old{i}"), i as i64, n))
+                .collect();
             let new = rs("new", 100, new);
             all.push(new.clone());
             assert_eq!(new_rs_replicas(&r, &all, &new), want, "{name}");
@@ -295,9 +374,15 @@ mod tests {
     #[test]
     fn pods_not_yet_gone_count_against_the_surge() {
         // The old RS was scaled to 7 but still has 9 pods: the new one may not grow yet.
-        let old = RsView { status_replicas: 9, ..rs("old", 1, 7) };
+        let old = RsView {
+            status_replicas: 9,
+            ..rs("old", 1, 7)
+        };
         let new = rs("new", 2, 3);
-        assert_eq!(new_rs_replicas(&rolling(10, 2, 0), &[old, new.clone()], &new), 3);
+        assert_eq!(
+            new_rs_replicas(&rolling(10, 2, 0), &[old, new.clone()], &new),
+            3
+        );
     }
 
     #[test]
@@ -311,16 +396,45 @@ mod tests {
         };
         // (strategy, replicas, surge, unavailable)
         let cases = [
-            (serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}), 10, 3, 2),
-            (serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}}), 10, 3, 2),
-            (serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}), 10, 0, 1),
-            (serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 5}}), 3, 1, 3),
-            (serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}), 0, 1, 0),
+            (
+                serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+                10,
+                3,
+                2,
+            ),
+            (
+                serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}}),
+                10,
+                3,
+                2,
+            ),
+            (
+                serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}),
+                10,
+                0,
+                1,
+            ),
+            (
+                serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 5}}),
+                3,
+                1,
+                3,
+            ),
+            (
+                serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}),
+                0,
+                1,
+                0,
+            ),
             (serde_json::json!({"type": "Recreate"}), 10, 0, 0),
         ];
         for (strategy, replicas, surge, unavailable) in cases {
             let r = Rollout::of(&d(strategy.clone(), replicas)).unwrap();
-            assert_eq!((r.max_surge, r.max_unavailable), (surge, unavailable), "{strategy} x{replicas}");
+            assert_eq!(
+                (r.max_surge, r.max_unavailable),
+                (surge, unavailable),
+                "{strategy} x{replicas}"
+            );
         }
     }
 
@@ -333,15 +447,33 @@ mod tests {
             v.sort_by(f);
             v.into_iter().map(|r| r.name).collect::<Vec<_>>()
         };
-        assert_eq!(names(vec![c.clone(), b.clone(), a.clone()], by_creation), ["a", "b", "c"]);
-        assert_eq!(names(vec![a.clone(), b.clone(), c.clone()], by_size_older), ["c", "a", "b"]);
-        assert_eq!(names(vec![a.clone(), b.clone(), c.clone()], by_size_newer), ["c", "b", "a"]);
-        let r = |name: &str, created, revision| RsView { revision, ..rs(name, created, 0) };
         assert_eq!(
-            names(vec![r("x", 1, Some(3)), r("y", 2, Some(1)), r("z", 0, None)], by_revision),
+            names(vec![c.clone(), b.clone(), a.clone()], by_creation),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            names(vec![a.clone(), b.clone(), c.clone()], by_size_older),
+            ["c", "a", "b"]
+        );
+        assert_eq!(
+            names(vec![a.clone(), b.clone(), c.clone()], by_size_newer),
+            ["c", "b", "a"]
+        );
+        let r = |name: &str, created, revision| RsView {
+            revision,
+            ..rs(name, created, 0)
+        };
+        assert_eq!(
+            names(
+                vec![r("x", 1, Some(3)), r("y", 2, Some(1)), r("z", 0, None)],
+                by_revision
+            ),
             ["z", "y", "x"]
         );
-        assert_eq!(max_revision(&[r("x", 1, Some(3)), r("y", 2, Some(11)), r("z", 0, None)]), 11);
+        assert_eq!(
+            max_revision(&[r("x", 1, Some(3)), r("y", 2, Some(11)), r("z", 0, None)]),
+            11
+        );
         assert_eq!(max_revision(&[]), 0);
     }
 
@@ -349,12 +481,43 @@ mod tests {
     fn active_or_latest_picks_the_only_active_one() {
         let old = vec![rs("o1", 1, 0), rs("o2", 2, 0)];
         let new = rs("n", 3, 0);
-        let cases: Vec<(&str, Option<RsView>, Vec<RsView>, Option<&str>)> = vec![
-            ("nothing active: the new one", Some(new.clone()), old.clone(), Some("n")),
-            ("nothing active, no new: the latest old", None, old.clone(), Some("o2")),
-            ("one active old", Some(new.clone()), vec![rs("o1", 1, 3), rs("o2", 2, 0)], Some("o1")),
-            ("only the new active", Some(rs("n", 3, 4)), old.clone(), Some("n")),
-            ("two active: none", Some(rs("n", 3, 4)), vec![rs("o1", 1, 3)], None),
+        type Case = (
+            &'static str,
+            Option<RsView>,
+            Vec<RsView>,
+            Option<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "nothing active: the new one",
+                Some(new.clone()),
+                old.clone(),
+                Some("n"),
+            ),
+            (
+                "nothing active, no new: the latest old",
+                None,
+                old.clone(),
+                Some("o2"),
+            ),
+            (
+                "one active old",
+                Some(new.clone()),
+                vec![rs("o1", 1, 3), rs("o2", 2, 0)],
+                Some("o1"),
+            ),
+            (
+                "only the new active",
+                Some(rs("n", 3, 4)),
+                old.clone(),
+                Some("n"),
+            ),
+            (
+                "two active: none",
+                Some(rs("n", 3, 4)),
+                vec![rs("o1", 1, 3)],
+                None,
+            ),
             ("no replica sets at all", None, vec![], None),
         ];
         for (name, new, old, want) in cases {
@@ -365,11 +528,26 @@ mod tests {
 
     #[test]
     fn saturation_needs_size_annotation_and_availability() {
-        let full = RsView { desired_replicas: Some(5), ..rs("n", 1, 5) };
+        let full = RsView {
+            desired_replicas: Some(5),
+            ..rs("n", 1, 5)
+        };
         assert!(is_saturated(5, Some(&full)));
         assert!(!is_saturated(6, Some(&full)));
-        assert!(!is_saturated(5, Some(&RsView { available: 4, ..full.clone() })));
-        assert!(!is_saturated(5, Some(&RsView { desired_replicas: None, ..full.clone() })));
+        assert!(!is_saturated(
+            5,
+            Some(&RsView {
+                available: 4,
+                ..full.clone()
+            })
+        ));
+        assert!(!is_saturated(
+            5,
+            Some(&RsView {
+                desired_replicas: None,
+                ..full.clone()
+            })
+        ));
         assert!(!is_saturated(5, None));
     }
 
@@ -382,9 +560,18 @@ mod tests {
             }))
             .unwrap()
         };
-        assert!(equal_ignore_hash(&t(&[("app", "w")], "v1"), &t(&[("app", "w"), (POD_TEMPLATE_HASH, "abc")], "v1")));
-        assert!(!equal_ignore_hash(&t(&[("app", "w")], "v1"), &t(&[("app", "w"), (POD_TEMPLATE_HASH, "abc")], "v2")));
-        assert!(!equal_ignore_hash(&t(&[("app", "w")], "v1"), &t(&[("app", "x")], "v1")));
+        assert!(equal_ignore_hash(
+            &t(&[("app", "w")], "v1"),
+            &t(&[("app", "w"), (POD_TEMPLATE_HASH, "abc")], "v1")
+        ));
+        assert!(!equal_ignore_hash(
+            &t(&[("app", "w")], "v1"),
+            &t(&[("app", "w"), (POD_TEMPLATE_HASH, "abc")], "v2")
+        ));
+        assert!(!equal_ignore_hash(
+            &t(&[("app", "w")], "v1"),
+            &t(&[("app", "x")], "v1")
+        ));
         // The oldest equal one is the new RS.
         let make = |name: &str, created: i64, tmpl: PodTemplateSpec| -> ReplicaSet {
             ReplicaSet {
@@ -395,7 +582,10 @@ mod tests {
                     )),
                     ..Default::default()
                 },
-                spec: Some(k8s_openapi::api::apps::v1::ReplicaSetSpec { template: Some(tmpl), ..Default::default() }),
+                spec: Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
+                    template: Some(tmpl),
+                    ..Default::default()
+                }),
                 status: None,
             }
         };
@@ -422,7 +612,10 @@ mod tests {
         .collect();
         let mut rs: BTreeMap<String, String> = [(REVISION.to_string(), "2".to_string())].into();
         assert!(copy_deployment_annotations(Some(&d), &mut rs));
-        assert_eq!(rs.get(CHANGE_CAUSE).map(String::as_str), Some("kubectl set image"));
+        assert_eq!(
+            rs.get(CHANGE_CAUSE).map(String::as_str),
+            Some("kubectl set image")
+        );
         assert_eq!(rs.get("team").map(String::as_str), Some("a"));
         assert_eq!(rs.get(REVISION).map(String::as_str), Some("2"));
         assert!(!rs.contains_key("kubectl.kubernetes.io/last-applied-configuration"));

@@ -6,26 +6,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use std::collections::HashMap;
 
-/// Whether `toleration` tolerates `taint`, as upstream's `Toleration.ToleratesTaint`: effects
-/// match (an empty effect matches all), keys match (an empty key matches all), and the operator
-/// agrees (`Exists`, or `Equal`/empty with equal values).
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or("");
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
-}
+pub use api::taint::tolerates;
 
 /// A NoExecute taint and the time its tolerations count from.
 #[derive(Clone, Debug, PartialEq)]

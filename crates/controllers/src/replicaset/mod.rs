@@ -57,11 +57,19 @@ pub struct Config {
     pub burst_replicas: usize,
     /// Retry delays of failed syncs.
     pub backoff: Backoff,
+    /// A delay before each pod event is applied: zero in production; tests set it to play a
+    /// slow watch, which is what expectations protect against.
+    pub pod_watch_lag: Duration,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { workers: 5, burst_replicas: 500, backoff: Backoff::default() }
+        Self {
+            workers: 5,
+            burst_replicas: 500,
+            backoff: Backoff::default(),
+            pod_watch_lag: Duration::ZERO,
+        }
     }
 }
 
@@ -126,14 +134,20 @@ enum Event {
 /// Applies watch events to the indexes and expectations, and queues the ReplicaSets they concern
 /// (upstream's `addPod`/`updatePod`/`deletePod` and the ReplicaSet handlers).
 async fn ingest(ctx: Arc<Context>, queue: WorkQueue<Key>, synced: watch::Sender<bool>) {
-    let rs_events = watcher(Api::<ReplicaSet>::all(ctx.client.clone()), watcher::Config::default())
-        .default_backoff()
-        .map(Event::ReplicaSet)
-        .boxed();
-    let pod_events = watcher(Api::<Pod>::all(ctx.client.clone()), watcher::Config::default())
-        .default_backoff()
-        .map(Event::Pod)
-        .boxed();
+    let rs_events = watcher(
+        Api::<ReplicaSet>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map(Event::ReplicaSet)
+    .boxed();
+    let pod_events = watcher(
+        Api::<Pod>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map(Event::Pod)
+    .boxed();
     let mut events = futures::stream::select(rs_events, pod_events);
     let mut rs_ingest = Ingest::new(ctx.replica_sets.clone());
     let mut pod_ingest = Ingest::new(ctx.pods.clone());
@@ -142,7 +156,9 @@ async fn ingest(ctx: Arc<Context>, queue: WorkQueue<Key>, synced: watch::Sender<
             Event::ReplicaSet(Ok(e)) => {
                 for change in rs_ingest.handle(e) {
                     match change {
-                        Change::Added(rs) | Change::Updated { new: rs, .. } => queue.add(key_of(rs.as_ref())),
+                        Change::Added(rs) | Change::Updated { new: rs, .. } => {
+                            queue.add(key_of(rs.as_ref()))
+                        }
                         Change::Deleted(rs) => {
                             let k = key_of(rs.as_ref());
                             ctx.expectations.forget(&k);
@@ -152,6 +168,9 @@ async fn ingest(ctx: Arc<Context>, queue: WorkQueue<Key>, synced: watch::Sender<
                 }
             }
             Event::Pod(Ok(e)) => {
+                if !ctx.config.pod_watch_lag.is_zero() {
+                    tokio::time::sleep(ctx.config.pod_watch_lag).await;
+                }
                 for change in pod_ingest.handle(e) {
                     on_pod_change(&ctx, &queue, change);
                 }
@@ -184,8 +203,13 @@ fn matching_replica_sets(ctx: &Context, pod: &Pod) -> Vec<Key> {
         .in_namespace(&ns)
         .iter()
         .filter(|rs| {
-            LabelSelector::from_label_selector(&rs.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default())
-                .is_ok_and(|sel| !sel.is_empty() && sel.matches_labels(pod.metadata.labels.as_ref()))
+            LabelSelector::from_label_selector(
+                &rs.spec
+                    .as_ref()
+                    .map(|s| s.selector.clone())
+                    .unwrap_or_default(),
+            )
+            .is_ok_and(|sel| !sel.is_empty() && sel.matches_labels(pod.metadata.labels.as_ref()))
         })
         .map(|rs| key_of(rs.as_ref()))
         .collect()
@@ -240,7 +264,9 @@ fn on_pod_change(ctx: &Context, queue: &WorkQueue<Key>, change: Change<Pod>) {
             }
             match resolve(ctx, &ns, &new.metadata) {
                 Some(k) => queue.add(k),
-                None if controller_of(&new.metadata).is_none() && (labels_changed || ref_changed) => {
+                None if controller_of(&new.metadata).is_none()
+                    && (labels_changed || ref_changed) =>
+                {
                     for k in matching_replica_sets(ctx, &new) {
                         queue.add(k);
                     }
@@ -274,18 +300,20 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action,
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let controller = controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
     let rs_api: Api<ReplicaSet> = Api::namespaced(ctx.client.clone(), ns);
-    let pods = ownership::claim(
-        &pods_api,
-        &controller,
-        rs.metadata.deletion_timestamp.is_some(),
-        candidates,
-        |p| !selector.is_empty() && selector.matches_labels(p.metadata.labels.as_ref()),
-        || async {
-            let fresh = rs_api.get(name).await?;
-            Ok(fresh.metadata.uid == rs.metadata.uid && fresh.metadata.deletion_timestamp.is_none())
-        },
-    )
-    .await?;
+    let pods =
+        ownership::claim(
+            &pods_api,
+            &controller,
+            rs.metadata.deletion_timestamp.is_some(),
+            candidates,
+            |p| !selector.is_empty() && selector.matches_labels(p.metadata.labels.as_ref()),
+            || async {
+                let fresh = rs_api.get(name).await?;
+                Ok(fresh.metadata.uid == rs.metadata.uid
+                    && fresh.metadata.deletion_timestamp.is_none())
+            },
+        )
+        .await?;
 
     let desired = spec.replicas.unwrap_or(1).max(0) as usize;
     let mut failure = None;
@@ -293,24 +321,41 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action,
         && rs.metadata.deletion_timestamp.is_none()
         && let Err(e) = manage_replicas(&ctx, &rs, &rs_key, &pods, desired).await
     {
-        let reason = if pods.len() < desired { "FailedCreate" } else { "FailedDelete" };
+        let reason = if pods.len() < desired {
+            "FailedCreate"
+        } else {
+            "FailedDelete"
+        };
         failure = Some((reason, e));
     }
 
     let now = jiff::Timestamp::now();
-    let template_labels = spec.template.as_ref().and_then(|t| t.metadata.as_ref()).and_then(|m| m.labels.as_ref());
-    let counts = status::count(&pods, template_labels, spec.min_ready_seconds.unwrap_or(0), now);
+    let template_labels = spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.as_ref());
+    let counts = status::count(
+        &pods,
+        template_labels,
+        spec.min_ready_seconds.unwrap_or(0),
+        now,
+    );
     let next = status::next_status(
         rs.status.as_ref(),
         &counts,
         rs.metadata.generation,
-        failure.as_ref().map(|(reason, e)| (*reason, error_message(e))),
+        failure
+            .as_ref()
+            .map(|(reason, e)| (*reason, error_message(e))),
         now,
     );
     if rs.status.as_ref() != Some(&next) {
         let mut updated = (*rs).clone();
         updated.status = Some(next);
-        rs_api.replace_status(name, &PostParams::default(), &updated).await?;
+        rs_api
+            .replace_status(name, &PostParams::default(), &updated)
+            .await?;
     }
     if let Some((_, e)) = failure {
         return Err(e.into());
@@ -328,7 +373,11 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action,
 
 /// A pod for `rs` from its template (upstream's `GetPodFromTemplate`).
 fn pod_from_template(rs: &ReplicaSet) -> Pod {
-    let template = rs.spec.as_ref().and_then(|s| s.template.clone()).unwrap_or_default();
+    let template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .unwrap_or_default();
     let tmeta = template.metadata.unwrap_or_default();
     Pod {
         metadata: ObjectMeta {
@@ -368,32 +417,60 @@ async fn manage_replicas(
         })
         .await;
         for pod in &created {
-            ctx.recorder.record(&reference, EventType::Normal, "SuccessfulCreate", format!("Created pod: {}", pod.name_any()));
+            ctx.recorder.record(
+                &reference,
+                EventType::Normal,
+                "SuccessfulCreate",
+                format!("Created pod: {}", pod.name_any()),
+            );
         }
         // Pods never created will never be observed.
-        ctx.expectations.lower_creations(rs_key, diff - created.len());
+        ctx.expectations
+            .lower_creations(rs_key, diff - created.len());
         if let Some(e) = error {
-            ctx.recorder.record(&reference, EventType::Warning, "FailedCreate", format!("Error creating: {}", error_message(&e)));
+            ctx.recorder.record(
+                &reference,
+                EventType::Warning,
+                "FailedCreate",
+                format!("Error creating: {}", error_message(&e)),
+            );
             return Err(e);
         }
     } else if pods.len() > desired {
         let diff = (pods.len() - desired).min(ctx.config.burst_replicas);
         let related = related_pods(ctx, rs, pods);
         let victims = ranking::pods_to_delete(pods, &related, diff);
-        ctx.expectations.expect_deletions(rs_key, victims.iter().map(|p| key_of(p.as_ref())));
+        ctx.expectations
+            .expect_deletions(rs_key, victims.iter().map(|p| key_of(p.as_ref())));
         let results = join_all(victims.iter().map(|pod| {
             let api = api.clone();
-            async move { (pod, api.delete(&pod.name_any(), &DeleteParams::default()).await) }
+            async move {
+                (
+                    pod,
+                    api.delete(&pod.name_any(), &DeleteParams::default()).await,
+                )
+            }
         }))
         .await;
         let mut first_error = None;
         for (pod, result) in results {
             match result {
-                Ok(_) => ctx.recorder.record(&reference, EventType::Normal, "SuccessfulDelete", format!("Deleted pod: {}", pod.name_any())),
+                Ok(_) => ctx.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "SuccessfulDelete",
+                    format!("Deleted pod: {}", pod.name_any()),
+                ),
                 Err(e) => {
-                    ctx.expectations.deletion_observed(rs_key, &key_of(pod.as_ref()));
+                    ctx.expectations
+                        .deletion_observed(rs_key, &key_of(pod.as_ref()));
                     if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                        ctx.recorder.record(&reference, EventType::Warning, "FailedDelete", format!("Error deleting: {}", error_message(&e)));
+                        ctx.recorder.record(
+                            &reference,
+                            EventType::Warning,
+                            "FailedDelete",
+                            format!("Error deleting: {}", error_message(&e)),
+                        );
                         first_error.get_or_insert(e);
                     }
                 }
@@ -418,7 +495,12 @@ fn related_pods(ctx: &Context, rs: &ReplicaSet, own: &[Arc<Pod>]) -> Vec<Arc<Pod
             continue;
         }
         let uid = sibling.metadata.uid.clone().unwrap_or_default();
-        related.extend(ctx.pods.controlled_by(&uid).into_iter().filter(|p| is_active(p)));
+        related.extend(
+            ctx.pods
+                .controlled_by(&uid)
+                .into_iter()
+                .filter(|p| is_active(p)),
+        );
     }
     related
 }

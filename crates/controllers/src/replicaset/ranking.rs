@@ -66,7 +66,10 @@ pub fn deletion_order(a: &PodFacts, b: &PodFacts) -> Ordering {
 }
 
 fn node_of(pod: &Pod) -> &str {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("")
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("")
 }
 
 /// The ranking facts of `pod`, given how many related pods run on each node.
@@ -111,9 +114,14 @@ pub fn pods_to_delete(pods: &[Arc<Pod>], related: &[Arc<Pod>], count: usize) -> 
     for p in related {
         *per_node.entry(node_of(p)).or_default() += 1;
     }
-    let mut ranked: Vec<(PodFacts, &Arc<Pod>)> = pods.iter().map(|p| (facts(p, &per_node), p)).collect();
+    let mut ranked: Vec<(PodFacts, &Arc<Pod>)> =
+        pods.iter().map(|p| (facts(p, &per_node), p)).collect();
     ranked.sort_by(|a, b| deletion_order(&a.0, &b.0));
-    ranked.into_iter().take(count).map(|(_, p)| Arc::clone(p)).collect()
+    ranked
+        .into_iter()
+        .take(count)
+        .map(|(_, p)| Arc::clone(p))
+        .collect()
 }
 
 #[cfg(test)]
@@ -149,23 +157,43 @@ mod tests {
             p
         };
         let cases: Vec<(&str, PodFacts)> = vec![
-            ("unscheduled before scheduled", first(|p| p.assigned = false)),
+            (
+                "unscheduled before scheduled",
+                first(|p| p.assigned = false),
+            ),
             ("Pending before Running", first(|p| p.phase = 0)),
             ("Unknown before Running", first(|p| p.phase = 1)),
-            ("not ready before ready", first(|p| {
-                p.ready = false;
-                p.ready_since = None;
-            })),
+            (
+                "not ready before ready",
+                first(|p| {
+                    p.ready = false;
+                    p.ready_since = None;
+                }),
+            ),
             ("lower deletion cost first", first(|p| p.deletion_cost = -5)),
-            ("more pods on the same node first", first(|p| p.colocated = 3)),
-            ("ready for less time first", first(|p| p.ready_since = ts(300))),
+            (
+                "more pods on the same node first",
+                first(|p| p.colocated = 3),
+            ),
+            (
+                "ready for less time first",
+                first(|p| p.ready_since = ts(300)),
+            ),
             ("more restarts first", first(|p| p.restarts = 4)),
             ("newer first", first(|p| p.created = ts(150))),
             ("unknown creation time first", first(|p| p.created = None)),
         ];
         for (name, candidate) in cases {
-            assert_eq!(deletion_order(&candidate, &healthy("a")), Ordering::Less, "{name}");
-            assert_eq!(deletion_order(&healthy("a"), &candidate), Ordering::Greater, "{name}");
+            assert_eq!(
+                deletion_order(&candidate, &healthy("a")),
+                Ordering::Less,
+                "{name}"
+            );
+            assert_eq!(
+                deletion_order(&healthy("a"), &candidate),
+                Ordering::Greater,
+                "{name}"
+            );
         }
     }
 
@@ -174,25 +202,60 @@ mod tests {
         let cases: Vec<(&str, PodFacts, PodFacts)> = vec![
             (
                 "Pending beats a high cost",
-                PodFacts { phase: 0, deletion_cost: 100, ..healthy("a") },
-                PodFacts { deletion_cost: -100, ..healthy("b") },
+                PodFacts {
+                    phase: 0,
+                    deletion_cost: 100,
+                    ..healthy("a")
+                },
+                PodFacts {
+                    deletion_cost: -100,
+                    ..healthy("b")
+                },
             ),
             (
                 "not ready beats many restarts",
-                PodFacts { ready: false, ready_since: None, ..healthy("a") },
-                PodFacts { restarts: 50, ..healthy("b") },
+                PodFacts {
+                    ready: false,
+                    ready_since: None,
+                    ..healthy("a")
+                },
+                PodFacts {
+                    restarts: 50,
+                    ..healthy("b")
+                },
             ),
             (
                 "cost beats doubling up",
-                PodFacts { deletion_cost: -1, ..healthy("a") },
-                PodFacts { colocated: 9, ..healthy("b") },
+                PodFacts {
+                    deletion_cost: -1,
+                    ..healthy("a")
+                },
+                PodFacts {
+                    colocated: 9,
+                    ..healthy("b")
+                },
             ),
             (
                 "ready time is ignored unless both are ready",
-                PodFacts { phase: 0, ready: false, ready_since: None, restarts: 3, ..healthy("a") },
-                PodFacts { phase: 0, ready: false, ready_since: None, ..healthy("b") },
+                PodFacts {
+                    phase: 0,
+                    ready: false,
+                    ready_since: None,
+                    restarts: 3,
+                    ..healthy("a")
+                },
+                PodFacts {
+                    phase: 0,
+                    ready: false,
+                    ready_since: None,
+                    ..healthy("b")
+                },
             ),
-            ("equal facts fall back to the name", healthy("a"), healthy("b")),
+            (
+                "equal facts fall back to the name",
+                healthy("a"),
+                healthy("b"),
+            ),
         ];
         for (name, first, second) in cases {
             assert_eq!(deletion_order(&first, &second), Ordering::Less, "{name}");

@@ -41,8 +41,10 @@ pub fn count(
     for pod in pods {
         c.replicas += 1;
         let labels = pod.metadata.labels.as_ref();
-        let fully = template_labels
-            .is_none_or(|want| want.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)));
+        let fully = template_labels.is_none_or(|want| {
+            want.iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        });
         if fully {
             c.fully_labeled += 1;
         }
@@ -68,8 +70,9 @@ pub fn next_status(
     failure: Option<(&str, String)>,
     now: Timestamp,
 ) -> ReplicaSetStatus {
-    let mut conditions: Vec<ReplicaSetCondition> =
-        current.and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let mut conditions: Vec<ReplicaSetCondition> = current
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
     let existing = conditions.iter().any(|c| c.type_ == REPLICA_FAILURE);
     match failure {
         // Upstream keeps the first failure's condition until a sync succeeds.
@@ -135,7 +138,12 @@ mod tests {
 
     fn pod(labels: &[(&str, &str)], ready_at: Option<i64>) -> Arc<Pod> {
         let mut p = Pod::default();
-        p.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        p.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
         p.status = Some(PodStatus {
             conditions: ready_at.map(|at| {
                 vec![PodCondition {
@@ -152,8 +160,10 @@ mod tests {
 
     #[test]
     fn counts_follow_labels_readiness_and_min_ready_seconds() {
-        let template: BTreeMap<String, String> =
-            [("app", "web"), ("tier", "fe")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let template: BTreeMap<String, String> = [("app", "web"), ("tier", "fe")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let now = Timestamp::from_second(1_000).unwrap();
         let pods = vec![
             pod(&[("app", "web"), ("tier", "fe")], Some(900)),
@@ -162,27 +172,55 @@ mod tests {
             pod(&[("app", "web"), ("tier", "fe")], None),
         ];
         // (minReadySeconds, ready, available, next available in seconds)
-        let cases = [(0, 3, 3, None), (5, 3, 2, Some(3)), (10, 3, 1, Some(5)), (200, 3, 0, Some(95))];
+        let cases = [
+            (0, 3, 3, None),
+            (5, 3, 2, Some(3)),
+            (10, 3, 1, Some(5)),
+            (200, 3, 0, Some(100)),
+        ];
         for (min_ready, ready, available, next) in cases {
             let c = count(&pods, Some(&template), min_ready, now);
             assert_eq!(c.replicas, 4, "minReady {min_ready}");
             assert_eq!(c.fully_labeled, 3, "minReady {min_ready}");
-            assert_eq!((c.ready, c.available), (ready, available), "minReady {min_ready}");
-            assert_eq!(c.next_available.map(|d| d.as_secs()), next, "minReady {min_ready}");
+            assert_eq!(
+                (c.ready, c.available),
+                (ready, available),
+                "minReady {min_ready}"
+            );
+            assert_eq!(
+                c.next_available.map(|d| d.as_secs()),
+                next,
+                "minReady {min_ready}"
+            );
         }
     }
 
     #[test]
     fn replica_failure_is_set_once_and_cleared_on_success() {
         let now = Timestamp::from_second(1_000).unwrap();
-        let counts = PodCounts { replicas: 1, ..Default::default() };
-        let failed = next_status(None, &counts, Some(2), Some(("FailedCreate", "quota".into())), now);
+        let counts = PodCounts {
+            replicas: 1,
+            ..Default::default()
+        };
+        let failed = next_status(
+            None,
+            &counts,
+            Some(2),
+            Some(("FailedCreate", "quota".into())),
+            now,
+        );
         let conds = failed.conditions.clone().unwrap();
         assert_eq!(conds.len(), 1);
         assert_eq!(conds[0].reason.as_deref(), Some("FailedCreate"));
         assert_eq!(failed.observed_generation, Some(2));
         // A second failure keeps the first condition.
-        let again = next_status(Some(&failed), &counts, Some(2), Some(("FailedDelete", "x".into())), now);
+        let again = next_status(
+            Some(&failed),
+            &counts,
+            Some(2),
+            Some(("FailedDelete", "x".into())),
+            now,
+        );
         assert_eq!(again.conditions, failed.conditions);
         let ok = next_status(Some(&again), &counts, Some(2), None, now);
         assert_eq!(ok.conditions, None);
@@ -196,8 +234,8 @@ mod tests {
             (1, None, 1, 1),
             (10, None, 10, 10),
             (10, Some(1), 0, 1),
-            // batches 1, 2, 4, 3: the 2nd call fails, so its batch (calls 2-3) ends the run.
-            (10, Some(2), 1, 3),
+            // batches 1, 2, 4, 3: the 2nd call fails; its batch (calls 2-3) completes, then stop.
+            (10, Some(2), 2, 3),
             // the 5th call is in the batch of 4 (calls 4-7).
             (10, Some(5), 6, 7),
             (10, Some(10), 9, 10),
@@ -206,12 +244,26 @@ mod tests {
             let n = AtomicUsize::new(0);
             let (done, err) = slow_start(count, 1, || {
                 let i = n.fetch_add(1, Ordering::SeqCst) + 1;
-                async move { if Some(i) == fail_at { Err("boom") } else { Ok(i) } }
+                async move {
+                    if Some(i) == fail_at {
+                        Err("boom")
+                    } else {
+                        Ok(i)
+                    }
+                }
             })
             .await;
             assert_eq!(done.len(), successes, "{count} failing at {fail_at:?}");
-            assert_eq!(n.load(Ordering::SeqCst), calls, "{count} failing at {fail_at:?}");
-            assert_eq!(err.is_some(), fail_at.is_some(), "{count} failing at {fail_at:?}");
+            assert_eq!(
+                n.load(Ordering::SeqCst),
+                calls,
+                "{count} failing at {fail_at:?}"
+            );
+            assert_eq!(
+                err.is_some(),
+                fail_at.is_some(),
+                "{count} failing at {fail_at:?}"
+            );
         }
     }
 }
