@@ -43,7 +43,9 @@ pub enum Error {
     #[error("hash collision: ControllerRevision {0} already exists with another template")]
     Collision(String),
     /// The collision count this sync hashed with is no longer the owner's.
-    #[error("found a stale collision count ({seen:?}, expected {current:?}) of {owner}; will retry until it is updated")]
+    #[error(
+        "found a stale collision count ({seen:?}, expected {current:?}) of {owner}; will retry until it is updated"
+    )]
     StaleCollisionCount {
         /// The owner.
         owner: String,
@@ -68,7 +70,13 @@ pub fn revision_data(template: &Value) -> Value {
 
 /// The template a revision records (its data without the `$patch` directive).
 pub fn revision_template(revision: &ControllerRevision) -> Option<Value> {
-    let mut template = revision.data.as_ref()?.0.get("spec")?.get("template")?.clone();
+    let mut template = revision
+        .data
+        .as_ref()?
+        .0
+        .get("spec")?
+        .get("template")?
+        .clone();
     if let Value::Object(map) = &mut template {
         map.remove("$patch");
     }
@@ -78,12 +86,18 @@ pub fn revision_template(revision: &ControllerRevision) -> Option<Value> {
 /// Whether `revision` records `template` (upstream compares the serialized patch; we compare
 /// the JSON values, so key order does not matter).
 pub fn matches(revision: &ControllerRevision, template: &Value) -> bool {
-    revision.data.as_ref().is_some_and(|d| d.0 == revision_data(template))
+    revision
+        .data
+        .as_ref()
+        .is_some_and(|d| d.0 == revision_data(template))
 }
 
 /// The hash label of a revision or pod.
 pub fn hash_of(meta: &ObjectMeta) -> Option<&str> {
-    meta.labels.as_ref()?.get(CONTROLLER_REVISION_HASH).map(String::as_str)
+    meta.labels
+        .as_ref()?
+        .get(CONTROLLER_REVISION_HASH)
+        .map(String::as_str)
 }
 
 /// The highest revision number among `revisions` (0 for none).
@@ -159,7 +173,6 @@ impl Owner<'_> {
     pub fn hash(&self) -> String {
         api::hash::template_hash(self.template, self.collision_count)
     }
-
 }
 
 /// The revision recording the owner's template with number `revision`: named `<owner>-<hash>`,
@@ -171,16 +184,27 @@ pub fn new_revision(owner: &Owner<'_>, revision: i64) -> ControllerRevision {
         .template
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
         .unwrap_or_default();
     labels.insert(CONTROLLER_REVISION_HASH.into(), hash.clone());
     ControllerRevision {
         metadata: ObjectMeta {
-            name: Some(format!("{}-{hash}", owner.meta.name.as_deref().unwrap_or(""))),
+            name: Some(format!(
+                "{}-{hash}",
+                owner.meta.name.as_deref().unwrap_or("")
+            )),
             namespace: owner.meta.namespace.clone(),
             labels: Some(labels),
             annotations: owner.meta.annotations.clone(),
-            owner_references: Some(vec![controller_ref(owner.api_version, owner.kind, owner.meta)]),
+            owner_references: Some(vec![controller_ref(
+                owner.api_version,
+                owner.kind,
+                owner.meta,
+            )]),
             ..Default::default()
         },
         data: Some(RawExtension(revision_data(owner.template))),
@@ -222,19 +246,33 @@ pub async fn construct(
     let next = max_revision(&old) + 1;
     let Some(keep) = keep_of_duplicates(&current) else {
         let created = snapshot(api, owner, next).await?;
-        return Ok(Constructed { current: created, old, duplicates: Vec::new() });
+        return Ok(Constructed {
+            current: created,
+            old,
+            duplicates: Vec::new(),
+        });
     };
     let mut cur = current.swap_remove(keep);
     if cur.revision < next {
         let name = cur.metadata.name.clone().unwrap_or_default();
         let patch = json!({"revision": next});
-        cur = Arc::new(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?);
+        cur = Arc::new(
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?,
+        );
     }
-    Ok(Constructed { current: cur, old, duplicates: current })
+    Ok(Constructed {
+        current: cur,
+        old,
+        duplicates: current,
+    })
 }
 
 /// Deletes revisions (duplicates, or those [`to_truncate`] chose); one already gone is fine.
-pub async fn delete_revisions(api: &Api<ControllerRevision>, revisions: &[Arc<ControllerRevision>]) -> Result<(), Error> {
+pub async fn delete_revisions(
+    api: &Api<ControllerRevision>,
+    revisions: &[Arc<ControllerRevision>],
+) -> Result<(), Error> {
     for r in revisions {
         let name = r.metadata.name.clone().unwrap_or_default();
         match api.delete(&name, &DeleteParams::default()).await {
@@ -247,7 +285,10 @@ pub async fn delete_revisions(api: &Api<ControllerRevision>, revisions: &[Arc<Co
 }
 
 /// Deletes the duplicates [`construct`] reported (once their pods carry the kept hash).
-pub async fn delete_duplicates(api: &Api<ControllerRevision>, constructed: &Constructed) -> Result<(), Error> {
+pub async fn delete_duplicates(
+    api: &Api<ControllerRevision>,
+    constructed: &Constructed,
+) -> Result<(), Error> {
     delete_revisions(api, &constructed.duplicates).await
 }
 
@@ -255,7 +296,11 @@ pub async fn delete_duplicates(api: &Api<ControllerRevision>, constructed: &Cons
 /// the same template (our own earlier creation, not yet in the cache) that one is returned; if
 /// by another template, it is a hash collision: [`Error::Collision`], and the caller bumps the
 /// owner's `status.collisionCount` with [`bump_collision_count`].
-pub async fn snapshot(api: &Api<ControllerRevision>, owner: &Owner<'_>, revision: i64) -> Result<Arc<ControllerRevision>, Error> {
+pub async fn snapshot(
+    api: &Api<ControllerRevision>,
+    owner: &Owner<'_>,
+    revision: i64,
+) -> Result<Arc<ControllerRevision>, Error> {
     let rev = new_revision(owner, revision);
     let name = rev.metadata.name.clone().unwrap_or_default();
     match api.create(&PostParams::default(), &rev).await {
@@ -273,25 +318,42 @@ pub async fn snapshot(api: &Api<ControllerRevision>, owner: &Owner<'_>, revision
 
 /// Bumps `status.collisionCount` of the owner `name` by one, unless the count the colliding
 /// sync used (`seen`) is stale, as upstream (so one collision bumps it once).
-pub async fn bump_collision_count<K>(owners: &Api<K>, name: &str, seen: Option<i32>) -> Result<(), Error>
+pub async fn bump_collision_count<K>(
+    owners: &Api<K>,
+    name: &str,
+    seen: Option<i32>,
+) -> Result<(), Error>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     let current = owners.get_status(name).await?;
     let value = serde_json::to_value(&current).map_err(|e| Error::Template(name.to_string(), e))?;
-    let count = value.pointer("/status/collisionCount").and_then(Value::as_i64).and_then(|c| i32::try_from(c).ok());
+    let count = value
+        .pointer("/status/collisionCount")
+        .and_then(Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok());
     if count != seen {
-        return Err(Error::StaleCollisionCount { owner: name.to_string(), seen, current: count });
+        return Err(Error::StaleCollisionCount {
+            owner: name.to_string(),
+            seen,
+            current: count,
+        });
     }
     let patch = json!({
         "metadata": {"resourceVersion": current.meta().resource_version},
         "status": {"collisionCount": count.unwrap_or(0).saturating_add(1)},
     });
-    owners.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    owners
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::type_complexity,
+    reason = "table-driven cases spell out their columns"
+)]
 mod tests {
     use super::*;
 
@@ -317,7 +379,10 @@ mod tests {
         let t = template("nginx:1");
         let data = revision_data(&t);
         assert_eq!(data["spec"]["template"]["$patch"], "replace");
-        let r = ControllerRevision { data: Some(RawExtension(data)), ..Default::default() };
+        let r = ControllerRevision {
+            data: Some(RawExtension(data)),
+            ..Default::default()
+        };
         assert_eq!(revision_template(&r), Some(t.clone()));
         // Key order does not matter.
         assert!(matches(&r, &t));
@@ -328,7 +393,11 @@ mod tests {
     fn split_finds_the_current_revision() {
         let revs = vec![rev("a", 1, "v1"), rev("b", 2, "v2"), rev("c", 3, "v1")];
         let (cur, old) = split(revs, &template("v1"));
-        let names = |v: &[Arc<ControllerRevision>]| v.iter().map(|r| r.metadata.name.clone().unwrap()).collect::<Vec<_>>();
+        let names = |v: &[Arc<ControllerRevision>]| {
+            v.iter()
+                .map(|r| r.metadata.name.clone().unwrap())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(&cur), ["ds-a", "ds-c"]);
         assert_eq!(names(&old), ["ds-b"]);
         assert_eq!(max_revision(&old), 2);
@@ -336,10 +405,19 @@ mod tests {
 
     #[test]
     fn dedupe_keeps_the_highest_revision_last_of_equals() {
-        let cases: Vec<(Vec<i64>, Option<usize>)> =
-            vec![(vec![], None), (vec![4], Some(0)), (vec![1, 5, 3], Some(1)), (vec![2, 2], Some(1)), (vec![7, 2, 7, 1], Some(2))];
+        let cases: Vec<(Vec<i64>, Option<usize>)> = vec![
+            (vec![], None),
+            (vec![4], Some(0)),
+            (vec![1, 5, 3], Some(1)),
+            (vec![2, 2], Some(1)),
+            (vec![7, 2, 7, 1], Some(2)),
+        ];
         for (revisions, want) in cases {
-            let revs: Vec<_> = revisions.iter().enumerate().map(|(i, r)| rev(&i.to_string(), *r, "v")).collect();
+            let revs: Vec<_> = revisions
+                .iter()
+                .enumerate()
+                .map(|(i, r)| rev(&i.to_string(), *r, "v"))
+                .collect();
             assert_eq!(keep_of_duplicates(&revs), want, "{revisions:?}");
         }
     }
@@ -350,17 +428,34 @@ mod tests {
         let cases: Vec<(Vec<(&str, i64)>, i32, Vec<&str>, Vec<&str>)> = vec![
             (vec![("a", 1), ("b", 2)], 10, vec![], vec![]),
             (vec![("a", 1), ("b", 2), ("c", 3)], 2, vec![], vec!["a"]),
-            (vec![("c", 3), ("a", 1), ("b", 2)], 1, vec![], vec!["a", "b"]),
-            (vec![("a", 1), ("b", 2), ("c", 3)], 1, vec!["a"], vec!["b", "c"]),
-            (vec![("a", 1), ("b", 2), ("c", 3)], 0, vec!["b"], vec!["a", "c"]),
+            (
+                vec![("c", 3), ("a", 1), ("b", 2)],
+                1,
+                vec![],
+                vec!["a", "b"],
+            ),
+            (
+                vec![("a", 1), ("b", 2), ("c", 3)],
+                1,
+                vec!["a"],
+                vec!["b", "c"],
+            ),
+            (
+                vec![("a", 1), ("b", 2), ("c", 3)],
+                0,
+                vec!["b"],
+                vec!["a", "c"],
+            ),
             (vec![("a", 1), ("b", 2)], 0, vec!["a", "b"], vec![]),
             (vec![("a", 1)], -1, vec![], vec!["a"]),
         ];
         for (old, limit, live, want) in cases {
             let old: Vec<_> = old.iter().map(|(h, r)| rev(h, *r, h)).collect();
             let live: HashSet<String> = live.iter().map(|s| s.to_string()).collect();
-            let got: Vec<String> =
-                to_truncate(&old, limit, &live).iter().map(|r| hash_of(&r.metadata).unwrap().to_string()).collect();
+            let got: Vec<String> = to_truncate(&old, limit, &live)
+                .iter()
+                .map(|r| hash_of(&r.metadata).unwrap().to_string())
+                .collect();
             assert_eq!(got, want, "limit {limit} live {live:?}");
         }
     }
@@ -371,23 +466,51 @@ mod tests {
             name: Some("fluentd".into()),
             namespace: Some("kube-system".into()),
             uid: Some("u1".into()),
-            annotations: Some([("kubernetes.io/change-cause".to_string(), "image v2".to_string())].into()),
+            annotations: Some(
+                [(
+                    "kubernetes.io/change-cause".to_string(),
+                    "image v2".to_string(),
+                )]
+                .into(),
+            ),
             ..Default::default()
         };
         let t = template("v2");
-        let owner = Owner { meta: &meta, api_version: "apps/v1", kind: "DaemonSet", template: &t, collision_count: None };
+        let owner = Owner {
+            meta: &meta,
+            api_version: "apps/v1",
+            kind: "DaemonSet",
+            template: &t,
+            collision_count: None,
+        };
         let r = new_revision(&owner, 3);
         let hash = owner.hash();
-        assert_eq!(r.metadata.name.as_deref(), Some(format!("fluentd-{hash}").as_str()));
+        assert_eq!(
+            r.metadata.name.as_deref(),
+            Some(format!("fluentd-{hash}").as_str())
+        );
         assert_eq!(hash_of(&r.metadata), Some(hash.as_str()));
         assert_eq!(r.metadata.labels.as_ref().unwrap()["app"], "x");
-        assert_eq!(r.metadata.annotations.as_ref().unwrap()["kubernetes.io/change-cause"], "image v2");
+        assert_eq!(
+            r.metadata.annotations.as_ref().unwrap()["kubernetes.io/change-cause"],
+            "image v2"
+        );
         let owner_ref = &r.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner_ref.kind.as_str(), owner_ref.uid.as_str(), owner_ref.controller), ("DaemonSet", "u1", Some(true)));
+        assert_eq!(
+            (
+                owner_ref.kind.as_str(),
+                owner_ref.uid.as_str(),
+                owner_ref.controller
+            ),
+            ("DaemonSet", "u1", Some(true))
+        );
         assert_eq!(r.revision, 3);
         assert!(matches(&r, &t));
         // A collision count changes the name.
-        let bumped = Owner { collision_count: Some(1), ..owner };
+        let bumped = Owner {
+            collision_count: Some(1),
+            ..owner
+        };
         assert_ne!(bumped.hash(), hash);
     }
 }

@@ -12,8 +12,13 @@
 
 #![warn(missing_docs)]
 
+pub mod daemonset;
+pub mod deployment;
 pub mod expectations;
 pub mod gc;
+pub mod history;
+#[cfg(feature = "test-support")]
+pub mod invariants;
 pub mod node_lifecycle;
 pub mod owner_index;
 pub mod ownership;

@@ -92,7 +92,9 @@ fn controller_tasks(client: Client, settings: &ControllerSettings) -> Vec<std::p
         Box::pin(controllers::run_gc(client.clone(), Default::default())),
         Box::pin(controllers::run_node_lifecycle(client.clone(), settings.node_lifecycle.clone())),
         Box::pin(controllers::replicaset::run(client.clone(), Default::default())),
-        Box::pin(controllers::deployment::run(client, Default::default())),
+        Box::pin(controllers::deployment::run(client.clone(), Default::default())),
+        // Stopped by dropping, like the others.
+        Box::pin(controllers::daemonset::run_daemonset(client, Default::default(), std::future::pending())),
     ]
 }
 

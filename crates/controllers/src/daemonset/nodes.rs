@@ -9,8 +9,8 @@
 use api::pod::phase;
 use k8s_openapi::{
     api::core::v1::{
-        Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec,
-        PodTemplateSpec, Taint, Toleration,
+        Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+        PodSpec, PodTemplateSpec, Taint, Toleration,
     },
     apimachinery::pkg::apis::meta::v1::Time,
 };
@@ -47,7 +47,9 @@ pub struct Placement {
 /// Adds a toleration unless an identical one (key, operator, value, effect) is there; one that
 /// differs only in `tolerationSeconds` is replaced (upstream's `AddOrUpdateTolerationInPodSpec`).
 fn add_or_update_toleration(tolerations: &mut Vec<Toleration>, t: Toleration) {
-    let same = |o: &Toleration| o.key == t.key && o.effect == t.effect && o.operator == t.operator && o.value == t.value;
+    let same = |o: &Toleration| {
+        o.key == t.key && o.effect == t.effect && o.operator == t.operator && o.value == t.value
+    };
     match tolerations.iter_mut().find(|o| same(o)) {
         Some(existing) => *existing = t,
         None => tolerations.push(t),
@@ -57,7 +59,10 @@ fn add_or_update_toleration(tolerations: &mut Vec<Toleration>, t: Toleration) {
 /// Adds the tolerations every daemon pod carries to `spec`.
 pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     let mut tolerations = spec.tolerations.take().unwrap_or_default();
-    let network = spec.host_network.unwrap_or(false).then_some(NETWORK_UNAVAILABLE);
+    let network = spec
+        .host_network
+        .unwrap_or(false)
+        .then_some(NETWORK_UNAVAILABLE);
     for (key, effect) in DAEMON_TOLERATIONS.into_iter().chain(network) {
         add_or_update_toleration(
             &mut tolerations,
@@ -90,7 +95,11 @@ pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     }
 }
 
-fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], effects: &[&str]) -> Option<&'a Taint> {
+fn untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    effects: &[&str],
+) -> Option<&'a Taint> {
     taints
         .iter()
         .filter(|taint| effects.contains(&taint.effect.as_str()))
@@ -106,10 +115,17 @@ fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bo
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
         "Gt" | "Lt" => {
-            let (Some(have), Some(bound)) = (value.and_then(number), values.first().and_then(|s| number(s))) else {
+            let (Some(have), Some(bound)) = (
+                value.and_then(number),
+                values.first().and_then(|s| number(s)),
+            ) else {
                 return false;
             };
-            if req.operator == "Gt" { have > bound } else { have < bound }
+            if req.operator == "Gt" {
+                have > bound
+            } else {
+                have < bound
+            }
         }
         _ => false,
     }
@@ -124,7 +140,9 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
         return false;
     }
     let labels = node.metadata.labels.as_ref();
-    exprs.iter().all(|r| requirement_matches(r, labels.and_then(|l| l.get(&r.key)).map(String::as_str)))
+    exprs
+        .iter()
+        .all(|r| requirement_matches(r, labels.and_then(|l| l.get(&r.key)).map(String::as_str)))
         && fields.iter().all(|r| {
             r.key == NODE_NAME_FIELD && requirement_matches(r, node.metadata.name.as_deref())
         })
@@ -135,7 +153,10 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
 pub fn required_affinity_matches(spec: &PodSpec, node: &Node) -> bool {
     if let Some(selector) = &spec.node_selector {
         let labels = node.metadata.labels.as_ref();
-        if !selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)) {
+        if !selector
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        {
             return false;
         }
     }
@@ -143,10 +164,16 @@ pub fn required_affinity_matches(spec: &PodSpec, node: &Node) -> bool {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     match required {
         None => true,
-        Some(sel) => sel.node_selector_terms.iter().any(|t| term_matches(t, node)),
+        Some(sel) => sel
+            .node_selector_terms
+            .iter()
+            .any(|t| term_matches(t, node)),
     }
 }
 
@@ -166,18 +193,33 @@ impl Eligibility {
 
     /// Where a daemon pod belongs, as upstream's `NodeShouldRunDaemonPod`.
     pub fn check(&self, node: &Node) -> Placement {
-        const NO: Placement = Placement { should_run: false, should_continue_running: false };
+        const NO: Placement = Placement {
+            should_run: false,
+            should_continue_running: false,
+        };
         let name = node.metadata.name.as_deref().unwrap_or("");
-        if self.spec.node_name.as_deref().is_some_and(|n| !n.is_empty() && n != name) {
+        if self
+            .spec
+            .node_name
+            .as_deref()
+            .is_some_and(|n| !n.is_empty() && n != name)
+        {
             return NO;
         }
         if !required_affinity_matches(&self.spec, node) {
             return NO;
         }
-        let taints = node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
         let tolerations = self.spec.tolerations.as_deref().unwrap_or_default();
         if untolerated(taints, tolerations, &["NoSchedule", "NoExecute"]).is_none() {
-            return Placement { should_run: true, should_continue_running: true };
+            return Placement {
+                should_run: true,
+                should_continue_running: true,
+            };
         }
         Placement {
             should_run: false,
@@ -214,15 +256,29 @@ pub fn target_node(pod: &Pod) -> Option<&str> {
     if let Some(n) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         return Some(n);
     }
-    let terms = &spec.affinity.as_ref()?.node_affinity.as_ref()?.required_during_scheduling_ignored_during_execution.as_ref()?.node_selector_terms;
-    terms.iter().flat_map(|t| t.match_fields.iter().flatten()).find_map(|r| {
-        let values = r.values.as_deref().unwrap_or_default();
-        (r.key == NODE_NAME_FIELD && r.operator == "In" && values.len() == 1).then(|| values[0].as_str())
-    })
+    let terms = &spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find_map(|r| {
+            let values = r.values.as_deref().unwrap_or_default();
+            (r.key == NODE_NAME_FIELD && r.operator == "In" && values.len() == 1)
+                .then(|| values[0].as_str())
+        })
 }
 
 fn is_scheduled(pod: &Pod) -> bool {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
 }
 
 fn created(pod: &Pod) -> Option<&Time> {
@@ -248,7 +304,9 @@ pub fn group_by_node(pods: &[Arc<Pod>]) -> BTreeMap<String, Vec<Arc<Pod>>> {
         if terminal && pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        out.entry(target_node(pod).unwrap_or("").to_string()).or_default().push(Arc::clone(pod));
+        out.entry(target_node(pod).unwrap_or("").to_string())
+            .or_default()
+            .push(Arc::clone(pod));
     }
     out
 }
@@ -281,7 +339,10 @@ pub fn pods_should_be_on_node(
         None => {}
         Some(pods) if placement.should_continue_running => {
             let mut running: Vec<&Arc<Pod>> = Vec::new();
-            for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+            for pod in pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+            {
                 match phase(pod) {
                     "Failed" => out.failed.push(name(pod)),
                     // A daemon pod that exited successfully is deleted and recreated.
@@ -302,7 +363,11 @@ pub fn pods_should_be_on_node(
             // one goes once it is not ready or the new one is available.
             let (mut oldest_new, mut oldest_old) = (None, None);
             for pod in running {
-                let slot = if is_new(pod) { &mut oldest_new } else { &mut oldest_old };
+                let slot = if is_new(pod) {
+                    &mut oldest_new
+                } else {
+                    &mut oldest_old
+                };
                 if slot.is_none() {
                     *slot = Some(pod);
                 } else {
@@ -316,13 +381,21 @@ pub fn pods_should_be_on_node(
             }
         }
         Some(pods) => {
-            out.delete.extend(pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).map(|p| name(p)));
+            out.delete.extend(
+                pods.iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .map(|p| name(p)),
+            );
         }
     }
     out
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::type_complexity,
+    reason = "table-driven cases spell out their columns"
+)]
 mod tests {
     use super::*;
     use k8s_openapi::{
@@ -334,14 +407,24 @@ mod tests {
         Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
-                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..Default::default()
             },
             spec: Some(NodeSpec {
                 taints: Some(
                     taints
                         .iter()
-                        .map(|(k, v, e)| Taint { key: k.to_string(), value: Some(v.to_string()), effect: e.to_string(), ..Default::default() })
+                        .map(|(k, v, e)| Taint {
+                            key: k.to_string(),
+                            value: Some(v.to_string()),
+                            effect: e.to_string(),
+                            ..Default::default()
+                        })
                         .collect(),
                 ),
                 ..Default::default()
@@ -351,18 +434,27 @@ mod tests {
     }
 
     fn req(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
-        NodeSelectorRequirement { key: key.into(), operator: op.into(), values: Some(values.iter().map(|s| s.to_string()).collect()) }
+        NodeSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: Some(values.iter().map(|s| s.to_string()).collect()),
+        }
     }
 
     fn template(spec: PodSpec) -> PodTemplateSpec {
-        PodTemplateSpec { spec: Some(spec), ..Default::default() }
+        PodTemplateSpec {
+            spec: Some(spec),
+            ..Default::default()
+        }
     }
 
     fn with_affinity(terms: Vec<NodeSelectorTerm>) -> PodSpec {
         PodSpec {
             affinity: Some(Affinity {
                 node_affinity: Some(NodeAffinity {
-                    required_during_scheduling_ignored_during_execution: Some(NodeSelector { node_selector_terms: terms }),
+                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                        node_selector_terms: terms,
+                    }),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -383,77 +475,320 @@ mod tests {
 
     #[test]
     fn node_should_run_matrix() {
-        let run = Placement { should_run: true, should_continue_running: true };
-        let stay = Placement { should_run: false, should_continue_running: true };
-        let no = Placement { should_run: false, should_continue_running: false };
-        let selector = |k: &str, v: &str| PodSpec { node_selector: Some([(k.to_string(), v.to_string())].into()), ..Default::default() };
-        let tolerating = |t: Toleration| PodSpec { tolerations: Some(vec![t]), ..Default::default() };
-        let term = |exprs: Vec<NodeSelectorRequirement>, fields: Vec<NodeSelectorRequirement>| NodeSelectorTerm {
-            match_expressions: Some(exprs),
-            match_fields: Some(fields),
+        let run = Placement {
+            should_run: true,
+            should_continue_running: true,
+        };
+        let stay = Placement {
+            should_run: false,
+            should_continue_running: true,
+        };
+        let no = Placement {
+            should_run: false,
+            should_continue_running: false,
+        };
+        let selector = |k: &str, v: &str| PodSpec {
+            node_selector: Some([(k.to_string(), v.to_string())].into()),
+            ..Default::default()
+        };
+        let tolerating = |t: Toleration| PodSpec {
+            tolerations: Some(vec![t]),
+            ..Default::default()
+        };
+        let term = |exprs: Vec<NodeSelectorRequirement>, fields: Vec<NodeSelectorRequirement>| {
+            NodeSelectorTerm {
+                match_expressions: Some(exprs),
+                match_fields: Some(fields),
+            }
         };
         let cases: Vec<(&str, PodSpec, Node, Placement)> = vec![
             ("plain node", PodSpec::default(), node("n1", &[], &[]), run),
-            ("selector matches", selector("disk", "ssd"), node("n1", &[("disk", "ssd")], &[]), run),
-            ("selector does not match", selector("disk", "ssd"), node("n1", &[("disk", "hdd")], &[]), no),
-            ("selector label missing", selector("disk", "ssd"), node("n1", &[], &[]), no),
-            ("template nodeName elsewhere", PodSpec { node_name: Some("n2".into()), ..Default::default() }, node("n1", &[], &[]), no),
-            ("template nodeName here", PodSpec { node_name: Some("n1".into()), ..Default::default() }, node("n1", &[], &[]), run),
-            ("affinity In", with_affinity(vec![term(vec![req("zone", "In", &["a", "b"])], vec![])]), node("n1", &[("zone", "b")], &[]), run),
-            ("affinity NotIn", with_affinity(vec![term(vec![req("zone", "NotIn", &["a"])], vec![])]), node("n1", &[("zone", "a")], &[]), no),
-            ("affinity terms are ORed", with_affinity(vec![term(vec![req("zone", "In", &["x"])], vec![]), term(vec![req("gpu", "Exists", &[])], vec![])]), node("n1", &[("gpu", "1")], &[]), run),
-            ("affinity Gt", with_affinity(vec![term(vec![req("cores", "Gt", &["4"])], vec![])]), node("n1", &[("cores", "8")], &[]), run),
-            ("affinity Lt fails", with_affinity(vec![term(vec![req("cores", "Lt", &["4"])], vec![])]), node("n1", &[("cores", "8")], &[]), no),
-            ("affinity DoesNotExist", with_affinity(vec![term(vec![req("spot", "DoesNotExist", &[])], vec![])]), node("n1", &[], &[]), run),
-            ("matchFields name", with_affinity(vec![term(vec![], vec![req("metadata.name", "In", &["n1"])])]), node("n1", &[], &[]), run),
-            ("matchFields other name", with_affinity(vec![term(vec![], vec![req("metadata.name", "In", &["n2"])])]), node("n1", &[], &[]), no),
-            ("empty term matches nothing", with_affinity(vec![term(vec![], vec![])]), node("n1", &[], &[]), no),
-            ("NoSchedule untolerated", PodSpec::default(), node("n1", &[], &[("dedicated", "x", "NoSchedule")]), stay),
-            ("NoExecute untolerated", PodSpec::default(), node("n1", &[], &[("dedicated", "x", "NoExecute")]), no),
-            ("PreferNoSchedule ignored", PodSpec::default(), node("n1", &[], &[("dedicated", "x", "PreferNoSchedule")]), run),
-            ("NoSchedule tolerated by Equal", tolerating(toleration("dedicated", "Equal", "x", "NoSchedule")), node("n1", &[], &[("dedicated", "x", "NoSchedule")]), run),
-            ("Equal with another value", tolerating(toleration("dedicated", "Equal", "y", "NoSchedule")), node("n1", &[], &[("dedicated", "x", "NoSchedule")]), stay),
-            ("Exists with empty key tolerates all", tolerating(toleration("", "Exists", "", "")), node("n1", &[], &[("a", "1", "NoExecute"), ("b", "2", "NoSchedule")]), run),
-            ("NoExecute tolerated, NoSchedule not", tolerating(toleration("a", "Exists", "", "NoExecute")), node("n1", &[], &[("a", "1", "NoExecute"), ("b", "2", "NoSchedule")]), stay),
-            ("automatic: unreachable", PodSpec::default(), node("n1", &[], &[("node.kubernetes.io/unreachable", "", "NoExecute")]), run),
-            ("automatic: not-ready", PodSpec::default(), node("n1", &[], &[("node.kubernetes.io/not-ready", "", "NoExecute")]), run),
-            ("automatic: memory-pressure", PodSpec::default(), node("n1", &[], &[("node.kubernetes.io/memory-pressure", "", "NoSchedule")]), run),
-            ("automatic: unschedulable", PodSpec::default(), node("n1", &[], &[("node.kubernetes.io/unschedulable", "", "NoSchedule")]), run),
-            ("network-unavailable without host network", PodSpec::default(), node("n1", &[], &[("node.kubernetes.io/network-unavailable", "", "NoSchedule")]), stay),
-            ("network-unavailable with host network", PodSpec { host_network: Some(true), ..Default::default() }, node("n1", &[], &[("node.kubernetes.io/network-unavailable", "", "NoSchedule")]), run),
+            (
+                "selector matches",
+                selector("disk", "ssd"),
+                node("n1", &[("disk", "ssd")], &[]),
+                run,
+            ),
+            (
+                "selector does not match",
+                selector("disk", "ssd"),
+                node("n1", &[("disk", "hdd")], &[]),
+                no,
+            ),
+            (
+                "selector label missing",
+                selector("disk", "ssd"),
+                node("n1", &[], &[]),
+                no,
+            ),
+            (
+                "template nodeName elsewhere",
+                PodSpec {
+                    node_name: Some("n2".into()),
+                    ..Default::default()
+                },
+                node("n1", &[], &[]),
+                no,
+            ),
+            (
+                "template nodeName here",
+                PodSpec {
+                    node_name: Some("n1".into()),
+                    ..Default::default()
+                },
+                node("n1", &[], &[]),
+                run,
+            ),
+            (
+                "affinity In",
+                with_affinity(vec![term(vec![req("zone", "In", &["a", "b"])], vec![])]),
+                node("n1", &[("zone", "b")], &[]),
+                run,
+            ),
+            (
+                "affinity NotIn",
+                with_affinity(vec![term(vec![req("zone", "NotIn", &["a"])], vec![])]),
+                node("n1", &[("zone", "a")], &[]),
+                no,
+            ),
+            (
+                "affinity terms are ORed",
+                with_affinity(vec![
+                    term(vec![req("zone", "In", &["x"])], vec![]),
+                    term(vec![req("gpu", "Exists", &[])], vec![]),
+                ]),
+                node("n1", &[("gpu", "1")], &[]),
+                run,
+            ),
+            (
+                "affinity Gt",
+                with_affinity(vec![term(vec![req("cores", "Gt", &["4"])], vec![])]),
+                node("n1", &[("cores", "8")], &[]),
+                run,
+            ),
+            (
+                "affinity Lt fails",
+                with_affinity(vec![term(vec![req("cores", "Lt", &["4"])], vec![])]),
+                node("n1", &[("cores", "8")], &[]),
+                no,
+            ),
+            (
+                "affinity DoesNotExist",
+                with_affinity(vec![term(vec![req("spot", "DoesNotExist", &[])], vec![])]),
+                node("n1", &[], &[]),
+                run,
+            ),
+            (
+                "matchFields name",
+                with_affinity(vec![term(
+                    vec![],
+                    vec![req("metadata.name", "In", &["n1"])],
+                )]),
+                node("n1", &[], &[]),
+                run,
+            ),
+            (
+                "matchFields other name",
+                with_affinity(vec![term(
+                    vec![],
+                    vec![req("metadata.name", "In", &["n2"])],
+                )]),
+                node("n1", &[], &[]),
+                no,
+            ),
+            (
+                "empty term matches nothing",
+                with_affinity(vec![term(vec![], vec![])]),
+                node("n1", &[], &[]),
+                no,
+            ),
+            (
+                "NoSchedule untolerated",
+                PodSpec::default(),
+                node("n1", &[], &[("dedicated", "x", "NoSchedule")]),
+                stay,
+            ),
+            (
+                "NoExecute untolerated",
+                PodSpec::default(),
+                node("n1", &[], &[("dedicated", "x", "NoExecute")]),
+                no,
+            ),
+            (
+                "PreferNoSchedule ignored",
+                PodSpec::default(),
+                node("n1", &[], &[("dedicated", "x", "PreferNoSchedule")]),
+                run,
+            ),
+            (
+                "NoSchedule tolerated by Equal",
+                tolerating(toleration("dedicated", "Equal", "x", "NoSchedule")),
+                node("n1", &[], &[("dedicated", "x", "NoSchedule")]),
+                run,
+            ),
+            (
+                "Equal with another value",
+                tolerating(toleration("dedicated", "Equal", "y", "NoSchedule")),
+                node("n1", &[], &[("dedicated", "x", "NoSchedule")]),
+                stay,
+            ),
+            (
+                "Exists with empty key tolerates all",
+                tolerating(toleration("", "Exists", "", "")),
+                node(
+                    "n1",
+                    &[],
+                    &[("a", "1", "NoExecute"), ("b", "2", "NoSchedule")],
+                ),
+                run,
+            ),
+            (
+                "NoExecute tolerated, NoSchedule not",
+                tolerating(toleration("a", "Exists", "", "NoExecute")),
+                node(
+                    "n1",
+                    &[],
+                    &[("a", "1", "NoExecute"), ("b", "2", "NoSchedule")],
+                ),
+                stay,
+            ),
+            (
+                "automatic: unreachable",
+                PodSpec::default(),
+                node(
+                    "n1",
+                    &[],
+                    &[("node.kubernetes.io/unreachable", "", "NoExecute")],
+                ),
+                run,
+            ),
+            (
+                "automatic: not-ready",
+                PodSpec::default(),
+                node(
+                    "n1",
+                    &[],
+                    &[("node.kubernetes.io/not-ready", "", "NoExecute")],
+                ),
+                run,
+            ),
+            (
+                "automatic: memory-pressure",
+                PodSpec::default(),
+                node(
+                    "n1",
+                    &[],
+                    &[("node.kubernetes.io/memory-pressure", "", "NoSchedule")],
+                ),
+                run,
+            ),
+            (
+                "automatic: unschedulable",
+                PodSpec::default(),
+                node(
+                    "n1",
+                    &[],
+                    &[("node.kubernetes.io/unschedulable", "", "NoSchedule")],
+                ),
+                run,
+            ),
+            (
+                "network-unavailable without host network",
+                PodSpec::default(),
+                node(
+                    "n1",
+                    &[],
+                    &[("node.kubernetes.io/network-unavailable", "", "NoSchedule")],
+                ),
+                stay,
+            ),
+            (
+                "network-unavailable with host network",
+                PodSpec {
+                    host_network: Some(true),
+                    ..Default::default()
+                },
+                node(
+                    "n1",
+                    &[],
+                    &[("node.kubernetes.io/network-unavailable", "", "NoSchedule")],
+                ),
+                run,
+            ),
         ];
         for (name, spec, node, want) in cases {
-            assert_eq!(Eligibility::new(&template(spec)).check(&node), want, "{name}");
+            assert_eq!(
+                Eligibility::new(&template(spec)).check(&node),
+                want,
+                "{name}"
+            );
         }
     }
 
     #[test]
     fn daemon_tolerations_are_added_once() {
         let mut spec = PodSpec {
-            tolerations: Some(vec![toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"), toleration("x", "Exists", "", "")]),
+            tolerations: Some(vec![
+                toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+                toleration("x", "Exists", "", ""),
+            ]),
             ..Default::default()
         };
         add_daemon_tolerations(&mut spec);
         add_daemon_tolerations(&mut spec);
         let tolerations = spec.tolerations.unwrap();
         assert_eq!(tolerations.len(), 7);
-        assert_eq!(tolerations.iter().filter(|t| t.key.as_deref() == Some("node.kubernetes.io/not-ready")).count(), 1);
+        assert_eq!(
+            tolerations
+                .iter()
+                .filter(|t| t.key.as_deref() == Some("node.kubernetes.io/not-ready"))
+                .count(),
+            1
+        );
     }
 
     #[test]
     fn pinning_replaces_required_terms_and_keeps_the_rest() {
-        let spec = with_affinity(vec![NodeSelectorTerm { match_expressions: Some(vec![req("zone", "In", &["a"])]), match_fields: None }]);
+        let spec = with_affinity(vec![NodeSelectorTerm {
+            match_expressions: Some(vec![req("zone", "In", &["a"])]),
+            match_fields: None,
+        }]);
         let mut affinity = spec.affinity.unwrap();
-        affinity.node_affinity.as_mut().unwrap().preferred_during_scheduling_ignored_during_execution = Some(vec![]);
+        affinity
+            .node_affinity
+            .as_mut()
+            .unwrap()
+            .preferred_during_scheduling_ignored_during_execution = Some(vec![]);
         let pinned = pin_to_node(Some(affinity), "n7");
         let na = pinned.node_affinity.unwrap();
-        assert!(na.preferred_during_scheduling_ignored_during_execution.is_some());
-        let terms = na.required_during_scheduling_ignored_during_execution.unwrap().node_selector_terms;
+        assert!(
+            na.preferred_during_scheduling_ignored_during_execution
+                .is_some()
+        );
+        let terms = na
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms;
         assert_eq!(terms.len(), 1);
-        assert_eq!(terms[0].match_fields.as_ref().unwrap()[0], req("metadata.name", "In", &["n7"]));
-        let pod = Pod { spec: Some(PodSpec { affinity: Some(pin_to_node(None, "n3")), ..Default::default() }), ..Default::default() };
+        assert_eq!(
+            terms[0].match_fields.as_ref().unwrap()[0],
+            req("metadata.name", "In", &["n7"])
+        );
+        let pod = Pod {
+            spec: Some(PodSpec {
+                affinity: Some(pin_to_node(None, "n3")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
         assert_eq!(target_node(&pod), Some("n3"));
-        let bound = Pod { spec: Some(PodSpec { node_name: Some("n4".into()), ..pod.spec.clone().unwrap() }), ..Default::default() };
+        let bound = Pod {
+            spec: Some(PodSpec {
+                node_name: Some("n4".into()),
+                ..pod.spec.clone().unwrap()
+            }),
+            ..Default::default()
+        };
         assert_eq!(target_node(&bound), Some("n4"));
         assert_eq!(target_node(&Pod::default()), None);
     }
@@ -463,14 +798,21 @@ mod tests {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 creation_timestamp: Some(Time(jiff::Timestamp::from_second(secs).unwrap())),
-                deletion_timestamp: deleting.then(|| Time(jiff::Timestamp::UNIX_EPOCH)),
+                deletion_timestamp: deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
                 labels: Some([("new".to_string(), new.to_string())].into()),
                 ..Default::default()
             },
-            spec: Some(PodSpec { node_name: Some("n1".into()), ..Default::default() }),
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                ..Default::default()
+            }),
             status: Some(PodStatus {
                 phase: Some(phase.into()),
-                conditions: Some(vec![PodCondition { type_: "Ready".into(), status: if ready { "True" } else { "False" }.into(), ..Default::default() }]),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }),
         })
@@ -478,9 +820,18 @@ mod tests {
 
     #[test]
     fn pods_should_be_on_node_table() {
-        let run = Placement { should_run: true, should_continue_running: true };
-        let stay = Placement { should_run: false, should_continue_running: true };
-        let evict = Placement { should_run: false, should_continue_running: false };
+        let run = Placement {
+            should_run: true,
+            should_continue_running: true,
+        };
+        let stay = Placement {
+            should_run: false,
+            should_continue_running: true,
+        };
+        let evict = Placement {
+            should_run: false,
+            should_continue_running: false,
+        };
         let act = |create: bool, delete: &[&str], failed: &[&str]| NodeActions {
             create,
             delete: delete.iter().map(|s| s.to_string()).collect(),
@@ -488,24 +839,134 @@ mod tests {
         };
         // (case, placement, pods, surge, want)
         let cases: Vec<(&str, Placement, Option<Vec<Arc<Pod>>>, bool, NodeActions)> = vec![
-            ("missing pod is created", run, None, false, act(true, &[], &[])),
-            ("NoSchedule node gets no new pod", stay, None, false, act(false, &[], &[])),
-            ("NoSchedule node keeps its pod", stay, Some(vec![pod("a", 1, "Running", true, false, true)]), false, act(false, &[], &[])),
-            ("NoExecute node loses its pods", evict, Some(vec![pod("a", 1, "Running", true, false, true), pod("b", 1, "Running", true, true, true)]), false, act(false, &["a"], &[])),
-            ("failed pod goes through back-off", run, Some(vec![pod("a", 1, "Failed", false, false, true)]), false, act(false, &[], &["a"])),
-            ("succeeded pod is deleted", run, Some(vec![pod("a", 1, "Succeeded", false, false, true)]), false, act(false, &["a"], &[])),
-            ("only a deleting pod: wait for it", run, Some(vec![pod("a", 1, "Running", true, true, true)]), false, act(false, &[], &[])),
-            ("duplicates keep the oldest", run, Some(vec![pod("c", 3, "Running", true, false, true), pod("a", 1, "Running", true, false, true), pod("b", 2, "Pending", false, false, true)]), false, act(false, &["b", "c"], &[])),
-            ("equal times: by name", run, Some(vec![pod("y", 1, "Running", true, false, true), pod("x", 1, "Running", true, false, true)]), false, act(false, &["y"], &[])),
-            ("surge: only a deleting pod, create", run, Some(vec![pod("a", 1, "Running", true, true, false)]), true, act(true, &[], &[])),
-            ("surge: new not available, old ready: keep both", run, Some(vec![pod("old", 1, "Running", true, false, false), pod("new", 2, "Running", false, false, true)]), true, act(false, &[], &[])),
-            ("surge: new available: old goes", run, Some(vec![pod("old", 1, "Running", true, false, false), pod("new", 2, "Running", true, false, true)]), true, act(false, &["old"], &[])),
-            ("surge: old not ready: old goes", run, Some(vec![pod("old", 1, "Running", false, false, false), pod("new", 2, "Pending", false, false, true)]), true, act(false, &["old"], &[])),
-            ("surge: extra pods of each kind go", run, Some(vec![pod("o1", 1, "Running", true, false, false), pod("o2", 2, "Running", true, false, false), pod("n1", 3, "Running", false, false, true), pod("n2", 4, "Running", false, false, true)]), true, act(false, &["o2", "n2"], &[])),
+            (
+                "missing pod is created",
+                run,
+                None,
+                false,
+                act(true, &[], &[]),
+            ),
+            (
+                "NoSchedule node gets no new pod",
+                stay,
+                None,
+                false,
+                act(false, &[], &[]),
+            ),
+            (
+                "NoSchedule node keeps its pod",
+                stay,
+                Some(vec![pod("a", 1, "Running", true, false, true)]),
+                false,
+                act(false, &[], &[]),
+            ),
+            (
+                "NoExecute node loses its pods",
+                evict,
+                Some(vec![
+                    pod("a", 1, "Running", true, false, true),
+                    pod("b", 1, "Running", true, true, true),
+                ]),
+                false,
+                act(false, &["a"], &[]),
+            ),
+            (
+                "failed pod goes through back-off",
+                run,
+                Some(vec![pod("a", 1, "Failed", false, false, true)]),
+                false,
+                act(false, &[], &["a"]),
+            ),
+            (
+                "succeeded pod is deleted",
+                run,
+                Some(vec![pod("a", 1, "Succeeded", false, false, true)]),
+                false,
+                act(false, &["a"], &[]),
+            ),
+            (
+                "only a deleting pod: wait for it",
+                run,
+                Some(vec![pod("a", 1, "Running", true, true, true)]),
+                false,
+                act(false, &[], &[]),
+            ),
+            (
+                "duplicates keep the oldest",
+                run,
+                Some(vec![
+                    pod("c", 3, "Running", true, false, true),
+                    pod("a", 1, "Running", true, false, true),
+                    pod("b", 2, "Pending", false, false, true),
+                ]),
+                false,
+                act(false, &["b", "c"], &[]),
+            ),
+            (
+                "equal times: by name",
+                run,
+                Some(vec![
+                    pod("y", 1, "Running", true, false, true),
+                    pod("x", 1, "Running", true, false, true),
+                ]),
+                false,
+                act(false, &["y"], &[]),
+            ),
+            (
+                "surge: only a deleting pod, create",
+                run,
+                Some(vec![pod("a", 1, "Running", true, true, false)]),
+                true,
+                act(true, &[], &[]),
+            ),
+            (
+                "surge: new not available, old ready: keep both",
+                run,
+                Some(vec![
+                    pod("old", 1, "Running", true, false, false),
+                    pod("new", 2, "Running", false, false, true),
+                ]),
+                true,
+                act(false, &[], &[]),
+            ),
+            (
+                "surge: new available: old goes",
+                run,
+                Some(vec![
+                    pod("old", 1, "Running", true, false, false),
+                    pod("new", 2, "Running", true, false, true),
+                ]),
+                true,
+                act(false, &["old"], &[]),
+            ),
+            (
+                "surge: old not ready: old goes",
+                run,
+                Some(vec![
+                    pod("old", 1, "Running", false, false, false),
+                    pod("new", 2, "Pending", false, false, true),
+                ]),
+                true,
+                act(false, &["old"], &[]),
+            ),
+            (
+                "surge: extra pods of each kind go",
+                run,
+                Some(vec![
+                    pod("o1", 1, "Running", true, false, false),
+                    pod("o2", 2, "Running", true, false, false),
+                    pod("n1", 3, "Running", false, false, true),
+                    pod("n2", 4, "Running", false, false, true),
+                ]),
+                true,
+                act(false, &["o2", "n2"], &[]),
+            ),
         ];
         for (name, placement, pods, surge, want) in cases {
             let is_new = |p: &Pod| p.metadata.labels.as_ref().unwrap()["new"] == "true";
-            let got = pods_should_be_on_node(placement, pods.as_ref(), surge, is_new, |p: &Pod| api::pod::is_ready(p));
+            let got = pods_should_be_on_node(placement, pods.as_ref(), surge, is_new, |p: &Pod| {
+                api::pod::is_ready(p)
+            });
             assert_eq!(got, want, "{name}");
         }
     }
@@ -513,7 +974,10 @@ mod tests {
     #[test]
     fn grouping_uses_the_target_node_and_drops_finished_deleted_pods() {
         let mut pending = (*pod("p", 1, "Pending", false, false, true)).clone();
-        pending.spec = Some(PodSpec { affinity: Some(pin_to_node(None, "n2")), ..Default::default() });
+        pending.spec = Some(PodSpec {
+            affinity: Some(pin_to_node(None, "n2")),
+            ..Default::default()
+        });
         let pods = vec![
             pod("a", 1, "Running", true, false, true),
             Arc::new(pending),
@@ -521,7 +985,12 @@ mod tests {
             pod("failed", 1, "Failed", false, false, true),
         ];
         let grouped = group_by_node(&pods);
-        let names = |n: &str| grouped[n].iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>();
+        let names = |n: &str| {
+            grouped[n]
+                .iter()
+                .map(|p| p.metadata.name.clone().unwrap())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names("n1"), ["a", "failed"]);
         assert_eq!(names("n2"), ["p"]);
         assert_eq!(grouped.len(), 2);

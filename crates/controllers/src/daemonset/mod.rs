@@ -1,0 +1,1527 @@
+//! The DaemonSet controller, as upstream's `pkg/controller/daemon`: one daemon pod on every node
+//! that should run it, rolling updates within `maxUnavailable`/`maxSurge`, OnDelete, and the
+//! template history in ControllerRevisions ([`crate::history`]).
+//!
+//! Structure:
+//! - watches of DaemonSets, Nodes, Pods and ControllerRevisions feed in-memory indexes (pods and
+//!   revisions grouped by controller uid, so a sync costs O(nodes + this DaemonSet's pods), never
+//!   O(DaemonSets x nodes x pods)) and queue the DaemonSets an event concerns;
+//! - [`Controller::reconcile`] turns one key into API calls and an [`Action`]: it builds the
+//!   history, then — only once its previous creations and deletions have been observed
+//!   ([`Expectations`]) — fixes each node ([`nodes`]), and only if that needed nothing, takes one
+//!   rolling update step ([`update`]); it always writes the status ([`status`]);
+//! - it requeues itself for what only time changes (a pod becoming available after
+//!   `minReadySeconds`, a failed pod's back-off, stale expectations) and never polls.
+//!
+//! Beyond upstream: in-place updates (`podUpdatePolicy: InPlaceIfPossible`, or the
+//! [`POD_UPDATE_POLICY`] annotation) and rollouts that do not stall on dead nodes
+//! ([`SKIP_UNREACHABLE_NODES`]).
+
+pub mod nodes;
+pub mod status;
+pub mod update;
+
+use crate::{
+    expectations::Expectations,
+    history::{self, CONTROLLER_REVISION_HASH},
+    owner_index::{Change, Ingest, Key, OwnerIndex, key as make_key, key_of},
+    ownership,
+    runtime::{Action, Backoff, WorkQueue, run_workers},
+};
+use api::{
+    intstr::{IntOrPercent, scaled_value_or},
+    pod::{controller_of, controller_ref},
+    selector::LabelSelector,
+};
+use events::{EventType, Recorder};
+use futures::{StreamExt, future::join_all};
+use k8s_openapi::{
+    api::{
+        apps::v1::{ControllerRevision, DaemonSet},
+        core::v1::{Node, Pod},
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use nodes::{Eligibility, Placement};
+use serde_json::{Value, json};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    future::Future,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+use tokio::{sync::watch, time::Instant};
+
+/// Opt-in annotation (`"true"`): pods on nodes that are NotReady or unreachable neither use up
+/// `maxUnavailable` nor block the rollout; they are updated when their node returns
+/// (upstream #117204).
+pub const SKIP_UNREACHABLE_NODES: &str = "rollwright.io/skip-unreachable-nodes";
+/// `InPlaceIfPossible` here (or in `spec.updateStrategy.rollingUpdate.podUpdatePolicy`) lets a
+/// rolling update that changes only images patch pods instead of recreating them; the
+/// annotation is how a real cluster, whose API lacks the field, opts in.
+pub const POD_UPDATE_POLICY: &str = "rollwright.io/pod-update-policy";
+/// The annotation upstream's API server keeps the legacy template generation in.
+const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Concurrent syncs of different DaemonSets (upstream: 2).
+    pub workers: usize,
+    /// Retry delays of failed syncs.
+    pub backoff: Backoff,
+    /// Most pods created or deleted per sync (upstream's `burstReplicas`, 250).
+    pub burst_replicas: usize,
+    /// Back-off between deleting failed daemon pods on one node, so a pod the kubelet keeps
+    /// rejecting is not recreated in a hot loop (upstream: 1s doubling to 15min).
+    pub failed_pod_backoff: Backoff,
+    /// How long unobserved creations/deletions hold a DaemonSet back at most.
+    pub expectations_ttl: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            backoff: Backoff::default(),
+            burst_replicas: 250,
+            failed_pod_backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(15 * 60),
+            },
+            expectations_ttl: crate::expectations::EXPECTATIONS_TTL,
+        }
+    }
+}
+
+/// Why a sync failed (it is retried with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("API request failed: {0}")]
+    Api(#[from] kube::Error),
+    /// The history could not be brought up to date.
+    #[error(transparent)]
+    History(#[from] history::Error),
+    /// The DaemonSet cannot be acted on as it stands.
+    #[error("DaemonSet {0}: {1}")]
+    Invalid(Key, String),
+    /// Some pod creations, deletions or updates failed.
+    #[error("{failed} pod operations for DaemonSet {key} failed, the first: {first}")]
+    Pods {
+        /// The DaemonSet.
+        key: Key,
+        /// How many failed.
+        failed: usize,
+        /// The first failure.
+        first: String,
+    },
+}
+
+/// A DaemonSet as the controller keeps it: the typed object plus what is derived from it once
+/// per change rather than once per node or pod.
+#[derive(Clone, Debug)]
+pub struct Daemon {
+    /// The object.
+    pub ds: DaemonSet,
+    /// Its selector, parsed.
+    pub selector: LabelSelector,
+    /// Its placement rules.
+    pub eligibility: Eligibility,
+    /// Whether image-only updates patch pods in place.
+    pub in_place: bool,
+}
+
+impl Daemon {
+    /// Reads a DaemonSet from its JSON, keeping the rollwright field the typed API lacks.
+    pub fn from_json(value: Value) -> Result<Self, String> {
+        let policy = value
+            .pointer("/spec/updateStrategy/rollingUpdate/podUpdatePolicy")
+            .and_then(Value::as_str);
+        let annotation = value
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(POD_UPDATE_POLICY))
+            .and_then(Value::as_str);
+        let in_place = policy.or(annotation) == Some("InPlaceIfPossible");
+        let ds: DaemonSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        let selector = LabelSelector::from_label_selector(
+            &ds.spec
+                .as_ref()
+                .map(|s| s.selector.clone())
+                .unwrap_or_default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let eligibility = Eligibility::new(
+            &ds.spec
+                .as_ref()
+                .map(|s| s.template.clone())
+                .unwrap_or_default(),
+        );
+        Ok(Self {
+            ds,
+            selector,
+            eligibility,
+            in_place,
+        })
+    }
+
+    fn key(&self) -> Key {
+        key_of(&self.ds)
+    }
+
+    fn uid(&self) -> &str {
+        self.ds.metadata.uid.as_deref().unwrap_or("")
+    }
+
+    fn min_ready_seconds(&self) -> i32 {
+        self.ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+    }
+
+    fn is_rolling_update(&self) -> bool {
+        let t = self
+            .ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.type_.as_deref());
+        t.is_none_or(|t| t == "RollingUpdate")
+    }
+
+    /// `(maxSurge, maxUnavailable)` against `desired` nodes, rounded up; both 0 means 1
+    /// unavailable, as upstream's `updatedDesiredNodeCounts`.
+    fn fenceposts(&self, desired: i32) -> Result<(i32, i32), Error> {
+        if !self.is_rolling_update() {
+            return Ok((0, 0));
+        }
+        let rolling = self
+            .ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.rolling_update.as_ref());
+        let as_value = |v: Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>| {
+            v.and_then(|v| serde_json::to_value(v).ok())
+        };
+        let invalid = |e: api::intstr::IntOrPercentError| Error::Invalid(self.key(), e.to_string());
+        let surge = scaled_value_or(
+            as_value(rolling.and_then(|r| r.max_surge.as_ref())).as_ref(),
+            IntOrPercent::Int(0),
+            desired,
+            true,
+        )
+        .map_err(invalid)?;
+        let mut unavailable = scaled_value_or(
+            as_value(rolling.and_then(|r| r.max_unavailable.as_ref())).as_ref(),
+            IntOrPercent::Int(1),
+            desired,
+            true,
+        )
+        .map_err(invalid)?;
+        if desired > 0 && surge == 0 && unavailable == 0 {
+            unavailable = 1;
+        }
+        Ok((surge, unavailable))
+    }
+
+    fn allows_surge(&self) -> bool {
+        self.fenceposts(1).is_ok_and(|(surge, _)| surge > 0)
+    }
+
+    fn template_generation(&self) -> Option<i64> {
+        self.ds
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(TEMPLATE_GENERATION)?
+            .parse()
+            .ok()
+    }
+
+    fn skips_dead_nodes(&self) -> bool {
+        self.ds
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SKIP_UNREACHABLE_NODES))
+            .is_some_and(|v| v == "true")
+    }
+}
+
+/// Whether a node looks dead: its `Ready` condition is not True, or it is tainted unreachable.
+fn node_is_dead(node: &Node) -> bool {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let unreachable = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable"));
+    !ready || unreachable
+}
+
+/// The shortest of several requeue deadlines.
+#[derive(Default)]
+struct Requeue(Option<Duration>);
+
+impl Requeue {
+    fn after(&mut self, d: Duration) {
+        self.0 = Some(self.0.map_or(d, |c| c.min(d)));
+    }
+
+    fn action(self) -> Action {
+        match self.0 {
+            Some(d) => Action::requeue(d),
+            None => Action::await_change(),
+        }
+    }
+}
+
+/// Per-node back-off for deleting failed pods (upstream's `failedPodsBackoff`).
+struct FailedPodBackoff {
+    policy: Backoff,
+    entries: Mutex<HashMap<String, (Duration, Instant)>>,
+}
+
+impl FailedPodBackoff {
+    /// The time left if `key` is backing off.
+    fn remaining(&self, key: &str, now: Instant) -> Option<Duration> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let (delay, at) = entries.get(key)?;
+        let elapsed = now.saturating_duration_since(*at);
+        (elapsed < *delay).then(|| *delay - elapsed)
+    }
+
+    /// Records one more failure: the delay doubles up to the max, and starts over after a
+    /// quiet period of twice the max.
+    fn next(&self, key: &str, now: Instant) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = entries
+            .entry(key.to_string())
+            .or_insert((Duration::ZERO, now));
+        let expired = now.saturating_duration_since(entry.1) > self.policy.max * 2;
+        entry.0 = if entry.0.is_zero() || expired {
+            self.policy.base
+        } else {
+            (entry.0 * 2).min(self.policy.max)
+        };
+        entry.1 = now;
+    }
+}
+
+/// The controller: indexes fed by the watches, the queue, and what syncs share.
+pub struct Controller {
+    client: Client,
+    config: Config,
+    daemons: RwLock<HashMap<Key, Arc<Daemon>>>,
+    nodes: RwLock<BTreeMap<String, Arc<Node>>>,
+    pods: OwnerIndex<Pod>,
+    revisions: OwnerIndex<ControllerRevision>,
+    expectations: Expectations,
+    failed_backoff: FailedPodBackoff,
+    queue: WorkQueue<Key>,
+    recorder: Recorder,
+    /// Set once every watch has listed: before that, events only fill the indexes.
+    ready: AtomicBool,
+}
+
+/// What one sync works on, computed once.
+struct Sync<'a> {
+    daemon: &'a Daemon,
+    key: Key,
+    placements: Vec<(Arc<Node>, Placement)>,
+    pods: Vec<Arc<Pod>>,
+    by_node: BTreeMap<String, Vec<Arc<Pod>>>,
+    hash: String,
+    now: jiff::Timestamp,
+}
+
+impl Sync<'_> {
+    fn is_new(&self, pod: &Pod) -> bool {
+        update::is_pod_updated(pod, &self.hash, self.daemon.template_generation())
+    }
+
+    fn is_available(&self, pod: &Pod) -> bool {
+        !update::restarting_in_place(pod)
+            && api::pod::is_available(pod, self.daemon.min_ready_seconds(), self.now)
+    }
+
+    fn until_available(&self, pod: &Pod) -> Option<Duration> {
+        if update::restarting_in_place(pod) {
+            return None;
+        }
+        let d = api::pod::until_available(pod, self.daemon.min_ready_seconds(), self.now)?;
+        Some(Duration::try_from(d).unwrap_or(Duration::ZERO))
+    }
+
+    fn pod(&self, name: &str) -> Option<&Arc<Pod>> {
+        self.pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    }
+}
+
+fn delete_key(key: &str) -> String {
+    format!("{key}#delete")
+}
+
+fn in_place_key(key: &str) -> String {
+    format!("{key}#in-place")
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+impl Controller {
+    /// A controller on `client`; [`run_daemonset`] runs it.
+    pub fn new(client: Client, config: Config) -> Self {
+        Self {
+            recorder: Recorder::new(client.clone(), "daemonset-controller", None),
+            client,
+            queue: WorkQueue::new(config.backoff),
+            expectations: Expectations::new(config.expectations_ttl),
+            failed_backoff: FailedPodBackoff {
+                policy: config.failed_pod_backoff,
+                entries: Mutex::new(HashMap::new()),
+            },
+            config,
+            daemons: RwLock::new(HashMap::new()),
+            nodes: RwLock::new(BTreeMap::new()),
+            pods: OwnerIndex::default(),
+            revisions: OwnerIndex::default(),
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    fn daemon(&self, key: &str) -> Option<Arc<Daemon>> {
+        self.daemons
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn all_daemons(&self) -> Vec<Arc<Daemon>> {
+        self.daemons
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn satisfied(&self, key: &str) -> bool {
+        self.expectations.satisfied(key)
+            && self.expectations.satisfied(&delete_key(key))
+            && self.expectations.satisfied(&in_place_key(key))
+    }
+
+    fn expectations_expire_in(&self, key: &str) -> Option<Duration> {
+        [key.to_string(), delete_key(key), in_place_key(key)]
+            .iter()
+            .filter_map(|k| self.expectations.expires_in(k))
+            .min()
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    // ---- watch events ----
+
+    /// The DaemonSet a controller reference names, if we hold it (same uid).
+    fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
+        let r = controller_of(meta)?;
+        if r.kind != "DaemonSet" {
+            return None;
+        }
+        let key = make_key(namespace, &r.name);
+        self.daemon(&key).filter(|d| d.uid() == r.uid).map(|_| key)
+    }
+
+    /// DaemonSets in `namespace` whose selector matches `labels` (for orphans).
+    fn matching(&self, namespace: &str, meta: &ObjectMeta) -> Vec<Key> {
+        self.all_daemons()
+            .iter()
+            .filter(|d| d.ds.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|d| !d.selector.is_empty() && d.selector.matches_labels(meta.labels.as_ref()))
+            .map(|d| d.key())
+            .collect()
+    }
+
+    fn on_daemonset(
+        &self,
+        event: watcher::Event<DynamicObject>,
+        listing: &mut Option<HashSet<Key>>,
+    ) -> bool {
+        let put = |obj: DynamicObject| -> Option<Key> {
+            let value = serde_json::to_value(&obj).ok()?;
+            match Daemon::from_json(value) {
+                Ok(d) => {
+                    let key = d.key();
+                    self.daemons
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key.clone(), Arc::new(d));
+                    Some(key)
+                }
+                Err(e) => {
+                    tracing::warn!(name = obj.name_any(), error = %e, "ignoring an unreadable DaemonSet");
+                    None
+                }
+            }
+        };
+        match event {
+            watcher::Event::Init => *listing = Some(HashSet::new()),
+            watcher::Event::InitApply(obj) => {
+                if let Some(key) = put(obj) {
+                    listing.get_or_insert_default().insert(key.clone());
+                    self.queue.add(key);
+                }
+            }
+            watcher::Event::InitDone => {
+                let seen = listing.take().unwrap_or_default();
+                let mut daemons = self.daemons.write().unwrap_or_else(|e| e.into_inner());
+                let gone: Vec<Key> = daemons
+                    .keys()
+                    .filter(|k| !seen.contains(*k))
+                    .cloned()
+                    .collect();
+                for k in gone {
+                    daemons.remove(&k);
+                    self.queue.add(k);
+                }
+                return true;
+            }
+            watcher::Event::Apply(obj) => {
+                if let Some(key) = put(obj) {
+                    self.queue.add(key);
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                let key = key_of(&obj);
+                self.daemons
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                self.queue.add(key);
+            }
+        }
+        false
+    }
+
+    fn node_changed(&self, old: Option<&Node>, new: Option<&Node>) {
+        if !self.is_ready() {
+            return;
+        }
+        if let (Some(o), Some(n)) = (old, new) {
+            // Heartbeats change only condition times: nothing a DaemonSet decides on.
+            let taints = |x: &Node| x.spec.as_ref().and_then(|s| s.taints.clone());
+            if o.metadata.labels == n.metadata.labels
+                && taints(o) == taints(n)
+                && node_is_dead(o) == node_is_dead(n)
+            {
+                return;
+            }
+        }
+        for d in self.all_daemons() {
+            let before = old.map(|n| d.eligibility.check(n));
+            let after = new.map(|n| d.eligibility.check(n));
+            let dead_changed =
+                d.skips_dead_nodes() && old.map(node_is_dead) != new.map(node_is_dead);
+            let relevant =
+                |p: Option<Placement>| p.is_some_and(|p| p.should_run || p.should_continue_running);
+            if before != after && (relevant(before) || relevant(after)) || dead_changed {
+                self.queue.add(d.key());
+            }
+        }
+    }
+
+    fn on_node(&self, event: watcher::Event<Node>, listing: &mut Option<HashSet<String>>) -> bool {
+        match event {
+            watcher::Event::Init => *listing = Some(HashSet::new()),
+            watcher::Event::InitApply(node) | watcher::Event::Apply(node) => {
+                let name = node.name_any();
+                if let Some(seen) = listing.as_mut() {
+                    seen.insert(name.clone());
+                }
+                let node = Arc::new(node);
+                let old = self
+                    .nodes
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name, Arc::clone(&node));
+                self.node_changed(old.as_deref(), Some(&node));
+            }
+            watcher::Event::InitDone => {
+                let seen = listing.take().unwrap_or_default();
+                let gone: Vec<Arc<Node>> = {
+                    let mut nodes = self.nodes.write().unwrap_or_else(|e| e.into_inner());
+                    let names: Vec<String> = nodes
+                        .keys()
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
+                    names.iter().filter_map(|n| nodes.remove(n)).collect()
+                };
+                for node in gone {
+                    self.node_changed(Some(&node), None);
+                }
+                return true;
+            }
+            watcher::Event::Delete(node) => {
+                let old = self
+                    .nodes
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&node.name_any());
+                self.node_changed(Some(old.as_deref().unwrap_or(&node)), None);
+            }
+        }
+        false
+    }
+
+    fn on_pod(&self, change: Change<Pod>) {
+        if !self.is_ready() {
+            return;
+        }
+        let pod_key = |p: &Pod| key_of(p);
+        match change {
+            Change::Added(pod) => {
+                let ns = pod.namespace().unwrap_or_default();
+                match self.resolve(&ns, &pod.metadata) {
+                    Some(key) if pod.metadata.deletion_timestamp.is_some() => {
+                        self.expectations
+                            .deletion_observed(&delete_key(&key), &pod_key(&pod));
+                        self.queue.add(key);
+                    }
+                    Some(key) => {
+                        self.expectations.creation_observed(&key);
+                        self.queue.add(key);
+                    }
+                    None if controller_of(&pod.metadata).is_none() => {
+                        for key in self.matching(&ns, &pod.metadata) {
+                            self.queue.add(key);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            Change::Updated { old, new } => {
+                let ns = new.namespace().unwrap_or_default();
+                let owner = self.resolve(&ns, &new.metadata);
+                if let Some(key) = &owner {
+                    if new.metadata.deletion_timestamp.is_some() {
+                        self.expectations
+                            .deletion_observed(&delete_key(key), &pod_key(&new));
+                    }
+                    if history::hash_of(&old.metadata) != history::hash_of(&new.metadata) {
+                        self.expectations
+                            .deletion_observed(&in_place_key(key), &pod_key(&new));
+                    }
+                    self.queue.add(key.clone());
+                }
+                let old_owner = self.resolve(&ns, &old.metadata);
+                if let Some(key) = old_owner.filter(|k| Some(k) != owner.as_ref()) {
+                    self.queue.add(key);
+                }
+                if controller_of(&new.metadata).is_none()
+                    && (old.metadata.labels != new.metadata.labels
+                        || controller_of(&old.metadata).is_some())
+                {
+                    for key in self.matching(&ns, &new.metadata) {
+                        self.queue.add(key);
+                    }
+                }
+            }
+            Change::Deleted(pod) => {
+                let ns = pod.namespace().unwrap_or_default();
+                if let Some(key) = self.resolve(&ns, &pod.metadata) {
+                    self.expectations
+                        .deletion_observed(&delete_key(&key), &pod_key(&pod));
+                    self.queue.add(key);
+                }
+            }
+        }
+    }
+
+    fn on_revision(&self, change: Change<ControllerRevision>) {
+        if !self.is_ready() {
+            return;
+        }
+        let rev = match &change {
+            Change::Added(r) | Change::Deleted(r) | Change::Updated { new: r, .. } => r,
+        };
+        let ns = rev.namespace().unwrap_or_default();
+        match self.resolve(&ns, &rev.metadata) {
+            Some(key) => self.queue.add(key),
+            None if controller_of(&rev.metadata).is_none() => {
+                for key in self.matching(&ns, &rev.metadata) {
+                    self.queue.add(key);
+                }
+            }
+            None => {}
+        }
+    }
+
+    // ---- the sync ----
+
+    /// Brings the DaemonSet under `key` one step closer to its spec. The contract:
+    /// - never acts on a cache that has not yet shown its own previous creations and deletions
+    ///   (then it only refreshes the status, without raising `observedGeneration`);
+    /// - fixes nodes first (missing, failed, duplicate, evicted pods) and takes a rolling update
+    ///   step only when no node needed fixing, so the two never overshoot together;
+    /// - returns a requeue for the next moment time alone changes something, else waits for a
+    ///   watch event.
+    pub async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
+        let Some(daemon) = self.daemon(&key) else {
+            for k in [key.clone(), delete_key(&key), in_place_key(&key)] {
+                self.expectations.forget(&k);
+            }
+            return Ok(Action::await_change());
+        };
+        let ds = &daemon.ds;
+        if daemon.selector.is_empty() {
+            self.recorder.record(
+                &events::reference(ds),
+                EventType::Warning,
+                "SelectingAll",
+                "This daemon set is selecting all pods. A non-empty selector is required.",
+            );
+            return Ok(Action::await_change());
+        }
+        // The history of a DaemonSet being deleted may already be gone or orphaned; upstream
+        // does not compute its status either.
+        if ds.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
+        let ns = ds.namespace().unwrap_or_default();
+        let pods = self.claim_pods(&daemon).await?;
+        let revisions = self.claim_revisions(&daemon).await?;
+        let template = ds
+            .spec
+            .as_ref()
+            .map(|s| serde_json::to_value(&s.template))
+            .transpose()
+            .map_err(|e| Error::Invalid(key.clone(), e.to_string()))?
+            .unwrap_or(Value::Null);
+        let collision_count = ds.status.as_ref().and_then(|s| s.collision_count);
+        let owner = history::Owner {
+            meta: &ds.metadata,
+            api_version: "apps/v1",
+            kind: "DaemonSet",
+            template: &template,
+            collision_count,
+        };
+        let revisions_api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
+        let constructed = match history::construct(&revisions_api, &owner, revisions).await {
+            Err(history::Error::Collision(name)) => {
+                let daemonsets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
+                history::bump_collision_count(&daemonsets, &ds.name_any(), collision_count).await?;
+                return Err(history::Error::Collision(name).into());
+            }
+            other => other?,
+        };
+        if !constructed.duplicates.is_empty() {
+            self.merge_duplicates(&pods, &constructed).await?;
+            history::delete_duplicates(&revisions_api, &constructed).await?;
+        }
+
+        let placements: Vec<(Arc<Node>, Placement)> = {
+            let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());
+            nodes
+                .values()
+                .map(|n| (Arc::clone(n), daemon.eligibility.check(n)))
+                .collect()
+        };
+        let by_node = nodes::group_by_node(&pods);
+        let sync = Sync {
+            daemon: &daemon,
+            key: key.clone(),
+            placements,
+            pods,
+            by_node,
+            hash: constructed.hash().to_string(),
+            now: jiff::Timestamp::now(),
+        };
+        let mut requeue = Requeue::default();
+        if !self.satisfied(&key) {
+            if let Some(d) = self.expectations_expire_in(&key) {
+                requeue.after(d);
+            }
+            self.update_status(&sync, false, &mut requeue).await?;
+            return Ok(requeue.action());
+        }
+        let mut result = self.manage(&sync, &mut requeue).await;
+        if result.is_ok() && self.satisfied(&key) && daemon.is_rolling_update() {
+            result = self.rolling_update(&sync, &constructed).await;
+        }
+        if result.is_ok() {
+            result = self
+                .cleanup_history(&sync, &revisions_api, &constructed)
+                .await;
+        }
+        let status = self.update_status(&sync, true, &mut requeue).await;
+        result?;
+        status?;
+        Ok(requeue.action())
+    }
+
+    async fn can_adopt(&self, daemon: &Daemon) -> Result<bool, kube::Error> {
+        // Re-read from the server, not the cache: an owner being deleted must not adopt.
+        let api: Api<DaemonSet> = Api::namespaced(
+            self.client.clone(),
+            &daemon.ds.namespace().unwrap_or_default(),
+        );
+        let fresh = api.get(&daemon.ds.name_any()).await?;
+        Ok(fresh.metadata.uid.as_deref() == Some(daemon.uid())
+            && fresh.metadata.deletion_timestamp.is_none())
+    }
+
+    async fn claim_pods(&self, daemon: &Daemon) -> Result<Vec<Arc<Pod>>, Error> {
+        let ns = daemon.ds.namespace().unwrap_or_default();
+        let mut candidates = self.pods.controlled_by(daemon.uid());
+        candidates.extend(
+            self.pods
+                .orphans(&ns)
+                .into_iter()
+                .filter(|p| daemon.selector.matches_labels(p.metadata.labels.as_ref())),
+        );
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let controller = controller_ref("apps/v1", "DaemonSet", &daemon.ds.metadata);
+        let claimed = ownership::claim(
+            &api,
+            &controller,
+            false,
+            candidates,
+            |p: &Pod| daemon.selector.matches_labels(p.metadata.labels.as_ref()),
+            || self.can_adopt(daemon),
+        )
+        .await?;
+        Ok(claimed)
+    }
+
+    async fn claim_revisions(
+        &self,
+        daemon: &Daemon,
+    ) -> Result<Vec<Arc<ControllerRevision>>, Error> {
+        let ns = daemon.ds.namespace().unwrap_or_default();
+        let mut candidates = self.revisions.controlled_by(daemon.uid());
+        candidates.extend(
+            self.revisions
+                .orphans(&ns)
+                .into_iter()
+                .filter(|r| daemon.selector.matches_labels(r.metadata.labels.as_ref())),
+        );
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
+        let controller = controller_ref("apps/v1", "DaemonSet", &daemon.ds.metadata);
+        let claimed = ownership::claim(
+            &api,
+            &controller,
+            false,
+            candidates,
+            |r: &ControllerRevision| daemon.selector.matches_labels(r.metadata.labels.as_ref()),
+            || self.can_adopt(daemon),
+        )
+        .await?;
+        Ok(claimed)
+    }
+
+    /// Moves pods labelled with a duplicate revision's hash onto the kept revision's hash, so
+    /// deleting the duplicate does not make them look old. (Upstream relabels every pod not on
+    /// the kept hash, old ones included, which would hide them from the rolling update.)
+    async fn merge_duplicates(
+        &self,
+        pods: &[Arc<Pod>],
+        constructed: &history::Constructed,
+    ) -> Result<(), Error> {
+        let keep = constructed.hash();
+        let dup_hashes: HashSet<&str> = constructed
+            .duplicates
+            .iter()
+            .filter_map(|r| history::hash_of(&r.metadata))
+            .collect();
+        for pod in pods.iter().filter(|p| {
+            history::hash_of(&p.metadata).is_some_and(|h| dup_hashes.contains(h) && h != keep)
+        }) {
+            let api: Api<Pod> =
+                Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+            let patch = json!({"metadata": {"labels": {CONTROLLER_REVISION_HASH: keep}}});
+            match api
+                .patch(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Strategic(&patch),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_status(&e, 404) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Per node: create, delete failed/duplicate/evicted pods (upstream's `manage`).
+    async fn manage(&self, sync: &Sync<'_>, requeue: &mut Requeue) -> Result<(), Error> {
+        let daemon = sync.daemon;
+        let surge = daemon.allows_surge();
+        let mut create = Vec::new();
+        let mut delete = Vec::new();
+        let now = Instant::now();
+        for (node, placement) in &sync.placements {
+            let name = node.name_any();
+            let actions = nodes::pods_should_be_on_node(
+                *placement,
+                sync.by_node.get(&name),
+                surge,
+                |p| sync.is_new(p),
+                |p| sync.is_available(p),
+            );
+            if actions.create {
+                create.push(name.clone());
+            }
+            delete.extend(actions.delete);
+            let backoff_key = format!("{}/{name}", daemon.uid());
+            for failed in actions.failed {
+                if let Some(left) = self.failed_backoff.remaining(&backoff_key, now) {
+                    requeue.after(left);
+                    continue;
+                }
+                self.failed_backoff.next(&backoff_key, now);
+                let msg = format!(
+                    "Found failed daemon pod {}/{failed} on node {name}, will try to kill it",
+                    daemon.ds.namespace().unwrap_or_default()
+                );
+                self.recorder.record(
+                    &events::reference(&daemon.ds),
+                    EventType::Warning,
+                    "FailedDaemonPod",
+                    msg,
+                );
+                delete.push(failed);
+            }
+        }
+        // Pods meant for a node that no longer exists are never scheduled, and only bound pods
+        // are garbage collected by the pod GC: delete them here, as upstream.
+        let known: HashSet<String> = sync.placements.iter().map(|(n, _)| n.name_any()).collect();
+        for (node, pods) in &sync.by_node {
+            if known.contains(node) {
+                continue;
+            }
+            for pod in pods {
+                let unscheduled = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_none_or(str::is_empty);
+                if unscheduled && pod.metadata.deletion_timestamp.is_none() {
+                    delete.push(pod.name_any());
+                }
+            }
+        }
+        self.sync_nodes(sync, delete, create, Vec::new()).await
+    }
+
+    /// One step of the RollingUpdate strategy.
+    async fn rolling_update(
+        &self,
+        sync: &Sync<'_>,
+        constructed: &history::Constructed,
+    ) -> Result<(), Error> {
+        let daemon = sync.daemon;
+        let mut nodes_to_pods = sync.by_node.clone();
+        let mut should_run = HashSet::new();
+        let mut dead = HashSet::new();
+        for (node, placement) in &sync.placements {
+            let name = node.name_any();
+            if placement.should_run {
+                nodes_to_pods.entry(name.clone()).or_default();
+                should_run.insert(name.clone());
+            }
+            if daemon.skips_dead_nodes() && node_is_dead(node) {
+                dead.insert(name);
+            }
+        }
+        let desired = i32::try_from(should_run.len()).unwrap_or(i32::MAX);
+        let (max_surge, max_unavailable) = daemon.fenceposts(desired)?;
+        let inputs = update::Inputs {
+            nodes_to_pods: &nodes_to_pods,
+            max_surge,
+            max_unavailable,
+            desired,
+        };
+        let plan = update::plan(
+            &inputs,
+            |p| sync.is_new(p),
+            |p| sync.is_available(p),
+            |n| should_run.contains(n),
+            |n| dead.contains(n),
+        );
+        let mut delete = plan.delete;
+        let mut in_place = Vec::new();
+        for name in plan.replace {
+            match (daemon.in_place && max_surge == 0)
+                .then(|| self.in_place_patch(sync, constructed, &name))
+                .flatten()
+            {
+                Some(patch) => in_place.push((name, patch)),
+                None => delete.push(name),
+            }
+        }
+        self.sync_nodes(sync, delete, plan.create_on, in_place)
+            .await
+    }
+
+    /// The patch that updates pod `name` in place, if only images changed since its revision.
+    fn in_place_patch(
+        &self,
+        sync: &Sync<'_>,
+        constructed: &history::Constructed,
+        name: &str,
+    ) -> Option<Value> {
+        let pod = sync.pod(name)?;
+        let hash = history::hash_of(&pod.metadata)?;
+        let revision = constructed
+            .old
+            .iter()
+            .find(|r| history::hash_of(&r.metadata) == Some(hash))?;
+        let old = history::revision_template(revision)?;
+        let new = history::revision_template(&constructed.current)?;
+        let images = update::in_place_images(&old, &new)?;
+        let containers: Vec<Value> = images
+            .into_iter()
+            .map(|(n, i)| json!({"name": n, "image": i}))
+            .collect();
+        let mut labels = serde_json::Map::new();
+        labels.insert(CONTROLLER_REVISION_HASH.into(), json!(sync.hash));
+        labels.insert(
+            update::POD_TEMPLATE_GENERATION.into(),
+            json!(self.generation_label(sync.daemon)),
+        );
+        Some(json!({"metadata": {"labels": labels}, "spec": {"containers": containers}}))
+    }
+
+    fn generation_label(&self, daemon: &Daemon) -> String {
+        daemon
+            .template_generation()
+            .or(daemon.ds.metadata.generation)
+            .unwrap_or(1)
+            .to_string()
+    }
+
+    /// The pod every creation starts from: the template with the daemon tolerations, the hash
+    /// and generation labels, `generateName: <ds>-` and the controller reference.
+    fn pod_template(&self, sync: &Sync<'_>) -> Pod {
+        let ds = &sync.daemon.ds;
+        let template = ds
+            .spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default();
+        let meta = template.metadata.unwrap_or_default();
+        let mut spec = template.spec.unwrap_or_default();
+        nodes::add_daemon_tolerations(&mut spec);
+        let mut labels = meta.labels.unwrap_or_default();
+        labels.insert(
+            update::POD_TEMPLATE_GENERATION.into(),
+            self.generation_label(sync.daemon),
+        );
+        labels.insert(CONTROLLER_REVISION_HASH.into(), sync.hash.clone());
+        Pod {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}-", ds.name_any())),
+                namespace: ds.namespace(),
+                labels: Some(labels),
+                annotations: meta.annotations,
+                finalizers: meta.finalizers,
+                owner_references: Some(vec![controller_ref("apps/v1", "DaemonSet", &ds.metadata)]),
+                ..Default::default()
+            },
+            spec: Some(spec),
+            status: None,
+        }
+    }
+
+    /// Creates pods on `create` nodes (slow start: batches of 1, 2, 4, ... stopping at the
+    /// first failing batch), deletes `delete` pods and patches `in_place` ones, at most
+    /// `burst_replicas` of each, with expectations set first so the next sync waits for them.
+    async fn sync_nodes(
+        &self,
+        sync: &Sync<'_>,
+        delete: Vec<String>,
+        create: Vec<String>,
+        in_place: Vec<(String, Value)>,
+    ) -> Result<(), Error> {
+        let ds = &sync.daemon.ds;
+        let ns = ds.namespace().unwrap_or_default();
+        let key = &sync.key;
+        let burst = self.config.burst_replicas.max(1);
+        let create: Vec<String> = create.into_iter().take(burst).collect();
+        let delete: Vec<String> = delete.into_iter().take(burst).collect();
+        let in_place: Vec<(String, Value)> = in_place.into_iter().take(burst).collect();
+        if create.is_empty() && delete.is_empty() && in_place.is_empty() {
+            return Ok(());
+        }
+        let pod_key = |name: &str| make_key(&ns, name);
+        self.expectations.expect_creations(key, create.len());
+        self.expectations
+            .expect_deletions(&delete_key(key), delete.iter().map(|n| pod_key(n)));
+        self.expectations
+            .expect_deletions(&in_place_key(key), in_place.iter().map(|(n, _)| pod_key(n)));
+        let reference = events::reference(ds);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let mut errors: Vec<String> = Vec::new();
+
+        let template = self.pod_template(sync);
+        let mut pos = 0;
+        let mut batch = create.len().min(1);
+        while pos < create.len() {
+            let results = join_all(create[pos..pos + batch].iter().map(|node| {
+                let mut pod = template.clone();
+                if let Some(spec) = pod.spec.as_mut() {
+                    spec.affinity = Some(nodes::pin_to_node(spec.affinity.take(), node));
+                }
+                let api = api.clone();
+                async move { api.create(&PostParams::default(), &pod).await }
+            }))
+            .await;
+            let mut failed = 0;
+            for r in results {
+                match r {
+                    Ok(pod) => self.recorder.record(
+                        &reference,
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        format!("Created pod: {}", pod.name_any()),
+                    ),
+                    Err(e) => {
+                        self.expectations.creation_observed(key);
+                        // A namespace being torn down refuses every creation; nothing to report.
+                        let terminating = matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"));
+                        if !terminating {
+                            self.recorder.record(
+                                &reference,
+                                EventType::Warning,
+                                "FailedCreate",
+                                format!("Error creating: {e}"),
+                            );
+                            failed += 1;
+                            errors.push(e.to_string());
+                        }
+                    }
+                }
+            }
+            pos += batch;
+            let skipped = create.len() - pos;
+            if failed > 0 && skipped > 0 {
+                // The rest would most likely fail the same way; the next sync retries.
+                self.expectations.lower_creations(key, skipped);
+                break;
+            }
+            batch = (batch * 2).min(skipped);
+        }
+
+        let deletions = join_all(delete.iter().map(|name| {
+            let api = api.clone();
+            async move { (name, api.delete(name, &DeleteParams::default()).await) }
+        }))
+        .await;
+        for (name, r) in deletions {
+            match r {
+                Ok(_) => self.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "SuccessfulDelete",
+                    format!("Deleted pod: {name}"),
+                ),
+                Err(e) => {
+                    self.expectations
+                        .deletion_observed(&delete_key(key), &pod_key(name));
+                    if !is_status(&e, 404) {
+                        self.recorder.record(
+                            &reference,
+                            EventType::Warning,
+                            "FailedDelete",
+                            format!("Error deleting: {e}"),
+                        );
+                        errors.push(e.to_string());
+                    }
+                }
+            }
+        }
+
+        let updates = join_all(in_place.iter().map(|(name, patch)| {
+            let api = api.clone();
+            async move {
+                (
+                    name,
+                    api.patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+                        .await,
+                )
+            }
+        }))
+        .await;
+        for (name, r) in updates {
+            match r {
+                Ok(_) => self.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "SuccessfulUpdatePodInPlace",
+                    format!("Updated pod in place: {name}"),
+                ),
+                Err(e) => {
+                    self.expectations
+                        .deletion_observed(&in_place_key(key), &pod_key(name));
+                    if !is_status(&e, 404) {
+                        self.recorder.record(
+                            &reference,
+                            EventType::Warning,
+                            "FailedUpdatePodInPlace",
+                            format!("Error updating: {e}"),
+                        );
+                        errors.push(e.to_string());
+                    }
+                }
+            }
+        }
+        match errors.first() {
+            None => Ok(()),
+            Some(first) => Err(Error::Pods {
+                key: key.clone(),
+                failed: errors.len(),
+                first: first.clone(),
+            }),
+        }
+    }
+
+    /// Deletes old revisions beyond `revisionHistoryLimit` that no live pod uses.
+    async fn cleanup_history(
+        &self,
+        sync: &Sync<'_>,
+        api: &Api<ControllerRevision>,
+        constructed: &history::Constructed,
+    ) -> Result<(), Error> {
+        let limit = sync
+            .daemon
+            .ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10);
+        let live: HashSet<String> = sync
+            .pods
+            .iter()
+            .filter_map(|p| history::hash_of(&p.metadata).map(str::to_string))
+            .collect();
+        let doomed = history::to_truncate(&constructed.old, limit, &live);
+        history::delete_revisions(api, &doomed).await?;
+        Ok(())
+    }
+
+    /// Writes the status if it changed; `observedGeneration` only when the sync acted on this
+    /// generation.
+    async fn update_status(
+        &self,
+        sync: &Sync<'_>,
+        observed: bool,
+        requeue: &mut Requeue,
+    ) -> Result<(), Error> {
+        let ds = &sync.daemon.ds;
+        let (counts, next) = status::count(
+            sync.placements
+                .iter()
+                .map(|(n, p)| (n.metadata.name.as_deref().unwrap_or(""), *p)),
+            &sync.by_node,
+            |p| sync.is_new(p),
+            |p| sync.until_available(p),
+        );
+        if let Some(wait) = next {
+            requeue.after(wait);
+        }
+        let stored = ds.status.as_ref();
+        let stored_generation = stored.and_then(|s| s.observed_generation);
+        let generation = if observed {
+            ds.metadata.generation
+        } else {
+            stored_generation
+        };
+        if status::Counts::of_status(stored) == counts && stored_generation >= generation {
+            return Ok(());
+        }
+        let mut fields = counts.to_json();
+        if observed && let (Some(g), Value::Object(m)) = (generation, &mut fields) {
+            m.insert("observedGeneration".into(), json!(g));
+        }
+        let api: Api<DaemonSet> =
+            Api::namespaced(self.client.clone(), &ds.namespace().unwrap_or_default());
+        match api
+            .patch_status(
+                &ds.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": fields})),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Runs the DaemonSet controller on `client` until `shutdown` completes (or the future is
+/// dropped): four watches feed the indexes, and `config.workers` workers sync DaemonSets once
+/// every watch has listed. A sync cut short by shutdown is safe: the next controller finds the
+/// state on the server and finishes the job (seed 000: a crashed controller recovers).
+pub async fn run_daemonset(client: Client, config: Config, shutdown: impl Future<Output = ()>) {
+    let ctl = Arc::new(Controller::new(client.clone(), config));
+    let (synced_tx, mut synced_rx) = watch::channel(0usize);
+    let mark_synced = || synced_tx.send_modify(|n| *n += 1);
+
+    let daemonsets = {
+        let ctl = Arc::clone(&ctl);
+        let api: Api<DynamicObject> =
+            Api::all_with(client.clone(), &ApiResource::erase::<DaemonSet>(&()));
+        async move {
+            let mut listing = None;
+            let mut synced = false;
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(e) => {
+                        if ctl.on_daemonset(e, &mut listing) && !synced {
+                            synced = true;
+                            mark_synced();
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "daemonset watch failed; retrying"),
+                }
+            }
+        }
+    };
+    let nodes = {
+        let ctl = Arc::clone(&ctl);
+        let api: Api<Node> = Api::all(client.clone());
+        async move {
+            let mut listing = None;
+            let mut synced = false;
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(e) => {
+                        if ctl.on_node(e, &mut listing) && !synced {
+                            synced = true;
+                            mark_synced();
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "node watch failed; retrying"),
+                }
+            }
+        }
+    };
+    let pods = {
+        let ctl = Arc::clone(&ctl);
+        let api: Api<Pod> = Api::all(client.clone());
+        async move {
+            let mut ingest = Ingest::new(ctl.pods.clone());
+            let mut synced = false;
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(e) => {
+                        for change in ingest.handle(e) {
+                            ctl.on_pod(change);
+                        }
+                        if ingest.synced() && !synced {
+                            synced = true;
+                            mark_synced();
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "pod watch failed; retrying"),
+                }
+            }
+        }
+    };
+    let revisions = {
+        let ctl = Arc::clone(&ctl);
+        let api: Api<ControllerRevision> = Api::all(client.clone());
+        async move {
+            let mut ingest = Ingest::new(ctl.revisions.clone());
+            let mut synced = false;
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(e) => {
+                        for change in ingest.handle(e) {
+                            ctl.on_revision(change);
+                        }
+                        if ingest.synced() && !synced {
+                            synced = true;
+                            mark_synced();
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "controllerrevision watch failed; retrying")
+                    }
+                }
+            }
+        }
+    };
+    let workers = {
+        let ctl = Arc::clone(&ctl);
+        async move {
+            if synced_rx.wait_for(|n| *n >= 4).await.is_err() {
+                return;
+            }
+            ctl.ready.store(true, Ordering::Release);
+            for d in ctl.all_daemons() {
+                ctl.queue.add(d.key());
+            }
+            tracing::info!(
+                daemonsets = ctl.all_daemons().len(),
+                "daemonset controller synced"
+            );
+            let workers = ctl.config.workers;
+            run_workers("daemonset-controller", ctl.queue.clone(), workers, |key| {
+                let ctl = Arc::clone(&ctl);
+                async move { ctl.reconcile(key).await }
+            })
+            .await
+        }
+    };
+    tokio::select! {
+        _ = async { tokio::join!(daemonsets, nodes, pods, revisions, workers) } => {}
+        _ = shutdown => ctl.queue.shut_down(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn daemon(strategy: Value) -> Daemon {
+        Daemon::from_json(json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "ds", "namespace": "default", "uid": "u"},
+            "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": []}},
+                     "updateStrategy": strategy}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn fenceposts_round_up_and_never_both_zero() {
+        // (strategy, desired, want (surge, unavailable))
+        let cases = [
+            (
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2, "maxSurge": 0}}),
+                10,
+                (0, 2),
+            ),
+            (
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%", "maxSurge": 0}}),
+                15,
+                (0, 2),
+            ),
+            (
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "34%"}}),
+                6,
+                (0, 3),
+            ),
+            (
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "10%"}}),
+                5000,
+                (500, 0),
+            ),
+            (
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "1%"}}),
+                3,
+                (1, 0),
+            ),
+            (
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 0}}),
+                3,
+                (0, 1),
+            ),
+            (json!({"type": "RollingUpdate"}), 3, (0, 1)),
+            (json!({"type": "OnDelete"}), 3, (0, 0)),
+        ];
+        for (strategy, desired, want) in cases {
+            assert_eq!(
+                daemon(strategy.clone()).fenceposts(desired).unwrap(),
+                want,
+                "{strategy} over {desired}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_in_place_policy_is_read_from_the_spec_or_the_annotation() {
+        let spec = daemon(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "podUpdatePolicy": "InPlaceIfPossible"}}),
+        );
+        assert!(spec.in_place);
+        assert!(!daemon(json!({"type": "RollingUpdate"})).in_place);
+        let annotated = Daemon::from_json(json!({
+            "metadata": {"name": "ds", "annotations": {POD_UPDATE_POLICY: "InPlaceIfPossible"}},
+            "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {}}
+        }))
+        .unwrap();
+        assert!(annotated.in_place);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_pod_back_off_doubles_and_resets_after_quiet() {
+        let b = FailedPodBackoff {
+            policy: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(8),
+            },
+            entries: Mutex::new(HashMap::new()),
+        };
+        let t0 = Instant::now();
+        assert_eq!(b.remaining("k", t0), None);
+        b.next("k", t0);
+        assert_eq!(b.remaining("k", t0), Some(Duration::from_secs(1)));
+        assert_eq!(b.remaining("k", t0 + Duration::from_secs(1)), None);
+        let mut at = t0 + Duration::from_secs(1);
+        let mut delays = Vec::new();
+        for _ in 0..5 {
+            b.next("k", at);
+            let d = b.remaining("k", at).unwrap();
+            delays.push(d.as_secs());
+            at += d;
+        }
+        assert_eq!(delays, [2, 4, 8, 8, 8]);
+        // Quiet for more than twice the max: back to the base.
+        at += Duration::from_secs(17);
+        b.next("k", at);
+        assert_eq!(b.remaining("k", at), Some(Duration::from_secs(1)));
+    }
+}

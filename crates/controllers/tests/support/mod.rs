@@ -1,0 +1,273 @@
+//! What the workload tests share: an in-process API server with the controllers, and a tiny
+//! kubelet that marks pods Running and Ready (through the `pods/status` subresource, as a
+//! kubelet does) unless their image is blocked.
+
+#![allow(
+    clippy::unwrap_used,
+    dead_code,
+    reason = "test support: a test fails by panicking"
+)]
+
+use futures::StreamExt;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::{Value, json};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+use tokio::{sync::Notify, task::JoinHandle};
+
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server, a client, and the controller tasks (abort them to "kill" the controllers).
+pub struct Cluster {
+    pub server: embedded::Embedded,
+    pub client: Client,
+    pub controllers: Vec<JoinHandle<()>>,
+    pub kubelet: Kubelet,
+}
+
+impl Cluster {
+    pub async fn start() -> Self {
+        let server = embedded::Embedded::memory().await.unwrap();
+        let client = server.client();
+        let mut c = Cluster {
+            server,
+            client: client.clone(),
+            controllers: Vec::new(),
+            kubelet: Kubelet::start(client),
+        };
+        c.start_controllers();
+        c
+    }
+
+    /// The ReplicaSet controller only.
+    pub async fn replicaset_only() -> Self {
+        Self::replicaset_with(Default::default()).await
+    }
+
+    /// The ReplicaSet controller only, configured.
+    pub async fn replicaset_with(config: controllers::replicaset::Config) -> Self {
+        let server = embedded::Embedded::memory().await.unwrap();
+        let client = server.client();
+        let rs = tokio::spawn(controllers::replicaset::run(client.clone(), config));
+        Cluster {
+            server,
+            client: client.clone(),
+            controllers: vec![rs],
+            kubelet: Kubelet::start(client),
+        }
+    }
+
+    pub fn start_controllers(&mut self) {
+        let c = self.client.clone();
+        self.controllers
+            .push(tokio::spawn(controllers::replicaset::run(
+                c.clone(),
+                Default::default(),
+            )));
+        self.controllers
+            .push(tokio::spawn(controllers::deployment::run(
+                c.clone(),
+                Default::default(),
+            )));
+        self.controllers
+            .push(tokio::spawn(controllers::run_gc(c, Default::default())));
+    }
+
+    pub fn kill_controllers(&mut self) {
+        for t in self.controllers.drain(..) {
+            t.abort();
+        }
+    }
+
+    pub fn deployments(&self) -> Api<Deployment> {
+        Api::default_namespaced(self.client.clone())
+    }
+}
+
+/// A kubelet stand-in: every pod whose image is not blocked becomes Running and Ready.
+#[derive(Clone)]
+pub struct Kubelet {
+    blocked: Arc<Mutex<HashSet<String>>>,
+    rescan: Arc<Notify>,
+    task: Arc<JoinHandle<()>>,
+}
+
+fn images(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .filter_map(|c| c.image.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    api::pod::is_ready(pod)
+}
+
+impl Kubelet {
+    fn start(client: Client) -> Self {
+        let blocked: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let rescan = Arc::new(Notify::new());
+        let task = tokio::spawn({
+            let blocked = Arc::clone(&blocked);
+            let rescan = Arc::clone(&rescan);
+            async move {
+                let api: Api<Pod> = Api::all(client.clone());
+                let mut events = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
+                let mut pending: HashMap<(String, String), Pod> = HashMap::new();
+                loop {
+                    let fresh = tokio::select! {
+                        e = events.next() => match e {
+                            Some(Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => {
+                                let k = (p.namespace().unwrap_or_default(), p.name_any());
+                                if is_ready(&p) || p.metadata.deletion_timestamp.is_some() {
+                                    pending.remove(&k);
+                                } else {
+                                    pending.insert(k, p);
+                                }
+                                true
+                            }
+                            Some(Ok(watcher::Event::Delete(p))) => {
+                                pending.remove(&(p.namespace().unwrap_or_default(), p.name_any()));
+                                continue;
+                            }
+                            Some(_) => continue,
+                            None => return,
+                        },
+                        _ = rescan.notified() => true,
+                    };
+                    if !fresh {
+                        continue;
+                    }
+                    let ready: Vec<Pod> = {
+                        let blocked = blocked.lock().unwrap();
+                        pending
+                            .values()
+                            .filter(|p| !images(p).iter().any(|i| blocked.contains(i)))
+                            .cloned()
+                            .collect()
+                    };
+                    for p in ready {
+                        pending.remove(&(p.namespace().unwrap_or_default(), p.name_any()));
+                        let api: Api<Pod> =
+                            Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
+                        let now = jiff::Timestamp::now().to_string();
+                        let status = json!({"status": {"phase": "Running", "conditions": [
+                            {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
+                        ]}});
+                        // A pod deleted meanwhile is fine.
+                        let _ = api
+                            .patch_status(
+                                &p.name_any(),
+                                &PatchParams::default(),
+                                &Patch::Merge(&status),
+                            )
+                            .await;
+                    }
+                }
+            }
+        });
+        Kubelet {
+            blocked,
+            rescan,
+            task: Arc::new(task),
+        }
+    }
+
+    /// Pods with `image` stay not ready (a failing image).
+    pub fn block(&self, image: &str) {
+        self.blocked.lock().unwrap().insert(image.to_string());
+    }
+
+    /// Pods with `image` become ready, those waiting included.
+    pub fn unblock(&self, image: &str) {
+        self.blocked.lock().unwrap().remove(image);
+        self.rescan.notify_one();
+    }
+}
+
+/// A Deployment `name` with `replicas` pods of `image` (labels `app: name`).
+pub fn deployment(name: &str, replicas: i32, image: &str, strategy: Value) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": strategy,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+pub fn rolling(surge: Value, unavailable: Value) -> Value {
+    json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}})
+}
+
+pub async fn create(api: &Api<Deployment>, d: &Deployment) -> Deployment {
+    api.create(&PostParams::default(), d).await.unwrap()
+}
+
+pub async fn set_image(api: &Api<Deployment>, name: &str, image: &str) {
+    let patch =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}});
+    api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .unwrap();
+}
+
+pub async fn merge(api: &Api<Deployment>, name: &str, patch: Value) {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// `kubectl rollout status`'s notion of done, for replicas `replicas`.
+pub fn rolled_out(d: &Deployment, replicas: i32) -> bool {
+    let s = d.status.clone().unwrap_or_default();
+    s.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
+        && s.updated_replicas.unwrap_or(0) == replicas
+        && s.replicas.unwrap_or(0) == replicas
+        && s.available_replicas.unwrap_or(0) == replicas
+}
+
+/// Waits until the Deployment `name` has rolled out with `replicas`.
+pub async fn wait_rolled_out(api: &Api<Deployment>, name: &str, replicas: i32) -> Deployment {
+    embedded::wait_until(
+        api,
+        &format!("{name} rolled out"),
+        TIMEOUT,
+        |d: &Deployment| d.name_any() == name && rolled_out(d, replicas),
+    )
+    .await
+    .unwrap()
+}
+
+/// The condition `type_` of a Deployment as (status, reason).
+pub fn condition(d: &Deployment, type_: &str) -> Option<(String, String)> {
+    d.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
