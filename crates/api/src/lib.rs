@@ -9,6 +9,7 @@
 pub mod defaults;
 pub mod field;
 pub mod hash;
+pub mod image;
 pub mod intstr;
 pub mod pod;
 pub mod quantity;

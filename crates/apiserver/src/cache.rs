@@ -250,6 +250,28 @@ impl Cache {
         (items, rev)
     }
 
+    /// Objects of a resource as they were at revision `at` (a list with
+    /// `resourceVersionMatch=Exact`), rebuilt by undoing the history after it; `TooOld` when the
+    /// history no longer reaches back that far, as etcd answers for a compacted revision.
+    pub fn list_at(&self, def: &ResourceDef, namespace: Option<&str>, at: Revision) -> Result<Vec<Arc<Entry>>, TooOld> {
+        let guard = read(self.slot(def));
+        if at < guard.window_start {
+            return Err(TooOld { requested: at, oldest: guard.window_start });
+        }
+        let mut objects = guard.objects.clone();
+        for ev in guard.history.iter().rev().take_while(|e| e.entry.rev > at) {
+            let key = object_key(def, Some(ev.entry.namespace.as_str()).filter(|s| !s.is_empty()), &ev.entry.name);
+            match &ev.prev {
+                Some(prev) => objects.insert(key, prev.clone()),
+                None => objects.remove(&key),
+            };
+        }
+        Ok(objects
+            .into_values()
+            .filter(|e| namespace.filter(|_| def.namespaced).is_none_or(|ns| e.namespace == ns))
+            .collect())
+    }
+
     /// Keeps a list for later pages; returns its id.
     pub fn save_snapshot(&self, entries: Arc<Vec<Arc<Entry>>>) -> u64 {
         let id = self.next_snapshot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -514,6 +536,36 @@ mod tests {
         assert_eq!(sub.initial.len(), 10);
         assert_eq!(cache.list(pods, Some("default")).0.len(), 40);
         assert_eq!(cache.list(pods, Some("other")).0.len(), 0);
+    }
+
+    #[test]
+    fn lists_as_of_an_earlier_revision_by_undoing_history() {
+        let cache = Cache::new(16);
+        let pods = find("", "v1", "pods").unwrap();
+        cache.resync(&[], 0);
+        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"labels":{"v":"1"}}}"#, 1));
+        cache.apply(EventKind::Put, &kv("/registry/core/pods/other/b", r#"{"metadata":{}}"#, 2));
+        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"labels":{"v":"2"}}}"#, 3));
+        cache.apply(EventKind::Delete, &kv("/registry/core/pods/other/b", r#"{"metadata":{}}"#, 4));
+        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/c", r#"{"metadata":{}}"#, 5));
+        // (revision, namespace, the objects then as "name@rev")
+        let cases = [
+            (0, None, ""),
+            (1, None, "a@1"),
+            (2, None, "a@1 b@2"),
+            (3, Some("default"), "a@3"),
+            (4, None, "a@3"),
+            (5, None, "a@3 c@5"),
+        ];
+        for (rev, ns, want) in cases {
+            let have: Vec<String> = cache.list_at(pods, ns, rev).unwrap().iter().map(|e| format!("{}@{}", e.name, e.rev)).collect();
+            assert_eq!(have.join(" "), want, "at {rev} in {ns:?}");
+        }
+        for i in 6..=30u64 {
+            cache.apply(EventKind::Put, &kv(&format!("/registry/core/pods/default/p{i}"), r#"{"metadata":{}}"#, i));
+        }
+        assert!(cache.list_at(pods, None, 5).is_err(), "history no longer reaches revision 5");
+        assert_eq!(cache.list_at(pods, None, 30).unwrap().len(), 27);
     }
 
     #[test]

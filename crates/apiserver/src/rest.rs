@@ -228,7 +228,29 @@ impl ApiServer {
             paginate(&self.cache, snap, token.rv, token.off, limit, Some(token.snap))
         } else {
             self.sync_for_read(params).await?;
-            let (items, rev) = self.select(t, &filter);
+            let (items, rev) = match (params.resource_version_match.as_deref(), params.resource_version()?) {
+                // An exact list is the collection as it was at that revision, not a newer one.
+                (Some("Exact"), Some(rv)) if rv > 0 => {
+                    let mut items = self.cache.list_at(t.def, t.namespace.as_deref(), rv).map_err(|_| {
+                        ApiError::expired("The resourceVersion for the provided list is too old.")
+                    })?;
+                    items.retain(|e| filter.matches(e));
+                    (items, rv)
+                }
+                (Some("Exact"), rv) => {
+                    let why = match rv {
+                        None => "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                        Some(_) => "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    };
+                    return Err(ApiError {
+                        code: 422,
+                        reason: "Invalid",
+                        message: format!("ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: {why}"),
+                        details: None,
+                    });
+                }
+                _ => self.select(t, &filter),
+            };
             paginate(&self.cache, Arc::new(items), rev, 0, limit, None)
         };
         let mut list_meta = json!({"resourceVersion": rev.to_string()});

@@ -3,22 +3,13 @@
 
 use crate::distribution::stable_hash;
 
-/// The fully qualified reference containerd reports: `nginx:1.27` ->
-/// `docker.io/library/nginx:1.27`, `nginx` -> `docker.io/library/nginx:latest`.
-pub fn normalize(image: &str) -> String {
-    let (repo, suffix) = split_reference(image);
-    let repo = qualify(repo);
-    match suffix {
-        Some(s) => format!("{repo}{s}"),
-        None => format!("{repo}:latest"),
-    }
-}
+pub use api::image::normalize;
 
 /// `imageID`: the qualified repository and a digest (the image's own, or one derived from its
 /// name, so the same image always has the same ID).
 pub fn image_id(image: &str) -> String {
-    let (repo, suffix) = split_reference(image);
-    let repo = qualify(repo);
+    let (repo, suffix) = api::image::split_reference(image);
+    let repo = api::image::qualify_repository(repo);
     match suffix.and_then(|s| s.strip_prefix('@')) {
         Some(digest) => format!("{repo}@{digest}"),
         None => format!("{repo}@sha256:{}", hex64(&[image.as_bytes()])),
@@ -44,37 +35,11 @@ pub fn size(image: &str) -> u64 {
 
 /// Upstream's default pull policy: `Always` for `:latest` or no tag, else `IfNotPresent`.
 pub fn default_pull_policy(image: &str) -> &'static str {
-    let (_, suffix) = split_reference(image);
+    let (_, suffix) = api::image::split_reference(image);
     match suffix {
         None => "Always",
         Some(":latest") => "Always",
         Some(_) => "IfNotPresent",
-    }
-}
-
-/// Splits `repo[:tag][@digest]` into the repository and the `:tag` / `@digest` suffix.
-fn split_reference(image: &str) -> (&str, Option<&str>) {
-    if let Some(at) = image.find('@') {
-        return (&image[..at], Some(&image[at..]));
-    }
-    // A ':' after the last '/' is a tag; one before it is a registry port.
-    let slash = image.rfind('/').map_or(0, |i| i + 1);
-    match image[slash..].find(':') {
-        Some(c) => (&image[..slash + c], Some(&image[slash + c..])),
-        None => (image, None),
-    }
-}
-
-fn qualify(repo: &str) -> String {
-    let first = repo.split('/').next().unwrap_or("");
-    let has_domain =
-        repo.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
-    if has_domain {
-        repo.to_string()
-    } else if repo.contains('/') {
-        format!("docker.io/{repo}")
-    } else {
-        format!("docker.io/library/{repo}")
     }
 }
 

@@ -771,7 +771,6 @@ async fn kubectl_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs protobuf decoding"]
 async fn kubectl_create_deployment_and_namespace() {
     let c = Cluster::start().await;
     let out = c
@@ -781,6 +780,7 @@ async fn kubectl_create_deployment_and_namespace() {
             "made",
             "--image=nginx:1.25",
             "--replicas=2",
+            "--port=8080",
         ])
         .await;
     assert_eq!(out.trim(), "deployment.apps/made created");
@@ -788,6 +788,38 @@ async fn kubectl_create_deployment_and_namespace() {
     assert_eq!(d["spec"]["replicas"], 2);
     assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "made");
     assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    let container = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        (container["name"].as_str(), container["image"].as_str()),
+        (Some("nginx"), Some("nginx:1.25"))
+    );
+    assert_eq!(container["ports"][0]["containerPort"], 8080);
+    assert_eq!(container["ports"][0]["protocol"], "TCP");
+    // The same protobuf body fails validation readably.
+    let err = c
+        .kubectl_fails(&["create", "deployment", "Bad_Name", "--image=nginx"], None)
+        .await;
+    assert!(
+        err.contains("metadata.name: Invalid value: \"Bad_Name\""),
+        "{err}"
+    );
+    let err = c
+        .kubectl_fails(&["create", "deployment", "made", "--image=nginx"], None)
+        .await;
+    assert!(
+        err.contains("deployments.apps \"made\" already exists"),
+        "{err}"
+    );
+    // A server dry run of a protobuf create stores nothing.
+    c.kubectl(&[
+        "create",
+        "deployment",
+        "dry",
+        "--image=nginx",
+        "--dry-run=server",
+    ])
+    .await;
+    c.kubectl_fails(&["get", "deployment", "dry"], None).await;
 
     assert_eq!(
         c.kubectl(&["create", "namespace", "team-a"]).await.trim(),

@@ -216,7 +216,7 @@ pub fn restarting_in_place(pod: &Pod) -> bool {
     spec.containers.iter().any(|c| {
         statuses
             .iter()
-            .any(|s| s.name == c.name && c.image.as_deref().is_some_and(|i| i != s.image))
+            .any(|s| s.name == c.name && c.image.as_deref().is_some_and(|i| !api::image::same(i, &s.image)))
     })
 }
 

@@ -174,26 +174,6 @@ impl LineReader {
 /// How long a test waits for something that should happen promptly.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-/// Polls `check` until it returns `Some`, or fails the test at the deadline. Only for conditions no
-/// event announces.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A Pod manifest with labels.
 pub fn pod_yaml(name: &str, labels: &[(&str, &str)]) -> String {
     let labels: String = labels
@@ -231,4 +211,32 @@ spec:
         - containerPort: 80
 "#
     )
+}
+
+impl Cluster {
+    /// Starts a control plane that runs `components` in-process beside the API server, as
+    /// `rollwright up` does (with the test's choice of nodes, delays and fault profile).
+    pub async fn start_with(components: rollwright::components::Components) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cp = ControlPlane::start(Options {
+            data_dir: dir.path().to_path_buf(),
+            port: 0,
+            store: StoreKind::Sqlite,
+            components,
+            ..Default::default()
+        })
+        .await
+        .expect("control plane starts");
+        Cluster { cp, dir }
+    }
+
+    /// Starts more parts on this cluster's in-process API, apart from the control plane's own,
+    /// so that a test can stop them (a crash) and start new ones on the same server.
+    pub fn start_parts(
+        &self,
+        what: &rollwright::components::Components,
+    ) -> rollwright::components::Running {
+        rollwright::components::start(embedded::client_for(&self.cp.server), what)
+            .expect("parts start")
+    }
 }
