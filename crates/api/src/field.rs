@@ -70,12 +70,22 @@ pub struct FieldError {
 impl FieldError {
     /// A required field is missing.
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { kind: ErrorType::Required, field: field.into(), value: None, detail: detail.into() }
+        Self {
+            kind: ErrorType::Required,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
     }
 
     /// A value is invalid.
     pub fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
-        Self { kind: ErrorType::Invalid, field: field.into(), value: Some(value), detail: detail.into() }
+        Self {
+            kind: ErrorType::Invalid,
+            field: field.into(),
+            value: Some(value),
+            detail: detail.into(),
+        }
     }
 
     /// A value is not among `allowed`.
@@ -91,12 +101,22 @@ impl FieldError {
 
     /// A value may not be set or changed.
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { kind: ErrorType::Forbidden, field: field.into(), value: None, detail: detail.into() }
+        Self {
+            kind: ErrorType::Forbidden,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
     }
 
     /// A value appears twice.
     pub fn duplicate(field: impl Into<String>, value: Value) -> Self {
-        Self { kind: ErrorType::Duplicate, field: field.into(), value: Some(value), detail: String::new() }
+        Self {
+            kind: ErrorType::Duplicate,
+            field: field.into(),
+            value: Some(value),
+            detail: String::new(),
+        }
     }
 
     /// A value is too long.
@@ -111,7 +131,12 @@ impl FieldError {
 
     /// A value names something that does not exist.
     pub fn not_found(field: impl Into<String>, value: Value) -> Self {
-        Self { kind: ErrorType::NotFound, field: field.into(), value: Some(value), detail: String::new() }
+        Self {
+            kind: ErrorType::NotFound,
+            field: field.into(),
+            value: Some(value),
+            detail: String::new(),
+        }
     }
 
     /// The cause message without the field, e.g. `Invalid value: "x": must be ...`.
@@ -147,7 +172,11 @@ impl Path {
 
     /// `self.name`.
     pub fn child(&self, name: &str) -> Self {
-        if self.0.is_empty() { Path(name.to_string()) } else { Path(format!("{}.{name}", self.0)) }
+        if self.0.is_empty() {
+            Path(name.to_string())
+        } else {
+            Path(format!("{}.{name}", self.0))
+        }
     }
 
     /// `self[i]`.

@@ -66,7 +66,9 @@ pub fn canonical_json(v: &Value, out: &mut Vec<u8>) {
 
 /// Maps each byte onto the safe alphabet, as upstream's `SafeEncodeString`.
 pub fn safe_encode(s: &str) -> String {
-    s.bytes().map(|b| SAFE_ALPHABET[usize::from(b) % SAFE_ALPHABET.len()] as char).collect()
+    s.bytes()
+        .map(|b| SAFE_ALPHABET[usize::from(b) % SAFE_ALPHABET.len()] as char)
+        .collect()
 }
 
 /// The `pod-template-hash` / `controller-revision-hash` of a pod template (the JSON of
@@ -91,7 +93,11 @@ mod tests {
     #[test]
     fn fnv1a_matches_the_reference_vectors() {
         // From the FNV reference test suite.
-        for (input, want) in [("", 0x811c_9dc5u32), ("a", 0xe40c_292c), ("foobar", 0xbf9c_f968)] {
+        for (input, want) in [
+            ("", 0x811c_9dc5u32),
+            ("a", 0xe40c_292c),
+            ("foobar", 0xbf9c_f968),
+        ] {
             let mut h = Fnv1a::new();
             h.write(input.as_bytes());
             assert_eq!(h.0, want, "{input:?}");
@@ -102,7 +108,11 @@ mod tests {
     fn safe_encoding_uses_only_the_alphabet() {
         // b'0' is 48 and 48 % 27 = 21, the alphabet's `4`.
         assert_eq!(safe_encode("0123456789"), "456789bcdf");
-        assert!(safe_encode("4294967295").bytes().all(|b| SAFE_ALPHABET.contains(&b)));
+        assert!(
+            safe_encode("4294967295")
+                .bytes()
+                .all(|b| SAFE_ALPHABET.contains(&b))
+        );
     }
 
     #[test]

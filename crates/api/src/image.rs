@@ -37,7 +37,8 @@ pub fn split_reference(image: &str) -> (&str, Option<&str>) {
 /// The repository with its registry made explicit (`nginx` -> `docker.io/library/nginx`).
 pub fn qualify_repository(repo: &str) -> String {
     let first = repo.split('/').next().unwrap_or("");
-    let has_domain = repo.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let has_domain =
+        repo.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
     if has_domain {
         repo.to_string()
     } else if repo.contains('/') {

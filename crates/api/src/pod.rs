@@ -9,12 +9,22 @@ use k8s_openapi::{
 
 /// When the pod's `Ready` condition last became True, if it is True.
 pub fn ready_since(pod: &Pod) -> Option<Timestamp> {
-    let cond = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
+    let cond = pod
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
     if cond.status != "True" {
         return None;
     }
     // A Ready condition without a transition time counts as ready since forever, as upstream.
-    Some(cond.last_transition_time.as_ref().map_or(Timestamp::UNIX_EPOCH, |t| t.0))
+    Some(
+        cond.last_transition_time
+            .as_ref()
+            .map_or(Timestamp::UNIX_EPOCH, |t| t.0),
+    )
 }
 
 /// Whether the pod's `Ready` condition is True.
@@ -25,13 +35,21 @@ pub fn is_ready(pod: &Pod) -> bool {
 /// How long until the pod becomes available (ready for `min_ready_seconds`): `Some(0)` if it is
 /// available now, `None` if it is not ready at all. Controllers requeue after the returned time
 /// instead of polling.
-pub fn until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<SignedDuration> {
+pub fn until_available(
+    pod: &Pod,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> Option<SignedDuration> {
     let since = ready_since(pod)?;
     if min_ready_seconds <= 0 {
         return Some(SignedDuration::ZERO);
     }
     let at = since + SignedDuration::from_secs(i64::from(min_ready_seconds));
-    Some(if at <= now { SignedDuration::ZERO } else { now.duration_until(at) })
+    Some(if at <= now {
+        SignedDuration::ZERO
+    } else {
+        now.duration_until(at)
+    })
 }
 
 /// Whether the pod is available: ready for at least `min_ready_seconds`.
@@ -41,7 +59,10 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
 
 /// The pod's phase (`Pending` when unset).
 pub fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
 }
 
 /// Whether the pod is being deleted.
@@ -57,7 +78,10 @@ pub fn is_active(pod: &Pod) -> bool {
 
 /// The owner reference with `controller: true`, if any.
 pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true))
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
 }
 
 /// A controller reference to `owner`, with `blockOwnerDeletion` as upstream's controllers set it.
@@ -90,7 +114,11 @@ mod tests {
             }]
         });
         Pod {
-            status: Some(PodStatus { phase: Some(phase.into()), conditions, ..Default::default() }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                conditions,
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -109,7 +137,10 @@ mod tests {
         for (ready, min_ready, want) in cases {
             let got = until_available(&pod(ready, "Running"), min_ready, now).map(|d| d.as_secs());
             assert_eq!(got, want, "{ready:?} minReady {min_ready}");
-            assert_eq!(is_available(&pod(ready, "Running"), min_ready, now), want == Some(0));
+            assert_eq!(
+                is_available(&pod(ready, "Running"), min_ready, now),
+                want == Some(0)
+            );
         }
     }
 
@@ -126,9 +157,16 @@ mod tests {
 
     #[test]
     fn controller_refs_round_trip() {
-        let owner = ObjectMeta { name: Some("web".into()), uid: Some("u1".into()), ..Default::default() };
+        let owner = ObjectMeta {
+            name: Some("web".into()),
+            uid: Some("u1".into()),
+            ..Default::default()
+        };
         let r = controller_ref("apps/v1", "ReplicaSet", &owner);
-        let meta = ObjectMeta { owner_references: Some(vec![r.clone()]), ..Default::default() };
+        let meta = ObjectMeta {
+            owner_references: Some(vec![r.clone()]),
+            ..Default::default()
+        };
         assert_eq!(controller_of(&meta), Some(&r));
         assert_eq!(r.block_owner_deletion, Some(true));
     }

@@ -18,7 +18,9 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     }
     match toleration.operator.as_deref().unwrap_or("Equal") {
         "Exists" => true,
-        "Equal" | "" => toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        "Equal" | "" => {
+            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
         _ => false,
     }
 }
@@ -33,12 +35,23 @@ mod tests {
     use super::*;
 
     fn taint(key: &str, value: &str, effect: &str) -> Taint {
-        Taint { key: key.into(), value: (!value.is_empty()).then(|| value.into()), effect: effect.into(), time_added: None }
+        Taint {
+            key: key.into(),
+            value: (!value.is_empty()).then(|| value.into()),
+            effect: effect.into(),
+            time_added: None,
+        }
     }
 
     fn tol(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
         let s = |v: &str| (!v.is_empty()).then(|| v.to_string());
-        Toleration { key: s(key), operator: s(op), value: s(value), effect: s(effect), toleration_seconds: None }
+        Toleration {
+            key: s(key),
+            operator: s(op),
+            value: s(value),
+            effect: s(effect),
+            toleration_seconds: None,
+        }
     }
 
     #[test]
@@ -58,7 +71,13 @@ mod tests {
         for (toleration, want) in cases {
             assert_eq!(tolerates(&toleration, &t), want, "{toleration:?}");
         }
-        assert!(tolerated(&[tol("x", "Exists", "", ""), tol("dedicated", "Exists", "", "")], &t));
+        assert!(tolerated(
+            &[
+                tol("x", "Exists", "", ""),
+                tol("dedicated", "Exists", "", "")
+            ],
+            &t
+        ));
         assert!(!tolerated(&[], &t));
     }
 }

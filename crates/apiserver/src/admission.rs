@@ -48,8 +48,13 @@ impl FieldValidation {
 }
 
 /// Fields the server owns and a client's write never changes.
-const SERVER_OWNED_META: &[&str] =
-    &["uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"];
+const SERVER_OWNED_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
 
 /// Checks `apiVersion`/`kind` against the endpoint and fills them when missing.
 pub fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
@@ -84,7 +89,9 @@ pub fn check_namespace(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>
         return Ok(());
     }
     let Some(path_ns) = path_ns else {
-        return Err(ApiError::bad_request("a namespace is required for namespaced resources"));
+        return Err(ApiError::bad_request(
+            "a namespace is required for namespaced resources",
+        ));
     };
     match meta.get("namespace").and_then(Value::as_str) {
         None | Some("") => {
@@ -103,9 +110,15 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>)
     check_type(def, obj)?;
     check_namespace(def, obj, path_ns)?;
     let meta = object::meta_mut(obj);
-    let has_name = meta.get("name").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    let has_name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
     if !has_name
-        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|s| !s.is_empty())
+        && let Some(prefix) = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
     {
         let name = format!("{prefix}{}", random_suffix());
         meta.insert("name".into(), Value::String(name));
@@ -116,14 +129,20 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>)
     meta.remove("resourceVersion");
     meta.remove("managedFields");
     meta.insert("uid".into(), Value::String(new_uid()));
-    meta.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
+    meta.insert(
+        "creationTimestamp".into(),
+        Value::String(object::now_rfc3339()),
+    );
     meta.insert("generation".into(), json!(1));
     reset_status_on_create(def, obj);
     api::defaults::apply(def.group, def.kind, obj);
     let name = object::name(obj).to_string();
     let mut errors = Vec::new();
     if name.is_empty() {
-        errors.push(FieldError::required("metadata.name", "name or generateName is required"));
+        errors.push(FieldError::required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
     }
     errors.extend(api::validation::validate_create(def.group, def.kind, obj));
     if !errors.is_empty() {
@@ -160,7 +179,9 @@ fn qos_class(pod: &Value) -> &'static str {
     let mut guaranteed = true;
     for c in containers {
         let res = c.get("resources");
-        let requests = res.and_then(|r| r.get("requests")).and_then(Value::as_object);
+        let requests = res
+            .and_then(|r| r.get("requests"))
+            .and_then(Value::as_object);
         let limits = res.and_then(|r| r.get("limits")).and_then(Value::as_object);
         for r in ["cpu", "memory"] {
             let req = requests.and_then(|m| m.get(r));
@@ -184,7 +205,12 @@ fn qos_class(pod: &Value) -> &'static str {
 
 /// Prepares an update of `old` into `new` through `part`: keeps what the client may not change,
 /// bumps `generation` on spec changes, defaults and validates.
-pub fn prepare_update(def: &ResourceDef, new: &mut Value, old: &Value, part: Part) -> ApiResult<()> {
+pub fn prepare_update(
+    def: &ResourceDef,
+    new: &mut Value,
+    old: &Value,
+    part: Part,
+) -> ApiResult<()> {
     check_type(def, new)?;
     let name = object::name(old).to_string();
     if object::name(new) != name {
@@ -220,7 +246,11 @@ pub fn prepare_update(def: &ResourceDef, new: &mut Value, old: &Value, part: Par
         };
         return Ok(());
     }
-    let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     {
         let meta = object::meta_mut(new);
         for f in SERVER_OWNED_META {
@@ -230,7 +260,10 @@ pub fn prepare_update(def: &ResourceDef, new: &mut Value, old: &Value, part: Par
             };
         }
         meta.remove("managedFields");
-        meta.insert("namespace".into(), old_meta.get("namespace").cloned().unwrap_or(Value::Null));
+        meta.insert(
+            "namespace".into(),
+            old_meta.get("namespace").cloned().unwrap_or(Value::Null),
+        );
         if !def.namespaced {
             meta.remove("namespace");
         }
@@ -246,7 +279,10 @@ pub fn prepare_update(def: &ResourceDef, new: &mut Value, old: &Value, part: Par
         }
     }
     api::defaults::apply(def.group, def.kind, new);
-    let old_generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
+    let old_generation = old_meta
+        .get("generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
     let generation = if def.tracks_generation && new.get("spec") != old.get("spec") {
         old_generation + 1
     } else {
@@ -264,7 +300,9 @@ pub fn prepare_update(def: &ResourceDef, new: &mut Value, old: &Value, part: Par
                 &name,
                 &[FieldError::forbidden(
                     "metadata.finalizers",
-                    format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+                    format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                    ),
                 )],
             ));
         }
@@ -277,7 +315,11 @@ pub fn prepare_update(def: &ResourceDef, new: &mut Value, old: &Value, part: Par
 }
 
 /// Unknown-field findings for `fieldValidation`: an error under Strict, warnings under Warn.
-pub fn check_fields(def: &ResourceDef, obj: &Value, mode: FieldValidation) -> ApiResult<Vec<String>> {
+pub fn check_fields(
+    def: &ResourceDef,
+    obj: &Value,
+    mode: FieldValidation,
+) -> ApiResult<Vec<String>> {
     if mode == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
@@ -286,9 +328,10 @@ pub fn check_fields(def: &ResourceDef, obj: &Value, mode: FieldValidation) -> Ap
         return Ok(Vec::new());
     }
     match mode {
-        FieldValidation::Strict => {
-            Err(ApiError::bad_request(format!("strict decoding error: {}", unknown.join(", "))))
-        }
+        FieldValidation::Strict => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            unknown.join(", ")
+        ))),
         _ => Ok(unknown),
     }
 }
@@ -320,13 +363,22 @@ pub fn new_uid() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// Five characters from upstream's `generateName` alphabet (no vowels, no confusable digits).
 pub fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 #[cfg(test)]
@@ -380,9 +432,19 @@ mod tests {
     fn rejects_wrong_kind_and_namespace() {
         let def = find("", "v1", "pods").unwrap();
         let mut p = json!({"kind": "Node", "metadata": {"name": "x"}});
-        assert_eq!(prepare_create(def, &mut p, Some("default")).unwrap_err().code, 400);
+        assert_eq!(
+            prepare_create(def, &mut p, Some("default"))
+                .unwrap_err()
+                .code,
+            400
+        );
         let mut p = json!({"metadata": {"name": "x", "namespace": "other"}});
-        assert_eq!(prepare_create(def, &mut p, Some("default")).unwrap_err().code, 400);
+        assert_eq!(
+            prepare_create(def, &mut p, Some("default"))
+                .unwrap_err()
+                .code,
+            400
+        );
     }
 
     #[test]

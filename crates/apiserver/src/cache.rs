@@ -49,7 +49,11 @@ impl Entry {
         match name {
             "metadata.name" => Some(self.name.clone()),
             "metadata.namespace" => Some(self.namespace.clone()),
-            _ => self.fields.iter().find(|(f, _)| *f == name).map(|(_, v)| v.clone()),
+            _ => self
+                .fields
+                .iter()
+                .find(|(f, _)| *f == name)
+                .map(|(_, v)| v.clone()),
         }
     }
 }
@@ -205,12 +209,15 @@ impl Cache {
     }
 
     fn slot(&self, def: &ResourceDef) -> &RwLock<ResourceCache> {
-        let idx = RESOURCES.iter().position(|r| std::ptr::eq(r, def)).unwrap_or_else(|| {
-            RESOURCES
-                .iter()
-                .position(|r| r.group == def.group && r.plural == def.plural)
-                .unwrap_or(0)
-        });
+        let idx = RESOURCES
+            .iter()
+            .position(|r| std::ptr::eq(r, def))
+            .unwrap_or_else(|| {
+                RESOURCES
+                    .iter()
+                    .position(|r| r.group == def.group && r.plural == def.plural)
+                    .unwrap_or(0)
+            });
         &self.resources[idx]
     }
 
@@ -222,12 +229,22 @@ impl Cache {
     /// Waits until the cache has applied `rev`, or `timeout` passes (returns whether it got there).
     pub async fn wait_for(&self, rev: Revision, timeout: Duration) -> bool {
         let mut rx = self.revision.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= rev)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= rev))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// One object.
-    pub fn get(&self, def: &ResourceDef, namespace: Option<&str>, name: &str) -> Option<Arc<Entry>> {
-        read(self.slot(def)).objects.get(&object_key(def, namespace, name)).cloned()
+    pub fn get(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<Entry>> {
+        read(self.slot(def))
+            .objects
+            .get(&object_key(def, namespace, name))
+            .cloned()
     }
 
     /// Objects of a resource, in key order, optionally in one namespace, with the revision they
@@ -253,14 +270,26 @@ impl Cache {
     /// Objects of a resource as they were at revision `at` (a list with
     /// `resourceVersionMatch=Exact`), rebuilt by undoing the history after it; `TooOld` when the
     /// history no longer reaches back that far, as etcd answers for a compacted revision.
-    pub fn list_at(&self, def: &ResourceDef, namespace: Option<&str>, at: Revision) -> Result<Vec<Arc<Entry>>, TooOld> {
+    pub fn list_at(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        at: Revision,
+    ) -> Result<Vec<Arc<Entry>>, TooOld> {
         let guard = read(self.slot(def));
         if at < guard.window_start {
-            return Err(TooOld { requested: at, oldest: guard.window_start });
+            return Err(TooOld {
+                requested: at,
+                oldest: guard.window_start,
+            });
         }
         let mut objects = guard.objects.clone();
         for ev in guard.history.iter().rev().take_while(|e| e.entry.rev > at) {
-            let key = object_key(def, Some(ev.entry.namespace.as_str()).filter(|s| !s.is_empty()), &ev.entry.name);
+            let key = object_key(
+                def,
+                Some(ev.entry.namespace.as_str()).filter(|s| !s.is_empty()),
+                &ev.entry.name,
+            );
             match &ev.prev {
                 Some(prev) => objects.insert(key, prev.clone()),
                 None => objects.remove(&key),
@@ -268,13 +297,19 @@ impl Cache {
         }
         Ok(objects
             .into_values()
-            .filter(|e| namespace.filter(|_| def.namespaced).is_none_or(|ns| e.namespace == ns))
+            .filter(|e| {
+                namespace
+                    .filter(|_| def.namespaced)
+                    .is_none_or(|ns| e.namespace == ns)
+            })
             .collect())
     }
 
     /// Keeps a list for later pages; returns its id.
     pub fn save_snapshot(&self, entries: Arc<Vec<Arc<Entry>>>) -> u64 {
-        let id = self.next_snapshot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self
+            .next_snapshot
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut snaps = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
         snaps.retain(|_, s| s.created.elapsed() < SNAPSHOT_TTL);
         if snaps.len() >= MAX_SNAPSHOTS
@@ -282,19 +317,32 @@ impl Cache {
         {
             snaps.remove(&oldest);
         }
-        snaps.insert(id, Snapshot { entries, created: Instant::now() });
+        snaps.insert(
+            id,
+            Snapshot {
+                entries,
+                created: Instant::now(),
+            },
+        );
         id
     }
 
     /// A list kept by [`Cache::save_snapshot`], if not expired.
     pub fn snapshot(&self, id: u64) -> Option<Arc<Vec<Arc<Entry>>>> {
         let snaps = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
-        snaps.get(&id).filter(|s| s.created.elapsed() < SNAPSHOT_TTL).map(|s| s.entries.clone())
+        snaps
+            .get(&id)
+            .filter(|s| s.created.elapsed() < SNAPSHOT_TTL)
+            .map(|s| s.entries.clone())
     }
 
     /// Starts a watch on a resource after revision `from` (`None`: from now, with the current
     /// objects sent first as ADDED events, as upstream does for an unset `resourceVersion`).
-    pub fn subscribe(&self, def: &ResourceDef, from: Option<Revision>) -> Result<Subscription, TooOld> {
+    pub fn subscribe(
+        &self,
+        def: &ResourceDef,
+        from: Option<Revision>,
+    ) -> Result<Subscription, TooOld> {
         let guard = read(self.slot(def));
         let live = guard.tx.subscribe();
         let rev = self.revision();
@@ -302,13 +350,27 @@ impl Cache {
             None => guard
                 .objects
                 .values()
-                .map(|e| Arc::new(CacheEvent { kind: EventType::Added, entry: e.clone(), prev: None }))
+                .map(|e| {
+                    Arc::new(CacheEvent {
+                        kind: EventType::Added,
+                        entry: e.clone(),
+                        prev: None,
+                    })
+                })
                 .collect(),
             Some(from) => {
                 if from < guard.window_start {
-                    return Err(TooOld { requested: from, oldest: guard.window_start });
+                    return Err(TooOld {
+                        requested: from,
+                        oldest: guard.window_start,
+                    });
                 }
-                guard.history.iter().filter(|e| e.entry.rev > from).cloned().collect()
+                guard
+                    .history
+                    .iter()
+                    .filter(|e| e.entry.rev > from)
+                    .cloned()
+                    .collect()
             }
         };
         Ok(Subscription { initial, live, rev })
@@ -346,7 +408,11 @@ impl Cache {
             (EventKind::Put, None) => EventType::Added,
             (EventKind::Put, Some(_)) => EventType::Modified,
         };
-        let event = Arc::new(CacheEvent { kind: event_type, entry, prev });
+        let event = Arc::new(CacheEvent {
+            kind: event_type,
+            entry,
+            prev,
+        });
         guard.history.push_back(event.clone());
         while guard.history.len() > self.history_limit {
             if let Some(old) = guard.history.pop_front() {
@@ -364,7 +430,10 @@ impl Cache {
             RESOURCES.iter().map(|_| Default::default()).collect();
         for kv in items {
             if let Some((def, ns, name)) = parse_key(&kv.key) {
-                let idx = RESOURCES.iter().position(|r| std::ptr::eq(r, def)).unwrap_or(0);
+                let idx = RESOURCES
+                    .iter()
+                    .position(|r| std::ptr::eq(r, def))
+                    .unwrap_or(0);
                 seen[idx].insert(object_key(def, Some(ns).filter(|s| !s.is_empty()), name));
                 let current = self.get(def, Some(ns).filter(|s| !s.is_empty()), name);
                 if current.is_none_or(|c| c.rev != kv.mod_revision) {
@@ -442,7 +511,11 @@ impl Cache {
 
     /// How many objects of each resource the cache holds (for metrics).
     pub fn counts(&self) -> Vec<(&'static ResourceDef, usize)> {
-        RESOURCES.iter().zip(&self.resources).map(|(d, l)| (d, read(l).objects.len())).collect()
+        RESOURCES
+            .iter()
+            .zip(&self.resources)
+            .map(|(d, l)| (d, read(l).objects.len()))
+            .collect()
     }
 }
 
@@ -460,7 +533,9 @@ fn parse_key(key: &str) -> Option<(&'static ResourceDef, &str, &str)> {
     let (group, rest) = rest.split_once('/')?;
     let (plural, rest) = rest.split_once('/')?;
     let group = if group == "core" { "" } else { group };
-    let def = RESOURCES.iter().find(|r| r.group == group && r.plural == plural)?;
+    let def = RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.plural == plural)?;
     if def.namespaced {
         let (ns, name) = rest.split_once('/')?;
         Some((def, ns, name))
@@ -475,15 +550,24 @@ fn decode(def: &ResourceDef, ns: &str, name: &str, kv: &KeyValue) -> Option<Entr
     if !value.is_object() {
         return None;
     }
-    object::meta_mut(&mut value)
-        .insert("resourceVersion".into(), Value::String(kv.mod_revision.to_string()));
+    object::meta_mut(&mut value).insert(
+        "resourceVersion".into(),
+        Value::String(kv.mod_revision.to_string()),
+    );
     let labels = object::labels(&value);
     let fields = selectable_fields(def.kind)
         .iter()
         .map(|f| (*f, object::field_string(&value, f)))
         .collect();
     let json = Bytes::from(serde_json::to_vec(&value).ok()?);
-    Some(Entry { rev: kv.mod_revision, namespace: ns.to_string(), name: name.to_string(), json, labels, fields })
+    Some(Entry {
+        rev: kv.mod_revision,
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        json,
+        labels,
+        fields,
+    })
 }
 
 #[cfg(test)]
@@ -492,7 +576,12 @@ mod tests {
     use crate::resource::find;
 
     fn kv(key: &str, value: &str, rev: Revision) -> KeyValue {
-        KeyValue { key: key.into(), value: Bytes::from(value.to_string()), create_revision: rev, mod_revision: rev }
+        KeyValue {
+            key: key.into(),
+            value: Bytes::from(value.to_string()),
+            create_revision: rev,
+            mod_revision: rev,
+        }
     }
 
     #[test]
@@ -509,18 +598,48 @@ mod tests {
         let cache = Cache::new(100);
         let pods = find("", "v1", "pods").unwrap();
         cache.resync(&[], 0);
-        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"name":"a","labels":{"app":"x"}},"spec":{"nodeName":"n1"}}"#, 1));
-        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"name":"a"}}"#, 2));
-        cache.apply(EventKind::Delete, &kv("/registry/core/pods/default/a", r#"{"metadata":{"name":"a"}}"#, 3));
+        cache.apply(
+            EventKind::Put,
+            &kv(
+                "/registry/core/pods/default/a",
+                r#"{"metadata":{"name":"a","labels":{"app":"x"}},"spec":{"nodeName":"n1"}}"#,
+                1,
+            ),
+        );
+        cache.apply(
+            EventKind::Put,
+            &kv(
+                "/registry/core/pods/default/a",
+                r#"{"metadata":{"name":"a"}}"#,
+                2,
+            ),
+        );
+        cache.apply(
+            EventKind::Delete,
+            &kv(
+                "/registry/core/pods/default/a",
+                r#"{"metadata":{"name":"a"}}"#,
+                3,
+            ),
+        );
         assert_eq!(cache.revision(), 3);
         assert!(cache.get(pods, Some("default"), "a").is_none());
         let sub = cache.subscribe(pods, Some(1)).unwrap();
         let kinds: Vec<_> = sub.initial.iter().map(|e| (e.kind, e.entry.rev)).collect();
-        assert_eq!(kinds, vec![(EventType::Modified, 2), (EventType::Deleted, 3)]);
+        assert_eq!(
+            kinds,
+            vec![(EventType::Modified, 2), (EventType::Deleted, 3)]
+        );
         let first = cache.subscribe(pods, Some(0)).unwrap();
         assert_eq!(first.initial.len(), 3);
-        assert_eq!(first.initial[0].entry.field("spec.nodeName").as_deref(), Some("n1"));
-        assert_eq!(first.initial[0].entry.labels.get("app"), Some(&Value::String("x".into())));
+        assert_eq!(
+            first.initial[0].entry.field("spec.nodeName").as_deref(),
+            Some("n1")
+        );
+        assert_eq!(
+            first.initial[0].entry.labels.get("app"),
+            Some(&Value::String("x".into()))
+        );
     }
 
     #[test]
@@ -529,7 +648,14 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         cache.resync(&[], 0);
         for i in 1..=40u64 {
-            cache.apply(EventKind::Put, &kv(&format!("/registry/core/pods/default/p{i}"), r#"{"metadata":{}}"#, i));
+            cache.apply(
+                EventKind::Put,
+                &kv(
+                    &format!("/registry/core/pods/default/p{i}"),
+                    r#"{"metadata":{}}"#,
+                    i,
+                ),
+            );
         }
         assert!(cache.subscribe(pods, Some(5)).is_err());
         let sub = cache.subscribe(pods, Some(30)).unwrap();
@@ -543,11 +669,34 @@ mod tests {
         let cache = Cache::new(16);
         let pods = find("", "v1", "pods").unwrap();
         cache.resync(&[], 0);
-        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"labels":{"v":"1"}}}"#, 1));
-        cache.apply(EventKind::Put, &kv("/registry/core/pods/other/b", r#"{"metadata":{}}"#, 2));
-        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/a", r#"{"metadata":{"labels":{"v":"2"}}}"#, 3));
-        cache.apply(EventKind::Delete, &kv("/registry/core/pods/other/b", r#"{"metadata":{}}"#, 4));
-        cache.apply(EventKind::Put, &kv("/registry/core/pods/default/c", r#"{"metadata":{}}"#, 5));
+        cache.apply(
+            EventKind::Put,
+            &kv(
+                "/registry/core/pods/default/a",
+                r#"{"metadata":{"labels":{"v":"1"}}}"#,
+                1,
+            ),
+        );
+        cache.apply(
+            EventKind::Put,
+            &kv("/registry/core/pods/other/b", r#"{"metadata":{}}"#, 2),
+        );
+        cache.apply(
+            EventKind::Put,
+            &kv(
+                "/registry/core/pods/default/a",
+                r#"{"metadata":{"labels":{"v":"2"}}}"#,
+                3,
+            ),
+        );
+        cache.apply(
+            EventKind::Delete,
+            &kv("/registry/core/pods/other/b", r#"{"metadata":{}}"#, 4),
+        );
+        cache.apply(
+            EventKind::Put,
+            &kv("/registry/core/pods/default/c", r#"{"metadata":{}}"#, 5),
+        );
         // (revision, namespace, the objects then as "name@rev")
         let cases = [
             (0, None, ""),
@@ -558,13 +707,28 @@ mod tests {
             (5, None, "a@3 c@5"),
         ];
         for (rev, ns, want) in cases {
-            let have: Vec<String> = cache.list_at(pods, ns, rev).unwrap().iter().map(|e| format!("{}@{}", e.name, e.rev)).collect();
+            let have: Vec<String> = cache
+                .list_at(pods, ns, rev)
+                .unwrap()
+                .iter()
+                .map(|e| format!("{}@{}", e.name, e.rev))
+                .collect();
             assert_eq!(have.join(" "), want, "at {rev} in {ns:?}");
         }
         for i in 6..=30u64 {
-            cache.apply(EventKind::Put, &kv(&format!("/registry/core/pods/default/p{i}"), r#"{"metadata":{}}"#, i));
+            cache.apply(
+                EventKind::Put,
+                &kv(
+                    &format!("/registry/core/pods/default/p{i}"),
+                    r#"{"metadata":{}}"#,
+                    i,
+                ),
+            );
         }
-        assert!(cache.list_at(pods, None, 5).is_err(), "history no longer reaches revision 5");
+        assert!(
+            cache.list_at(pods, None, 5).is_err(),
+            "history no longer reaches revision 5"
+        );
         assert_eq!(cache.list_at(pods, None, 30).unwrap().len(), 27);
     }
 
@@ -572,11 +736,23 @@ mod tests {
     fn resync_emits_deletions_for_objects_gone_from_the_store() {
         let cache = Cache::new(100);
         let pods = find("", "v1", "pods").unwrap();
-        cache.resync(&[kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1), kv("/registry/core/pods/default/b", r#"{"metadata":{}}"#, 2)], 2);
+        cache.resync(
+            &[
+                kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1),
+                kv("/registry/core/pods/default/b", r#"{"metadata":{}}"#, 2),
+            ],
+            2,
+        );
         let mut sub = cache.subscribe(pods, Some(2)).unwrap();
-        cache.resync(&[kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1)], 5);
+        cache.resync(
+            &[kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1)],
+            5,
+        );
         let ev = sub.live.try_recv().unwrap();
-        assert_eq!((ev.kind, ev.entry.name.as_str(), ev.entry.rev), (EventType::Deleted, "b", 5));
+        assert_eq!(
+            (ev.kind, ev.entry.name.as_str(), ev.entry.rev),
+            (EventType::Deleted, "b", 5)
+        );
         assert_eq!(cache.revision(), 5);
     }
 }

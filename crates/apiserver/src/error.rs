@@ -27,7 +27,12 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with_details(mut self, details: Value) -> Self {
@@ -37,20 +42,32 @@ impl ApiError {
 
     /// 404 for a named object.
     pub fn not_found(def: &ResourceDef, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", def.group_resource()))
-            .with_details(json!({"name": name, "group": def.group, "kind": def.plural}))
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", def.group_resource()),
+        )
+        .with_details(json!({"name": name, "group": def.group, "kind": def.plural}))
     }
 
     /// 404 for a path that names no resource.
     pub fn no_route(path: &str) -> Self {
-        Self::new(404, "NotFound", format!("the server could not find the requested resource ({path})"))
-            .with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+        .with_details(json!({}))
     }
 
     /// 409 on create of an existing name.
     pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", def.group_resource()))
-            .with_details(json!({"name": name, "group": def.group, "kind": def.plural}))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", def.group_resource()),
+        )
+        .with_details(json!({"name": name, "group": def.group, "kind": def.plural}))
     }
 
     /// 409 on a stale `resourceVersion` or failed precondition.
@@ -58,7 +75,10 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", def.group_resource()),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                def.group_resource()
+            ),
         )
         .with_details(json!({"name": name, "group": def.group, "kind": def.plural}))
     }
@@ -75,13 +95,21 @@ impl ApiError {
     /// 422 with field causes.
     pub fn invalid(def: &ResourceDef, name: &str, errors: &[FieldError]) -> Self {
         let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-        let joined = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
+        let joined = if list.len() == 1 {
+            list[0].clone()
+        } else {
+            format!("[{}]", list.join(", "))
+        };
         let causes: Vec<Value> = errors
             .iter()
             .map(|e| json!({"reason": e.kind.reason(), "message": e.message(), "field": e.field}))
             .collect();
-        Self::new(422, "Invalid", format!("{} \"{name}\" is invalid: {joined}", def.group_kind()))
-            .with_details(json!({"name": name, "group": def.group, "kind": def.kind, "causes": causes}))
+        Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {joined}", def.group_kind()),
+        )
+        .with_details(json!({"name": name, "group": def.group, "kind": def.kind, "causes": causes}))
     }
 
     /// 400 for a request that cannot be understood.
@@ -116,17 +144,31 @@ impl ApiError {
 
     /// 413.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
     /// 415.
     pub fn unsupported_media_type(what: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf; got {what}"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf; got {what}"
+            ),
+        )
     }
 
     /// 500; the server's fault, not the client's.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
     }
 
     /// 504 for a wait that ran out (e.g. the cache not catching up).
@@ -155,9 +197,9 @@ impl ApiError {
 impl From<store::StoreError> for ApiError {
     fn from(e: store::StoreError) -> Self {
         match e {
-            store::StoreError::Compacted { requested, oldest } => ApiError::expired(format!(
-                "too old resource version: {requested} ({oldest})"
-            )),
+            store::StoreError::Compacted { requested, oldest } => {
+                ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+            }
             other => ApiError::internal(other.to_string()),
         }
     }
@@ -167,8 +209,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut resp = (code, self.status().to_string()).into_response();
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         resp
     }
 }

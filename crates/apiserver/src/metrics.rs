@@ -47,34 +47,74 @@ impl Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<LatencyLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ])
         });
         let watches = Family::<ResourceLabels, Gauge>::default();
         let objects = Family::<ResourceLabels, Gauge>::default();
         let revision = Gauge::<u64, AtomicU64>::default();
-        registry.register("apiserver_request", "Requests by verb, resource and HTTP code", requests.clone());
+        registry.register(
+            "apiserver_request",
+            "Requests by verb, resource and HTTP code",
+            requests.clone(),
+        );
         registry.register(
             "apiserver_request_duration_seconds",
             "Request latency by verb and resource (watches: time to first byte)",
             latency.clone(),
         );
-        registry.register("apiserver_registered_watchers", "Open watches by resource", watches.clone());
-        registry.register("apiserver_storage_objects", "Objects in the watch cache by resource", objects.clone());
-        registry.register("rollwright_store_revision", "The store's current revision", revision.clone());
-        Self { registry, requests, latency, watches, objects, revision }
+        registry.register(
+            "apiserver_registered_watchers",
+            "Open watches by resource",
+            watches.clone(),
+        );
+        registry.register(
+            "apiserver_storage_objects",
+            "Objects in the watch cache by resource",
+            objects.clone(),
+        );
+        registry.register(
+            "rollwright_store_revision",
+            "The store's current revision",
+            revision.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            watches,
+            objects,
+            revision,
+        }
     }
 
     /// Records one finished request.
     pub fn observe(&self, verb: &str, resource: &str, code: u16, seconds: f64) {
         self.requests
-            .get_or_create(&RequestLabels { verb: verb.into(), resource: resource.into(), code: code.to_string() })
+            .get_or_create(&RequestLabels {
+                verb: verb.into(),
+                resource: resource.into(),
+                code: code.to_string(),
+            })
             .inc();
-        self.latency.get_or_create(&LatencyLabels { verb: verb.into(), resource: resource.into() }).observe(seconds);
+        self.latency
+            .get_or_create(&LatencyLabels {
+                verb: verb.into(),
+                resource: resource.into(),
+            })
+            .observe(seconds);
     }
 
     /// Counts an open watch until the guard drops.
     pub fn open_watch(self: &Arc<Self>, resource: &str) -> OpenWatch {
-        let g = self.watches.get_or_create(&ResourceLabels { resource: resource.into() }).clone();
+        let g = self
+            .watches
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .clone();
         g.inc();
         OpenWatch(g)
     }
@@ -83,7 +123,11 @@ impl Metrics {
     pub fn render(&self, revision: u64, counts: &[(&str, usize)]) -> String {
         self.revision.set(revision);
         for (res, n) in counts {
-            self.objects.get_or_create(&ResourceLabels { resource: (*res).into() }).set(*n as i64);
+            self.objects
+                .get_or_create(&ResourceLabels {
+                    resource: (*res).into(),
+                })
+                .set(*n as i64);
         }
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {

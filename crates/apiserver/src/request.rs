@@ -29,7 +29,9 @@ pub struct Target {
 impl Target {
     /// The name, or a 405-style error for verbs that need one.
     pub fn name(&self) -> ApiResult<&str> {
-        self.name.as_deref().ok_or_else(|| ApiError::method_not_allowed("this verb needs a resource name"))
+        self.name
+            .as_deref()
+            .ok_or_else(|| ApiError::method_not_allowed("this verb needs a resource name"))
     }
 }
 
@@ -44,12 +46,22 @@ pub fn parse_path(path: &str) -> Option<Target> {
     let (namespace, rest) = match rest {
         // `/namespaces/{ns}/{resource}...`, but `/namespaces/{name}` and
         // `/namespaces/{name}/status|finalize` are the namespace object itself.
-        ["namespaces", ns, res, more @ ..] if group.is_empty() && !matches!(*res, "status" | "finalize") => {
-            (Some(ns.to_string()), std::iter::once(*res).chain(more.iter().copied()).collect::<Vec<_>>())
+        ["namespaces", ns, res, more @ ..]
+            if group.is_empty() && !matches!(*res, "status" | "finalize") =>
+        {
+            (
+                Some(ns.to_string()),
+                std::iter::once(*res)
+                    .chain(more.iter().copied())
+                    .collect::<Vec<_>>(),
+            )
         }
-        ["namespaces", ns, res, more @ ..] if !group.is_empty() => {
-            (Some(ns.to_string()), std::iter::once(*res).chain(more.iter().copied()).collect::<Vec<_>>())
-        }
+        ["namespaces", ns, res, more @ ..] if !group.is_empty() => (
+            Some(ns.to_string()),
+            std::iter::once(*res)
+                .chain(more.iter().copied())
+                .collect::<Vec<_>>(),
+        ),
         other => (None, other.to_vec()),
     };
     let (plural, name, sub) = match rest.as_slice() {
@@ -69,7 +81,12 @@ pub fn parse_path(path: &str) -> Option<Target> {
     if name.is_some_and(str::is_empty) {
         return None;
     }
-    Some(Target { def, namespace, name: name.map(str::to_string), sub })
+    Some(Target {
+        def,
+        namespace,
+        name: name.map(str::to_string),
+        sub,
+    })
 }
 
 /// The query parameters the API understands (unknown ones are ignored, as upstream does).
@@ -143,10 +160,9 @@ impl Params {
     pub fn limit(&self) -> ApiResult<usize> {
         match self.limit.as_deref() {
             None | Some("") => Ok(0),
-            Some(s) => s
-                .parse::<i64>()
-                .map(|n| n.max(0) as usize)
-                .map_err(|_| ApiError::bad_request(format!("invalid limit {s:?}: must be an integer"))),
+            Some(s) => s.parse::<i64>().map(|n| n.max(0) as usize).map_err(|_| {
+                ApiError::bad_request(format!("invalid limit {s:?}: must be an integer"))
+            }),
         }
     }
 
@@ -226,7 +242,10 @@ pub enum Output {
 
 /// Picks the representation from `Accept`, in the client's order of preference.
 pub fn negotiate(headers: &HeaderMap, include_object: Option<&str>) -> ApiResult<Output> {
-    let Some(accept) = headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+    let Some(accept) = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
         return Ok(Output::Json);
     };
     let mut unsupported = None;
@@ -235,7 +254,10 @@ pub fn negotiate(headers: &HeaderMap, include_object: Option<&str>) -> ApiResult
         let media = parts.next().unwrap_or("");
         let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
         let param = |k: &str| params.iter().find(|(pk, _)| *pk == k).map(|(_, v)| *v);
-        if !matches!(media, "application/json" | "application/*" | "*/*" | "application/yaml") {
+        if !matches!(
+            media,
+            "application/json" | "application/*" | "*/*" | "application/yaml"
+        ) {
             unsupported = Some(media.to_string());
             continue;
         }
@@ -249,7 +271,9 @@ pub fn negotiate(headers: &HeaderMap, include_object: Option<&str>) -> ApiResult
                 };
                 return Ok(Output::Table(include));
             }
-            Some("PartialObjectMetadata" | "PartialObjectMetadataList") if param("g") == Some("meta.k8s.io") => {
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList")
+                if param("g") == Some("meta.k8s.io") =>
+            {
                 return Ok(Output::Metadata);
             }
             Some(_) => continue,
@@ -304,7 +328,9 @@ pub fn body_type(headers: &HeaderMap) -> ApiResult<(BodyType, Format)> {
         "application/json-patch+json" => (BodyType::JsonPatch, Format::Json),
         "application/merge-patch+json" => (BodyType::MergePatch, Format::Json),
         "application/strategic-merge-patch+json" => (BodyType::StrategicMergePatch, Format::Json),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => (BodyType::ApplyPatch, Format::Yaml),
+        "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+            (BodyType::ApplyPatch, Format::Yaml)
+        }
         other => return Err(ApiError::unsupported_media_type(other)),
     })
 }
@@ -318,7 +344,8 @@ pub fn decode(body: &Bytes, format: Format) -> ApiResult<Value> {
         return crate::protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()));
     }
     if format == Format::Yaml {
-        let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
+        let text = std::str::from_utf8(body)
+            .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
         serde_saphyr::from_str::<Value>(text)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
     } else {
@@ -332,7 +359,9 @@ pub fn decode(body: &Bytes, format: Format) -> ApiResult<Value> {
 pub fn decode_object(body: &Bytes, format: Format) -> ApiResult<Value> {
     let v = decode(body, format)?;
     if !v.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     Ok(v)
 }
@@ -345,26 +374,56 @@ mod tests {
     fn parses_resource_paths() {
         let cases = [
             ("/api/v1/pods", Some(("Pod", None, None, None))),
-            ("/api/v1/namespaces/default/pods", Some(("Pod", Some("default"), None, None))),
-            ("/api/v1/namespaces/default/pods/web/status", Some(("Pod", Some("default"), Some("web"), Some("status")))),
-            ("/api/v1/namespaces/default/pods/web/binding", Some(("Pod", Some("default"), Some("web"), Some("binding")))),
+            (
+                "/api/v1/namespaces/default/pods",
+                Some(("Pod", Some("default"), None, None)),
+            ),
+            (
+                "/api/v1/namespaces/default/pods/web/status",
+                Some(("Pod", Some("default"), Some("web"), Some("status"))),
+            ),
+            (
+                "/api/v1/namespaces/default/pods/web/binding",
+                Some(("Pod", Some("default"), Some("web"), Some("binding"))),
+            ),
             ("/api/v1/namespaces", Some(("Namespace", None, None, None))),
-            ("/api/v1/namespaces/kube-system", Some(("Namespace", None, Some("kube-system"), None))),
-            ("/api/v1/namespaces/x/status", Some(("Namespace", None, Some("x"), Some("status")))),
-            ("/api/v1/nodes/node-0/status", Some(("Node", None, Some("node-0"), Some("status")))),
-            ("/apis/apps/v1/namespaces/ns/deployments/web/scale", Some(("Deployment", Some("ns"), Some("web"), Some("scale")))),
-            ("/apis/apps/v1/deployments", Some(("Deployment", None, None, None))),
-            ("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n", Some(("Lease", Some("kube-node-lease"), Some("n"), None))),
+            (
+                "/api/v1/namespaces/kube-system",
+                Some(("Namespace", None, Some("kube-system"), None)),
+            ),
+            (
+                "/api/v1/namespaces/x/status",
+                Some(("Namespace", None, Some("x"), Some("status"))),
+            ),
+            (
+                "/api/v1/nodes/node-0/status",
+                Some(("Node", None, Some("node-0"), Some("status"))),
+            ),
+            (
+                "/apis/apps/v1/namespaces/ns/deployments/web/scale",
+                Some(("Deployment", Some("ns"), Some("web"), Some("scale"))),
+            ),
+            (
+                "/apis/apps/v1/deployments",
+                Some(("Deployment", None, None, None)),
+            ),
+            (
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n",
+                Some(("Lease", Some("kube-node-lease"), Some("n"), None)),
+            ),
             ("/apis/apps/v1/namespaces/ns/daemonsets/x/scale", None),
             ("/apis/apps/v2/deployments", None),
             ("/api/v1/namespaces/default/nodes", None),
             ("/api/v1/widgets", None),
         ];
         for (path, want) in cases {
-            let got = parse_path(path).map(|t| (t.def.kind, t.namespace, t.name, t.sub.map(|s| s.name())));
-            let want = want.map(|(k, ns, n, s): (&str, Option<&str>, Option<&str>, Option<&str>)| {
-                (k, ns.map(str::to_string), n.map(str::to_string), s)
-            });
+            let got = parse_path(path)
+                .map(|t| (t.def.kind, t.namespace, t.name, t.sub.map(|s| s.name())));
+            let want = want.map(
+                |(k, ns, n, s): (&str, Option<&str>, Option<&str>, Option<&str>)| {
+                    (k, ns.map(str::to_string), n.map(str::to_string), s)
+                },
+            );
             assert_eq!(got, want, "{path}");
         }
     }
@@ -378,8 +437,18 @@ mod tests {
         assert!(p.is_watch());
         assert_eq!(p.field_selector.as_deref(), Some("spec.nodeName=n1"));
         assert!(Params::parse(Some("limit=x")).unwrap().limit().is_err());
-        assert!(Params::parse(Some("dryRun=Some")).unwrap().dry_run().is_err());
-        assert!(Params::parse(Some("dryRun=All")).unwrap().dry_run().unwrap());
+        assert!(
+            Params::parse(Some("dryRun=Some"))
+                .unwrap()
+                .dry_run()
+                .is_err()
+        );
+        assert!(
+            Params::parse(Some("dryRun=All"))
+                .unwrap()
+                .dry_run()
+                .unwrap()
+        );
     }
 
     #[test]
@@ -387,8 +456,14 @@ mod tests {
         let mut h = HeaderMap::new();
         assert_eq!(negotiate(&h, None).unwrap(), Output::Json);
         h.insert("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json".parse().unwrap());
-        assert_eq!(negotiate(&h, None).unwrap(), Output::Table(crate::table::IncludeObject::Metadata));
-        h.insert("accept", "application/vnd.kubernetes.protobuf, */*".parse().unwrap());
+        assert_eq!(
+            negotiate(&h, None).unwrap(),
+            Output::Table(crate::table::IncludeObject::Metadata)
+        );
+        h.insert(
+            "accept",
+            "application/vnd.kubernetes.protobuf, */*".parse().unwrap(),
+        );
         assert_eq!(negotiate(&h, None).unwrap(), Output::Json);
         h.insert("accept", "text/html".parse().unwrap());
         assert!(negotiate(&h, None).is_err());
@@ -396,7 +471,11 @@ mod tests {
 
     #[test]
     fn decodes_json_and_yaml_and_rejects_garbage() {
-        let y = decode_object(&Bytes::from_static(b"kind: Pod\nmetadata:\n  name: x\n"), Format::Yaml).unwrap();
+        let y = decode_object(
+            &Bytes::from_static(b"kind: Pod\nmetadata:\n  name: x\n"),
+            Format::Yaml,
+        )
+        .unwrap();
         assert_eq!(y["metadata"]["name"], "x");
         assert!(decode_object(&Bytes::from_static(b"{\"kind\":"), Format::Json).is_err());
         assert!(decode_object(&Bytes::from_static(b"[1]"), Format::Json).is_err());

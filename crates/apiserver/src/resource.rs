@@ -97,7 +97,11 @@ impl ResourceDef {
 
     /// The store prefix of all objects of this resource: `/registry/{group}/{plural}/`.
     pub fn key_prefix(&self) -> String {
-        let group = if self.group.is_empty() { "core" } else { self.group };
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
         format!("/registry/{group}/{}/", self.plural)
     }
 
@@ -261,12 +265,16 @@ pub static RESOURCES: &[ResourceDef] = &[
 
 /// Looks a resource up by group, version and plural.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// Looks a resource up by group and kind.
 pub fn find_kind(group: &str, kind: &str) -> Option<&'static ResourceDef> {
-    RESOURCES.iter().find(|r| r.group == group && r.kind == kind)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.kind == kind)
 }
 
 /// The group/versions served, in discovery order (core first).

@@ -65,13 +65,17 @@ pub(crate) struct Filter {
 
 impl Filter {
     pub(crate) fn new(def: &ResourceDef, params: &Params, name: Option<&str>) -> ApiResult<Self> {
-        let label = match params.label_selector.as_deref().filter(|s| !s.trim().is_empty()) {
-            None => None,
-            Some(s) => Some(
-                LabelSelector::parse(s)
-                    .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
-            ),
-        };
+        let label =
+            match params
+                .label_selector
+                .as_deref()
+                .filter(|s| !s.trim().is_empty())
+            {
+                None => None,
+                Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
+                    ApiError::bad_request(format!("unable to parse requirement: {e}"))
+                })?),
+            };
         let mut selector = params.field_selector.clone().unwrap_or_default();
         if let Some(name) = name {
             // A watch on `/pods/x` is a watch with `metadata.name=x`.
@@ -90,7 +94,9 @@ impl Filter {
                 if let Some(bad) = f.fields().find(|f| {
                     !matches!(*f, "metadata.name" | "metadata.namespace") && !supported.contains(f)
                 }) {
-                    return Err(ApiError::bad_request(format!("field label not supported: {bad}")));
+                    return Err(ApiError::bad_request(format!(
+                        "field label not supported: {bad}"
+                    )));
                 }
                 Some(f)
             }
@@ -104,7 +110,10 @@ impl Filter {
 
     pub(crate) fn matches(&self, e: &Entry) -> bool {
         self.label.as_ref().is_none_or(|l| l.matches_map(&e.labels))
-            && self.field.as_ref().is_none_or(|f| f.matches(|name: &str| e.field(name)))
+            && self
+                .field
+                .as_ref()
+                .is_none_or(|f| f.matches(|name: &str| e.field(name)))
     }
 }
 
@@ -132,7 +141,10 @@ fn decode_continue(s: &str) -> ApiResult<ContinueToken> {
 /// A JSON response with the given code.
 pub(crate) fn json_response(code: StatusCode, body: impl Into<axum::body::Body>) -> Response {
     let mut r = (code, body.into()).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -154,14 +166,25 @@ fn partial_metadata(obj: &Value) -> Value {
 }
 
 /// Renders one object in the negotiated representation.
-pub(crate) fn object_response(def: &ResourceDef, code: StatusCode, obj: &Value, out: Output) -> Response {
+pub(crate) fn object_response(
+    def: &ResourceDef,
+    code: StatusCode,
+    obj: &Value,
+    out: Output,
+) -> Response {
     match out {
         Output::Json => json_response(code, serde_json::to_vec(obj).unwrap_or_default()),
         Output::Metadata => json_response(code, partial_metadata(obj).to_string()),
         Output::Table(include) => {
-            let t = table::table(def, &[obj], jiff::Timestamp::now(), include, json!({
-                "resourceVersion": object::resource_version(obj).unwrap_or_default()
-            }));
+            let t = table::table(
+                def,
+                &[obj],
+                jiff::Timestamp::now(),
+                include,
+                json!({
+                    "resourceVersion": object::resource_version(obj).unwrap_or_default()
+                }),
+            );
             json_response(code, t.to_string())
         }
     }
@@ -174,7 +197,9 @@ impl ApiServer {
         if self.cache.revision() >= target || self.cache.wait_for(target, CACHE_WAIT).await {
             Ok(())
         } else {
-            Err(ApiError::timeout("the watch cache did not catch up with the store in time"))
+            Err(ApiError::timeout(
+                "the watch cache did not catch up with the store in time",
+            ))
         }
     }
 
@@ -187,14 +212,22 @@ impl ApiServer {
                 if self.cache.wait_for(rv, Duration::from_secs(3)).await {
                     Ok(())
                 } else {
-                    Err(ApiError::timeout(format!("Too large resource version: {rv}, current: {}", self.cache.revision())))
+                    Err(ApiError::timeout(format!(
+                        "Too large resource version: {rv}, current: {}",
+                        self.cache.revision()
+                    )))
                 }
             }
         }
     }
 
     /// GET of one object.
-    pub(crate) async fn get(&self, t: &Target, params: &Params, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn get(
+        &self,
+        t: &Target,
+        params: &Params,
+        out: Output,
+    ) -> ApiResult<Response> {
         let name = t.name()?;
         self.sync_for_read(params).await?;
         let entry = self
@@ -217,35 +250,63 @@ impl ApiServer {
     }
 
     /// LIST of a collection, with selectors and pagination.
-    pub(crate) async fn list(&self, t: &Target, params: &Params, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn list(
+        &self,
+        t: &Target,
+        params: &Params,
+        out: Output,
+    ) -> ApiResult<Response> {
         let filter = Filter::new(t.def, params, None)?;
         let limit = params.limit()?;
-        let (page, rev, next, remaining) = if let Some(token) = params.continue_token.as_deref().filter(|s| !s.is_empty()) {
+        let (page, rev, next, remaining) = if let Some(token) =
+            params.continue_token.as_deref().filter(|s| !s.is_empty())
+        {
             let token = decode_continue(token)?;
             let snap = self.cache.snapshot(token.snap).ok_or_else(|| {
                 ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
             })?;
-            paginate(&self.cache, snap, token.rv, token.off, limit, Some(token.snap))
+            paginate(
+                &self.cache,
+                snap,
+                token.rv,
+                token.off,
+                limit,
+                Some(token.snap),
+            )
         } else {
             self.sync_for_read(params).await?;
-            let (items, rev) = match (params.resource_version_match.as_deref(), params.resource_version()?) {
+            let (items, rev) = match (
+                params.resource_version_match.as_deref(),
+                params.resource_version()?,
+            ) {
                 // An exact list is the collection as it was at that revision, not a newer one.
                 (Some("Exact"), Some(rv)) if rv > 0 => {
-                    let mut items = self.cache.list_at(t.def, t.namespace.as_deref(), rv).map_err(|_| {
-                        ApiError::expired("The resourceVersion for the provided list is too old.")
-                    })?;
+                    let mut items = self
+                        .cache
+                        .list_at(t.def, t.namespace.as_deref(), rv)
+                        .map_err(|_| {
+                            ApiError::expired(
+                                "The resourceVersion for the provided list is too old.",
+                            )
+                        })?;
                     items.retain(|e| filter.matches(e));
                     (items, rv)
                 }
                 (Some("Exact"), rv) => {
                     let why = match rv {
-                        None => "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                        Some(_) => "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                        None => {
+                            "resourceVersionMatch is forbidden unless resourceVersion is provided"
+                        }
+                        Some(_) => {
+                            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+                        }
                     };
                     return Err(ApiError {
                         code: 422,
                         reason: "Invalid",
-                        message: format!("ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: {why}"),
+                        message: format!(
+                            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: {why}"
+                        ),
                         details: None,
                     });
                 }
@@ -262,7 +323,8 @@ impl ApiServer {
         }
         Ok(match out {
             Output::Json => {
-                let mut body = Vec::with_capacity(page.iter().map(|e| e.json.len() + 1).sum::<usize>() + 256);
+                let mut body =
+                    Vec::with_capacity(page.iter().map(|e| e.json.len() + 1).sum::<usize>() + 256);
                 body.extend_from_slice(
                     format!(
                         "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
@@ -283,8 +345,12 @@ impl ApiServer {
             }
             Output::Metadata => {
                 let items: Vec<Value> = page.iter().map(|e| partial_metadata(&e.value())).collect();
-                json_response(StatusCode::OK, json!({"kind": "PartialObjectMetadataList",
-                    "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items}).to_string())
+                json_response(
+                    StatusCode::OK,
+                    json!({"kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items})
+                    .to_string(),
+                )
             }
             Output::Table(include) => {
                 let values: Vec<Value> = page.iter().map(|e| e.value()).collect();
@@ -297,9 +363,14 @@ impl ApiServer {
 
     /// Refuses writes into a namespace that does not exist or is going away.
     fn check_namespace_open(&self, def: &ResourceDef, ns: Option<&str>) -> ApiResult<()> {
-        let (Some(ns), true) = (ns, def.namespaced) else { return Ok(()) };
+        let (Some(ns), true) = (ns, def.namespaced) else {
+            return Ok(());
+        };
         let ns_def = namespaces();
-        let entry = self.cache.get(ns_def, None, ns).ok_or_else(|| ApiError::not_found(ns_def, ns))?;
+        let entry = self
+            .cache
+            .get(ns_def, None, ns)
+            .ok_or_else(|| ApiError::not_found(ns_def, ns))?;
         if object::is_deleting(&entry.value()) {
             return Err(ApiError::forbidden(format!(
                 "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
@@ -311,7 +382,14 @@ impl ApiServer {
     }
 
     /// POST to a collection.
-    pub(crate) async fn create(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn create(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+        out: Output,
+    ) -> ApiResult<Response> {
         let (bt, format) = request::body_type(headers)?;
         if bt != BodyType::Object {
             return Err(ApiError::unsupported_media_type("a patch type on create"));
@@ -323,15 +401,27 @@ impl ApiServer {
         self.sync_cache().await?;
         self.check_namespace_open(t.def, t.namespace.as_deref())?;
         let created = self.store_create(t.def, obj, params.dry_run()?).await?;
-        Ok(with_warnings(object_response(t.def, StatusCode::CREATED, &created, out), &warnings))
+        Ok(with_warnings(
+            object_response(t.def, StatusCode::CREATED, &created, out),
+            &warnings,
+        ))
     }
 
     /// Stores a prepared new object.
-    pub(crate) async fn store_create(&self, def: &ResourceDef, mut obj: Value, dry_run: bool) -> ApiResult<Value> {
+    pub(crate) async fn store_create(
+        &self,
+        def: &ResourceDef,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
         let name = object::name(&obj).to_string();
         let key = def.key(object::namespace(&obj), &name);
         if dry_run {
-            if self.cache.get(def, object::namespace(&obj), &name).is_some() {
+            if self
+                .cache
+                .get(def, object::namespace(&obj), &name)
+                .is_some()
+            {
                 return Err(ApiError::already_exists(def, &name));
             }
             return Ok(obj);
@@ -350,14 +440,24 @@ impl ApiServer {
 
     /// Reads the current object, lets `f` decide, and writes with compare-and-swap; retries when
     /// another writer got there first.
-    pub(crate) async fn guaranteed_update<F>(&self, def: &ResourceDef, ns: Option<&str>, name: &str, dry_run: bool, mut f: F) -> ApiResult<Outcome>
+    pub(crate) async fn guaranteed_update<F>(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        dry_run: bool,
+        mut f: F,
+    ) -> ApiResult<Outcome>
     where
         F: FnMut(&Value, Revision) -> ApiResult<Change> + Send,
     {
         let key = def.key(ns, name);
         for _ in 0..MAX_RETRIES {
             self.sync_cache().await?;
-            let entry = self.cache.get(def, ns, name).ok_or_else(|| ApiError::not_found(def, name))?;
+            let entry = self
+                .cache
+                .get(def, ns, name)
+                .ok_or_else(|| ApiError::not_found(def, name))?;
             let old = entry.value();
             match f(&old, entry.rev)? {
                 Change::Write(mut new) => {
@@ -369,8 +469,13 @@ impl ApiServer {
                         return Ok(Outcome::Written(new));
                     }
                     admission::strip_resource_version(&mut new);
-                    let bytes = serde_json::to_vec(&new).map_err(|e| ApiError::internal(e.to_string()))?;
-                    match self.store.update(&key, Bytes::from(bytes), Some(entry.rev)).await {
+                    let bytes =
+                        serde_json::to_vec(&new).map_err(|e| ApiError::internal(e.to_string()))?;
+                    match self
+                        .store
+                        .update(&key, Bytes::from(bytes), Some(entry.rev))
+                        .await
+                    {
                         Ok(kv) => {
                             set_rv(&mut new, kv.mod_revision);
                             return Ok(Outcome::Written(new));
@@ -397,11 +502,23 @@ impl ApiServer {
                 }
             }
         }
-        Err(ApiError::conflict(def, name, "too many concurrent writers; please retry"))
+        Err(ApiError::conflict(
+            def,
+            name,
+            "too many concurrent writers; please retry",
+        ))
     }
 
     /// PUT of a whole object (main resource or status).
-    pub(crate) async fn update(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, part: Part, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn update(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+        part: Part,
+        out: Output,
+    ) -> ApiResult<Response> {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
         if bt != BodyType::Object {
@@ -413,20 +530,37 @@ impl ApiServer {
         let precondition = request::parse_rv(object::resource_version(&new))?;
         let def = t.def;
         let outcome = self
-            .guaranteed_update(def, t.namespace.as_deref(), name, params.dry_run()?, |old, rev| {
-                if precondition.is_some_and(|want| want != rev) {
-                    return Err(ApiError::stale(def, name));
-                }
-                let mut next = new.clone();
-                admission::prepare_update(def, &mut next, old, part)?;
-                Ok(self.finish_if_released(def, next))
-            })
+            .guaranteed_update(
+                def,
+                t.namespace.as_deref(),
+                name,
+                params.dry_run()?,
+                |old, rev| {
+                    if precondition.is_some_and(|want| want != rev) {
+                        return Err(ApiError::stale(def, name));
+                    }
+                    let mut next = new.clone();
+                    admission::prepare_update(def, &mut next, old, part)?;
+                    Ok(self.finish_if_released(def, next))
+                },
+            )
             .await?;
-        Ok(with_warnings(self.write_response(def, outcome, out), &warnings))
+        Ok(with_warnings(
+            self.write_response(def, outcome, out),
+            &warnings,
+        ))
     }
 
     /// PATCH of the main resource or status.
-    pub(crate) async fn patch(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, part: Part, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn patch(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+        part: Part,
+        out: Output,
+    ) -> ApiResult<Response> {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
         let patch = request::decode(body, format)?;
@@ -434,21 +568,32 @@ impl ApiServer {
         let def = t.def;
         let mut warnings = Vec::new();
         let outcome = self
-            .guaranteed_update(def, t.namespace.as_deref(), name, params.dry_run()?, |old, rev| {
-                let mut next = apply_patch(bt, old, &patch)?;
-                if !next.is_object() {
-                    return Err(ApiError::bad_request("the patch produced something other than an object"));
-                }
-                warnings = admission::check_fields(def, &next, fv)?;
-                let precondition = request::parse_rv(object::resource_version(&next))?;
-                if precondition.is_some_and(|want| want != rev) {
-                    return Err(ApiError::stale(def, name));
-                }
-                admission::prepare_update(def, &mut next, old, part)?;
-                Ok(self.finish_if_released(def, next))
-            })
+            .guaranteed_update(
+                def,
+                t.namespace.as_deref(),
+                name,
+                params.dry_run()?,
+                |old, rev| {
+                    let mut next = apply_patch(bt, old, &patch)?;
+                    if !next.is_object() {
+                        return Err(ApiError::bad_request(
+                            "the patch produced something other than an object",
+                        ));
+                    }
+                    warnings = admission::check_fields(def, &next, fv)?;
+                    let precondition = request::parse_rv(object::resource_version(&next))?;
+                    if precondition.is_some_and(|want| want != rev) {
+                        return Err(ApiError::stale(def, name));
+                    }
+                    admission::prepare_update(def, &mut next, old, part)?;
+                    Ok(self.finish_if_released(def, next))
+                },
+            )
             .await?;
-        Ok(with_warnings(self.write_response(def, outcome, out), &warnings))
+        Ok(with_warnings(
+            self.write_response(def, outcome, out),
+            &warnings,
+        ))
     }
 
     /// An update that removes the last finalizer of an object being deleted deletes it.
@@ -474,13 +619,21 @@ impl ApiServer {
     }
 
     /// DELETE of one object.
-    pub(crate) async fn delete(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn delete(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+        out: Output,
+    ) -> ApiResult<Response> {
         let name = t.name()?;
         let opts = DeleteOptions::from_request(params, headers, body)?;
         let outcome = if is_namespaces(t.def) {
             self.delete_namespace(name, &opts).await?
         } else {
-            self.delete_object(t.def, t.namespace.as_deref(), name, &opts).await?
+            self.delete_object(t.def, t.namespace.as_deref(), name, &opts)
+                .await?
         };
         Ok(match outcome {
             Outcome::Deleted(v) if !t.def.graceful_delete => {
@@ -492,7 +645,13 @@ impl ApiServer {
     }
 
     /// Deletes (or starts deleting) one object as upstream's graceful deletion does.
-    pub(crate) async fn delete_object(&self, def: &ResourceDef, ns: Option<&str>, name: &str, opts: &DeleteOptions) -> ApiResult<Outcome> {
+    pub(crate) async fn delete_object(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Outcome> {
         self.guaranteed_update(def, ns, name, opts.dry_run, |old, rev| {
             if let Some(uid) = &opts.precondition_uid
                 && object::meta_str(old, "uid") != Some(uid.as_str())
@@ -548,13 +707,19 @@ impl ApiServer {
         if !def.graceful_delete {
             return 0;
         }
-        let on_node = object::path(old, "spec.nodeName").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
-        let phase = object::path(old, "status.phase").and_then(Value::as_str).unwrap_or("");
+        let on_node = object::path(old, "spec.nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty());
+        let phase = object::path(old, "status.phase")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if !on_node || matches!(phase, "Succeeded" | "Failed") {
             return 0;
         }
         opts.grace
-            .or_else(|| object::path(old, "spec.terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .or_else(|| {
+                object::path(old, "spec.terminationGracePeriodSeconds").and_then(Value::as_i64)
+            })
             .unwrap_or(30)
             .max(0)
     }
@@ -565,7 +730,9 @@ impl ApiServer {
     async fn delete_namespace(&self, name: &str, opts: &DeleteOptions) -> ApiResult<Outcome> {
         let ns_def = namespaces();
         if matches!(name, "default" | "kube-system" | "kube-public") {
-            return Err(ApiError::forbidden(format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")));
+            return Err(ApiError::forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
         }
         let outcome = self
             .guaranteed_update(ns_def, None, name, opts.dry_run, |old, _| {
@@ -575,7 +742,10 @@ impl ApiServer {
                     return Ok(Change::Write(same));
                 }
                 let mut next = old.clone();
-                object::meta_mut(&mut next).insert("deletionTimestamp".into(), Value::String(object::now_rfc3339()));
+                object::meta_mut(&mut next).insert(
+                    "deletionTimestamp".into(),
+                    Value::String(object::now_rfc3339()),
+                );
                 object::meta_mut(&mut next).insert("deletionGracePeriodSeconds".into(), json!(0));
                 next["status"] = json!({"phase": "Terminating"});
                 Ok(Change::Write(next))
@@ -590,7 +760,10 @@ impl ApiServer {
     }
 
     async fn finalize_namespace(&self, ns: &str) {
-        let opts = DeleteOptions { propagation: Some("Background".into()), ..Default::default() };
+        let opts = DeleteOptions {
+            propagation: Some("Background".into()),
+            ..Default::default()
+        };
         for _ in 0..600 {
             let mut remaining = 0;
             for def in resource::RESOURCES.iter().filter(|d| d.namespaced) {
@@ -606,18 +779,30 @@ impl ApiServer {
             }
             if remaining == 0 {
                 let ns_def = namespaces();
-                let _ = self.guaranteed_update(ns_def, None, ns, false, |_, _| Ok(Change::Delete)).await;
+                let _ = self
+                    .guaranteed_update(ns_def, None, ns, false, |_, _| Ok(Change::Delete))
+                    .await;
                 return;
             }
             // Wait for the cache to move (pods finishing graceful deletion) before looking again.
             let rev = self.cache.revision();
             self.cache.wait_for(rev + 1, Duration::from_secs(1)).await;
         }
-        tracing::warn!(namespace = ns, "namespace still has content after cleanup attempts");
+        tracing::warn!(
+            namespace = ns,
+            "namespace still has content after cleanup attempts"
+        );
     }
 
     /// DELETE of a collection: deletes every selected object.
-    pub(crate) async fn delete_collection(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn delete_collection(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+        out: Output,
+    ) -> ApiResult<Response> {
         let opts = DeleteOptions::from_request(params, headers, body)?;
         let filter = Filter::new(t.def, params, None)?;
         self.sync_cache().await?;
@@ -627,7 +812,13 @@ impl ApiServer {
             let result = if is_namespaces(t.def) {
                 self.delete_namespace(&e.name, &opts).await
             } else {
-                self.delete_object(t.def, Some(e.namespace.as_str()).filter(|s| !s.is_empty()), &e.name, &opts).await
+                self.delete_object(
+                    t.def,
+                    Some(e.namespace.as_str()).filter(|s| !s.is_empty()),
+                    &e.name,
+                    &opts,
+                )
+                .await
             };
             match result {
                 Ok(o) => deleted.push(o.into_value()),
@@ -639,10 +830,18 @@ impl ApiServer {
         Ok(match out {
             Output::Table(include) => {
                 let refs: Vec<&Value> = deleted.iter().collect();
-                json_response(StatusCode::OK, table::table(t.def, &refs, jiff::Timestamp::now(), include, list_meta).to_string())
+                json_response(
+                    StatusCode::OK,
+                    table::table(t.def, &refs, jiff::Timestamp::now(), include, list_meta)
+                        .to_string(),
+                )
             }
-            _ => json_response(StatusCode::OK, json!({"kind": t.def.list_kind(), "apiVersion": t.def.api_version(),
-                "metadata": list_meta, "items": deleted}).to_string()),
+            _ => json_response(
+                StatusCode::OK,
+                json!({"kind": t.def.list_kind(), "apiVersion": t.def.api_version(),
+                "metadata": list_meta, "items": deleted})
+                .to_string(),
+            ),
         })
     }
 }
@@ -664,14 +863,22 @@ fn paginate(
     snap: Option<u64>,
 ) -> (Vec<Arc<Entry>>, Revision, Option<String>, usize) {
     let start = offset.min(items.len());
-    let end = if limit == 0 { items.len() } else { (start + limit).min(items.len()) };
+    let end = if limit == 0 {
+        items.len()
+    } else {
+        (start + limit).min(items.len())
+    };
     let page = items[start..end].to_vec();
     if end >= items.len() {
         return (page, rev, None, 0);
     }
     let remaining = items.len() - end;
     let snap = snap.unwrap_or_else(|| cache.save_snapshot(items.clone()));
-    let token = encode_continue(&ContinueToken { rv: rev, snap, off: end });
+    let token = encode_continue(&ContinueToken {
+        rv: rev,
+        snap,
+        off: end,
+    });
     (page, rev, Some(token), remaining)
 }
 
@@ -694,14 +901,21 @@ pub(crate) fn apply_patch(bt: BodyType, old: &Value, patch: &Value) -> ApiResult
             let p: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
             let mut doc = old.clone();
-            json_patch::patch(&mut doc, &p).map_err(|e| {
-                ApiError { code: 422, reason: "Invalid", message: format!("the server rejected our request due to an error in our request: {e}"), details: None }
+            json_patch::patch(&mut doc, &p).map_err(|e| ApiError {
+                code: 422,
+                reason: "Invalid",
+                message: format!(
+                    "the server rejected our request due to an error in our request: {e}"
+                ),
+                details: None,
             })?;
             Ok(doc)
         }
         BodyType::MergePatch => {
             if !patch.is_object() {
-                return Err(ApiError::bad_request("a JSON merge patch must be an object"));
+                return Err(ApiError::bad_request(
+                    "a JSON merge patch must be an object",
+                ));
             }
             let mut doc = old.clone();
             json_patch::merge(&mut doc, patch);
@@ -712,7 +926,9 @@ pub(crate) fn apply_patch(bt: BodyType, old: &Value, patch: &Value) -> ApiResult
         BodyType::ApplyPatch => Err(ApiError::unsupported_media_type(
             "application/apply-patch+yaml (server-side apply is not supported; use client-side `kubectl apply`)",
         )),
-        BodyType::Object => Err(ApiError::unsupported_media_type("application/json on PATCH")),
+        BodyType::Object => Err(ApiError::unsupported_media_type(
+            "application/json on PATCH",
+        )),
     }
 }
 
@@ -727,7 +943,11 @@ pub(crate) struct DeleteOptions {
 }
 
 impl DeleteOptions {
-    pub(crate) fn from_request(params: &Params, headers: &HeaderMap, body: &Bytes) -> ApiResult<Self> {
+    pub(crate) fn from_request(
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> ApiResult<Self> {
         let mut opts = DeleteOptions {
             propagation: params.propagation_policy.clone().filter(|s| !s.is_empty()),
             grace: params.grace_period_seconds()?,
@@ -761,7 +981,8 @@ impl DeleteOptions {
         }
         if let Some(pre) = v.get("preconditions") {
             self.precondition_uid = pre.get("uid").and_then(Value::as_str).map(str::to_string);
-            self.precondition_rv = request::parse_rv(pre.get("resourceVersion").and_then(Value::as_str))?;
+            self.precondition_rv =
+                request::parse_rv(pre.get("resourceVersion").and_then(Value::as_str))?;
         }
         if let Some(d) = v.get("dryRun").and_then(Value::as_array) {
             self.dry_run = d.iter().any(|x| x == "All");

@@ -36,7 +36,10 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        Self { token: None, history: 100_000 }
+        Self {
+            token: None,
+            history: 100_000,
+        }
     }
 }
 
@@ -59,13 +62,19 @@ impl ApiServer {
         let cache = Arc::new(Cache::new(opts.history));
         cache.prime(store.as_ref()).await?;
         tokio::spawn(cache.clone().run(store.clone()));
-        let server = Self { store, cache, metrics: Arc::new(Metrics::new()), token: opts.token.map(Arc::from) };
+        let server = Self {
+            store,
+            cache,
+            metrics: Arc::new(Metrics::new()),
+            token: opts.token.map(Arc::from),
+        };
         server.bootstrap().await?;
         Ok(server)
     }
 
     async fn bootstrap(&self) -> Result<(), ApiError> {
-        let def = resource::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces resource"))?;
+        let def = resource::find("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("no namespaces resource"))?;
         for ns in SYSTEM_NAMESPACES {
             if self.cache.get(def, None, ns).is_some() {
                 continue;
@@ -112,7 +121,10 @@ impl ApiServer {
             api = api.layer(middleware::from_fn_with_state(self.clone(), authenticate));
         }
         Router::new()
-            .route("/version", get(|| async { axum::Json(discovery::version()) }))
+            .route(
+                "/version",
+                get(|| async { axum::Json(discovery::version()) }),
+            )
             .route("/healthz", get(health))
             .route("/livez", get(health))
             .route("/readyz", get(health))
@@ -148,13 +160,22 @@ fn wants_aggregated(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.split(',').any(|c| c.contains("as=APIGroupDiscoveryList") && c.contains("v=v2;") || c.trim().ends_with("v=v2") && c.contains("as=APIGroupDiscoveryList")))
+        .is_some_and(|a| {
+            a.split(',').any(|c| {
+                c.contains("as=APIGroupDiscoveryList") && c.contains("v=v2;")
+                    || c.trim().ends_with("v=v2") && c.contains("as=APIGroupDiscoveryList")
+            })
+        })
 }
 
 fn aggregated_response(v: serde_json::Value) -> Response {
     let mut r = json_response(StatusCode::OK, v.to_string());
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(discovery::AGGREGATED_CONTENT_TYPE));
-    r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(discovery::AGGREGATED_CONTENT_TYPE),
+    );
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
     r
 }
 
@@ -186,7 +207,11 @@ async fn group_discovery(Path(group): Path<String>) -> Response {
     let found = list
         .get("groups")
         .and_then(|g| g.as_array())
-        .and_then(|gs| gs.iter().find(|g| g.get("name").and_then(|n| n.as_str()) == Some(group.as_str())).cloned());
+        .and_then(|gs| {
+            gs.iter()
+                .find(|g| g.get("name").and_then(|n| n.as_str()) == Some(group.as_str()))
+                .cloned()
+        });
     match found {
         Some(mut g) => {
             g["kind"] = json!("APIGroup");
@@ -216,7 +241,12 @@ async fn openapi_doc(Path(path): Path<String>) -> Response {
 }
 
 async fn metrics(State(s): State<ApiServer>) -> Response {
-    let counts: Vec<(&str, usize)> = s.cache.counts().into_iter().map(|(d, n)| (d.plural, n)).collect();
+    let counts: Vec<(&str, usize)> = s
+        .cache
+        .counts()
+        .into_iter()
+        .map(|(d, n)| (d.plural, n))
+        .collect();
     let text = s.metrics.render(s.store.revision(), &counts);
     let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
@@ -246,9 +276,16 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         Ok(b) => b,
         Err(_) => return ApiError::too_large(MAX_BODY).into_response(),
     };
-    let result = s.handle(&parts.method, &parts.headers, &target, &params, &body).await;
+    let result = s
+        .handle(&parts.method, &parts.headers, &target, &params, &body)
+        .await;
     let response = result.unwrap_or_else(|e| e.into_response());
-    s.metrics.observe(verb, &resource, response.status().as_u16(), started.elapsed().as_secs_f64());
+    s.metrics.observe(
+        verb,
+        &resource,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
     if response.status().is_server_error() {
         tracing::warn!(method = %parts.method, path = %parts.uri.path(), code = response.status().as_u16(), "request failed");
     }
@@ -270,7 +307,14 @@ fn verb_of(method: &Method, t: &Target, p: &Params) -> &'static str {
 }
 
 impl ApiServer {
-    async fn handle(&self, method: &Method, headers: &HeaderMap, t: &Target, p: &Params, body: &Bytes) -> ApiResult<Response> {
+    async fn handle(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        t: &Target,
+        p: &Params,
+        body: &Bytes,
+    ) -> ApiResult<Response> {
         let out: Output = request::negotiate(headers, None)?;
         let named = t.name.is_some();
         match (method.clone(), t.sub) {
@@ -282,11 +326,21 @@ impl ApiServer {
             (Method::POST, Some(Subresource::Binding)) => self.bind(t, p, headers, body).await,
             (Method::POST, Some(Subresource::Eviction)) => self.evict(t, p, headers, body).await,
             (Method::PUT, None) if named => self.update(t, p, headers, body, Part::Main, out).await,
-            (Method::PUT, Some(Subresource::Status)) => self.update(t, p, headers, body, Part::Status, out).await,
-            (Method::PUT, Some(Subresource::Scale)) => self.write_scale(t, p, headers, body, false).await,
-            (Method::PATCH, None) if named => self.patch(t, p, headers, body, Part::Main, out).await,
-            (Method::PATCH, Some(Subresource::Status)) => self.patch(t, p, headers, body, Part::Status, out).await,
-            (Method::PATCH, Some(Subresource::Scale)) => self.write_scale(t, p, headers, body, true).await,
+            (Method::PUT, Some(Subresource::Status)) => {
+                self.update(t, p, headers, body, Part::Status, out).await
+            }
+            (Method::PUT, Some(Subresource::Scale)) => {
+                self.write_scale(t, p, headers, body, false).await
+            }
+            (Method::PATCH, None) if named => {
+                self.patch(t, p, headers, body, Part::Main, out).await
+            }
+            (Method::PATCH, Some(Subresource::Status)) => {
+                self.patch(t, p, headers, body, Part::Status, out).await
+            }
+            (Method::PATCH, Some(Subresource::Scale)) => {
+                self.write_scale(t, p, headers, body, true).await
+            }
             (Method::DELETE, None) if named => self.delete(t, p, headers, body, out).await,
             (Method::DELETE, None) => self.delete_collection(t, p, headers, body, out).await,
             (m, sub) => Err(ApiError::method_not_allowed(format!(
@@ -332,9 +386,15 @@ pub async fn serve_tls(
                     return;
                 }
             };
-            let service = hyper_util::service::TowerToHyperService::new(router.map_request(|r: Request<hyper::body::Incoming>| r.map(Body::new)));
-            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            if let Err(e) = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), service).await {
+            let service = hyper_util::service::TowerToHyperService::new(
+                router.map_request(|r: Request<hyper::body::Incoming>| r.map(Body::new)),
+            );
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            if let Err(e) = builder
+                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), service)
+                .await
+            {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });

@@ -10,7 +10,10 @@ use crate::{
     rest::{Change, DeleteOptions, apply_patch, json_response},
     server::ApiServer,
 };
-use axum::{http::{HeaderMap, StatusCode}, response::Response};
+use axum::{
+    http::{HeaderMap, StatusCode},
+    response::Response,
+};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -40,37 +43,69 @@ impl ApiServer {
     pub(crate) async fn get_scale(&self, t: &Target) -> ApiResult<Response> {
         let name = t.name()?;
         self.sync_cache().await?;
-        let entry = self.cache.get(t.def, t.namespace.as_deref(), name).ok_or_else(|| ApiError::not_found(t.def, name))?;
-        Ok(json_response(StatusCode::OK, scale_of(&entry.value()).to_string()))
+        let entry = self
+            .cache
+            .get(t.def, t.namespace.as_deref(), name)
+            .ok_or_else(|| ApiError::not_found(t.def, name))?;
+        Ok(json_response(
+            StatusCode::OK,
+            scale_of(&entry.value()).to_string(),
+        ))
     }
 
     /// PUT or PATCH `.../scale`: changes `spec.replicas` of the workload.
-    pub(crate) async fn write_scale(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes, is_patch: bool) -> ApiResult<Response> {
+    pub(crate) async fn write_scale(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+        is_patch: bool,
+    ) -> ApiResult<Response> {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
         let input = request::decode(body, format)?;
         let def = t.def;
         let outcome = self
-            .guaranteed_update(def, t.namespace.as_deref(), name, params.dry_run()?, |old, rev| {
-                let current = scale_of(old);
-                let scale = if is_patch { apply_patch(bt, &current, &input)? } else { input.clone() };
-                if let Some(want) = request::parse_rv(object::resource_version(&scale))?
-                    && want != rev
-                {
-                    return Err(ApiError::stale(def, name));
-                }
-                let replicas = scale_replicas(def, name, &scale)?;
-                let mut next = old.clone();
-                next["spec"]["replicas"] = json!(replicas);
-                admission::prepare_update(def, &mut next, old, Part::Main)?;
-                Ok(Change::Write(next))
-            })
+            .guaranteed_update(
+                def,
+                t.namespace.as_deref(),
+                name,
+                params.dry_run()?,
+                |old, rev| {
+                    let current = scale_of(old);
+                    let scale = if is_patch {
+                        apply_patch(bt, &current, &input)?
+                    } else {
+                        input.clone()
+                    };
+                    if let Some(want) = request::parse_rv(object::resource_version(&scale))?
+                        && want != rev
+                    {
+                        return Err(ApiError::stale(def, name));
+                    }
+                    let replicas = scale_replicas(def, name, &scale)?;
+                    let mut next = old.clone();
+                    next["spec"]["replicas"] = json!(replicas);
+                    admission::prepare_update(def, &mut next, old, Part::Main)?;
+                    Ok(Change::Write(next))
+                },
+            )
             .await?;
-        Ok(json_response(StatusCode::OK, scale_of(&outcome.into_value()).to_string()))
+        Ok(json_response(
+            StatusCode::OK,
+            scale_of(&outcome.into_value()).to_string(),
+        ))
     }
 
     /// POST `pods/{name}/binding`: assigns the pod to a node, once.
-    pub(crate) async fn bind(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
+    pub(crate) async fn bind(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> ApiResult<Response> {
         let name = t.name()?;
         let binding = request::decode_object(body, request::body_type(headers)?.1)?;
         let node = binding
@@ -79,35 +114,63 @@ impl ApiServer {
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .ok_or_else(|| {
-                ApiError::invalid(t.def, name, &[api::field::FieldError::required("target.name", "")])
+                ApiError::invalid(
+                    t.def,
+                    name,
+                    &[api::field::FieldError::required("target.name", "")],
+                )
             })?
             .to_string();
         let def = t.def;
-        self.guaranteed_update(def, t.namespace.as_deref(), name, params.dry_run()?, |old, _| {
-            if object::is_deleting(old) {
-                return Err(ApiError::conflict(def, name, "pod is being deleted, cannot be assigned to a host"));
-            }
-            if let Some(current) = object::path(old, "spec.nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                return Err(ApiError::conflict(def, name, &format!("pod {name} is already assigned to node \"{current}\"")));
-            }
-            let mut next = old.clone();
-            next["spec"]["nodeName"] = Value::String(node.clone());
-            set_condition(&mut next, "PodScheduled", "True", None, None);
-            Ok(Change::Write(next))
-        })
+        self.guaranteed_update(
+            def,
+            t.namespace.as_deref(),
+            name,
+            params.dry_run()?,
+            |old, _| {
+                if object::is_deleting(old) {
+                    return Err(ApiError::conflict(
+                        def,
+                        name,
+                        "pod is being deleted, cannot be assigned to a host",
+                    ));
+                }
+                if let Some(current) = object::path(old, "spec.nodeName")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                {
+                    return Err(ApiError::conflict(
+                        def,
+                        name,
+                        &format!("pod {name} is already assigned to node \"{current}\""),
+                    ));
+                }
+                let mut next = old.clone();
+                next["spec"]["nodeName"] = Value::String(node.clone());
+                set_condition(&mut next, "PodScheduled", "True", None, None);
+                Ok(Change::Write(next))
+            },
+        )
         .await?;
         Ok(json_response(StatusCode::CREATED, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).to_string()))
     }
 
     /// POST `pods/{name}/eviction`: deletes the pod (there are no disruption budgets to consult).
-    pub(crate) async fn evict(&self, t: &Target, params: &Params, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
+    pub(crate) async fn evict(
+        &self,
+        t: &Target,
+        params: &Params,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> ApiResult<Response> {
         let name = t.name()?;
         let eviction = request::decode_object(body, request::body_type(headers)?.1)?;
         let mut opts = DeleteOptions::from_request(params, headers, &Bytes::new())?;
         if let Some(d) = eviction.get("deleteOptions") {
             opts.merge_body(d)?;
         }
-        self.delete_object(t.def, t.namespace.as_deref(), name, &opts).await?;
+        self.delete_object(t.def, t.namespace.as_deref(), name, &opts)
+            .await?;
         Ok(json_response(StatusCode::CREATED, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).to_string()))
     }
 }
@@ -116,18 +179,28 @@ fn scale_replicas(def: &ResourceDef, name: &str, scale: &Value) -> ApiResult<i64
     match object::path(scale, "spec.replicas") {
         Some(v) => match v.as_i64() {
             Some(n) if n >= 0 => Ok(n),
-            _ => Err(ApiError::invalid(def, name, &[api::field::FieldError::invalid(
-                "spec.replicas",
-                v.clone(),
-                "must be greater than or equal to 0",
-            )])),
+            _ => Err(ApiError::invalid(
+                def,
+                name,
+                &[api::field::FieldError::invalid(
+                    "spec.replicas",
+                    v.clone(),
+                    "must be greater than or equal to 0",
+                )],
+            )),
         },
         None => Ok(0),
     }
 }
 
 /// Sets a status condition, keeping `lastTransitionTime` when the status does not change.
-pub(crate) fn set_condition(obj: &mut Value, kind: &str, status: &str, reason: Option<&str>, message: Option<&str>) {
+pub(crate) fn set_condition(
+    obj: &mut Value,
+    kind: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+) {
     if !obj.get("status").is_some_and(Value::is_object) {
         obj["status"] = json!({});
     }
@@ -136,18 +209,27 @@ pub(crate) fn set_condition(obj: &mut Value, kind: &str, status: &str, reason: O
     if !conds.is_array() {
         *conds = json!([]);
     }
-    let Some(list) = conds.as_array_mut() else { return };
-    let mut cond = json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
+    let Some(list) = conds.as_array_mut() else {
+        return;
+    };
+    let mut cond =
+        json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
     if let Some(r) = reason {
         cond["reason"] = json!(r);
     }
     if let Some(m) = message {
         cond["message"] = json!(m);
     }
-    match list.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some(kind)) {
+    match list
+        .iter_mut()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+    {
         Some(existing) => {
             if existing.get("status").and_then(Value::as_str) == Some(status) {
-                cond["lastTransitionTime"] = existing.get("lastTransitionTime").cloned().unwrap_or(json!(now));
+                cond["lastTransitionTime"] = existing
+                    .get("lastTransitionTime")
+                    .cloned()
+                    .unwrap_or(json!(now));
             }
             *existing = cond;
         }

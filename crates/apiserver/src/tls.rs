@@ -28,7 +28,9 @@ pub enum TlsError {
     #[error("generating certificates: {0}")]
     Generate(#[from] rcgen::Error),
     /// A stored certificate or key does not parse.
-    #[error("{path}: not a valid PEM certificate or key ({reason}); delete it to have it regenerated")]
+    #[error(
+        "{path}: not a valid PEM certificate or key ({reason}); delete it to have it regenerated"
+    )]
     Pem {
         /// The file.
         path: PathBuf,
@@ -53,7 +55,10 @@ pub struct Credentials {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
-    move |source| TlsError::Io { path: path.to_path_buf(), source }
+    move |source| TlsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
@@ -83,14 +88,25 @@ impl Credentials {
             write_private(&token_path, &token)?;
         }
         let ca_pem = std::fs::read_to_string(&ca_path).map_err(io(&ca_path))?;
-        let pem_err = |path: &Path, e: rustls::pki_types::pem::Error| TlsError::Pem { path: path.to_path_buf(), reason: e.to_string() };
+        let pem_err = |path: &Path, e: rustls::pki_types::pem::Error| TlsError::Pem {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
         let cert_chain = CertificateDer::pem_file_iter(&cert_path)
             .map_err(|e| pem_err(&cert_path, e))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| pem_err(&cert_path, e))?;
         let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| pem_err(&key_path, e))?;
-        let token = std::fs::read_to_string(&token_path).map_err(io(&token_path))?.trim().to_string();
-        Ok(Self { ca_pem, cert_chain, key, token })
+        let token = std::fs::read_to_string(&token_path)
+            .map_err(io(&token_path))?
+            .trim()
+            .to_string();
+        Ok(Self {
+            ca_pem,
+            cert_chain,
+            key,
+            token,
+        })
     }
 
     /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
@@ -108,7 +124,11 @@ impl Credentials {
     pub fn kubeconfig(&self, host: &str, port: u16) -> String {
         use base64::Engine;
         let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
-        let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: rollwright\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: rollwright-admin\n  user:\n    token: {}\ncontexts:\n- name: rollwright\n  context:\n    cluster: rollwright\n    user: rollwright-admin\n    namespace: default\ncurrent-context: rollwright\npreferences: {{}}\n",
             self.token
@@ -119,10 +139,15 @@ impl Credentials {
 fn generate(ca_path: &Path, cert_path: &Path, key_path: &Path) -> Result<(), TlsError> {
     let ca_key = rcgen::KeyPair::generate()?;
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "rollwright-ca");
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "rollwright-ca");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.key_usages =
-        vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_cert = ca_params.self_signed(&ca_key)?;
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
 
@@ -135,7 +160,9 @@ fn generate(ca_path: &Path, cert_path: &Path, key_path: &Path) -> Result<(), Tls
         "kubernetes.default".to_string(),
         "kubernetes.default.svc".to_string(),
     ])?;
-    params.distinguished_name.push(rcgen::DnType::CommonName, "rollwright-apiserver");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "rollwright-apiserver");
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let cert = params.signed_by(&key, &issuer)?;
     std::fs::write(ca_path, ca_cert.pem()).map_err(io(ca_path))?;
@@ -167,7 +194,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         Credentials::load_or_create(dir.path()).unwrap();
         std::fs::write(dir.path().join("server.key"), "garbage").unwrap();
-        let err = Credentials::load_or_create(dir.path()).err().unwrap().to_string();
+        let err = Credentials::load_or_create(dir.path())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("server.key"), "{err}");
     }
 }

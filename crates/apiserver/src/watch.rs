@@ -41,7 +41,12 @@ struct WatchState {
 
 impl ApiServer {
     /// Starts a watch on a collection (or one object, when the path names it).
-    pub(crate) async fn watch(&self, t: &Target, params: &Params, out: Output) -> ApiResult<Response> {
+    pub(crate) async fn watch(
+        &self,
+        t: &Target,
+        params: &Params,
+        out: Output,
+    ) -> ApiResult<Response> {
         let filter = Filter::new(t.def, params, t.name.as_deref())?;
         let initial_events = request::flag(&params.send_initial_events);
         let from = match params.resource_version()? {
@@ -50,7 +55,9 @@ impl ApiServer {
             Some(rv) => {
                 // A client may have seen a revision (from a write) the cache has not applied yet.
                 if !self.cache.wait_for(rv, Duration::from_secs(3)).await {
-                    return Err(ApiError::timeout(format!("Too large resource version: {rv}")));
+                    return Err(ApiError::timeout(format!(
+                        "Too large resource version: {rv}"
+                    )));
                 }
                 Some(rv)
             }
@@ -139,7 +146,10 @@ impl ApiServer {
             }
         });
         let mut resp = json_response(StatusCode::OK, Body::from_stream(body));
-        resp.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-cache, private"));
+        resp.headers_mut().insert(
+            axum::http::header::CACHE_CONTROL,
+            axum::http::HeaderValue::from_static("no-cache, private"),
+        );
         Ok(resp)
     }
 }
@@ -155,7 +165,10 @@ fn bookmark(def: &ResourceDef, rev: u64, initial_end: bool) -> Bytes {
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    line("BOOKMARK", &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": meta}))
+    line(
+        "BOOKMARK",
+        &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": meta}),
+    )
 }
 
 /// Encodes one cache event for a watcher, or `None` if the watcher's selector hides it.
@@ -182,13 +195,21 @@ fn encode_event(def: &ResourceDef, filter: &Filter, ev: &CacheEvent, out: Output
         }
         Output::Metadata => {
             let obj = ev.entry.value();
-            line(kind.as_str(), &json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))}))
+            line(
+                kind.as_str(),
+                &json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))}),
+            )
         }
         Output::Table(include) => {
             let obj = ev.entry.value();
-            let t = table::table(def, &[&obj], jiff::Timestamp::now(), include,
-                json!({"resourceVersion": ev.entry.rev.to_string()}));
+            let t = table::table(
+                def,
+                &[&obj],
+                jiff::Timestamp::now(),
+                include,
+                json!({"resourceVersion": ev.entry.rev.to_string()}),
+            );
             line(kind.as_str(), &t)
         }
     })

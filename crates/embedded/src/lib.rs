@@ -62,7 +62,12 @@ pub fn client_for(server: &ApiServer) -> Client {
 
 /// Watches `api` until some object satisfies `pred`, or `timeout` passes; returns that object.
 /// Tests use this instead of sleeping: it wakes on the event that makes the condition true.
-pub async fn wait_until<K, F>(api: &Api<K>, what: &str, timeout: Duration, mut pred: F) -> Result<K, Error>
+pub async fn wait_until<K, F>(
+    api: &Api<K>,
+    what: &str,
+    timeout: Duration,
+    mut pred: F,
+) -> Result<K, Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     F: FnMut(&K) -> bool,
@@ -93,10 +98,19 @@ mod tests {
         let e = Embedded::memory().await.unwrap();
         let ns: Api<Namespace> = Api::all(e.client());
         let list = ns.list(&Default::default()).await.unwrap();
-        assert!(list.items.iter().any(|n| n.metadata.name.as_deref() == Some("kube-system")));
+        assert!(
+            list.items
+                .iter()
+                .any(|n| n.metadata.name.as_deref() == Some("kube-system"))
+        );
         let waiter = tokio::spawn({
             let ns = ns.clone();
-            async move { wait_until(&ns, "namespace x", Duration::from_secs(10), |n| n.metadata.name.as_deref() == Some("x")).await }
+            async move {
+                wait_until(&ns, "namespace x", Duration::from_secs(10), |n| {
+                    n.metadata.name.as_deref() == Some("x")
+                })
+                .await
+            }
         });
         let mut obj = Namespace::default();
         obj.metadata.name = Some("x".into());

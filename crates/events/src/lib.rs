@@ -101,11 +101,22 @@ pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
 impl Recorder {
     /// A recorder whose events name `component` (and `host`, for per-node agents) as source.
     pub fn new(client: Client, component: impl Into<String>, host: Option<String>) -> Self {
-        Self { client, component: component.into(), host, state: Arc::new(Mutex::new(State::default())) }
+        Self {
+            client,
+            component: component.into(),
+            host,
+            state: Arc::new(Mutex::new(State::default())),
+        }
     }
 
     /// Records an event on `object` in the background; never fails the caller.
-    pub fn record(&self, object: &ObjectReference, kind: EventType, reason: &str, message: impl Into<String>) {
+    pub fn record(
+        &self,
+        object: &ObjectReference,
+        kind: EventType,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
         let this = self.clone();
         let object = object.clone();
         let reason = reason.to_string();
@@ -119,7 +130,13 @@ impl Recorder {
 
     /// Records an event and waits until it is written (or deduplicated, or dropped by the spam
     /// filter). Returns whether anything was written.
-    pub async fn publish(&self, object: &ObjectReference, kind: EventType, reason: &str, message: &str) -> Result<bool, kube::Error> {
+    pub async fn publish(
+        &self,
+        object: &ObjectReference,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<bool, kube::Error> {
         let object_key = format!(
             "{}/{}/{}/{}",
             object.kind.as_deref().unwrap_or(""),
@@ -127,10 +144,19 @@ impl Recorder {
             object.name.as_deref().unwrap_or(""),
             object.uid.as_deref().unwrap_or("")
         );
-        let key = EventKey { object: object_key.clone(), kind, reason: reason.into(), message: message.into() };
+        let key = EventKey {
+            object: object_key.clone(),
+            kind,
+            reason: reason.into(),
+            message: message.into(),
+        };
         let now = jiff::Timestamp::now();
         let now_time = Time(now);
-        let namespace = object.namespace.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "default".into());
+        let namespace = object
+            .namespace
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".into());
         // Decide under the lock, write without it.
         let (existing, count) = {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -141,7 +167,14 @@ impl Recorder {
                 Some(seen) => {
                     seen.count += 1;
                     seen.last_used = Instant::now();
-                    (Some((seen.name.clone(), seen.namespace.clone(), seen.first.clone())), seen.count)
+                    (
+                        Some((
+                            seen.name.clone(),
+                            seen.namespace.clone(),
+                            seen.first.clone(),
+                        )),
+                        seen.count,
+                    )
                 }
                 None => (None, 1),
             }
@@ -150,7 +183,10 @@ impl Recorder {
         if let Some((name, ns, _first)) = existing {
             let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
             let patch = serde_json::json!({"count": count, "lastTimestamp": now_time});
-            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 Ok(_) => return Ok(true),
                 // The event expired or was deleted: record it anew below.
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -163,7 +199,11 @@ impl Recorder {
             now.as_nanosecond()
         );
         let event = Event {
-            metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(namespace.clone()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
             involved_object: object.clone(),
             reason: Some(reason.into()),
             message: Some(message.into()),
@@ -172,7 +212,10 @@ impl Recorder {
             first_timestamp: Some(now_time.clone()),
             last_timestamp: Some(now_time.clone()),
             event_time: None::<MicroTime>,
-            source: Some(EventSource { component: Some(self.component.clone()), host: self.host.clone() }),
+            source: Some(EventSource {
+                component: Some(self.component.clone()),
+                host: self.host.clone(),
+            }),
             reporting_component: Some(self.component.clone()),
             reporting_instance: Some(self.host.clone().unwrap_or_else(|| self.component.clone())),
             ..Default::default()
@@ -182,7 +225,16 @@ impl Recorder {
         if st.seen.len() >= MAX_REMEMBERED {
             forget_oldest(&mut st.seen);
         }
-        st.seen.insert(key, Seen { name, namespace, count: 1, first: now_time, last_used: Instant::now() });
+        st.seen.insert(
+            key,
+            Seen {
+                name,
+                namespace,
+                count: 1,
+                first: now_time,
+                last_used: Instant::now(),
+            },
+        );
         Ok(true)
     }
 }
@@ -196,7 +248,10 @@ fn take_token(buckets: &mut HashMap<String, Bucket>, object: &str) -> bool {
         }
     }
     let now = Instant::now();
-    let b = buckets.entry(object.to_string()).or_insert(Bucket { tokens: BURST, at: now });
+    let b = buckets.entry(object.to_string()).or_insert(Bucket {
+        tokens: BURST,
+        at: now,
+    });
     let refill = now.duration_since(b.at).as_secs_f64() / REFILL_EVERY.as_secs_f64();
     b.tokens = (b.tokens + refill).min(BURST);
     b.at = now;
@@ -210,7 +265,8 @@ fn take_token(buckets: &mut HashMap<String, Bucket>, object: &str) -> bool {
 
 /// Forgets the least recently used quarter.
 fn forget_oldest(seen: &mut HashMap<EventKey, Seen>) {
-    let mut ages: Vec<(Instant, EventKey)> = seen.iter().map(|(k, v)| (v.last_used, k.clone())).collect();
+    let mut ages: Vec<(Instant, EventKey)> =
+        seen.iter().map(|(k, v)| (v.last_used, k.clone())).collect();
     ages.sort_by_key(|(t, _)| *t);
     let drop = (seen.len() / 4).max(1);
     for (_, k) in ages.into_iter().take(drop) {
@@ -225,9 +281,14 @@ mod tests {
     #[test]
     fn the_spam_filter_allows_a_burst_then_stops() {
         let mut buckets = HashMap::new();
-        let allowed = (0..40).filter(|_| take_token(&mut buckets, "Pod/default/x/1")).count();
+        let allowed = (0..40)
+            .filter(|_| take_token(&mut buckets, "Pod/default/x/1"))
+            .count();
         assert_eq!(allowed, 25);
-        assert!(take_token(&mut buckets, "Pod/default/y/2"), "other objects have their own bucket");
+        assert!(
+            take_token(&mut buckets, "Pod/default/y/2"),
+            "other objects have their own bucket"
+        );
     }
 
     #[test]
@@ -235,12 +296,26 @@ mod tests {
         let mut seen = HashMap::new();
         for i in 0..8 {
             seen.insert(
-                EventKey { object: format!("o{i}"), kind: EventType::Normal, reason: "R".into(), message: String::new() },
-                Seen { name: format!("e{i}"), namespace: "default".into(), count: 1, first: Time(jiff::Timestamp::now()), last_used: Instant::now() + Duration::from_millis(i) },
+                EventKey {
+                    object: format!("o{i}"),
+                    kind: EventType::Normal,
+                    reason: "R".into(),
+                    message: String::new(),
+                },
+                Seen {
+                    name: format!("e{i}"),
+                    namespace: "default".into(),
+                    count: 1,
+                    first: Time(jiff::Timestamp::now()),
+                    last_used: Instant::now() + Duration::from_millis(i),
+                },
             );
         }
         forget_oldest(&mut seen);
         assert_eq!(seen.len(), 6);
-        assert!(!seen.keys().any(|k| k.object == "o0" || k.object == "o1"), "the two oldest go first");
+        assert!(
+            !seen.keys().any(|k| k.object == "o0" || k.object == "o1"),
+            "the two oldest go first"
+        );
     }
 }

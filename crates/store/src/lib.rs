@@ -115,7 +115,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces `key` if its `mod_revision` is `expected`, or unconditionally when `expected` is
     /// `None`.
-    async fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<KeyValue>;
+    async fn update(&self, key: &str, value: Bytes, expected: Option<Revision>)
+    -> Result<KeyValue>;
 
     /// Deletes `key` if its `mod_revision` is `expected` (or unconditionally when `None`); returns
     /// the last value with `mod_revision` set to the deletion's revision.
