@@ -135,6 +135,7 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>)
     );
     meta.insert("generation".into(), json!(1));
     reset_status_on_create(def, obj);
+    crate::typecheck::check(def, obj)?;
     api::defaults::apply(def.group, def.kind, obj);
     let name = object::name(obj).to_string();
     let mut errors = Vec::new();
@@ -244,7 +245,7 @@ pub fn prepare_update(
             Some(rv) => meta.insert("resourceVersion".into(), Value::String(rv)),
             None => meta.remove("resourceVersion"),
         };
-        return Ok(());
+        return crate::typecheck::check(def, new);
     }
     let old_meta = old
         .get("metadata")
@@ -278,6 +279,7 @@ pub fn prepare_update(
             }
         }
     }
+    crate::typecheck::check(def, new)?;
     api::defaults::apply(def.group, def.kind, new);
     let old_generation = old_meta
         .get("generation")

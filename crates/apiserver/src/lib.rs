@@ -20,6 +20,7 @@ mod server;
 mod subresource;
 pub mod table;
 pub mod tls;
+mod typecheck;
 mod watch;
 
 pub use server::{ApiServer, ServerOptions, serve_tls};
