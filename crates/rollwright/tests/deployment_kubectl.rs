@@ -223,7 +223,11 @@ impl Env {
         .unwrap()
     }
 
-    async fn wait_deployment(&self, what: &str, pred: impl FnMut(&Deployment) -> bool) -> Deployment {
+    async fn wait_deployment(
+        &self,
+        what: &str,
+        pred: impl FnMut(&Deployment) -> bool,
+    ) -> Deployment {
         embedded::wait_until(&self.deployments(), what, TIMEOUT, pred)
             .await
             .unwrap()
@@ -282,14 +286,26 @@ fn revision(rs: &ReplicaSet) -> String {
 }
 
 fn rs_image(rs: &ReplicaSet) -> String {
-    rs.spec.as_ref().unwrap().template.as_ref().unwrap().spec.as_ref().unwrap().containers[0]
+    rs.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .as_ref()
+        .unwrap()
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
         .image
         .clone()
         .unwrap_or_default()
 }
 
 fn pod_image(p: &Pod) -> String {
-    p.spec.as_ref().unwrap().containers[0].image.clone().unwrap_or_default()
+    p.spec.as_ref().unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
 }
 
 fn uids(pods: &[Pod]) -> BTreeSet<String> {
@@ -324,14 +340,19 @@ fn history(out: &str) -> Vec<(String, String)> {
         .skip(1)
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
-            let (rev, cause) = l.trim().split_once(char::is_whitespace).unwrap_or((l.trim(), ""));
+            let (rev, cause) = l
+                .trim()
+                .split_once(char::is_whitespace)
+                .unwrap_or((l.trim(), ""));
             (rev.to_string(), cause.trim().to_string())
         })
         .collect()
 }
 
 fn rows(v: &[(&str, &str)]) -> Vec<(String, String)> {
-    v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 fn revs(v: &[(&str, i32)]) -> Vec<(String, i32)> {
@@ -341,8 +362,13 @@ fn revs(v: &[(&str, i32)]) -> Vec<(String, i32)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_deployment_rolls_out_with_a_hashed_replica_set_and_rollout_status_returns() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 3, "nginx:1", rolling(json!("25%"), json!("25%"))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        3,
+        "nginx:1",
+        rolling(json!("25%"), json!("25%")),
+    ))
+    .await;
     env.rollout_status("web").await;
 
     let rss = env.replica_sets("web").await;
@@ -356,7 +382,13 @@ async fn a_created_deployment_rolls_out_with_a_hashed_replica_set_and_rollout_st
         Some(&hash)
     );
     assert_eq!(
-        spec.template.unwrap().metadata.unwrap().labels.unwrap().get("pod-template-hash"),
+        spec.template
+            .unwrap()
+            .metadata
+            .unwrap()
+            .labels
+            .unwrap()
+            .get("pod-template-hash"),
         Some(&hash)
     );
     let ann = rs.annotations();
@@ -369,17 +401,27 @@ async fn a_created_deployment_rolls_out_with_a_hashed_replica_set_and_rollout_st
         assert_eq!(ann.get(k).map(String::as_str), Some(v), "{k}");
     }
     let owner = api::pod::controller_of(&rs.metadata).unwrap();
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Deployment", "web"));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Deployment", "web")
+    );
     assert_eq!(owner.block_owner_deletion, Some(true));
 
     let pods = env.active_pods("web").await;
     assert_eq!(pods.len(), 3);
     for p in &pods {
         assert_eq!(p.labels().get("pod-template-hash"), Some(&hash));
-        assert!(p.name_any().starts_with(&format!("web-{hash}-")), "{}", p.name_any());
+        assert!(
+            p.name_any().starts_with(&format!("web-{hash}-")),
+            "{}",
+            p.name_any()
+        );
         assert!(p.spec.as_ref().unwrap().node_name.is_some(), "scheduled");
         assert!(api::pod::is_ready(p), "ready");
-        assert_eq!(api::pod::controller_of(&p.metadata).unwrap().name, rs.name_any());
+        assert_eq!(
+            api::pod::controller_of(&p.metadata).unwrap().name,
+            rs.name_any()
+        );
     }
 
     let d = env
@@ -387,20 +429,37 @@ async fn a_created_deployment_rolls_out_with_a_hashed_replica_set_and_rollout_st
             has_condition(d, "Progressing", "True", "NewReplicaSetAvailable")
         })
         .await;
-    assert!(has_condition(&d, "Available", "True", "MinimumReplicasAvailable"));
+    assert!(has_condition(
+        &d,
+        "Available",
+        "True",
+        "MinimumReplicasAvailable"
+    ));
     assert_eq!(d.annotations().get(REVISION).map(String::as_str), Some("1"));
     let s = d.status.clone().unwrap();
     assert_eq!(
-        (s.replicas, s.updated_replicas, s.ready_replicas, s.available_replicas),
+        (
+            s.replicas,
+            s.updated_replicas,
+            s.ready_replicas,
+            s.available_replicas
+        ),
         (Some(3), Some(3), Some(3), Some(3))
     );
     assert_eq!(s.unavailable_replicas, None);
     assert_eq!(s.observed_generation, d.metadata.generation);
 
     // kubectl's own tables agree.
-    let row = env.kubectl(&["get", "deployment", "web", "--no-headers"]).await;
-    assert_eq!(row.split_whitespace().take(4).collect::<Vec<_>>(), ["web", "3/3", "3", "3"]);
-    let names = env.kubectl(&["get", "rs", "-l", "app=web", "-o", "name"]).await;
+    let row = env
+        .kubectl(&["get", "deployment", "web", "--no-headers"])
+        .await;
+    assert_eq!(
+        row.split_whitespace().take(4).collect::<Vec<_>>(),
+        ["web", "3/3", "3", "3"]
+    );
+    let names = env
+        .kubectl(&["get", "rs", "-l", "app=web", "-o", "name"])
+        .await;
     assert_eq!(names.trim(), format!("replicaset.apps/web-{hash}"));
     env.stop().await;
 }
@@ -416,8 +475,13 @@ async fn rolling_update_stays_within_bounds_and_rolls_over(
     max_unavailable: i32,
 ) {
     let env = Env::start().await;
-    env.apply(&deployment("web", replicas, "nginx:1", rolling(surge, unavailable)))
-        .await;
+    env.apply(&deployment(
+        "web",
+        replicas,
+        "nginx:1",
+        rolling(surge, unavailable),
+    ))
+    .await;
     env.rollout_status("web").await;
     let watcher = env.watch(rolling_rule(replicas, max_surge, max_unavailable));
 
@@ -435,7 +499,10 @@ async fn rolling_update_stays_within_bounds_and_rolls_over(
     let pods = env.active_pods("web").await;
     assert!(pods.iter().all(|p| pod_image(p) == "nginx:3"));
     assert_eq!(watcher.violations(), Vec::<String>::new());
-    assert!(watcher.events_seen() > 2 * replicas as usize, "the watcher saw the rollout");
+    assert!(
+        watcher.events_seen() > 2 * replicas as usize,
+        "the watcher saw the rollout"
+    );
     assert!(
         watcher.max_pods_seen() > replicas,
         "the surge was used: {}",
@@ -457,10 +524,45 @@ async fn rolling_update_with_percentages_resolves_fenceposts_and_stays_within_bo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_quick_image_changes_end_on_the_last_template_alone() {
+    let env = Env::start().await;
+    env.apply(&deployment(
+        "web",
+        6,
+        "nginx:1",
+        rolling(json!(2), json!(1)),
+    ))
+    .await;
+    env.rollout_status("web").await;
+    let watcher = env.watch(rolling_rule(6, 2, 1));
+    // However far v2 got when v3 arrived (if the controller saw it at all), every older set
+    // ends at 0.
+    env.set_image("web", "nginx:2").await;
+    env.set_image("web", "nginx:3").await;
+    env.rollout_status("web").await;
+    let rss = env.replica_sets("web").await;
+    let (last, older) = rss.split_last().unwrap();
+    assert_eq!((rs_image(last), size(last)), ("nginx:3".to_string(), 6));
+    assert!(
+        older.iter().all(|r| size(r) == 0),
+        "{:?}",
+        env.sizes("web").await
+    );
+    assert!((2..=3).contains(&rss.len()));
+    assert_eq!(watcher.violations(), Vec::<String>::new());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreate_starts_no_new_pod_while_an_old_one_exists() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 4, "nginx:1", json!({"type": "Recreate"})))
-        .await;
+    env.apply(&deployment(
+        "web",
+        4,
+        "nginx:1",
+        json!({"type": "Recreate"}),
+    ))
+    .await;
     env.rollout_status("web").await;
     let watcher = env.watch(Rule::Recreate);
     env.set_image("web", "nginx:2").await;
@@ -474,8 +576,13 @@ async fn recreate_starts_no_new_pod_while_an_old_one_exists() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 2, "nginx:1", rolling(json!(1), json!(0))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        2,
+        "nginx:1",
+        rolling(json!(1), json!(0)),
+    ))
+    .await;
     env.rollout_status("web").await;
     // As upstream documents it: annotate after each change; the controller copies the cause to
     // the new ReplicaSet only.
@@ -496,7 +603,8 @@ async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets()
         .await;
         env.rollout_status("web").await;
         embedded::wait_until(&env.rs_api(), "cause copied", TIMEOUT, |rs: &ReplicaSet| {
-            revision(rs) == rev && rs.annotations().get(CHANGE_CAUSE).map(String::as_str) == Some(cause)
+            revision(rs) == rev
+                && rs.annotations().get(CHANGE_CAUSE).map(String::as_str) == Some(cause)
         })
         .await
         .unwrap();
@@ -504,7 +612,11 @@ async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets()
     let out = env.kubectl(&["rollout", "history", "deployment/web"]).await;
     assert_eq!(
         history(&out),
-        rows(&[("1", "deploy v1"), ("2", "upgrade to v2"), ("3", "upgrade to v3")]),
+        rows(&[
+            ("1", "deploy v1"),
+            ("2", "upgrade to v2"),
+            ("3", "upgrade to v3")
+        ]),
         "{out}"
     );
     let out = env
@@ -513,7 +625,12 @@ async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets()
     assert!(out.contains("nginx:2") && !out.contains("nginx:3"), "{out}");
 
     // Undo goes to the previous revision: its ReplicaSet becomes the new one as revision 4.
-    let v2 = env.replica_sets("web").await.into_iter().find(|r| revision(r) == "2").unwrap();
+    let v2 = env
+        .replica_sets("web")
+        .await
+        .into_iter()
+        .find(|r| revision(r) == "2")
+        .unwrap();
     let out = env.kubectl(&["rollout", "undo", "deployment/web"]).await;
     assert!(out.contains("rolled back"), "{out}");
     env.rollout_status("web").await;
@@ -521,16 +638,23 @@ async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets()
     let revived = rss.iter().find(|r| r.name_any() == v2.name_any()).unwrap();
     assert_eq!(revision(revived), "4");
     assert_eq!(
-        revived.annotations().get("deployment.kubernetes.io/revision-history").map(String::as_str),
+        revived
+            .annotations()
+            .get("deployment.kubernetes.io/revision-history")
+            .map(String::as_str),
         Some("2")
     );
     assert_eq!(size(revived), 2);
     assert_eq!(rss.len(), 3, "no new replica set for an old template");
     let d = env
-        .wait_deployment("revision 4", |d| d.annotations().get(REVISION).map(String::as_str) == Some("4"))
+        .wait_deployment("revision 4", |d| {
+            d.annotations().get(REVISION).map(String::as_str) == Some("4")
+        })
         .await;
     assert_eq!(
-        d.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(),
+        d.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .as_deref(),
         Some("nginx:2")
     );
 
@@ -542,7 +666,9 @@ async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets()
     env.rollout_status("web").await;
     let rss = env.replica_sets("web").await;
     assert_eq!(
-        rss.iter().map(|r| (revision(r), size(r), rs_image(r))).collect::<Vec<_>>(),
+        rss.iter()
+            .map(|r| (revision(r), size(r), rs_image(r)))
+            .collect::<Vec<_>>(),
         vec![
             ("3".to_string(), 0, "nginx:3".to_string()),
             ("4".to_string(), 0, "nginx:2".to_string()),
@@ -550,14 +676,21 @@ async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets()
         ]
     );
     assert_eq!(
-        rss[2].annotations().get("deployment.kubernetes.io/revision-history").map(String::as_str),
+        rss[2]
+            .annotations()
+            .get("deployment.kubernetes.io/revision-history")
+            .map(String::as_str),
         Some("1")
     );
     // kubectl carried each revision's change cause back onto the Deployment.
     let out = env.kubectl(&["rollout", "history", "deployment/web"]).await;
     assert_eq!(
         history(&out),
-        rows(&[("3", "upgrade to v3"), ("4", "upgrade to v2"), ("5", "deploy v1")]),
+        rows(&[
+            ("3", "upgrade to v3"),
+            ("4", "upgrade to v2"),
+            ("5", "deploy v1")
+        ]),
         "{out}"
     );
     // Undoing to the revision that runs is a no-op.
@@ -571,8 +704,13 @@ async fn rollout_history_shows_change_causes_and_undo_revives_old_replica_sets()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_to_the_running_template_restarts_no_pod() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 4, "nginx:1", rolling(json!(1), json!(1))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        4,
+        "nginx:1",
+        rolling(json!(1), json!(1)),
+    ))
+    .await;
     env.rollout_status("web").await;
     // A bad v2 stalls with three v1 pods still running.
     env.set_image("web", "nginx:stuck").await;
@@ -593,7 +731,9 @@ async fn undo_to_the_running_template_restarts_no_pod() {
     env.rollout_status("web").await;
     let rss = env.replica_sets("web").await;
     assert_eq!(
-        rss.iter().map(|r| (revision(r), size(r), rs_image(r))).collect::<Vec<_>>(),
+        rss.iter()
+            .map(|r| (revision(r), size(r), rs_image(r)))
+            .collect::<Vec<_>>(),
         vec![
             ("2".to_string(), 0, "nginx:stuck".to_string()),
             ("3".to_string(), 4, "nginx:1".to_string()),
@@ -611,8 +751,13 @@ async fn undo_to_the_running_template_restarts_no_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_deployment_scales_proportionally_but_rolls_only_when_resumed() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 4, "nginx:1", rolling(json!(1), json!(1))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        4,
+        "nginx:1",
+        rolling(json!(1), json!(1)),
+    ))
+    .await;
     env.rollout_status("web").await;
     env.set_image("web", "nginx:stuck").await;
     env.wait_rs("1", 3).await;
@@ -631,12 +776,22 @@ async fn a_paused_deployment_scales_proportionally_but_rolls_only_when_resumed()
 
     // Scaling while paused is proportional: 8 + surge 1 = 9 allowed, 4 more spread 3:2 by
     // size (3*9/5 = 5.4 -> 5, 2*9/5 = 3.6 -> 4).
-    env.kubectl(&["scale", "deployment/web", "--replicas=8"]).await;
+    env.kubectl(&["scale", "deployment/web", "--replicas=8"])
+        .await;
     env.wait_rs("1", 5).await;
     env.wait_rs("2", 4).await;
-    let d = env.wait_observed("web").await;
-    assert_eq!(d.status.unwrap().replicas, Some(9));
-    assert_eq!(env.replica_sets("web").await.len(), 2, "no new replica set while paused");
+    // The status follows the ReplicaSets' (9 pods, 5 of them available; 8 updated to nothing).
+    env.wait_deployment("paused status", |d| {
+        let s = d.status.clone().unwrap_or_default();
+        s.observed_generation == d.metadata.generation
+            && (s.replicas, s.available_replicas, s.updated_replicas) == (Some(9), Some(5), None)
+    })
+    .await;
+    assert_eq!(
+        env.replica_sets("web").await.len(),
+        2,
+        "no new replica set while paused"
+    );
 
     let watcher = env.watch(rolling_rule(8, 1, 1));
     let out = env.kubectl(&["rollout", "resume", "deployment/web"]).await;
@@ -648,15 +803,25 @@ async fn a_paused_deployment_scales_proportionally_but_rolls_only_when_resumed()
     );
     assert_eq!(watcher.violations(), Vec::<String>::new());
     let d = env.wait_observed("web").await;
-    assert!(!has_condition(&d, "Progressing", "Unknown", "DeploymentPaused"));
+    assert!(!has_condition(
+        &d,
+        "Progressing",
+        "Unknown",
+        "DeploymentPaused"
+    ));
     env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_restart_replaces_every_pod() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 4, "nginx:1", rolling(json!(1), json!(1))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        4,
+        "nginx:1",
+        rolling(json!(1), json!(1)),
+    ))
+    .await;
     env.rollout_status("web").await;
     let before = uids(&env.active_pods("web").await);
     let watcher = env.watch(rolling_rule(4, 1, 1));
@@ -668,7 +833,8 @@ async fn rollout_restart_replaces_every_pod() {
     assert_eq!(pods.len(), 4);
     for p in &pods {
         assert!(
-            p.annotations().contains_key("kubectl.kubernetes.io/restartedAt"),
+            p.annotations()
+                .contains_key("kubectl.kubernetes.io/restartedAt"),
             "restartedAt on {}",
             p.name_any()
         );
@@ -681,14 +847,20 @@ async fn rollout_restart_replaces_every_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_mid_rollout_spreads_proportionally_as_in_the_upstream_example() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 10, "nginx:1", rolling(json!(3), json!(2))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        10,
+        "nginx:1",
+        rolling(json!(3), json!(2)),
+    ))
+    .await;
     env.rollout_status("web").await;
     env.set_image("web", "nginx:stuck").await;
     env.wait_rs("1", 8).await;
     env.wait_rs("2", 5).await;
     // 15 + 3 = 18 allowed: 5 more, 3 to the old ReplicaSet and 2 to the new one.
-    env.kubectl(&["scale", "deployment/web", "--replicas=15"]).await;
+    env.kubectl(&["scale", "deployment/web", "--replicas=15"])
+        .await;
     env.wait_rs("1", 11).await;
     env.wait_rs("2", 7).await;
     let watcher = env.watch(rolling_rule(15, 3, 2));
@@ -705,8 +877,13 @@ async fn scaling_mid_rollout_spreads_proportionally_as_in_the_upstream_example()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_image_exceeds_the_progress_deadline_and_a_fixed_image_completes() {
     let env = Env::start().await;
-    env.apply(&deployment("web", 3, "nginx:1", rolling(json!(1), json!(1))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        3,
+        "nginx:1",
+        rolling(json!(1), json!(1)),
+    ))
+    .await;
     env.rollout_status("web").await;
     // A short deadline only for the bad rollout.
     env.kubectl(&[
@@ -721,7 +898,10 @@ async fn a_failing_image_exceeds_the_progress_deadline_and_a_fixed_image_complet
     env.set_image("web", "nginx:broken").await;
     let err = env
         .c
-        .kubectl_fails(&["rollout", "status", "deployment/web", "--timeout=45s"], None)
+        .kubectl_fails(
+            &["rollout", "status", "deployment/web", "--timeout=45s"],
+            None,
+        )
         .await;
     assert!(
         err.contains("error: deployment \"web\" exceeded its progress deadline"),
@@ -729,13 +909,18 @@ async fn a_failing_image_exceeds_the_progress_deadline_and_a_fixed_image_complet
     );
     let d = env.deployments().get("web").await.unwrap();
     let (status, reason, message) = condition(&d, "Progressing").unwrap();
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "ProgressDeadlineExceeded"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ProgressDeadlineExceeded")
+    );
     assert!(
-        message.starts_with("ReplicaSet \"web-") && message.ends_with("\" has timed out progressing."),
+        message.starts_with("ReplicaSet \"web-")
+            && message.ends_with("\" has timed out progressing."),
         "{message}"
     );
     // Stalled within maxUnavailable: two v1 pods serve, the two new ones cannot pull.
-    assert_eq!(env.sizes("web").await, revs(&[("1", 2), ("2", 2)]));
+    env.wait_rs("1", 2).await;
+    env.wait_rs("2", 2).await;
     let pods = env.active_pods("web").await;
     assert_eq!(
         pods.iter().filter(|p| api::pod::is_ready(p)).count(),
@@ -743,13 +928,22 @@ async fn a_failing_image_exceeds_the_progress_deadline_and_a_fixed_image_complet
         "two old pods stay available"
     );
     for p in pods.iter().filter(|p| pod_image(p) == "nginx:broken") {
-        let waiting = p.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0]
+        let waiting = p
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
             .state
             .as_ref()
             .and_then(|s| s.waiting.as_ref())
             .and_then(|w| w.reason.clone());
         assert!(
-            matches!(waiting.as_deref(), Some("ErrImagePull" | "ImagePullBackOff")),
+            matches!(
+                waiting.as_deref(),
+                Some("ErrImagePull" | "ImagePullBackOff")
+            ),
             "{waiting:?}"
         );
     }
@@ -794,7 +988,10 @@ async fn min_ready_seconds_delays_availability() {
         let mut too_early = Vec::new();
         while let Some(Ok(d)) = events.next().await {
             let s = d.status.clone().unwrap_or_default();
-            let (ready, available) = (s.ready_replicas.unwrap_or(0), s.available_replicas.unwrap_or(0));
+            let (ready, available) = (
+                s.ready_replicas.unwrap_or(0),
+                s.available_replicas.unwrap_or(0),
+            );
             // Ready times are whole seconds, rounded down: this count can only be too high.
             let now = jiff::Timestamp::now();
             let could_be = pods
@@ -806,7 +1003,9 @@ async fn min_ready_seconds_delays_availability() {
                 .filter(|p| api::pod::is_available(p, MIN_READY, now))
                 .count() as i32;
             if available > could_be {
-                too_early.push(format!("{available} available, at most {could_be} could be"));
+                too_early.push(format!(
+                    "{available} available, at most {could_be} could be"
+                ));
             }
             saw_ready_not_available |= ready == 3 && available < 3;
             if available == 3 {
@@ -819,10 +1018,15 @@ async fn min_ready_seconds_delays_availability() {
     d["spec"]["minReadySeconds"] = json!(MIN_READY);
     env.apply(&d).await;
     env.rollout_status("web").await;
-    let (saw_ready_not_available, too_early) =
-        tokio::time::timeout(TIMEOUT, checker).await.unwrap().unwrap();
+    let (saw_ready_not_available, too_early) = tokio::time::timeout(TIMEOUT, checker)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(too_early, Vec::<String>::new());
-    assert!(saw_ready_not_available, "pods were ready before they were available");
+    assert!(
+        saw_ready_not_available,
+        "pods were ready before they were available"
+    );
     let now = jiff::Timestamp::now();
     assert!(
         env.active_pods("web")
@@ -879,15 +1083,22 @@ async fn orphaned_replica_sets_are_adopted_by_a_recreated_deployment_which_finis
     env.wait_rs("2", 2).await;
 
     // kubectl waits until the Deployment is gone, its ReplicaSets released.
-    env.kubectl(&["delete", "deployment", "web", "--cascade=orphan"]).await;
+    env.kubectl(&["delete", "deployment", "web", "--cascade=orphan"])
+        .await;
     let rss = env.replica_sets("web").await;
     assert_eq!(
-        rss.iter().map(|r| (revision(r), size(r))).collect::<Vec<_>>(),
+        rss.iter()
+            .map(|r| (revision(r), size(r)))
+            .collect::<Vec<_>>(),
         revs(&[("1", 3), ("2", 2)]),
         "both replica sets left as they were"
     );
     for rs in &rss {
-        assert!(api::pod::controller_of(&rs.metadata).is_none(), "{} released", rs.name_any());
+        assert!(
+            api::pod::controller_of(&rs.metadata).is_none(),
+            "{} released",
+            rs.name_any()
+        );
     }
     assert_eq!(env.active_pods("web").await.len(), 5, "no pod deleted");
 
@@ -900,7 +1111,9 @@ async fn orphaned_replica_sets_are_adopted_by_a_recreated_deployment_which_finis
     let uid = env.deployments().get("web").await.unwrap().uid();
     let rss = env.replica_sets("web").await;
     assert_eq!(
-        rss.iter().map(|r| (revision(r), size(r))).collect::<Vec<_>>(),
+        rss.iter()
+            .map(|r| (revision(r), size(r)))
+            .collect::<Vec<_>>(),
         revs(&[("1", 0), ("2", 4)]),
         "no third replica set"
     );
@@ -918,8 +1131,13 @@ async fn orphaned_replica_sets_are_adopted_by_a_recreated_deployment_which_finis
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_finishes_with_its_invariants_after_the_controllers_crash() {
     let mut env = Env::start().await;
-    env.apply(&deployment("web", 10, "nginx:1", rolling(json!(2), json!(2))))
-        .await;
+    env.apply(&deployment(
+        "web",
+        10,
+        "nginx:1",
+        rolling(json!(2), json!(2)),
+    ))
+    .await;
     env.rollout_status("web").await;
     let watcher = env.watch(rolling_rule(10, 2, 2));
     env.stop_scheduler().await;

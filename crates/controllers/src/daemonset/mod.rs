@@ -768,10 +768,18 @@ impl Controller {
             self.update_status(&sync, false, &mut requeue).await?;
             return Ok(requeue.action());
         }
+        // The rolling update step plans on the same snapshot as `manage`: only when `manage`
+        // changed nothing is that snapshot still the cluster's (otherwise the step could delete
+        // a pod `manage` just deleted, once the deletion's event has satisfied the expectations
+        // mid-sync). The events of whatever `manage` did queue the next sync.
         let mut result = self.manage(&sync, &mut requeue).await;
-        if result.is_ok() && self.satisfied(&key) && daemon.is_rolling_update() {
+        if result.as_ref().is_ok_and(|acted| !acted)
+            && self.satisfied(&key)
+            && daemon.is_rolling_update()
+        {
             result = self.rolling_update(&sync, &constructed).await;
         }
+        let mut result = result.map(|_| ());
         if result.is_ok() {
             result = self
                 .cleanup_history(&sync, &revisions_api, &constructed)
@@ -880,7 +888,9 @@ impl Controller {
     }
 
     /// Per node: create, delete failed/duplicate/evicted pods (upstream's `manage`).
-    async fn manage(&self, sync: &Sync<'_>, requeue: &mut Requeue) -> Result<(), Error> {
+    /// Fixes every node (missing, failed, duplicate, evicted pods); says whether it issued any
+    /// change.
+    async fn manage(&self, sync: &Sync<'_>, requeue: &mut Requeue) -> Result<bool, Error> {
         let daemon = sync.daemon;
         let surge = daemon.allows_surge();
         let mut create = Vec::new();
@@ -945,7 +955,7 @@ impl Controller {
         &self,
         sync: &Sync<'_>,
         constructed: &history::Constructed,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         let daemon = sync.daemon;
         let mut nodes_to_pods = sync.by_node.clone();
         let mut should_run = HashSet::new();
@@ -1063,13 +1073,14 @@ impl Controller {
     /// Creates pods on `create` nodes (slow start: batches of 1, 2, 4, ... stopping at the
     /// first failing batch), deletes `delete` pods and patches `in_place` ones, at most
     /// `burst_replicas` of each, with expectations set first so the next sync waits for them.
+    /// Says whether it issued anything.
     async fn sync_nodes(
         &self,
         sync: &Sync<'_>,
         delete: Vec<String>,
         create: Vec<String>,
         in_place: Vec<(String, Value)>,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         let ds = &sync.daemon.ds;
         let ns = ds.namespace().unwrap_or_default();
         let key = &sync.key;
@@ -1078,7 +1089,7 @@ impl Controller {
         let delete: Vec<String> = delete.into_iter().take(burst).collect();
         let in_place: Vec<(String, Value)> = in_place.into_iter().take(burst).collect();
         if create.is_empty() && delete.is_empty() && in_place.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let pod_key = |name: &str| make_key(&ns, name);
         self.expectations.expect_creations(key, create.len());
@@ -1203,7 +1214,7 @@ impl Controller {
             }
         }
         match errors.first() {
-            None => Ok(()),
+            None => Ok(true),
             Some(first) => Err(Error::Pods {
                 key: key.clone(),
                 failed: errors.len(),

@@ -2,18 +2,36 @@
 //! `BENCHMARKS.md`.
 
 mod api;
+mod daemonset;
+mod deploy;
+mod nodes;
+mod scheduler;
 
 /// A benchmark scenario.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Scenario {
     /// Create pods through the API with concurrent clients, list them, fan a watch out.
     Api(api::ApiBench),
+    /// Simulate 5,000 nodes and drive 100,000 pods to Ready; CPU seconds and peak memory.
+    Nodes(nodes::NodesBench),
+    /// Bind 10,000 pending pods over 5,000 nodes; pods per second.
+    Scheduler(scheduler::SchedulerBench),
+    /// Create a 10,000-replica Deployment on 500 simulated nodes, then roll it 25%/25%; times,
+    /// controller CPU and API requests per replaced pod.
+    Deploy(deploy::DeployBench),
+    /// Create a DaemonSet over 5,000 simulated nodes, then roll it with maxUnavailable 10% and
+    /// with maxSurge 10%; wall time, controller and process CPU, API requests, peak RSS.
+    Daemonset(daemonset::DaemonsetBench),
 }
 
 /// Runs a scenario.
 pub async fn run(s: Scenario) -> anyhow::Result<()> {
     match s {
         Scenario::Api(b) => api::run(b).await,
+        Scenario::Nodes(b) => nodes::run(b).await,
+        Scenario::Scheduler(b) => scheduler::run(b).await,
+        Scenario::Deploy(b) => deploy::run(b).await,
+        Scenario::Daemonset(b) => daemonset::run(b).await,
     }
 }
 

@@ -1,0 +1,457 @@
+//! `rollwright bench daemonset`: one DaemonSet over thousands of simulated nodes (issue 5).
+//!
+//! Starts a control plane in this process with simulated nodes (no start or readiness delay by
+//! default) and the scheduler; the controllers run on a runtime of their own and reach the server
+//! over HTTPS as `rollwright controllers --kubeconfig` would, so the CPU of their threads is
+//! theirs alone. Three phases, each timed until `kubectl rollout status` would say done:
+//! creating the DaemonSet (a pod on every node, all available), a rolling update within
+//! `maxUnavailable`, and a rolling update with `maxSurge` (`maxUnavailable: 0`). API requests
+//! come from the server's own `apiserver_request_total` counters, read through `/metrics` before
+//! and after each phase.
+
+use super::peak_rss;
+use crate::{
+    components::Components,
+    control_plane::{ControlPlane, Options, StoreKind},
+};
+use anyhow::Context as _;
+use k8s_openapi::api::{apps::v1::DaemonSet, core::v1::Node};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+use std::{
+    collections::{BTreeMap, HashSet},
+    time::{Duration, Instant},
+};
+
+/// Options of the DaemonSet benchmark.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DaemonsetBench {
+    /// Simulated nodes (each gets one daemon pod).
+    #[arg(long, default_value_t = 5_000)]
+    nodes: usize,
+    /// `maxUnavailable` of the first rolling update.
+    #[arg(long, default_value = "10%")]
+    max_unavailable: String,
+    /// `maxSurge` of the second rolling update (whose `maxUnavailable` is 0).
+    #[arg(long, default_value = "10%")]
+    max_surge: String,
+    /// Milliseconds from a pod's binding to its containers running.
+    #[arg(long, default_value_t = 0)]
+    start_delay_ms: u64,
+    /// Milliseconds from running to Ready.
+    #[arg(long, default_value_t = 0)]
+    readiness_delay_ms: u64,
+    /// Store backend.
+    #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
+    store: StoreKind,
+    /// Data directory (default: a fresh temporary one, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
+    /// Give up after this many seconds per phase.
+    #[arg(long, default_value_t = 1800)]
+    timeout_secs: u64,
+}
+
+/// The thread name of the controllers' runtime (what their CPU is summed by).
+const CONTROLLER_THREADS: &str = "rw-ds-ctrl";
+/// The DaemonSet's name.
+const NAME: &str = "bench";
+
+/// An int-or-percent flag as JSON: a number if it parses as one, else the string (`10%`).
+fn int_or_percent(s: &str) -> Value {
+    s.parse::<i64>().map_or_else(|_| json!(s), |n| json!(n))
+}
+
+/// The DaemonSet, rolling with `max_unavailable` (no surge).
+fn manifest(max_unavailable: &str) -> anyhow::Result<DaemonSet> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": NAME, "labels": {"app": NAME}},
+        "spec": {
+            "selector": {"matchLabels": {"app": NAME}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                "maxUnavailable": int_or_percent(max_unavailable), "maxSurge": 0}},
+            "template": {
+                "metadata": {"labels": {"app": NAME}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "agent", "image": "registry.example/agent:1",
+                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}],
+                },
+            },
+        },
+    }))?)
+}
+
+/// `kubectl rollout status`'s notion of done for a DaemonSet: the latest spec observed, and every
+/// node that should run the pod runs an updated, available one.
+fn rolled_out(ds: &DaemonSet, nodes: usize) -> bool {
+    let Some(s) = &ds.status else { return false };
+    let desired = i32::try_from(nodes).unwrap_or(i32::MAX);
+    s.observed_generation.unwrap_or(0) >= ds.metadata.generation.unwrap_or(0)
+        && s.desired_number_scheduled == desired
+        && s.updated_number_scheduled == Some(desired)
+        && s.number_available == Some(desired)
+}
+
+/// User + system CPU seconds of this process's threads whose name starts with `prefix` (Linux
+/// cuts names to 15 bytes), from `/proc/self/task/*/stat` in USER_HZ (100 on Linux).
+fn threads_cpu_seconds(prefix: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let mut total = 0.0;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|s| s.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        total += (ticks(11) + ticks(12)) / 100.0;
+    }
+    total
+}
+
+/// Request counts by `(verb, resource)`, summed over codes and the other labels.
+type Requests = BTreeMap<(String, String), u64>;
+
+/// Parses `apiserver_request_total` samples out of a Prometheus text exposition.
+fn parse_request_counts(text: &str) -> Requests {
+    let mut counts = Requests::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let (Some(labels_end), Some(value)) = (line.rfind('}'), line.rsplit(' ').next()) else {
+            continue;
+        };
+        let label = |name: &str| {
+            let key = format!("{name}=\"");
+            let labels = &line[..labels_end];
+            let at = labels
+                .find(&format!(",{key}"))
+                .map(|i| i + 1)
+                .or_else(|| labels.find(&format!("{{{key}")).map(|i| i + 1))?
+                + key.len();
+            let len = labels[at..].find('"')?;
+            Some(labels[at..at + len].to_string())
+        };
+        let (Some(verb), Some(resource), Ok(n)) =
+            (label("verb"), label("resource"), value.parse::<f64>())
+        else {
+            continue;
+        };
+        *counts.entry((verb, resource)).or_insert(0) += n as u64;
+    }
+    counts
+}
+
+/// The server's request counters now.
+async fn request_counts(client: &kube::Client) -> anyhow::Result<Requests> {
+    let text = client
+        .request_text(http::Request::get("/metrics").body(Vec::new())?)
+        .await?;
+    Ok(parse_request_counts(&text))
+}
+
+/// Requests made between two readings, largest first.
+fn delta(before: &Requests, after: &Requests) -> Vec<(u64, String, String)> {
+    let mut v: Vec<(u64, String, String)> = after
+        .iter()
+        .map(|(k, n)| {
+            let was = before.get(k).copied().unwrap_or(0);
+            (n.saturating_sub(was), k.0.clone(), k.1.clone())
+        })
+        .filter(|(n, ..)| *n > 0)
+        .collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| (&a.1, &a.2).cmp(&(&b.1, &b.2))));
+    v
+}
+
+/// Runs the controllers on their own runtime (threads named [`CONTROLLER_THREADS`]) over HTTPS
+/// until `stop` fires.
+fn spawn_controllers(
+    kubeconfig: std::path::PathBuf,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
+    Ok(std::thread::Builder::new()
+        .name(CONTROLLER_THREADS.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name(CONTROLLER_THREADS)
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+                let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+                let client = kube::Client::try_from(cfg)?;
+                let running = crate::components::start(
+                    client,
+                    &Components {
+                        controllers: Some(Default::default()),
+                        ..Default::default()
+                    },
+                )?;
+                let _ = stop.await;
+                running.stop().await;
+                anyhow::Ok(())
+            })
+        })?)
+}
+
+/// One reading of the meters.
+struct Meter {
+    at: Instant,
+    cpu: f64,
+    controllers: f64,
+    requests: Requests,
+}
+
+impl Meter {
+    async fn read(client: &kube::Client) -> anyhow::Result<Self> {
+        Ok(Self {
+            at: Instant::now(),
+            cpu: nodesim::bench::cpu_seconds(),
+            controllers: threads_cpu_seconds(CONTROLLER_THREADS),
+            requests: request_counts(client).await?,
+        })
+    }
+
+    /// Prints one phase's figures, from `self` to `end`, over `pods` pods.
+    fn report(&self, end: &Meter, phase: &str, pods: usize) {
+        let wall = end.at.duration_since(self.at).as_secs_f64();
+        let requests = delta(&self.requests, &end.requests);
+        let total: u64 = requests.iter().map(|r| r.0).sum();
+        let per = pods.max(1) as f64;
+        println!(
+            "{phase}: {wall:.2}s wall ({:.0} pods/s); CPU: controllers {:.2}s, whole process {:.2}s (API server, store, simulated nodes, scheduler, controllers); {total} API requests ({:.1} per pod); peak RSS so far {:.0} MiB",
+            per / wall.max(1e-9),
+            end.controllers - self.controllers,
+            end.cpu - self.cpu,
+            total as f64 / per,
+            peak_rss().unwrap_or(0) as f64 / 1048576.0,
+        );
+        for (n, verb, resource) in requests.iter().take(8) {
+            println!("  {n:>8}  {:>6.2}/pod  {verb} {resource}", *n as f64 / per);
+        }
+    }
+}
+
+/// Waits until the DaemonSet has rolled out its latest spec over every node.
+async fn wait_rolled_out(
+    api: &Api<DaemonSet>,
+    nodes: usize,
+    what: &str,
+    timeout: Duration,
+) -> anyhow::Result<DaemonSet> {
+    embedded::wait_until(api, what, timeout, |d: &DaemonSet| {
+        d.name_any() == NAME && rolled_out(d, nodes)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Runs the benchmark and prints its figures.
+pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = b
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let timeout = Duration::from_secs(b.timeout_secs);
+    let nodes = nodesim::NodeSim {
+        nodes: b.nodes,
+        start_delay: nodesim::distribution::Distribution::Fixed(Duration::from_millis(
+            b.start_delay_ms,
+        )),
+        readiness_delay: nodesim::distribution::Distribution::Fixed(Duration::from_millis(
+            b.readiness_delay_ms,
+        )),
+        ..Default::default()
+    };
+    let cp = ControlPlane::start(Options {
+        data_dir: dir,
+        port: 0,
+        store: b.store,
+        components: Components {
+            nodes: Some(nodes),
+            scheduler: Some(Default::default()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let controllers = spawn_controllers(cp.kubeconfig.clone(), stop_rx)?;
+    let client = embedded::client_for(&cp.server);
+    println!(
+        "rollwright bench daemonset: {} simulated nodes (start {}ms, readiness {}ms), maxUnavailable {} then maxSurge {}, store {:?}",
+        b.nodes, b.start_delay_ms, b.readiness_delay_ms, b.max_unavailable, b.max_surge, b.store
+    );
+
+    // Every node registered and Ready before the clock starts.
+    let setup = Instant::now();
+    let mut ready = HashSet::new();
+    embedded::wait_until(
+        &Api::<Node>::all(client.clone()),
+        "nodes ready",
+        timeout,
+        |n: &Node| {
+            let is_ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                .is_some_and(|c| c.status == "True");
+            if is_ready {
+                ready.insert(n.name_any());
+            }
+            ready.len() >= b.nodes
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "setup: {} nodes Ready in {:.1}s",
+        b.nodes,
+        setup.elapsed().as_secs_f64()
+    );
+
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    let m0 = Meter::read(&client).await?;
+    api.create(&PostParams::default(), &manifest(&b.max_unavailable)?)
+        .await
+        .context("creating the DaemonSet")?;
+    wait_rolled_out(&api, b.nodes, "all daemon pods available", timeout).await?;
+    let m1 = Meter::read(&client).await?;
+    m0.report(&m1, "create (a pod per node, all available)", b.nodes);
+
+    // A new image, maxUnavailable as given.
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "registry.example/agent:2"}]}}}});
+    api.patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .context("changing the image")?;
+    wait_rolled_out(&api, b.nodes, "rolling update done", timeout).await?;
+    let m2 = Meter::read(&client).await?;
+    m1.report(
+        &m2,
+        &format!("rolling update, maxUnavailable {}", b.max_unavailable),
+        b.nodes,
+    );
+
+    // Another image, surging: the new pod starts beside the old one.
+    let patch = json!({"spec": {
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+            "maxUnavailable": 0, "maxSurge": int_or_percent(&b.max_surge)}},
+        "template": {"spec": {"containers": [{"name": "agent", "image": "registry.example/agent:3"}]}},
+    }});
+    api.patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .context("changing the image and strategy")?;
+    wait_rolled_out(&api, b.nodes, "surging update done", timeout).await?;
+    let m3 = Meter::read(&client).await?;
+    m2.report(
+        &m3,
+        &format!("rolling update, maxSurge {} maxUnavailable 0", b.max_surge),
+        b.nodes,
+    );
+    println!(
+        "total: {:.2}s wall; CPU: controllers {:.2}s, whole process {:.2}s; peak RSS {:.0} MiB (everything in this process)",
+        m3.at.duration_since(m0.at).as_secs_f64(),
+        m3.controllers - m0.controllers,
+        m3.cpu - m0.cpu,
+        peak_rss().unwrap_or(0) as f64 / 1048576.0
+    );
+
+    let _ = stop_tx.send(());
+    match tokio::task::spawn_blocking(move || controllers.join()).await? {
+        Ok(r) => r?,
+        Err(_) => anyhow::bail!("the controllers' thread panicked"),
+    }
+    cp.stop().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_counts_sum_over_codes_and_read_only_the_request_family() {
+        let text = r#"# TYPE apiserver_request_total counter
+apiserver_request_total{verb="create",resource="pods",code="201"} 10
+apiserver_request_total{verb="create",resource="pods",code="409"} 2
+apiserver_request_total{code="200",resource="daemonsets",verb="patch"} 3
+apiserver_request_duration_seconds_count{verb="create",resource="pods"} 99
+"#;
+        let got = parse_request_counts(text);
+        let want: Requests = [
+            (("create".to_string(), "pods".to_string()), 12),
+            (("patch".to_string(), "daemonsets".to_string()), 3),
+        ]
+        .into();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn deltas_skip_unchanged_counters_largest_first() {
+        let before: Requests = [(("create".to_string(), "pods".to_string()), 5)].into();
+        let after: Requests = [
+            (("create".to_string(), "pods".to_string()), 15),
+            (("delete".to_string(), "pods".to_string()), 20),
+        ]
+        .into();
+        assert_eq!(
+            delta(&before, &after),
+            vec![
+                (20, "delete".to_string(), "pods".to_string()),
+                (10, "create".to_string(), "pods".to_string()),
+            ]
+        );
+        assert!(delta(&after, &after).is_empty());
+    }
+
+    #[test]
+    fn rolled_out_needs_the_spec_observed_and_every_node_updated_and_available() {
+        let ds = |generation: i64, observed: i64, desired: i32, updated: i32, available: i32| {
+            serde_json::from_value::<DaemonSet>(json!({
+                "metadata": {"name": NAME, "generation": generation},
+                "status": {"observedGeneration": observed, "desiredNumberScheduled": desired,
+                           "currentNumberScheduled": desired, "numberMisscheduled": 0,
+                           "numberReady": available, "updatedNumberScheduled": updated,
+                           "numberAvailable": available},
+            }))
+            .unwrap_or_default()
+        };
+        for (case, want) in [
+            (ds(2, 2, 4, 4, 4), true),
+            (ds(2, 1, 4, 4, 4), false), // the new spec not yet seen
+            (ds(2, 2, 3, 3, 3), false), // a node not yet counted
+            (ds(2, 2, 4, 3, 4), false), // one pod not updated
+            (ds(2, 2, 4, 4, 3), false), // one not available
+        ] {
+            assert_eq!(rolled_out(&case, 4), want, "{:?}", case.status);
+        }
+        assert!(!rolled_out(&DaemonSet::default(), 4), "no status yet");
+    }
+
+    #[test]
+    fn int_or_percent_flags_become_numbers_or_strings() {
+        assert_eq!(int_or_percent("3"), json!(3));
+        assert_eq!(int_or_percent("10%"), json!("10%"));
+    }
+}

@@ -1,0 +1,420 @@
+//! `rollwright bench deploy`: one big Deployment created and then rolled (issue 4).
+//!
+//! Starts a control plane in this process with simulated nodes (no start or readiness delay by
+//! default) and the scheduler; the controllers run on a runtime of their own and reach the server
+//! over HTTPS as `rollwright controllers --kubeconfig` would, so the CPU of their threads is
+//! theirs alone. Creates a Deployment, times it to available, then changes its image and times the
+//! rollout, counting API requests from the server's `apiserver_request_total`.
+
+use super::peak_rss;
+use crate::{
+    components::Components,
+    control_plane::{ControlPlane, Options, StoreKind},
+};
+use anyhow::Context as _;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
+use std::{
+    collections::{BTreeMap, HashSet},
+    time::{Duration, Instant},
+};
+
+/// Options of the Deployment benchmark.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeployBench {
+    /// Replicas of the Deployment.
+    #[arg(long, default_value_t = 10_000)]
+    replicas: i32,
+    /// Simulated nodes.
+    #[arg(long, default_value_t = 500)]
+    nodes: usize,
+    /// The rolling update's maxSurge.
+    #[arg(long, default_value = "25%")]
+    max_surge: String,
+    /// The rolling update's maxUnavailable.
+    #[arg(long, default_value = "25%")]
+    max_unavailable: String,
+    /// Milliseconds from a pod's binding to its containers running.
+    #[arg(long, default_value_t = 0)]
+    start_delay_ms: u64,
+    /// Milliseconds from running to Ready.
+    #[arg(long, default_value_t = 0)]
+    readiness_delay_ms: u64,
+    /// Store backend.
+    #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
+    store: StoreKind,
+    /// Data directory (default: a fresh temporary one, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
+    /// Give up after this many seconds per phase.
+    #[arg(long, default_value_t = 1800)]
+    timeout_secs: u64,
+}
+
+/// The thread name of the controllers' runtime (what their CPU is summed by).
+const CONTROLLER_THREADS: &str = "rw-controllers";
+
+fn manifest(replicas: i32, surge: &str, unavailable: &str) -> anyhow::Result<Deployment> {
+    let int_or_percent = |s: &str| match s.parse::<i64>() {
+        Ok(n) => serde_json::json!(n),
+        Err(_) => serde_json::json!(s),
+    };
+    Ok(serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "bench", "labels": {"app": "bench"}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "bench"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                "maxSurge": int_or_percent(surge), "maxUnavailable": int_or_percent(unavailable)}},
+            "template": {
+                "metadata": {"labels": {"app": "bench"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
+            },
+        },
+    }))?)
+}
+
+/// `kubectl rollout status`'s notion of done.
+fn rolled_out(d: &Deployment) -> bool {
+    let Some(s) = &d.status else { return false };
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    s.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
+        && s.updated_replicas.unwrap_or(0) == want
+        && s.replicas.unwrap_or(0) == want
+        && s.available_replicas.unwrap_or(0) == want
+}
+
+/// User + system CPU seconds of this process's threads whose name starts with `prefix` (Linux
+/// names are cut to 15 bytes), from `/proc/self/task/*/stat` in USER_HZ (100 on Linux).
+fn threads_cpu_seconds(prefix: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let mut total = 0.0;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|s| s.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        total += (ticks(11) + ticks(12)) / 100.0;
+    }
+    total
+}
+
+/// `apiserver_request_total` by `(verb, resource)`, summed over response codes.
+async fn request_counts(client: &kube::Client) -> anyhow::Result<BTreeMap<(String, String), u64>> {
+    let text = client
+        .request_text(http::Request::get("/metrics").body(Vec::new())?)
+        .await?;
+    let mut counts = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let (Some(labels_end), Some(value)) = (line.rfind('}'), line.rsplit(' ').next()) else {
+            continue;
+        };
+        let label = |name: &str| {
+            let key = format!("{name}=\"");
+            let at = line[..labels_end].find(&key)? + key.len();
+            let len = line[at..].find('"')?;
+            Some(line[at..at + len].to_string())
+        };
+        let (Some(verb), Some(resource), Ok(n)) =
+            (label("verb"), label("resource"), value.parse::<f64>())
+        else {
+            continue;
+        };
+        *counts.entry((verb, resource)).or_insert(0) += n as u64;
+    }
+    Ok(counts)
+}
+
+/// Requests made between two readings, largest first.
+fn delta(
+    before: &BTreeMap<(String, String), u64>,
+    after: &BTreeMap<(String, String), u64>,
+) -> Vec<(u64, String, String)> {
+    let mut v: Vec<(u64, String, String)> = after
+        .iter()
+        .map(|(k, n)| {
+            (
+                n.saturating_sub(before.get(k).copied().unwrap_or(0)),
+                k.0.clone(),
+                k.1.clone(),
+            )
+        })
+        .filter(|(n, ..)| *n > 0)
+        .collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| (&a.1, &a.2).cmp(&(&b.1, &b.2))));
+    v
+}
+
+/// Waits until the Deployment satisfies `pred`.
+async fn wait_deployment(
+    api: &Api<Deployment>,
+    what: &str,
+    timeout: Duration,
+    mut pred: impl FnMut(&Deployment) -> bool,
+) -> anyhow::Result<Deployment> {
+    embedded::wait_until(api, what, timeout, |d: &Deployment| {
+        d.name_any() == "bench" && pred(d)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Runs the controllers on their own runtime (threads named [`CONTROLLER_THREADS`]) over HTTPS
+/// until `stop` fires.
+fn spawn_controllers(
+    kubeconfig: std::path::PathBuf,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
+    Ok(std::thread::Builder::new()
+        .name(CONTROLLER_THREADS.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name(CONTROLLER_THREADS)
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+                let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+                let client = kube::Client::try_from(cfg)?;
+                let running = crate::components::start(
+                    client,
+                    &Components {
+                        controllers: Some(Default::default()),
+                        ..Default::default()
+                    },
+                )?;
+                let _ = stop.await;
+                running.stop().await;
+                anyhow::Ok(())
+            })
+        })?)
+}
+
+/// Runs the benchmark and prints its figures.
+pub async fn run(b: DeployBench) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = b
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let timeout = Duration::from_secs(b.timeout_secs);
+    // Room for every pod plus the surge and the ones still terminating, evenly spread.
+    let per_node = (b.replicas.max(0) as u64 * 2).div_ceil(b.nodes.max(1) as u64) as u32 + 10;
+    let nodes = nodesim::NodeSim {
+        nodes: b.nodes,
+        max_pods: per_node.max(110),
+        start_delay: nodesim::distribution::Distribution::Fixed(Duration::from_millis(
+            b.start_delay_ms,
+        )),
+        readiness_delay: nodesim::distribution::Distribution::Fixed(Duration::from_millis(
+            b.readiness_delay_ms,
+        )),
+        ..Default::default()
+    };
+    let cp = ControlPlane::start(Options {
+        data_dir: dir.clone(),
+        port: 0,
+        store: b.store,
+        components: Components {
+            nodes: Some(nodes),
+            scheduler: Some(Default::default()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let controllers = spawn_controllers(cp.kubeconfig.clone(), stop_rx)?;
+    let client = embedded::client_for(&cp.server);
+    println!(
+        "rollwright bench deploy: {} replicas on {} simulated nodes (max {} pods each; start {}ms, readiness {}ms), maxSurge {} maxUnavailable {}, store {:?}",
+        b.replicas,
+        b.nodes,
+        per_node.max(110),
+        b.start_delay_ms,
+        b.readiness_delay_ms,
+        b.max_surge,
+        b.max_unavailable,
+        b.store
+    );
+
+    // Every node registered before the clock starts.
+    let mut seen = HashSet::new();
+    embedded::wait_until(
+        &Api::<Node>::all(client.clone()),
+        "nodes registered",
+        timeout,
+        |n: &Node| {
+            seen.insert(n.name_any());
+            seen.len() >= b.nodes
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let (cpu0, ctl0, req0) = (
+        nodesim::bench::cpu_seconds(),
+        threads_cpu_seconds(CONTROLLER_THREADS),
+        request_counts(&client).await?,
+    );
+    let started = Instant::now();
+    api.create(
+        &PostParams::default(),
+        &manifest(b.replicas, &b.max_surge, &b.max_unavailable)?,
+    )
+    .await
+    .context("creating the Deployment")?;
+    wait_deployment(&api, "available", timeout, rolled_out).await?;
+    let create_time = started.elapsed();
+    let (cpu1, ctl1, req1) = (
+        nodesim::bench::cpu_seconds(),
+        threads_cpu_seconds(CONTROLLER_THREADS),
+        request_counts(&client).await?,
+    );
+    let create_requests: u64 = delta(&req0, &req1).iter().map(|r| r.0).sum();
+    println!(
+        "create: {} pods available in {:.2}s = {:.0} pods/s; CPU: controllers {:.2}s, whole process {:.2}s; {} API requests = {:.1} per pod",
+        b.replicas,
+        create_time.as_secs_f64(),
+        f64::from(b.replicas) / create_time.as_secs_f64(),
+        ctl1 - ctl0,
+        cpu1 - cpu0,
+        create_requests,
+        create_requests as f64 / f64::from(b.replicas.max(1))
+    );
+
+    // The rollout: a new image.
+    let started = Instant::now();
+    let patch = serde_json::json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/app:2"}]}}}});
+    let patched = api
+        .patch("bench", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .context("changing the image")?;
+    let generation = patched.metadata.generation.unwrap_or(0);
+    wait_deployment(&api, "rolled out", timeout, |d| {
+        d.status
+            .as_ref()
+            .and_then(|s| s.observed_generation)
+            .unwrap_or(0)
+            >= generation
+            && rolled_out(d)
+    })
+    .await?;
+    let roll_time = started.elapsed();
+    let (cpu2, ctl2, req2) = (
+        nodesim::bench::cpu_seconds(),
+        threads_cpu_seconds(CONTROLLER_THREADS),
+        request_counts(&client).await?,
+    );
+    let requests = delta(&req1, &req2);
+    let total: u64 = requests.iter().map(|r| r.0).sum();
+    let replaced = f64::from(b.replicas.max(1));
+    println!(
+        "rollout: {} pods replaced in {:.2}s = {:.0} pods/s; CPU: controllers {:.2}s, whole process {:.2}s (API server, store, nodes, scheduler, controllers)",
+        b.replicas,
+        roll_time.as_secs_f64(),
+        replaced / roll_time.as_secs_f64(),
+        ctl2 - ctl1,
+        cpu2 - cpu1
+    );
+    println!(
+        "rollout: {total} API requests = {:.1} per replaced pod; by verb and resource:",
+        total as f64 / replaced
+    );
+    for (n, verb, resource) in &requests {
+        println!(
+            "  {n:>8}  {:>6.2}/pod  {verb} {resource}",
+            *n as f64 / replaced
+        );
+    }
+    println!(
+        "memory: peak RSS {:.0} MiB (everything in this process)",
+        peak_rss().unwrap_or(0) as f64 / 1048576.0
+    );
+
+    let _ = stop_tx.send(());
+    match tokio::task::spawn_blocking(move || controllers.join()).await? {
+        Ok(r) => r?,
+        Err(_) => anyhow::bail!("the controllers' thread panicked"),
+    }
+    cp.stop().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_deltas_sum_over_codes_and_skip_unchanged() {
+        let before: BTreeMap<(String, String), u64> = [
+            (("create".to_string(), "pods".to_string()), 5),
+            (("get".to_string(), "nodes".to_string()), 3),
+        ]
+        .into();
+        let after: BTreeMap<(String, String), u64> = [
+            (("create".to_string(), "pods".to_string()), 15),
+            (("get".to_string(), "nodes".to_string()), 3),
+            (("delete".to_string(), "pods".to_string()), 10),
+            (("patch".to_string(), "replicasets".to_string()), 2),
+        ]
+        .into();
+        assert_eq!(
+            delta(&before, &after),
+            vec![
+                (10, "create".to_string(), "pods".to_string()),
+                (10, "delete".to_string(), "pods".to_string()),
+                (2, "patch".to_string(), "replicasets".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rolled_out_needs_every_replica_updated_available_and_observed() {
+        let d = |generation: i64,
+                 observed: i64,
+                 replicas: i32,
+                 updated: i32,
+                 available: i32|
+         -> Deployment {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "bench", "generation": generation},
+                "spec": {"replicas": 4, "selector": {}, "template": {}},
+                "status": {"observedGeneration": observed, "replicas": replicas,
+                           "updatedReplicas": updated, "availableReplicas": available},
+            }))
+            .unwrap_or_default()
+        };
+        for (case, want) in [
+            (d(2, 2, 4, 4, 4), true),
+            (d(2, 1, 4, 4, 4), false), // the new spec not yet seen
+            (d(2, 2, 5, 4, 4), false), // an old pod left
+            (d(2, 2, 4, 3, 4), false), // one not updated
+            (d(2, 2, 4, 4, 3), false), // one not available
+        ] {
+            assert_eq!(rolled_out(&case), want, "{:?}", case.status);
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! `rollwright bench nodes`: the node simulator at scale.
+//!
+//! Starts an API server in this process (no scheduler, no controllers), then runs
+//! `nodesim::bench::run`: registers the nodes, creates the pods and binds them round robin through
+//! the binding subresource, and waits until the simulation has driven every pod to Ready. CPU and
+//! peak memory are the whole process's, so they include the API server and its store.
+
+use super::peak_rss;
+use crate::control_plane::{ControlPlane, Options, StoreKind};
+
+/// Options of the node simulator benchmark.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NodesBench {
+    /// Simulated nodes.
+    #[arg(long, default_value_t = 5_000)]
+    nodes: usize,
+    /// Pods to drive to Ready.
+    #[arg(long, default_value_t = 100_000)]
+    pods: usize,
+    /// Do not record Events (measures the simulation without the event pipeline).
+    #[arg(long)]
+    no_events: bool,
+    /// Store backend of the in-process API server.
+    #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+    store: StoreKind,
+    /// Data directory (default: a fresh temporary one, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
+}
+
+/// Runs the benchmark and prints its figures.
+pub async fn run(b: NodesBench) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = b
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let cp = ControlPlane::start(Options {
+        data_dir: dir,
+        port: 0,
+        store: b.store,
+        ..Default::default()
+    })
+    .await?;
+    println!(
+        "rollwright bench nodes: {} nodes, {} pods, events {}, store {:?}",
+        b.nodes,
+        b.pods,
+        if b.no_events { "off" } else { "on" },
+        b.store
+    );
+    let idle_rss = peak_rss().unwrap_or(0);
+    // In-process, as `rollwright up` runs the simulator: no TCP or TLS between it and the server.
+    let client = embedded::client_for(&cp.server);
+    let report = nodesim::bench::run(client, b.nodes, b.pods, !b.no_events).await?;
+    println!("{report}");
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "process: {:.1} CPU s during the run ({:.1} CPU s per 10,000 pods); peak RSS {:.0} MiB (API server alone before the run: {:.0} MiB)",
+        report.cpu_seconds,
+        report.cpu_seconds * 10_000.0 / b.pods.max(1) as f64,
+        mib(report.peak_rss_kib),
+        idle_rss as f64 / 1048576.0
+    );
+    println!(
+        "throughput: {:.0} pods Ready/s; {:.1} writes per pod",
+        b.pods as f64 / report.pods_ready.as_secs_f64().max(1e-9),
+        report.writes as f64 / b.pods.max(1) as f64
+    );
+    cp.stop().await;
+    Ok(())
+}
