@@ -121,8 +121,11 @@ impl Recorder {
         let object = object.clone();
         let reason = reason.to_string();
         let message = message.into();
+        // Stamped (and named) now, when it happens, not when the write gets through: events
+        // recorded in order then read in order even when their writes race.
+        let at = jiff::Timestamp::now();
         tokio::spawn(async move {
-            if let Err(e) = this.publish(&object, kind, &reason, &message).await {
+            if let Err(e) = this.publish_at(&object, kind, &reason, &message, at).await {
                 tracing::debug!(error = %e, reason, "event not recorded");
             }
         });
@@ -137,6 +140,20 @@ impl Recorder {
         reason: &str,
         message: &str,
     ) -> Result<bool, kube::Error> {
+        self.publish_at(object, kind, reason, message, jiff::Timestamp::now())
+            .await
+    }
+
+    /// [`Recorder::publish`] for an event that happened at `now` (callers that queue events
+    /// stamp them when they happen).
+    pub async fn publish_at(
+        &self,
+        object: &ObjectReference,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+        now: jiff::Timestamp,
+    ) -> Result<bool, kube::Error> {
         let object_key = format!(
             "{}/{}/{}/{}",
             object.kind.as_deref().unwrap_or(""),
@@ -150,7 +167,6 @@ impl Recorder {
             reason: reason.into(),
             message: message.into(),
         };
-        let now = jiff::Timestamp::now();
         let now_time = Time(now);
         let namespace = object
             .namespace
