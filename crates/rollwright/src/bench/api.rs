@@ -50,11 +50,23 @@ fn pod(name: &str) -> Pod {
 /// Runs the benchmark and prints its figures.
 pub async fn run(b: ApiBench) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
-    let dir = b.data_dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-    let cp = ControlPlane::start(Options { data_dir: dir.clone(), port: 0, store: b.store, ..Default::default() }).await?;
+    let dir = b
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let cp = ControlPlane::start(Options {
+        data_dir: dir.clone(),
+        port: 0,
+        store: b.store,
+        ..Default::default()
+    })
+    .await?;
     let client = cp.client().await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    println!("rollwright bench api: {} pods, {} clients, {} watchers, store {:?}", b.pods, b.clients, b.watchers, b.store);
+    println!(
+        "rollwright bench api: {} pods, {} clients, {} watchers, store {:?}",
+        b.pods, b.clients, b.watchers, b.store
+    );
     let rss_before = rss().unwrap_or(0);
 
     // Phase 1: concurrent creates.
@@ -73,7 +85,8 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
                     break;
                 }
                 let t = Instant::now();
-                pods.create(&PostParams::default(), &pod(&format!("bench-{i}"))).await?;
+                pods.create(&PostParams::default(), &pod(&format!("bench-{i}")))
+                    .await?;
                 lat.push(t.elapsed());
             }
             anyhow::Ok(lat)
@@ -100,13 +113,22 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
     let text = client.request_text(req).await?;
     let list_time = list_started.elapsed();
     let count = text.matches("\"kind\":\"Pod\"").count();
-    println!("list: {count} pods, {:.1} MB in {:.3}s", text.len() as f64 / 1e6, list_time.as_secs_f64());
+    println!(
+        "list: {count} pods, {:.1} MB in {:.3}s",
+        text.len() as f64 / 1e6,
+        list_time.as_secs_f64()
+    );
     drop(text);
 
     // Phase 3: watch fan-out.
-    let list = pods.list_metadata(&kube::api::ListParams::default().limit(1)).await?;
+    let list = pods
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await?;
     let rv = list.metadata.resource_version.unwrap_or_default();
-    let created_at = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<String, Instant>::new()));
+    let created_at = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+        String,
+        Instant,
+    >::new()));
     let mut watchers = Vec::new();
     for _ in 0..b.watchers {
         let pods = pods.clone();
@@ -114,7 +136,10 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
         let created_at = created_at.clone();
         let want = b.fanout_pods;
         watchers.push(tokio::spawn(async move {
-            let mut stream = pods.watch(&WatchParams::default().labels("app=fanout"), &rv).await?.boxed();
+            let mut stream = pods
+                .watch(&WatchParams::default().labels("app=fanout"), &rv)
+                .await?
+                .boxed();
             let mut delays = Vec::with_capacity(want);
             while delays.len() < want {
                 match stream.try_next().await? {
@@ -137,7 +162,10 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     for i in 0..b.fanout_pods {
         let mut p = pod(&format!("fanout-{i}"));
-        p.metadata.labels.get_or_insert_default().insert("app".into(), "fanout".into());
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("app".into(), "fanout".into());
         if let Ok(mut m) = created_at.lock() {
             m.insert(format!("fanout-{i}"), Instant::now());
         }

@@ -6,7 +6,10 @@
 //! theirs alone. Creates a Deployment, times it to available, then changes its image and times the
 //! rollout, counting API requests from the server's `apiserver_request_total`.
 
-use super::peak_rss;
+use super::{
+    meter::{CONTROLLER_THREADS, delta, request_counts, spawn_controllers, threads_cpu_seconds},
+    peak_rss,
+};
 use crate::{
     components::Components,
     control_plane::{ControlPlane, Options, StoreKind},
@@ -18,7 +21,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::HashSet,
     time::{Duration, Instant},
 };
 
@@ -55,7 +58,6 @@ pub struct DeployBench {
 }
 
 /// The thread name of the controllers' runtime (what their CPU is summed by).
-const CONTROLLER_THREADS: &str = "rw-controllers";
 
 fn manifest(replicas: i32, surge: &str, unavailable: &str) -> anyhow::Result<Deployment> {
     let int_or_percent = |s: &str| match s.parse::<i64>() {
@@ -87,84 +89,6 @@ fn rolled_out(d: &Deployment) -> bool {
         && s.available_replicas.unwrap_or(0) == want
 }
 
-/// User + system CPU seconds of this process's threads whose name starts with `prefix` (Linux
-/// names are cut to 15 bytes), from `/proc/self/task/*/stat` in USER_HZ (100 on Linux).
-fn threads_cpu_seconds(prefix: &str) -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    let mut total = 0.0;
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        if !stat[open + 1..close].starts_with(prefix) {
-            continue;
-        }
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|s| s.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        total += (ticks(11) + ticks(12)) / 100.0;
-    }
-    total
-}
-
-/// `apiserver_request_total` by `(verb, resource)`, summed over response codes.
-async fn request_counts(client: &kube::Client) -> anyhow::Result<BTreeMap<(String, String), u64>> {
-    let text = client
-        .request_text(http::Request::get("/metrics").body(Vec::new())?)
-        .await?;
-    let mut counts = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
-        let (Some(labels_end), Some(value)) = (line.rfind('}'), line.rsplit(' ').next()) else {
-            continue;
-        };
-        let label = |name: &str| {
-            let key = format!("{name}=\"");
-            let at = line[..labels_end].find(&key)? + key.len();
-            let len = line[at..].find('"')?;
-            Some(line[at..at + len].to_string())
-        };
-        let (Some(verb), Some(resource), Ok(n)) =
-            (label("verb"), label("resource"), value.parse::<f64>())
-        else {
-            continue;
-        };
-        *counts.entry((verb, resource)).or_insert(0) += n as u64;
-    }
-    Ok(counts)
-}
-
-/// Requests made between two readings, largest first.
-fn delta(
-    before: &BTreeMap<(String, String), u64>,
-    after: &BTreeMap<(String, String), u64>,
-) -> Vec<(u64, String, String)> {
-    let mut v: Vec<(u64, String, String)> = after
-        .iter()
-        .map(|(k, n)| {
-            (
-                n.saturating_sub(before.get(k).copied().unwrap_or(0)),
-                k.0.clone(),
-                k.1.clone(),
-            )
-        })
-        .filter(|(n, ..)| *n > 0)
-        .collect();
-    v.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| (&a.1, &a.2).cmp(&(&b.1, &b.2))));
-    v
-}
-
 /// Waits until the Deployment satisfies `pred`.
 async fn wait_deployment(
     api: &Api<Deployment>,
@@ -177,38 +101,6 @@ async fn wait_deployment(
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-/// Runs the controllers on their own runtime (threads named [`CONTROLLER_THREADS`]) over HTTPS
-/// until `stop` fires.
-fn spawn_controllers(
-    kubeconfig: std::path::PathBuf,
-    stop: tokio::sync::oneshot::Receiver<()>,
-) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
-    Ok(std::thread::Builder::new()
-        .name(CONTROLLER_THREADS.into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name(CONTROLLER_THREADS)
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-                let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-                let client = kube::Client::try_from(cfg)?;
-                let running = crate::components::start(
-                    client,
-                    &Components {
-                        controllers: Some(Default::default()),
-                        ..Default::default()
-                    },
-                )?;
-                let _ = stop.await;
-                running.stop().await;
-                anyhow::Ok(())
-            })
-        })?)
 }
 
 /// Runs the benchmark and prints its figures.
@@ -366,30 +258,6 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn request_deltas_sum_over_codes_and_skip_unchanged() {
-        let before: BTreeMap<(String, String), u64> = [
-            (("create".to_string(), "pods".to_string()), 5),
-            (("get".to_string(), "nodes".to_string()), 3),
-        ]
-        .into();
-        let after: BTreeMap<(String, String), u64> = [
-            (("create".to_string(), "pods".to_string()), 15),
-            (("get".to_string(), "nodes".to_string()), 3),
-            (("delete".to_string(), "pods".to_string()), 10),
-            (("patch".to_string(), "replicasets".to_string()), 2),
-        ]
-        .into();
-        assert_eq!(
-            delta(&before, &after),
-            vec![
-                (10, "create".to_string(), "pods".to_string()),
-                (10, "delete".to_string(), "pods".to_string()),
-                (2, "patch".to_string(), "replicasets".to_string()),
-            ]
-        );
-    }
 
     #[test]
     fn rolled_out_needs_every_replica_updated_available_and_observed() {

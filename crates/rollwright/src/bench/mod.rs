@@ -4,6 +4,7 @@
 mod api;
 mod daemonset;
 mod deploy;
+mod meter;
 mod nodes;
 mod scheduler;
 
