@@ -57,8 +57,6 @@ pub struct DeployBench {
     timeout_secs: u64,
 }
 
-/// The thread name of the controllers' runtime (what their CPU is summed by).
-
 fn manifest(replicas: i32, surge: &str, unavailable: &str) -> anyhow::Result<Deployment> {
     let int_or_percent = |s: &str| match s.parse::<i64>() {
         Ok(n) => serde_json::json!(n),
