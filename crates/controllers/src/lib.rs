@@ -2,6 +2,7 @@
 //! unchanged in `rollwright up` and against a real cluster.
 //!
 //! - [`gc`]: the garbage collector (owner references, cascading deletion).
+//! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //! - [`runtime`]: the work queue and reconcile contract they share (and the workload
@@ -22,6 +23,7 @@ pub mod invariants;
 pub mod node_lifecycle;
 pub mod owner_index;
 pub mod ownership;
+pub mod pod_gc;
 pub mod replicaset;
 pub mod runtime;
 
@@ -30,6 +32,11 @@ use kube::Client;
 /// Runs the garbage collector until dropped. See [`gc::Config`] for the knobs.
 pub async fn run_gc(client: Client, config: gc::Config) {
     gc::run(client, config).await
+}
+
+/// Runs the pod garbage collector until dropped. See [`pod_gc::Config`] for the knobs.
+pub async fn run_pod_gc(client: Client, config: pod_gc::Config) {
+    pod_gc::run(client, config).await
 }
 
 /// Runs the node lifecycle controller until dropped. See [`node_lifecycle::Config`].

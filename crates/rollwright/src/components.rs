@@ -90,6 +90,7 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
 fn controller_tasks(client: Client, settings: &ControllerSettings) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
     vec![
         Box::pin(controllers::run_gc(client.clone(), Default::default())),
+        Box::pin(controllers::run_pod_gc(client.clone(), Default::default())),
         Box::pin(controllers::run_node_lifecycle(client.clone(), settings.node_lifecycle.clone())),
         Box::pin(controllers::replicaset::run(client.clone(), Default::default())),
         Box::pin(controllers::deployment::run(client.clone(), Default::default())),
