@@ -387,3 +387,200 @@ async fn a_not_ready_node_gets_the_not_ready_taints() {
     .await;
     wait_taints(&client, "n4", &[]).await;
 }
+
+/// The pod's `Ready` status, if it has the condition.
+fn pod_ready(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
+
+/// What a kubelet posts for a running pod: Ready (with a reason the marking must keep) and the
+/// other conditions.
+async fn set_pod_status(client: &Client, name: &str, phase: &str, ready: &str) -> Pod {
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let then = "2020-01-01T00:00:00Z";
+    let patch = json!({"status": {"phase": phase, "conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": then},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": then},
+        {"type": "ContainersReady", "status": ready, "lastTransitionTime": then},
+        {"type": "Ready", "status": ready, "reason": "KubeletSaid", "lastTransitionTime": then},
+    ]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap()
+}
+
+async fn wait_event(client: &Client, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
+    let events: Api<Event> = Api::all(client.clone());
+    embedded::wait_until(&events, what, TIMEOUT, pred)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn pods_on_a_silent_node_are_marked_not_ready_once() {
+    let (_s, client) = start(Duration::from_secs(2)).await;
+    node(&client, "n5").await;
+    for name in ["serving", "starting", "done"] {
+        pod(&client, name, "n5", json!([])).await;
+    }
+    set_pod_status(&client, "serving", "Running", "True").await;
+    set_pod_status(&client, "starting", "Running", "False").await;
+    // Unusual but possible: a finished pod still saying Ready. Not the controller's to touch.
+    set_pod_status(&client, "done", "Succeeded", "True").await;
+    let done_before = Api::<Pod>::default_namespaced(client.clone())
+        .get("done")
+        .await
+        .unwrap();
+
+    // No renewals: after the grace period the node is Unknown and its Ready pod is not.
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let marked = embedded::wait_until(&pods, "serving Ready=False", TIMEOUT, |p| {
+        p.name_any() == "serving" && pod_ready(p).as_deref() == Some("False")
+    })
+    .await
+    .unwrap();
+    let conditions = marked.status.unwrap().conditions.unwrap();
+    let by = |t: &str| conditions.iter().find(|c| c.type_ == t).unwrap();
+    // Only Ready changed: its reason stays, its transition time is now.
+    assert_eq!(by("Ready").reason.as_deref(), Some("KubeletSaid"));
+    assert!(
+        by("Ready").last_transition_time.as_ref().unwrap().0
+            > "2021-01-01T00:00:00Z".parse().unwrap()
+    );
+    assert_eq!(by("ContainersReady").status, "True");
+    assert_eq!(by("PodScheduled").status, "True");
+    assert_eq!(conditions.len(), 4);
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n5 = nodes.get("n5").await.unwrap();
+    assert_eq!(
+        n5.status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+            .status,
+        "Unknown"
+    );
+    let warning = wait_event(&client, "NodeNotReady on the pod", |e| {
+        e.involved_object.name.as_deref() == Some("serving")
+            && e.reason.as_deref() == Some("NodeNotReady")
+    })
+    .await;
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    assert_eq!(warning.message.as_deref(), Some("Node is not ready"));
+    assert_eq!(warning.involved_object.kind.as_deref(), Some("Pod"));
+    assert_eq!(
+        warning.source.and_then(|s| s.component).as_deref(),
+        Some("node-controller")
+    );
+    let node_event = wait_event(&client, "NodeNotReady on the node", |e| {
+        e.involved_object.kind.as_deref() == Some("Node")
+            && e.involved_object.name.as_deref() == Some("n5")
+            && e.reason.as_deref() == Some("NodeNotReady")
+    })
+    .await;
+    assert_eq!(node_event.type_.as_deref(), Some("Normal"));
+    assert_eq!(
+        node_event.message.as_deref(),
+        Some("Node n5 status is now: NodeNotReady")
+    );
+
+    // A pass picks its pods before writing any, so once `serving` is marked the others were
+    // passed over: not Ready, or finished, they are left alone.
+    let starting = pods.get("starting").await.unwrap();
+    assert_eq!(pod_ready(&starting).as_deref(), Some("False"));
+    let done = pods.get("done").await.unwrap();
+    assert_eq!(done.resource_version(), done_before.resource_version());
+    let events: Api<Event> = Api::all(client.clone());
+    let warned: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("NodeNotReady"))
+        .filter_map(|e| e.involved_object.name)
+        .collect();
+    assert!(
+        !warned.iter().any(|n| n == "starting" || n == "done"),
+        "{warned:?}"
+    );
+
+    // The kubelet comes back and says Ready again: nothing marks it NotReady a second time.
+    renew(&client, "n5").await;
+    set_conditions(
+        &client,
+        "n5",
+        &[
+            ("Ready", "True"),
+            ("MemoryPressure", "False"),
+            ("DiskPressure", "False"),
+            ("PIDPressure", "False"),
+        ],
+    )
+    .await;
+    set_pod_status(&client, "serving", "Running", "True").await;
+    wait_taints(&client, "n5", &[]).await;
+    assert_eq!(
+        pod_ready(&pods.get("serving").await.unwrap()).as_deref(),
+        Some("True")
+    );
+}
+
+#[tokio::test]
+async fn a_ready_pod_found_on_a_node_that_is_already_unknown_is_marked() {
+    // The controller starts after the node went Unknown (it sees no transition): the pod is
+    // marked as it is first seen, as upstream's pod handler does.
+    let server = embedded::Embedded::memory().await.unwrap();
+    let client = server.client();
+    node(&client, "n6").await;
+    let long_ago = "2020-01-01T00:00:00Z";
+    let nodes: Api<Node> = Api::all(client.clone());
+    let unknown: Vec<Value> = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]
+        .iter()
+        .map(|t| json!({"type": t, "status": "Unknown", "reason": "NodeStatusUnknown", "lastHeartbeatTime": long_ago, "lastTransitionTime": long_ago}))
+        .collect();
+    let patch = json!({"status": {"conditions": unknown}});
+    nodes
+        .patch_status("n6", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    leases
+        .patch(
+            "n6",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}})),
+        )
+        .await
+        .unwrap();
+    pod(&client, "stranded", "n6", json!([])).await;
+    set_pod_status(&client, "stranded", "Running", "True").await;
+
+    let config = controllers::node_lifecycle::Config {
+        grace_period: Duration::from_secs(300),
+        ..Default::default()
+    };
+    tokio::spawn(controllers::run_node_lifecycle(client.clone(), config));
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    embedded::wait_until(&pods, "stranded Ready=False", TIMEOUT, |p| {
+        p.name_any() == "stranded" && pod_ready(p).as_deref() == Some("False")
+    })
+    .await
+    .unwrap();
+    wait_event(&client, "NodeNotReady on the pod", |e| {
+        e.involved_object.name.as_deref() == Some("stranded")
+            && e.reason.as_deref() == Some("NodeNotReady")
+            && e.message.as_deref() == Some("Node is not ready")
+    })
+    .await;
+}

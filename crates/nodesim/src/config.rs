@@ -41,6 +41,10 @@ pub struct NodeSim {
     /// Node status is posted on change and at least this often (upstream's
     /// `nodeStatusReportFrequency`: 5 minutes).
     pub status_report_interval: Duration,
+    /// When someone else changes a pod's `Ready` condition, its status is written back, at most
+    /// once per this interval per pod (upstream's status manager syncs every 10s), so two
+    /// writers that disagree cannot spin.
+    pub status_resync_interval: Duration,
     /// From a pod's binding to its containers running (pull, create, start).
     pub start_delay: Distribution,
     /// From a container running to it passing readiness (and an init container's run time).
@@ -70,6 +74,7 @@ impl Default for NodeSim {
             heartbeat_interval: Duration::from_secs(10),
             lease_duration_seconds: 40,
             status_report_interval: Duration::from_secs(300),
+            status_resync_interval: Duration::from_secs(10),
             start_delay: Distribution::Uniform(
                 Duration::from_millis(500),
                 Duration::from_millis(1500),

@@ -8,6 +8,7 @@ use crate::{
     node::{self, Observed, Pressure},
     pod::{Ctx, Outcome, PodSim, PodView, wall_now},
     profile::Profile,
+    resync::{self, Resync},
     stats::Stats,
     writer::{Key, Write, Writer},
 };
@@ -33,6 +34,8 @@ enum Timer {
     Pod(String),
     Lease(String),
     NodeStatus(String),
+    /// Write a pod's status back after someone else changed it (deferred by the interval).
+    Resync(String),
 }
 
 struct SimNode {
@@ -46,8 +49,6 @@ struct SimNode {
     /// Pod IPs in use, one bit per host of the node's /24.
     ips: [u64; 4],
     recorder: Recorder,
-    /// Pods whose status changed while the node was stopped.
-    unreported: HashSet<String>,
     lease_due: Option<Instant>,
     status_due: Instant,
     pods: HashSet<String>,
@@ -297,7 +298,6 @@ impl Engine {
                 images: HashSet::new(),
                 ips: [0; 4],
                 recorder,
-                unreported: HashSet::new(),
                 lease_due: None,
                 status_due: now + self.cfg.status_report_interval,
                 pods: HashSet::new(),
@@ -341,12 +341,15 @@ impl Engine {
                 sim.lease_due = Some(due);
             }
             self.timers.push(Reverse((due, Timer::Lease(name.clone()))));
-            let unreported = self
+            // As the kubelet's status manager after it reconnects: every pod's full status, so
+            // whatever changed meanwhile, here or on the server (the node lifecycle controller
+            // marks the pods of a silent node NotReady), is what the kubelet knows again.
+            let pods: Vec<String> = self
                 .nodes
-                .get_mut(&name)
-                .map(|n| std::mem::take(&mut n.unreported))
+                .get(&name)
+                .map(|n| n.pods.iter().cloned().collect())
                 .unwrap_or_default();
-            for uid in unreported {
+            for uid in pods {
                 self.write_pod(&uid);
             }
         }
@@ -499,6 +502,11 @@ impl Engine {
                 Some(grace) => self.with_pod(&uid, |pod, ctx| pod.observe_deletion(grace, ctx)),
                 None => self.with_pod(&uid, |pod, ctx| pod.observe_spec(&view, ctx)),
             }
+            let seen = view.status.as_ref().and_then(resync::ready_of);
+            if let Some(pod) = self.pods.get_mut(&uid) {
+                pod.reported.saw(seen);
+            }
+            self.resync_pod(&uid);
         } else if self.nodes.contains_key(&view.node) {
             self.start_pod(&view);
         } else {
@@ -588,14 +596,9 @@ impl Engine {
         let Some(pod) = self.pods.get(uid) else {
             return;
         };
-        // A stopped kubelet reports nothing: its containers go on, what it would have written
-        // waits until it starts again.
-        if let Some(node) = self.nodes.get_mut(&pod.node)
-            && node.stopped
-        {
-            if out.status_changed || out.finish {
-                node.unreported.insert(uid.to_string());
-            }
+        // A stopped kubelet reports nothing: its containers go on, and it posts every pod's
+        // status when it starts again.
+        if self.nodes.get(&pod.node).is_some_and(|n| n.stopped) {
             self.schedule_pod(uid);
             return;
         }
@@ -632,25 +635,58 @@ impl Engine {
 
     /// Queues the pod's status, or its final status and deletion once its containers are gone.
     fn write_pod(&mut self, uid: &str) {
-        let Some(pod) = self.pods.get(uid) else {
+        let Some(pod) = self.pods.get_mut(uid) else {
             return;
         };
         let wall = wall_now();
-        if pod.finished {
-            let write = Write::PodFinish {
+        let status = pod.status(&wall);
+        pod.reported.wrote(resync::ready_of(&status));
+        let write = if pod.finished {
+            Write::PodFinish {
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
                 uid: pod.uid.clone(),
-                status: pod.status(&wall),
-            };
-            self.writer.push(Key::Pod(uid.to_string()), write);
+                status,
+            }
         } else {
-            let write = Write::PodStatus {
+            Write::PodStatus {
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
-                status: pod.status(&wall),
-            };
-            self.writer.push(Key::Pod(uid.to_string()), write);
+                status,
+            }
+        };
+        self.writer.push(Key::Pod(uid.to_string()), write);
+    }
+
+    /// Writes the pod's status back if someone else changed its `Ready` condition while its
+    /// node runs (upstream's status manager does on its periodic sync; we do on the event), at
+    /// most once per `status_resync_interval`: later divergences wait for a timer.
+    fn resync_pod(&mut self, uid: &str) {
+        let now = Instant::now();
+        let interval = self.cfg.status_resync_interval;
+        let Some(pod) = self.pods.get_mut(uid) else {
+            return;
+        };
+        // A stopped kubelet writes nothing (it posts everything when it starts); a finished pod
+        // is being deleted.
+        if pod.finished || self.nodes.get(&pod.node).is_none_or(|n| n.stopped) {
+            return;
+        }
+        match pod.reported.decide(pod.is_ready(), now, interval) {
+            Resync::InSync => {}
+            Resync::Now => {
+                tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), "pod status changed by someone else; writing it back");
+                pod.reported.resynced(now);
+                Stats::add(&self.stats.status_resyncs, 1);
+                self.write_pod(uid);
+            }
+            Resync::At(at) => {
+                if pod.reported.due.is_none_or(|d| d > at) {
+                    pod.reported.due = Some(at);
+                    self.timers
+                        .push(Reverse((at, Timer::Resync(uid.to_string()))));
+                }
+            }
         }
     }
 
@@ -712,6 +748,14 @@ impl Engine {
                     if self.pod_timer.get(&uid) == Some(&t) {
                         self.pod_timer.remove(&uid);
                         self.with_pod(&uid, |pod, ctx| pod.advance(ctx));
+                    }
+                }
+                Timer::Resync(uid) => {
+                    if let Some(pod) = self.pods.get_mut(&uid)
+                        && pod.reported.due == Some(t)
+                    {
+                        pod.reported.due = None;
+                        self.resync_pod(&uid);
                     }
                 }
                 Timer::Lease(name) => {

@@ -16,6 +16,7 @@ pub mod node;
 pub mod ops;
 pub mod pod;
 pub mod profile;
+pub mod resync;
 pub mod stats;
 mod writer;
 

@@ -9,6 +9,7 @@ use crate::{
     image,
     node::time,
     profile::{Chosen, FAULT_ANNOTATION, Fault, PodFacts, Profile},
+    resync::Reported,
 };
 use events::EventType;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -368,6 +369,9 @@ pub struct PodSim {
     deleting: Option<(Instant, i64)>,
     /// Containers stopped after deletion; only the delete remains.
     pub finished: bool,
+    /// The `Ready` conditions written for it and seen on the server, to write ours back when
+    /// someone else changes it.
+    pub reported: Reported,
 }
 
 fn unready_message(prefix: &str, names: &[&str]) -> String {
@@ -446,6 +450,7 @@ impl PodSim {
             fail_at: None,
             deleting: None,
             finished: false,
+            reported: Reported::default(),
         };
         if !pod.adopt(view) {
             let delay = pod.start_delay(ctx);

@@ -22,6 +22,9 @@ pub struct Stats {
     pub events_dropped: AtomicU64,
     /// Lease renewals done.
     pub lease_renewals: AtomicU64,
+    /// Pod statuses written back because someone else changed their `Ready` condition: a number
+    /// that keeps growing means two writers disagree about a pod.
+    pub status_resyncs: AtomicU64,
 }
 
 impl Stats {

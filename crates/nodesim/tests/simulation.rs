@@ -705,3 +705,147 @@ async fn a_stopped_node_reports_nothing_about_its_pods_until_started() {
     )
     .await;
 }
+
+/// Waits for `n` more renewals of `node`'s lease: a clock that the simulation's own loop drives,
+/// so once it ticks the simulation has handled what was sent before.
+async fn renewals(client: &Client, node: &str, n: usize) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let renew = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.renew_time.clone())
+            .map(|t| t.0)
+    };
+    let mut last = leases.get_opt(node).await.unwrap().and_then(|l| renew(&l));
+    for _ in 0..n {
+        let l = wait_until(&leases, &format!("{node} renewal"), T, |l| {
+            l.name_any() == node && renew(l) > last
+        })
+        .await
+        .unwrap();
+        last = renew(&l);
+    }
+}
+
+/// What the node lifecycle controller writes for a pod on a silent node: `Ready` False as of
+/// now, every other condition and `Ready`'s reason left as they are.
+async fn mark_not_ready(client: &Client, name: &str) {
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let patch = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "False",
+        "lastTransitionTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+    }]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+}
+
+fn not_ready(p: &Pod) -> bool {
+    condition(
+        p.status.as_ref().and_then(|s| s.conditions.as_ref()),
+        "Ready",
+    ) == Some("False")
+}
+
+async fn start_counted(cfg: NodeSim) -> (Sim, std::sync::Arc<nodesim::Stats>) {
+    let server = Embedded::memory().await.unwrap();
+    let client = server.client();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let stats = std::sync::Arc::new(nodesim::Stats::default());
+    let (c, s) = (client.clone(), stats.clone());
+    tokio::spawn(async move {
+        nodesim::run_with_stats(
+            c,
+            cfg,
+            Profile::default(),
+            async move {
+                let _ = rx.await;
+            },
+            s,
+        )
+        .await
+        .unwrap();
+    });
+    let sim = Sim {
+        client,
+        _server: server,
+        _stop: tx,
+    };
+    (sim, stats)
+}
+
+#[tokio::test]
+async fn a_kubelet_that_comes_back_reposts_its_pods_over_the_controllers_not_ready() {
+    let sim = start(fast(2), Profile::default()).await;
+    let c = &sim.client;
+    let nodes: Api<Node> = Api::all(c.clone());
+    wait_until(&nodes, "node-1", T, |n| n.name_any() == "node-1")
+        .await
+        .unwrap();
+    create_bound(c, "p", "node-0", nginx(), json!({})).await;
+    wait_pod(c, "p", "p Ready", pod_ready).await;
+    ops::stop(c, "node-0").await.unwrap();
+    renewals(c, "node-1", 2).await;
+
+    mark_not_ready(c, "p").await;
+    // A dead kubelet does not argue.
+    renewals(c, "node-1", 3).await;
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    assert!(not_ready(&pods.get("p").await.unwrap()));
+
+    ops::start(c, "node-0").await.unwrap();
+    let back = wait_pod(c, "p", "p Ready once the kubelet is back", pod_ready).await;
+    let conditions = back.status.unwrap().conditions.unwrap();
+    for kind in [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "ContainersReady",
+        "PodScheduled",
+    ] {
+        assert_eq!(
+            condition(Some(&conditions), kind),
+            Some("True"),
+            "{kind} in {conditions:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn someone_elses_not_ready_on_a_running_node_is_written_back_once_per_interval() {
+    let (sim, stats) = start_counted(NodeSim {
+        status_resync_interval: Duration::from_secs(3600),
+        ..fast(1)
+    })
+    .await;
+    let c = &sim.client;
+    create_bound(c, "p", "node-0", nginx(), json!({})).await;
+    wait_pod(c, "p", "p Ready", pod_ready).await;
+
+    mark_not_ready(c, "p").await;
+    wait_pod(c, "p", "p Ready again", pod_ready).await;
+    assert_eq!(nodesim::Stats::get(&stats.status_resyncs), 1);
+
+    // A writer that insists: written back no sooner than the interval after the last time.
+    mark_not_ready(c, "p").await;
+    renewals(c, "node-0", 3).await;
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    assert!(not_ready(&pods.get("p").await.unwrap()));
+    assert_eq!(nodesim::Stats::get(&stats.status_resyncs), 1);
+}
+
+#[tokio::test]
+async fn a_deferred_write_back_lands_after_the_interval() {
+    let (sim, stats) = start_counted(NodeSim {
+        status_resync_interval: Duration::from_millis(200),
+        ..fast(1)
+    })
+    .await;
+    let c = &sim.client;
+    create_bound(c, "p", "node-0", nginx(), json!({})).await;
+    wait_pod(c, "p", "p Ready", pod_ready).await;
+    for round in 1..=2 {
+        mark_not_ready(c, "p").await;
+        wait_pod(c, "p", &format!("p Ready again ({round})"), pod_ready).await;
+    }
+    assert_eq!(nodesim::Stats::get(&stats.status_resyncs), 2);
+}

@@ -214,9 +214,12 @@ pub fn restarting_in_place(pod: &Pod) -> bool {
     };
     let statuses = status.container_statuses.as_deref().unwrap_or_default();
     spec.containers.iter().any(|c| {
-        statuses
-            .iter()
-            .any(|s| s.name == c.name && c.image.as_deref().is_some_and(|i| !api::image::same(i, &s.image)))
+        statuses.iter().any(|s| {
+            s.name == c.name
+                && c.image
+                    .as_deref()
+                    .is_some_and(|i| !api::image::same(i, &s.image))
+        })
     })
 }
 

@@ -6,14 +6,18 @@
 //!   ([`health::desired_taints`]): unreachable / not-ready (NoExecute and NoSchedule), the
 //!   pressure conditions, unschedulable; they go when the condition clears;
 //! - pods on a node with NoExecute taints they do not tolerate are deleted, at once or when their
-//!   `tolerationSeconds` run out ([`eviction::verdict`]).
+//!   `tolerationSeconds` run out ([`eviction::verdict`]);
+//! - pods on a node whose `Ready` leaves `True`, and pods that land on such a node, are marked
+//!   NotReady ([`readiness`]), so workload controllers stop counting them as available.
 //!
-//! Two queues: node names (health and taints; requeued for the moment the lease would expire) and
-//! pod keys (eviction; requeued for the toleration deadline). Nothing polls.
+//! Three queues: node names (health, taints and marking a node's pods NotReady; requeued for the
+//! moment the lease would expire), pod keys for eviction (requeued for the toleration deadline)
+//! and pod keys for readiness (a pod landing on a node that is not Ready). Nothing polls.
 
 pub mod eviction;
 pub mod health;
 pub mod pods;
+pub mod readiness;
 
 use crate::runtime::{Action, Backoff, WorkQueue, run_workers};
 use eviction::{NoExecuteTaints, Verdict};
@@ -39,6 +43,7 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
+use tokio::sync::watch as signal;
 
 /// Why a node or pod could not be reconciled (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +80,8 @@ impl Default for Config {
 
 /// The upstream component name on eviction events.
 const COMPONENT: &str = "taint-eviction-controller";
+/// The upstream component name on node lifecycle events (`NodeNotReady`).
+const NODE_COMPONENT: &str = "node-controller";
 
 fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every update completes before anything could panic; a poisoned index is still consistent.
@@ -90,7 +97,17 @@ struct Controller {
     taints: Mutex<NoExecuteTaints>,
     health: WorkQueue<String>,
     evictions: WorkQueue<PodKey>,
+    /// Pods that landed on a node that is not Ready.
+    readiness: WorkQueue<PodKey>,
+    /// Nodes whose pods are still to be marked NotReady: added when this controller sees `Ready`
+    /// leave `True`, removed once every pod is marked or the node is Ready again (upstream's
+    /// `nodesToRetry`), so a failed marking is retried though the transition is past.
+    unready: Mutex<HashSet<String>>,
+    /// Turns true once the pod index holds the first listing: marking a node's pods before that
+    /// would miss them.
+    pods_listed: signal::Sender<bool>,
     recorder: events::Recorder,
+    node_recorder: events::Recorder,
 }
 
 /// Runs the node lifecycle controller until the future is dropped.
@@ -99,8 +116,12 @@ pub async fn run(client: Client, config: Config) {
     let (leases, leases_writer) = reflector::store::<Lease>();
     let ctl = Arc::new(Controller {
         recorder: events::Recorder::new(client.clone(), COMPONENT, None),
+        node_recorder: events::Recorder::new(client.clone(), NODE_COMPONENT, None),
         health: WorkQueue::new(config.backoff),
         evictions: WorkQueue::new(config.backoff),
+        readiness: WorkQueue::new(config.backoff),
+        unready: Mutex::new(HashSet::new()),
+        pods_listed: signal::channel(false).0,
         pods: Mutex::new(PodIndex::default()),
         taints: Mutex::new(NoExecuteTaints::default()),
         nodes,
@@ -125,6 +146,7 @@ pub async fn run(client: Client, config: Config) {
                     Ok(watcher::Event::Delete(node)) => {
                         if let Some(name) = node.metadata.name.as_deref() {
                             guard(&ctl.taints).forget(name);
+                            guard(&ctl.unready).remove(name);
                         }
                     }
                     Ok(_) => {}
@@ -165,9 +187,12 @@ pub async fn run(client: Client, config: Config) {
     let health_workers = {
         let ctl = Arc::clone(&ctl);
         async move {
-            // Judging a node before its lease is known would mark it Unknown by mistake.
+            // Judging a node before its lease is known would mark it Unknown by mistake, and
+            // before its pods are known would leave them Ready.
+            let mut listed = ctl.pods_listed.subscribe();
             if ctl.nodes.wait_until_ready().await.is_err()
                 || ctl.leases.wait_until_ready().await.is_err()
+                || listed.wait_for(|done| *done).await.is_err()
             {
                 return;
             }
@@ -188,12 +213,27 @@ pub async fn run(client: Client, config: Config) {
             .await
         }
     };
+    let readiness_workers = {
+        let ctl = Arc::clone(&ctl);
+        async move {
+            // A pod is judged by its node's Ready condition: wait until nodes are known.
+            if ctl.nodes.wait_until_ready().await.is_err() {
+                return;
+            }
+            let workers = ctl.config.workers;
+            run_workers("pod-readiness", ctl.readiness.clone(), workers, |key| {
+                ctl.reconcile_readiness(key)
+            })
+            .await
+        }
+    };
     tokio::join!(
         node_events,
         lease_events,
         pod_events,
         health_workers,
-        eviction_workers
+        eviction_workers,
+        readiness_workers
     );
 }
 
@@ -234,6 +274,7 @@ impl Controller {
                 Ok(watcher::Event::InitDone) => {
                     let listed = listing.take().unwrap_or_default();
                     guard(&self.pods).retain(&listed);
+                    self.pods_listed.send_replace(true);
                 }
                 Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
                     let Some((key, info)) = PodInfo::of(&pod) else {
@@ -250,7 +291,14 @@ impl Controller {
                         seen.insert(key.clone());
                     }
                     let examine = !info.deleting && !guard(&self.taints).of(&info.node).is_empty();
-                    guard(&self.pods).upsert(key.clone(), info);
+                    let ready_on = readiness::should_mark(&info).then(|| info.node.clone());
+                    let landed = guard(&self.pods).upsert_landed(key.clone(), info);
+                    if landed
+                        && let Some(node) = ready_on
+                        && self.may_be_not_ready(&node)
+                    {
+                        self.readiness.add(key.clone());
+                    }
                     if examine {
                         self.evictions.add(key);
                     }
@@ -282,6 +330,7 @@ impl Controller {
         let silent = expires.is_none_or(|at| at <= now);
         let api: Api<Node> = Api::all(self.client.clone());
         let mut node = Node::clone(&cached);
+        let was = readiness::node_ready(&node).map(str::to_owned);
 
         if silent {
             let conditions = node
@@ -301,6 +350,26 @@ impl Controller {
                     .await?;
             }
         }
+        let ready = readiness::node_ready(&node).map(str::to_owned);
+        if readiness::went_not_ready(was.as_deref(), ready.as_deref()) {
+            // As upstream's `RecordNodeStatusChange`: the node by name and uid.
+            let reference = ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(name.clone()),
+                uid: node.metadata.uid.clone(),
+                ..Default::default()
+            };
+            self.node_recorder.record(
+                &reference,
+                events::EventType::Normal,
+                readiness::REASON,
+                readiness::node_message(&name),
+            );
+            guard(&self.unready).insert(name.clone());
+        } else if ready.as_deref() == Some("True") {
+            guard(&self.unready).remove(&name);
+        }
 
         let conditions = node
             .status
@@ -319,6 +388,12 @@ impl Controller {
             });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
+        }
+
+        if guard(&self.unready).contains(&name) {
+            // Errors leave the node in `unready`: the retry marks what is left.
+            self.mark_node_pods_not_ready(&name).await?;
+            guard(&self.unready).remove(&name);
         }
 
         Ok(match expires {
@@ -348,16 +423,90 @@ impl Controller {
         }
     }
 
+    /// Whether a pod landing on `node` might have to be marked NotReady: the node is known not
+    /// Ready, or not known yet (the readiness worker looks again once nodes are listed).
+    fn may_be_not_ready(&self, node: &str) -> bool {
+        self.nodes
+            .get(&ObjectRef::new(node))
+            .is_none_or(|n| readiness::node_is_not_ready(readiness::node_ready(&n)))
+    }
+
+    /// A pod that landed on a node: mark it NotReady if the node's `Ready` is not `True`.
+    async fn reconcile_readiness(&self, key: PodKey) -> Result<Action, Error> {
+        let Some(info) = guard(&self.pods).get(&key).cloned() else {
+            return Ok(Action::await_change());
+        };
+        if !readiness::should_mark(&info) {
+            return Ok(Action::await_change());
+        }
+        // A node not (yet) known is not judged, as upstream; its transition marks its pods.
+        let Some(node) = self.nodes.get(&ObjectRef::new(&info.node)) else {
+            return Ok(Action::await_change());
+        };
+        if readiness::node_is_not_ready(readiness::node_ready(&node)) {
+            self.mark_not_ready(&key, &info).await?;
+        }
+        Ok(Action::await_change())
+    }
+
+    /// Marks every Ready pod of `node` NotReady, `workers` writes at a time. Fails with the
+    /// first error after trying them all, so the node's retry only meets the pods left.
+    async fn mark_node_pods_not_ready(&self, node: &str) -> Result<(), Error> {
+        let targets: Vec<(PodKey, PodInfo)> = {
+            let index = guard(&self.pods);
+            index
+                .on_node(node)
+                .into_iter()
+                .filter_map(|key| {
+                    let info = index.get(&key)?;
+                    readiness::should_mark(info).then(|| (key, info.clone()))
+                })
+                .collect()
+        };
+        if targets.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(%node, pods = targets.len(), "marking the pods of a node that is not ready NotReady");
+        let results: Vec<Result<(), Error>> = futures::stream::iter(targets)
+            .map(|(key, info)| async move { self.mark_not_ready(&key, &info).await })
+            .buffer_unordered(self.config.workers.max(1))
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<Vec<()>, Error>>()?;
+        Ok(())
+    }
+
+    /// Sets one pod's `Ready` condition False (upstream's `MarkPodsNotReady` for one pod) and
+    /// records the `NodeNotReady` warning on it. A pod gone meanwhile is done; one that changed
+    /// since it was observed is refused by its `resourceVersion` and retried.
+    async fn mark_not_ready(&self, key: &PodKey, info: &PodInfo) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let patch = readiness::not_ready_patch(info.resource_version.as_deref(), Timestamp::now());
+        tracing::debug!(pod = %key, node = %info.node, "updating ready status of pod to false");
+        match api
+            .patch_status(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        self.node_recorder.record(
+            &pod_reference(key, info),
+            events::EventType::Warning,
+            readiness::REASON,
+            readiness::POD_MESSAGE,
+        );
+        Ok(())
+    }
+
     async fn evict(&self, key: &PodKey, info: &PodInfo) -> Result<(), Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(key.namespace.clone()),
-            name: Some(key.name.clone()),
-            uid: info.uid.clone(),
-            ..Default::default()
-        };
+        let reference = pod_reference(key, info);
         tracing::info!(pod = %key, node = %info.node, "evicting pod for a NoExecute taint it does not tolerate");
         self.recorder.record(
             &reference,
@@ -395,6 +544,18 @@ impl Controller {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// The reference of a pod's events.
+fn pod_reference(key: &PodKey, info: &PodInfo) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
+        uid: info.uid.clone(),
+        ..Default::default()
     }
 }
 

@@ -1,6 +1,6 @@
-//! The pods the taint manager needs, indexed by node: only what eviction reads (uid, node,
-//! tolerations, whether it is already going), so 100,000 pods cost little memory and a tainted
-//! node finds its pods without scanning the others.
+//! The pods the node lifecycle controller needs, indexed by node: only what eviction and readiness
+//! read (uid, version, node, tolerations, whether it is going, Ready or finished), so 100,000 pods
+//! cost little memory and a tainted or silent node finds its pods without scanning the others.
 
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use std::{
@@ -8,7 +8,7 @@ use std::{
     fmt,
 };
 
-/// A pod's `namespace/name`: the key of the eviction queue.
+/// A pod's `namespace/name`: the key of the eviction and readiness queues.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PodKey {
     /// The namespace.
@@ -23,17 +23,24 @@ impl fmt::Display for PodKey {
     }
 }
 
-/// What eviction reads of a bound pod.
+/// What eviction and readiness read of a bound pod.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodInfo {
     /// The uid, the precondition of its deletion.
     pub uid: Option<String>,
+    /// The `resourceVersion` observed: marking the pod NotReady is conditional on it, so a pod
+    /// that changed since is looked at again rather than marked on stale knowledge.
+    pub resource_version: Option<String>,
     /// `spec.nodeName`.
     pub node: String,
     /// `spec.tolerations`.
     pub tolerations: Vec<Toleration>,
     /// Whether it has a `deletionTimestamp` (then there is nothing left to evict).
     pub deleting: bool,
+    /// Whether its `Ready` condition is `True` (only such a pod has readiness to lose).
+    pub ready: bool,
+    /// Whether it has finished (`Succeeded` or `Failed`): never marked NotReady.
+    pub terminal: bool,
 }
 
 impl PodInfo {
@@ -45,11 +52,23 @@ impl PodInfo {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name: pod.metadata.name.clone()?,
         };
+        let status = pod.status.as_ref();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True");
+        let terminal = matches!(
+            status.and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
         let info = PodInfo {
             uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
             node,
             tolerations: spec.tolerations.clone().unwrap_or_default(),
             deleting: pod.metadata.deletion_timestamp.is_some(),
+            ready,
+            terminal,
         };
         Some((key, info))
     }
@@ -98,6 +117,14 @@ impl PodIndex {
         }
     }
 
+    /// Records a pod and tells whether it just landed on its node (see
+    /// [`super::readiness::landed`]), in one look-up.
+    pub fn upsert_landed(&mut self, key: PodKey, info: PodInfo) -> bool {
+        let landed = super::readiness::landed(self.pods.get(&key), &info);
+        self.upsert(key, info);
+        landed
+    }
+
     /// The pod at `key`.
     pub fn get(&self, key: &PodKey) -> Option<&PodInfo> {
         self.pods.get(key)
@@ -136,9 +163,12 @@ mod tests {
     fn info(node: &str) -> PodInfo {
         PodInfo {
             uid: None,
+            resource_version: None,
             node: node.into(),
             tolerations: vec![],
             deleting: false,
+            ready: false,
+            terminal: false,
         }
     }
 
@@ -176,5 +206,44 @@ mod tests {
             (i.node.as_str(), i.tolerations.len(), i.deleting),
             ("n", 1, false)
         );
+        assert_eq!((i.ready, i.terminal), (false, false));
+    }
+
+    #[test]
+    fn readiness_and_completion_are_read_from_the_status() {
+        let table = [
+            ("Running", "True", true, false),
+            ("Running", "False", false, false),
+            ("Pending", "Unknown", false, false),
+            ("Succeeded", "False", false, true),
+            ("Failed", "True", true, true),
+        ];
+        for (phase, ready, want_ready, want_terminal) in table {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7"},
+                "spec": {"nodeName": "n", "containers": []},
+                "status": {"phase": phase, "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {"type": "Ready", "status": ready},
+                ]},
+            }))
+            .unwrap();
+            let (_, i) = PodInfo::of(&pod).unwrap();
+            assert_eq!(
+                (i.ready, i.terminal, i.resource_version.as_deref()),
+                (want_ready, want_terminal, Some("7")),
+                "{phase} {ready}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pod_lands_once_per_node() {
+        let mut ix = PodIndex::default();
+        assert!(ix.upsert_landed(key("a"), info("n1")));
+        assert!(!ix.upsert_landed(key("a"), info("n1")));
+        assert!(ix.upsert_landed(key("a"), info("n2")));
+        ix.remove(&key("a"));
+        assert!(ix.upsert_landed(key("a"), info("n2")));
     }
 }
