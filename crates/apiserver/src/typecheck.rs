@@ -58,7 +58,12 @@ mod tests {
         ] {
             let err = check(pods, &bad).unwrap_err();
             assert_eq!(err.code, 400, "{bad}");
-            assert!(err.message.starts_with("Pod in version \"v1\" cannot be handled as a Pod"), "{}", err.message);
+            assert!(
+                err.message
+                    .starts_with("Pod in version \"v1\" cannot be handled as a Pod"),
+                "{}",
+                err.message
+            );
         }
         let ds = find("apps", "v1", "daemonsets").unwrap();
         let with_extension = json!({"metadata": {"name": "d"}, "spec": {"selector": {}, "template": {},

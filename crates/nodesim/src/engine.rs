@@ -52,6 +52,9 @@ struct SimNode {
     lease_due: Option<Instant>,
     status_due: Instant,
     pods: HashSet<String>,
+    /// The capacity the Node carried when first seen, kept in every status post (as kwok does),
+    /// so a node added with its own capacity keeps it; `None`: the configured default.
+    capacity: Option<serde_json::Value>,
 }
 
 impl SimNode {
@@ -286,6 +289,10 @@ impl Engine {
             .is_some_and(|i| !i.kubelet_version.is_empty());
         let is_new = !self.nodes.contains_key(&name);
         if is_new {
+            let capacity = status
+                .and_then(|s| s.capacity.as_ref())
+                .filter(|c| !c.is_empty())
+                .and_then(|c| serde_json::to_value(c).ok());
             let index = self.index_for(n);
             let recorder = Recorder::new(self.client.clone(), "kubelet", Some(name.clone()));
             let sim = SimNode {
@@ -301,6 +308,7 @@ impl Engine {
                 lease_due: None,
                 status_due: now + self.cfg.status_report_interval,
                 pods: HashSet::new(),
+                capacity,
             };
             self.nodes.insert(name.clone(), sim);
             Stats::add(&self.stats.nodes, 1);
@@ -382,6 +390,7 @@ impl Engine {
             sim.pressure,
             &sim.observed,
             &wall,
+            sim.capacity.as_ref(),
         );
         sim.status_due = Instant::now() + self.cfg.status_report_interval;
         let pressure = sim.pressure;
@@ -473,6 +482,7 @@ impl Engine {
             kind,
             reason: reason.into(),
             message,
+            at: jiff::Timestamp::now(),
         });
     }
 
@@ -623,6 +633,7 @@ impl Engine {
                         kind: ev.kind,
                         reason: ev.reason.into_owned(),
                         message: ev.message,
+                        at: jiff::Timestamp::now(),
                     });
                 }
             }

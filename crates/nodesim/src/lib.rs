@@ -33,7 +33,7 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An API call failed.
-    #[error("API: {0}")]
+    #[error("{}", api_message(.0))]
     Api(#[from] kube::Error),
     /// An object could not be built.
     #[error("building an object: {0}")]
@@ -49,6 +49,14 @@ pub enum Error {
         /// What went wrong.
         error: std::io::Error,
     },
+}
+
+/// The server's own message for a refused request (kube's rendering repeats the whole Status).
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => format!("the API server refused: {}", status.message),
+        other => format!("API: {other}"),
+    }
 }
 
 /// Registers `config.nodes` nodes (creating or adopting them), then simulates every simulated

@@ -194,6 +194,21 @@ pub fn registration(cfg: &NodeSim, name: &str, index: u32) -> Value {
             },
         },
         "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
+        // The registering side's capacity travels with the Node, so the simulator that runs it
+        // (maybe another process, configured otherwise) keeps it.
+        "status": {"capacity": default_capacity(cfg), "allocatable": default_capacity(cfg)},
+    })
+}
+
+/// The capacity (and allocatable) of a node registered with `cfg`.
+pub fn default_capacity(cfg: &NodeSim) -> Value {
+    json!({
+        "cpu": cfg.cpu,
+        "memory": cfg.memory,
+        "ephemeral-storage": cfg.ephemeral_storage,
+        "pods": cfg.max_pods.to_string(),
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
     })
 }
 
@@ -206,6 +221,7 @@ pub fn status(
     p: Pressure,
     observed: &[Observed],
     now: &str,
+    capacity: Option<&Value>,
 ) -> Value {
     let conds: Vec<Value> = conditions(p)
         .iter()
@@ -219,14 +235,7 @@ pub fn status(
                    "lastHeartbeatTime": now, "lastTransitionTime": since})
         })
         .collect();
-    let resources = json!({
-        "cpu": cfg.cpu,
-        "memory": cfg.memory,
-        "ephemeral-storage": cfg.ephemeral_storage,
-        "pods": cfg.max_pods.to_string(),
-        "hugepages-1Gi": "0",
-        "hugepages-2Mi": "0",
-    });
+    let resources = capacity.cloned().unwrap_or_else(|| default_capacity(cfg));
     let id = |salt: &str| {
         format!(
             "{:016x}{:016x}",
@@ -398,6 +407,7 @@ mod tests {
             },
             &observed,
             "now",
+            None,
         );
         let cond = |k: &str| {
             s["conditions"]
@@ -417,6 +427,18 @@ mod tests {
         );
         assert_eq!(s["capacity"]["pods"], "110");
         assert_eq!(s["nodeInfo"]["kubeletVersion"], "v1.32.4");
+        let big = json!({"cpu": "64", "memory": "256Gi", "pods": "250"});
+        let kept = status(
+            &cfg,
+            "node-0",
+            0,
+            Pressure::default(),
+            &observed,
+            "now",
+            Some(&big),
+        );
+        assert_eq!(kept["capacity"], big, "a node's own capacity is kept");
+        assert_eq!(kept["allocatable"], big);
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub(crate) enum Write {
         kind: EventType,
         reason: String,
         message: String,
+        /// When it happened: events are stamped and named then, not when the queue drains.
+        at: jiff::Timestamp,
     },
 }
 
@@ -325,8 +327,9 @@ async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
             kind,
             reason,
             message,
+            at,
         } => recorder
-            .publish(&reference, kind, &reason, &message)
+            .publish_at(&reference, kind, &reason, &message, at)
             .await
             .map(drop),
     }

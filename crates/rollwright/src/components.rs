@@ -30,7 +30,10 @@ impl Components {
     /// Everything, as `rollwright up` runs it, with `nodes` simulated nodes.
     pub fn all(nodes: usize, profile: Option<PathBuf>) -> Self {
         Self {
-            nodes: Some(nodesim::NodeSim { nodes, ..Default::default() }),
+            nodes: Some(nodesim::NodeSim {
+                nodes,
+                ..Default::default()
+            }),
             profile,
             scheduler: Some(Default::default()),
             controllers: Some(Default::default()),
@@ -58,7 +61,8 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
     let mut tasks = JoinSet::new();
     if let Some(config) = what.nodes.clone() {
         let profile = match &what.profile {
-            Some(path) => nodesim::load_profile(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            Some(path) => nodesim::load_profile(path)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
             None => nodesim::Profile::default(),
         };
         let (client, stop) = (client.clone(), shutdown_signal(&rx));
@@ -83,19 +87,38 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
             });
         }
     }
-    Ok(Running { tasks, shutdown: tx })
+    Ok(Running {
+        tasks,
+        shutdown: tx,
+    })
 }
 
 /// The controllers, each a future that runs until dropped.
-fn controller_tasks(client: Client, settings: &ControllerSettings) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
+fn controller_tasks(
+    client: Client,
+    settings: &ControllerSettings,
+) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
     vec![
         Box::pin(controllers::run_gc(client.clone(), Default::default())),
         Box::pin(controllers::run_pod_gc(client.clone(), Default::default())),
-        Box::pin(controllers::run_node_lifecycle(client.clone(), settings.node_lifecycle.clone())),
-        Box::pin(controllers::replicaset::run(client.clone(), Default::default())),
-        Box::pin(controllers::deployment::run(client.clone(), Default::default())),
+        Box::pin(controllers::run_node_lifecycle(
+            client.clone(),
+            settings.node_lifecycle.clone(),
+        )),
+        Box::pin(controllers::replicaset::run(
+            client.clone(),
+            Default::default(),
+        )),
+        Box::pin(controllers::deployment::run(
+            client.clone(),
+            Default::default(),
+        )),
         // Stopped by dropping, like the others.
-        Box::pin(controllers::daemonset::run_daemonset(client, Default::default(), std::future::pending())),
+        Box::pin(controllers::daemonset::run_daemonset(
+            client,
+            Default::default(),
+            std::future::pending(),
+        )),
     ]
 }
 

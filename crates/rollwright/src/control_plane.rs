@@ -56,6 +56,8 @@ pub struct ControlPlane {
     /// The API server's state (for in-process clients).
     pub server: ApiServer,
     credentials: Credentials,
+    /// Held while running: one process per data directory.
+    _lock: std::fs::File,
     components: Option<crate::components::Running>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -66,29 +68,45 @@ impl ControlPlane {
     pub async fn start(opts: Options) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&opts.data_dir)
             .with_context(|| format!("creating data directory {}", opts.data_dir.display()))?;
+        let lock = lock_data_dir(&opts.data_dir)?;
         let credentials = Credentials::load_or_create(&opts.data_dir.join("pki"))?;
         let store: Arc<dyn Store> = match opts.store {
             StoreKind::Sqlite => {
                 let path = opts.data_dir.join("store.db");
                 Arc::new(
-                    store::sqlite::SqliteStore::open(&path, store::sqlite::SqliteOptions::default())
-                        .with_context(|| format!("opening store {}", path.display()))?,
+                    store::sqlite::SqliteStore::open(
+                        &path,
+                        store::sqlite::SqliteOptions::default(),
+                    )
+                    .with_context(|| format!("opening store {}", path.display()))?,
                 )
             }
             StoreKind::Memory => Arc::new(store::memory::MemoryStore::new()),
         };
         let server = ApiServer::start(
             store,
-            ServerOptions { token: Some(credentials.token.clone()), ..Default::default() },
+            ServerOptions {
+                token: Some(credentials.token.clone()),
+                ..Default::default()
+            },
         )
         .await
         .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
         let listener = tokio::net::TcpListener::bind((opts.bind, opts.port))
             .await
-            .with_context(|| format!("binding {}:{} (is another server running? use --port 0 for a free port)", opts.bind, opts.port))?;
+            .with_context(|| {
+                format!(
+                    "binding {}:{} (is another server running? use --port 0 for a free port)",
+                    opts.bind, opts.port
+                )
+            })?;
         let addr = listener.local_addr()?;
         let kubeconfig = opts.data_dir.join("kubeconfig");
-        let host = if opts.bind.is_unspecified() { "127.0.0.1".to_string() } else { opts.bind.to_string() };
+        let host = if opts.bind.is_unspecified() {
+            "127.0.0.1".to_string()
+        } else {
+            opts.bind.to_string()
+        };
         std::fs::write(&kubeconfig, credentials.kubeconfig(&host, addr.port()))
             .with_context(|| format!("writing {}", kubeconfig.display()))?;
         let (tx, rx) = oneshot::channel::<()>();
@@ -103,7 +121,16 @@ impl ControlPlane {
         // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
         // admission, none of the transport's cost.
         let components = crate::components::start(embedded::client_for(&server), &opts.components)?;
-        Ok(Self { addr, kubeconfig, server, credentials, components: Some(components), shutdown: Some(tx), task: Some(task) })
+        Ok(Self {
+            addr,
+            kubeconfig,
+            server,
+            credentials,
+            _lock: lock,
+            components: Some(components),
+            shutdown: Some(tx),
+            task: Some(task),
+        })
     }
 
     /// The bearer token clients use.
@@ -128,6 +155,28 @@ impl ControlPlane {
         }
         if let Some(task) = self.task.take() {
             let _ = task.await;
+        }
+    }
+}
+
+/// Takes the data directory's lock, so a second process cannot open the same store (its writes
+/// would race this one's) or overwrite the kubeconfig of the running one.
+fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "data directory {} is in use by another rollwright process; stop it, or pass another --data-dir",
+            dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
         }
     }
 }

@@ -9,7 +9,11 @@ use rollwright::{
 use std::{net::IpAddr, path::PathBuf};
 
 #[derive(Parser)]
-#[command(name = "rollwright", version, about = "A Kubernetes workload-rollout system with an embedded control plane")]
+#[command(
+    name = "rollwright",
+    version,
+    about = "A Kubernetes workload-rollout system with an embedded control plane"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -34,7 +38,7 @@ struct ServeArgs {
 #[derive(clap::Args, Clone)]
 struct ClusterArgs {
     /// Kubeconfig of the cluster to work on (default: $KUBECONFIG, then ./.rollwright/kubeconfig).
-    #[arg(long)]
+    #[arg(long, global = true)]
     kubeconfig: Option<PathBuf>,
 }
 
@@ -85,6 +89,15 @@ enum NodeOp {
         /// How many.
         #[arg(default_value_t = 1)]
         count: usize,
+        /// CPU capacity of each (a quantity).
+        #[arg(long, default_value = "8")]
+        cpu: String,
+        /// Memory capacity of each (a quantity).
+        #[arg(long, default_value = "32Gi")]
+        memory: String,
+        /// Pod capacity of each.
+        #[arg(long, default_value_t = 110)]
+        pods: u32,
     },
     /// Delete a node.
     Remove { name: String },
@@ -105,7 +118,40 @@ enum NodeOp {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // One line with the cause chain, never a backtrace: the message says what to do.
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and those of its causes that add something (client errors repeat their cause in
+/// their own message).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        // A refusal's Status is already in the message of whatever wrapped it, and so are the
+        // causes below it.
+        if matches!(
+            cause.downcast_ref::<kube::Error>(),
+            Some(kube::Error::Api(_))
+        ) {
+            break;
+        }
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -114,17 +160,57 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Up { serve: args, nodes, profile } => serve(args, Components::all(nodes, profile)).await,
+        Command::Up {
+            serve: args,
+            nodes,
+            profile,
+        } => serve(args, Components::all(nodes, profile)).await,
         Command::Apiserver(args) => serve(args, Components::default()).await,
         Command::Controllers(c) => {
-            run_parts(&c, Components { controllers: Some(Default::default()), ..Default::default() }).await
+            run_parts(
+                &c,
+                Components {
+                    controllers: Some(Default::default()),
+                    ..Default::default()
+                },
+            )
+            .await
         }
-        Command::Scheduler(c) => run_parts(&c, Components { scheduler: Some(Default::default()), ..Default::default() }).await,
-        Command::Nodes { cluster, count, profile, op: None } => {
-            let nodes = nodesim::NodeSim { nodes: count, ..Default::default() };
-            run_parts(&cluster, Components { nodes: Some(nodes), profile, ..Default::default() }).await
+        Command::Scheduler(c) => {
+            run_parts(
+                &c,
+                Components {
+                    scheduler: Some(Default::default()),
+                    ..Default::default()
+                },
+            )
+            .await
         }
-        Command::Nodes { cluster, op: Some(op), .. } => node_op(&cluster, op).await,
+        Command::Nodes {
+            cluster,
+            count,
+            profile,
+            op: None,
+        } => {
+            let nodes = nodesim::NodeSim {
+                nodes: count,
+                ..Default::default()
+            };
+            run_parts(
+                &cluster,
+                Components {
+                    nodes: Some(nodes),
+                    profile,
+                    ..Default::default()
+                },
+            )
+            .await
+        }
+        Command::Nodes {
+            cluster,
+            op: Some(op),
+            ..
+        } => node_op(&cluster, op).await,
         Command::Bench { scenario } => rollwright::bench::run(scenario).await,
     }
 }
@@ -143,7 +229,9 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
     println!("kubeconfig: {}", kubeconfig.display());
     println!("  export KUBECONFIG={}", kubeconfig.display());
     println!("  kubectl get nodes");
-    shutdown_signal().await.context("waiting for a shutdown signal")?;
+    shutdown_signal()
+        .await
+        .context("waiting for a shutdown signal")?;
     tracing::info!("shutting down");
     cp.stop().await;
     Ok(())
@@ -156,7 +244,10 @@ async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
         .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(".rollwright/kubeconfig"));
     let kc = kube::config::Kubeconfig::read_from(&path).with_context(|| {
-        format!("reading kubeconfig {} (start `rollwright up` first, or pass --kubeconfig)", path.display())
+        format!(
+            "reading kubeconfig {} (start `rollwright up` first, or pass --kubeconfig)",
+            path.display()
+        )
     })?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
     Ok(kube::Client::try_from(cfg)?)
@@ -164,7 +255,9 @@ async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
 
 async fn run_parts(args: &ClusterArgs, what: Components) -> anyhow::Result<()> {
     let running = components::start(client(args).await?, &what)?;
-    shutdown_signal().await.context("waiting for a shutdown signal")?;
+    shutdown_signal()
+        .await
+        .context("waiting for a shutdown signal")?;
     running.stop().await;
     Ok(())
 }
@@ -172,8 +265,24 @@ async fn run_parts(args: &ClusterArgs, what: Components) -> anyhow::Result<()> {
 async fn node_op(args: &ClusterArgs, op: NodeOp) -> anyhow::Result<()> {
     let client = client(args).await?;
     match op {
-        NodeOp::Add { count } => {
-            let names = nodesim::ops::add(&client, &nodesim::NodeSim::default(), count).await?;
+        NodeOp::Add {
+            count,
+            cpu,
+            memory,
+            pods,
+        } => {
+            for (what, q) in [("--cpu", &cpu), ("--memory", &memory)] {
+                api::quantity::Quantity::parse(q).map_err(|e| {
+                    anyhow::anyhow!("{what} {q}: {e} (e.g. --cpu 16 --memory 64Gi)")
+                })?;
+            }
+            let cfg = nodesim::NodeSim {
+                cpu,
+                memory,
+                max_pods: pods,
+                ..Default::default()
+            };
+            let names = nodesim::ops::add(&client, &cfg, count).await?;
             println!("added {}", names.join(", "));
         }
         NodeOp::Remove { name } => {
@@ -188,8 +297,18 @@ async fn node_op(args: &ClusterArgs, op: NodeOp) -> anyhow::Result<()> {
             nodesim::ops::start(&client, &name).await?;
             println!("{name}: heartbeats resumed");
         }
-        NodeOp::Pressure { name, memory, disk, pid } => {
-            nodesim::ops::set_pressure(&client, &name, nodesim::node::Pressure { memory, disk, pid }).await?;
+        NodeOp::Pressure {
+            name,
+            memory,
+            disk,
+            pid,
+        } => {
+            nodesim::ops::set_pressure(
+                &client,
+                &name,
+                nodesim::node::Pressure { memory, disk, pid },
+            )
+            .await?;
             println!("{name}: pressure memory={memory} disk={disk} pid={pid}");
         }
     }

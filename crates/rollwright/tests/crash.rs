@@ -5,12 +5,7 @@
 use futures::{StreamExt, stream::FuturesUnordered};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
-use std::{
-    collections::HashSet,
-    path::Path,
-    process::Stdio,
-    time::Duration,
-};
+use std::{collections::HashSet, path::Path, process::Stdio, time::Duration};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Starts `rollwright apiserver` on a free port and waits for its "listening" line.
@@ -43,7 +38,9 @@ async fn spawn_server(dir: &Path) -> tokio::process::Child {
 
 async fn client(dir: &Path) -> kube::Client {
     let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("config");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
     kube::Client::try_from(cfg).expect("client")
 }
 
@@ -95,19 +92,45 @@ async fn acknowledged_creates_survive_kill_9() {
     while let Ok(i) = acked_rx.try_recv() {
         acked.insert(i);
     }
-    assert!(acked.len() < 1000, "the kill came mid-way ({} acknowledged)", acked.len());
+    assert!(
+        acked.len() < 1000,
+        "the kill came mid-way ({} acknowledged)",
+        acked.len()
+    );
 
     let _child = spawn_server(dir.path()).await;
     let pods: Api<Pod> = Api::namespaced(client(dir.path()).await, "default");
-    let list = pods.list(&ListParams::default()).await.expect("list after restart");
-    let present: HashSet<String> = list.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    let list = pods
+        .list(&ListParams::default())
+        .await
+        .expect("list after restart");
+    let present: HashSet<String> = list
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
     for i in &acked {
-        assert!(present.contains(&format!("crash-{i}")), "acknowledged pod crash-{i} was lost");
+        assert!(
+            present.contains(&format!("crash-{i}")),
+            "acknowledged pod crash-{i} was lost"
+        );
     }
     for p in &list.items {
-        let i: usize = p.metadata.labels.as_ref().and_then(|l| l.get("i")).and_then(|v| v.parse().ok()).expect("label intact");
-        let image = p.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone());
+        let i: usize = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("i"))
+            .and_then(|v| v.parse().ok())
+            .expect("label intact");
+        let image = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.clone());
         assert_eq!(image, Some(format!("img:{i}")), "pod is whole");
     }
-    pods.create(&PostParams::default(), &pod(5000)).await.expect("writes accepted again");
+    pods.create(&PostParams::default(), &pod(5000))
+        .await
+        .expect("writes accepted again");
 }
