@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::Cluster;
+use common::Rig;
 use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::DaemonSet,
@@ -21,7 +21,6 @@ use k8s_openapi::api::{
 };
 use kube::{Api, ResourceExt, runtime::watcher};
 use nodesim::{NodeSim, distribution::Distribution};
-use rollwright::components::{Components, Running};
 use serde_json::{Value, json};
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -54,12 +53,21 @@ const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
 /// A cluster whose scheduler and controllers the test can stop and start again.
 struct Env {
-    c: Cluster,
-    client: kube::Client,
+    rig: Rig,
     sim: NodeSim,
-    scheduler: Option<Running>,
-    controllers: Option<Running>,
-    _profile: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Rig;
+    fn deref(&self) -> &Rig {
+        &self.rig
+    }
+}
+
+impl std::ops::DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut Rig {
+        &mut self.rig
+    }
 }
 
 impl Env {
@@ -67,9 +75,6 @@ impl Env {
     /// ready 50ms later, with `labels` on every node; the scheduler and controllers run beside
     /// them as in `rollwright up`. Returns once every node is Ready.
     async fn start(nodes: usize, labels: &[(&str, &str)]) -> Env {
-        let profile = tempfile::tempdir().unwrap();
-        let path = profile.path().join("faults.yaml");
-        std::fs::write(&path, PROFILE).unwrap();
         let sim = NodeSim {
             nodes,
             start_delay: Distribution::Fixed(Duration::from_millis(50)),
@@ -80,25 +85,17 @@ impl Env {
                 .collect(),
             ..Default::default()
         };
-        let c = Cluster::start_with(Components {
-            nodes: Some(sim.clone()),
-            profile: Some(path),
-            ..Default::default()
-        })
-        .await;
-        let client = embedded::client_for(&c.cp.server);
         let mut env = Env {
-            c,
-            client,
+            rig: Rig::start(sim.clone(), PROFILE).await,
             sim,
-            scheduler: None,
-            controllers: None,
-            _profile: profile,
         };
         env.wait_nodes_ready(nodes).await;
-        env.start_scheduler();
-        env.start_controllers();
+        env.start_scheduler_and_controllers();
         env
+    }
+
+    async fn stop(self) {
+        self.rig.stop().await;
     }
 
     async fn wait_nodes_ready(&self, n: usize) {
@@ -116,50 +113,6 @@ impl Env {
         )
         .await
         .unwrap();
-    }
-
-    fn start_scheduler(&mut self) {
-        assert!(self.scheduler.is_none());
-        self.scheduler = Some(self.c.start_parts(&Components {
-            scheduler: Some(Default::default()),
-            ..Default::default()
-        }));
-    }
-
-    async fn stop_scheduler(&mut self) {
-        self.scheduler.take().unwrap().stop().await;
-    }
-
-    fn start_controllers(&mut self) {
-        assert!(self.controllers.is_none());
-        self.controllers = Some(self.c.start_parts(&Components {
-            controllers: Some(Default::default()),
-            ..Default::default()
-        }));
-    }
-
-    async fn stop_controllers(&mut self) {
-        self.controllers.take().unwrap().stop().await;
-    }
-
-    async fn stop(mut self) {
-        if let Some(c) = self.controllers.take() {
-            c.stop().await;
-        }
-        if let Some(s) = self.scheduler.take() {
-            s.stop().await;
-        }
-        self.c.stop().await;
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        self.c.kubectl(args).await
-    }
-
-    async fn apply(&self, manifest: &Value) {
-        self.c
-            .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
-            .await;
     }
 
     async fn set_image(&self, name: &str, image: &str) {

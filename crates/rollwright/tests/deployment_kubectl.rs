@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::Cluster;
+use common::Rig;
 use controllers::invariants::{InvariantWatcher, Rule};
 use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet},
@@ -24,7 +24,6 @@ use kube::{
     runtime::wait::{await_condition, conditions::is_deleted},
 };
 use nodesim::distribution::Distribution;
-use rollwright::components::{Components, Running};
 use serde_json::{Value, json};
 use std::{
     collections::{BTreeSet, HashSet},
@@ -50,88 +49,38 @@ const REVISION: &str = "deployment.kubernetes.io/revision";
 const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
 /// A cluster whose scheduler and controllers the test can stop and start again.
-struct Env {
-    c: Cluster,
-    client: kube::Client,
-    scheduler: Option<Running>,
-    controllers: Option<Running>,
-    _profile: tempfile::TempDir,
+struct Env(Rig);
+
+impl std::ops::Deref for Env {
+    type Target = Rig;
+    fn deref(&self) -> &Rig {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut Rig {
+        &mut self.0
+    }
 }
 
 impl Env {
     /// Four simulated nodes whose pods start after 100ms and get ready 100ms later; the scheduler
     /// and controllers run beside them as in `rollwright up`.
     async fn start() -> Env {
-        let profile = tempfile::tempdir().unwrap();
-        let path = profile.path().join("faults.yaml");
-        std::fs::write(&path, PROFILE).unwrap();
         let nodes = nodesim::NodeSim {
             nodes: 4,
             start_delay: Distribution::Fixed(Duration::from_millis(100)),
             readiness_delay: Distribution::Fixed(Duration::from_millis(100)),
             ..Default::default()
         };
-        let c = Cluster::start_with(Components {
-            nodes: Some(nodes),
-            profile: Some(path),
-            ..Default::default()
-        })
-        .await;
-        let client = embedded::client_for(&c.cp.server);
-        let mut env = Env {
-            c,
-            client,
-            scheduler: None,
-            controllers: None,
-            _profile: profile,
-        };
-        env.start_scheduler();
-        env.start_controllers();
-        env
+        let mut rig = Rig::start(nodes, PROFILE).await;
+        rig.start_scheduler_and_controllers();
+        Env(rig)
     }
 
-    fn start_scheduler(&mut self) {
-        assert!(self.scheduler.is_none());
-        self.scheduler = Some(self.c.start_parts(&Components {
-            scheduler: Some(Default::default()),
-            ..Default::default()
-        }));
-    }
-
-    async fn stop_scheduler(&mut self) {
-        self.scheduler.take().unwrap().stop().await;
-    }
-
-    fn start_controllers(&mut self) {
-        assert!(self.controllers.is_none());
-        self.controllers = Some(self.c.start_parts(&Components {
-            controllers: Some(Default::default()),
-            ..Default::default()
-        }));
-    }
-
-    async fn stop_controllers(&mut self) {
-        self.controllers.take().unwrap().stop().await;
-    }
-
-    async fn stop(mut self) {
-        if let Some(c) = self.controllers.take() {
-            c.stop().await;
-        }
-        if let Some(s) = self.scheduler.take() {
-            s.stop().await;
-        }
-        self.c.stop().await;
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        self.c.kubectl(args).await
-    }
-
-    async fn apply(&self, manifest: &Value) {
-        self.c
-            .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
-            .await;
+    async fn stop(self) {
+        self.0.stop().await;
     }
 
     async fn set_image(&self, name: &str, image: &str) {

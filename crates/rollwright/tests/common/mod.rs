@@ -240,3 +240,100 @@ impl Cluster {
             .expect("parts start")
     }
 }
+
+/// A whole cluster — simulated nodes under a fault profile, the scheduler and the controllers —
+/// whose scheduler and controllers a test can stop and start again (to freeze a rollout with pods
+/// Pending, or to crash the controllers mid-rollout).
+pub struct Rig {
+    pub c: Cluster,
+    /// An in-process client of the cluster's API server.
+    pub client: kube::Client,
+    scheduler: Option<rollwright::components::Running>,
+    controllers: Option<rollwright::components::Running>,
+    _profile: tempfile::TempDir,
+}
+
+impl Rig {
+    /// Starts `nodes` with the fault profile `profile` (YAML), then the scheduler and controllers.
+    pub async fn start(nodes: nodesim::NodeSim, profile: &str) -> Rig {
+        let dir = tempfile::tempdir().expect("profile dir");
+        let path = dir.path().join("faults.yaml");
+        std::fs::write(&path, profile).expect("profile written");
+        let c = Cluster::start_with(rollwright::components::Components {
+            nodes: Some(nodes),
+            profile: Some(path),
+            ..Default::default()
+        })
+        .await;
+        let client = embedded::client_for(&c.cp.server);
+        Rig {
+            c,
+            client,
+            scheduler: None,
+            controllers: None,
+            _profile: dir,
+        }
+    }
+
+    /// Starts the scheduler and the controllers (a fresh instance of each).
+    pub fn start_scheduler_and_controllers(&mut self) {
+        self.start_scheduler();
+        self.start_controllers();
+    }
+
+    pub fn start_scheduler(&mut self) {
+        assert!(self.scheduler.is_none(), "the scheduler is already running");
+        self.scheduler = Some(self.c.start_parts(&rollwright::components::Components {
+            scheduler: Some(Default::default()),
+            ..Default::default()
+        }));
+    }
+
+    pub async fn stop_scheduler(&mut self) {
+        self.scheduler
+            .take()
+            .expect("the scheduler runs")
+            .stop()
+            .await;
+    }
+
+    pub fn start_controllers(&mut self) {
+        assert!(
+            self.controllers.is_none(),
+            "the controllers are already running"
+        );
+        self.controllers = Some(self.c.start_parts(&rollwright::components::Components {
+            controllers: Some(Default::default()),
+            ..Default::default()
+        }));
+    }
+
+    pub async fn stop_controllers(&mut self) {
+        self.controllers
+            .take()
+            .expect("the controllers run")
+            .stop()
+            .await;
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(c) = self.controllers.take() {
+            c.stop().await;
+        }
+        if let Some(s) = self.scheduler.take() {
+            s.stop().await;
+        }
+        self.c.stop().await;
+    }
+
+    pub async fn kubectl(&self, args: &[&str]) -> String {
+        self.c.kubectl(args).await
+    }
+
+    /// `kubectl apply -f -` of a manifest.
+    pub async fn apply(&self, manifest: &serde_json::Value) {
+        self.c
+            .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
+            .await;
+    }
+}
