@@ -7,9 +7,10 @@
 //! the wire format with the generated message table (`schema.rs`, `messages.json`).
 //!
 //! Rules, chosen to give what the same client would have sent as JSON:
-//! - Scalars present on the wire are kept, zero or not (`replicas: 0` matters for pointer
-//!   fields, and Go writes non-pointer numbers and bools unconditionally, so a `0`/`false` is
-//!   either explicit or the Go zero value, both meaning the same to the server's defaulting).
+//! - Go writes non-pointer numbers and bools even when zero, and upstream's JSON drops those
+//!   (`omitempty`), so a zero or `false` is omitted, except in the fields that are pointers
+//!   upstream, where it is a choice (`replicas: 0`, `runAsUser: 0`, `gracePeriodSeconds: 0`):
+//!   [`POINTER_SCALARS`] lists them by JSON name. The protobuf itself cannot tell the two apart.
 //! - Empty strings in non-repeated fields are omitted: Go writes every non-pointer string even
 //!   when empty, and upstream's JSON drops them (`omitempty`). The few pointer strings where
 //!   `""` means something (a PVC's `storageClassName: ""` disables dynamic provisioning) are kept.
@@ -395,7 +396,16 @@ impl Decoder<'_> {
                             push(&mut out, &field.json, value);
                         }
                     } else if let Some(value) = values.into_iter().next_back() {
-                        if value.as_str() == Some("") && !keeps_empty(name, field) {
+                        let go_zero = match &value {
+                            Value::String(s) => s.is_empty() && !keeps_empty(name, field),
+                            Value::Bool(b) => !b && !POINTER_SCALARS.contains(&field.json.as_str()),
+                            Value::Number(n) => {
+                                n.as_f64() == Some(0.0)
+                                    && !POINTER_SCALARS.contains(&field.json.as_str())
+                            }
+                            _ => false,
+                        };
+                        if go_zero {
                             out.remove(&field.json);
                         } else {
                             out.insert(field.json.clone(), value);
@@ -481,6 +491,45 @@ fn expect_len(wire: WireType) -> Result<(), ProtobufError> {
         )))
     }
 }
+
+/// Scalar fields that are pointers in upstream's Go types (`*int32`, `*int64`, `*bool`) in the
+/// kinds this server serves and the options it takes, so a zero or `false` sent for them was
+/// chosen and is kept. Everything else zero is Go's zero value and omitted, as upstream's JSON
+/// omits it.
+const POINTER_SCALARS: &[&str] = &[
+    // apps/v1
+    "replicas",
+    "revisionHistoryLimit",
+    "progressDeadlineSeconds",
+    "partition",
+    // core/v1 pod spec and security contexts
+    "terminationGracePeriodSeconds",
+    "activeDeadlineSeconds",
+    "automountServiceAccountToken",
+    "shareProcessNamespace",
+    "priority",
+    "enableServiceLinks",
+    "setHostnameAsFQDN",
+    "hostUsers",
+    "privileged",
+    "runAsUser",
+    "runAsGroup",
+    "runAsNonRoot",
+    "readOnlyRootFilesystem",
+    "allowPrivilegeEscalation",
+    "fsGroup",
+    "defaultMode",
+    "mode",
+    "optional",
+    "tolerationSeconds",
+    "expirationSeconds",
+    // metadata, delete options, leases
+    "deletionGracePeriodSeconds",
+    "gracePeriodSeconds",
+    "orphanDependents",
+    "leaseDurationSeconds",
+    "leaseTransitions",
+];
 
 /// Pointer strings whose `""` upstream keeps and gives a meaning.
 fn keeps_empty(message: &str, field: &Field) -> bool {
