@@ -1,0 +1,109 @@
+//! Recording against a real (in-process) API server: repeats aggregate into one Event with a
+//! count, as upstream's recorder does, and different messages stay apart.
+
+#![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+use events::{EventType, Recorder};
+use k8s_openapi::api::core::v1::{Event, ObjectReference};
+use kube::api::{Api, ListParams};
+
+fn pod_ref(name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(name.into()),
+        namespace: Some("default".into()),
+        uid: Some(format!("uid-{name}")),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn repeats_are_counted_on_one_event() {
+    let server = embedded::Embedded::memory().await.unwrap();
+    let client = server.client();
+    let recorder = Recorder::new(client.clone(), "kubelet", Some("node-0".into()));
+    let web = pod_ref("web");
+    for _ in 0..3 {
+        assert!(
+            recorder
+                .publish(
+                    &web,
+                    EventType::Warning,
+                    "BackOff",
+                    "Back-off restarting failed container"
+                )
+                .await
+                .unwrap()
+        );
+    }
+    recorder
+        .publish(
+            &web,
+            EventType::Normal,
+            "Pulled",
+            "Successfully pulled image",
+        )
+        .await
+        .unwrap();
+
+    let events: Api<Event> = Api::namespaced(client, "default");
+    let list = events
+        .list(&ListParams::default().fields("involvedObject.name=web"))
+        .await
+        .unwrap();
+    assert_eq!(
+        list.items.len(),
+        2,
+        "one event per distinct reason and message"
+    );
+    let backoff = list
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("BackOff"))
+        .unwrap();
+    assert_eq!(backoff.count, Some(3));
+    assert_eq!(backoff.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        backoff.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("kubelet")
+    );
+    assert_eq!(
+        backoff.source.as_ref().and_then(|s| s.host.as_deref()),
+        Some("node-0")
+    );
+    assert!(backoff.first_timestamp <= backoff.last_timestamp);
+    let pulled = list
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Pulled"))
+        .unwrap();
+    assert_eq!(pulled.count, Some(1));
+}
+
+#[tokio::test]
+async fn the_spam_filter_caps_what_one_object_can_write() {
+    let server = embedded::Embedded::memory().await.unwrap();
+    let recorder = Recorder::new(server.client(), "kubelet", None);
+    let noisy = pod_ref("noisy");
+    let mut written = 0;
+    for i in 0..40 {
+        if recorder
+            .publish(&noisy, EventType::Normal, "Tick", &format!("tick {i}"))
+            .await
+            .unwrap()
+        {
+            written += 1;
+        }
+    }
+    assert_eq!(
+        written, 25,
+        "a burst of 25, then nothing until the bucket refills"
+    );
+    assert!(
+        recorder
+            .publish(&pod_ref("quiet"), EventType::Normal, "Tick", "tick")
+            .await
+            .unwrap()
+    );
+}
