@@ -1298,6 +1298,33 @@ impl Controller {
     }
 }
 
+/// Follows one watch (kube's default back-off retries it for ever): `handle` takes each event
+/// and says whether the initial list is complete; `on_synced` runs the first time it is.
+async fn follow<K>(
+    api: Api<K>,
+    what: &'static str,
+    mut handle: impl FnMut(watcher::Event<K>) -> bool,
+    on_synced: impl Fn(),
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut synced = false;
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(e) => {
+                if handle(e) && !synced {
+                    synced = true;
+                    on_synced();
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, watch = what, "watch failed; retrying"),
+        }
+    }
+}
+
 /// Runs the DaemonSet controller on `client` until `shutdown` completes (or the future is
 /// dropped): four watches feed the indexes, and `config.workers` workers sync DaemonSets once
 /// every watch has listed. A sync cut short by shutdown is safe: the next controller finds the
@@ -1311,98 +1338,56 @@ pub async fn run_daemonset(client: Client, config: Config, shutdown: impl Future
         let ctl = Arc::clone(&ctl);
         let api: Api<DynamicObject> =
             Api::all_with(client.clone(), &ApiResource::erase::<DaemonSet>(&()));
-        async move {
-            let mut listing = None;
-            let mut synced = false;
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(e) => {
-                        if ctl.on_daemonset(e, &mut listing) && !synced {
-                            synced = true;
-                            mark_synced();
-                        }
-                    }
-                    Err(e) => tracing::debug!(error = %e, "daemonset watch failed; retrying"),
-                }
-            }
-        }
+        let mut listing = None;
+        follow(
+            api,
+            "daemonset",
+            move |e| ctl.on_daemonset(e, &mut listing),
+            &mark_synced,
+        )
     };
     let nodes = {
         let ctl = Arc::clone(&ctl);
         let api: Api<Node> = Api::all(client.clone());
-        async move {
-            let mut listing = None;
-            let mut synced = false;
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(e) => {
-                        if ctl.on_node(e, &mut listing) && !synced {
-                            synced = true;
-                            mark_synced();
-                        }
-                    }
-                    Err(e) => tracing::debug!(error = %e, "node watch failed; retrying"),
-                }
-            }
-        }
+        let mut listing = None;
+        follow(
+            api,
+            "node",
+            move |e| ctl.on_node(e, &mut listing),
+            &mark_synced,
+        )
     };
     let pods = {
         let ctl = Arc::clone(&ctl);
         let api: Api<Pod> = Api::all(client.clone());
-        async move {
-            let mut ingest = Ingest::new(ctl.pods.clone());
-            let mut synced = false;
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(e) => {
-                        for change in ingest.handle(e) {
-                            ctl.on_pod(change);
-                        }
-                        if ingest.synced() && !synced {
-                            synced = true;
-                            mark_synced();
-                        }
-                    }
-                    Err(e) => tracing::debug!(error = %e, "pod watch failed; retrying"),
+        let mut ingest = Ingest::new(ctl.pods.clone());
+        follow(
+            api,
+            "pod",
+            move |e| {
+                for change in ingest.handle(e) {
+                    ctl.on_pod(change);
                 }
-            }
-        }
+                ingest.synced()
+            },
+            &mark_synced,
+        )
     };
     let revisions = {
         let ctl = Arc::clone(&ctl);
         let api: Api<ControllerRevision> = Api::all(client.clone());
-        async move {
-            let mut ingest = Ingest::new(ctl.revisions.clone());
-            let mut synced = false;
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(e) => {
-                        for change in ingest.handle(e) {
-                            ctl.on_revision(change);
-                        }
-                        if ingest.synced() && !synced {
-                            synced = true;
-                            mark_synced();
-                        }
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "controllerrevision watch failed; retrying")
-                    }
+        let mut ingest = Ingest::new(ctl.revisions.clone());
+        follow(
+            api,
+            "controllerrevision",
+            move |e| {
+                for change in ingest.handle(e) {
+                    ctl.on_revision(change);
                 }
-            }
-        }
+                ingest.synced()
+            },
+            &mark_synced,
+        )
     };
     let workers = {
         let ctl = Arc::clone(&ctl);
