@@ -712,8 +712,8 @@ impl Controller {
             return Ok(Action::await_change());
         }
         let ns = ds.namespace().unwrap_or_default();
-        let pods = self.claim_pods(&daemon).await?;
-        let revisions = self.claim_revisions(&daemon).await?;
+        let pods = self.claim(&daemon, &self.pods).await?;
+        let revisions = self.claim(&daemon, &self.revisions).await?;
         let template = ds
             .spec
             .as_ref()
@@ -802,51 +802,25 @@ impl Controller {
             && fresh.metadata.deletion_timestamp.is_none())
     }
 
-    async fn claim_pods(&self, daemon: &Daemon) -> Result<Vec<Arc<Pod>>, Error> {
+    /// Adopts the orphans of `index` the DaemonSet's selector matches and releases its children
+    /// it no longer matches (pods and ControllerRevisions alike); returns what it controls.
+    async fn claim<K>(&self, daemon: &Daemon, index: &OwnerIndex<K>) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
         let ns = daemon.ds.namespace().unwrap_or_default();
-        let mut candidates = self.pods.controlled_by(daemon.uid());
-        candidates.extend(
-            self.pods
-                .orphans(&ns)
-                .into_iter()
-                .filter(|p| daemon.selector.matches_labels(p.metadata.labels.as_ref())),
-        );
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let matches = |k: &K| daemon.selector.matches_labels(k.meta().labels.as_ref());
+        let mut candidates = index.controlled_by(daemon.uid());
+        candidates.extend(index.orphans(&ns).into_iter().filter(|k| matches(k)));
+        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let controller = controller_ref("apps/v1", "DaemonSet", &daemon.ds.metadata);
-        let claimed = ownership::claim(
-            &api,
-            &controller,
-            false,
-            candidates,
-            |p: &Pod| daemon.selector.matches_labels(p.metadata.labels.as_ref()),
-            || self.can_adopt(daemon),
-        )
-        .await?;
-        Ok(claimed)
-    }
-
-    async fn claim_revisions(
-        &self,
-        daemon: &Daemon,
-    ) -> Result<Vec<Arc<ControllerRevision>>, Error> {
-        let ns = daemon.ds.namespace().unwrap_or_default();
-        let mut candidates = self.revisions.controlled_by(daemon.uid());
-        candidates.extend(
-            self.revisions
-                .orphans(&ns)
-                .into_iter()
-                .filter(|r| daemon.selector.matches_labels(r.metadata.labels.as_ref())),
-        );
-        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
-        let controller = controller_ref("apps/v1", "DaemonSet", &daemon.ds.metadata);
-        let claimed = ownership::claim(
-            &api,
-            &controller,
-            false,
-            candidates,
-            |r: &ControllerRevision| daemon.selector.matches_labels(r.metadata.labels.as_ref()),
-            || self.can_adopt(daemon),
-        )
+        let claimed = ownership::claim(&api, &controller, false, candidates, matches, || {
+            self.can_adopt(daemon)
+        })
         .await?;
         Ok(claimed)
     }

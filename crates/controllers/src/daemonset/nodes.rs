@@ -463,6 +463,20 @@ mod tests {
         }
     }
 
+    /// The three placements the tables expect.
+    const RUN: Placement = Placement {
+        should_run: true,
+        should_continue_running: true,
+    };
+    const STAY: Placement = Placement {
+        should_run: false,
+        should_continue_running: true,
+    };
+    const EVICT: Placement = Placement {
+        should_run: false,
+        should_continue_running: false,
+    };
+
     fn toleration(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
         Toleration {
             key: Some(key.into()).filter(|k: &String| !k.is_empty()),
@@ -475,18 +489,7 @@ mod tests {
 
     #[test]
     fn node_should_run_matrix() {
-        let run = Placement {
-            should_run: true,
-            should_continue_running: true,
-        };
-        let stay = Placement {
-            should_run: false,
-            should_continue_running: true,
-        };
-        let no = Placement {
-            should_run: false,
-            should_continue_running: false,
-        };
+        let (run, stay, no) = (RUN, STAY, EVICT);
         let selector = |k: &str, v: &str| PodSpec {
             node_selector: Some([(k.to_string(), v.to_string())].into()),
             ..Default::default()
@@ -820,18 +823,7 @@ mod tests {
 
     #[test]
     fn pods_should_be_on_node_table() {
-        let run = Placement {
-            should_run: true,
-            should_continue_running: true,
-        };
-        let stay = Placement {
-            should_run: false,
-            should_continue_running: true,
-        };
-        let evict = Placement {
-            should_run: false,
-            should_continue_running: false,
-        };
+        let (run, stay, evict) = (RUN, STAY, EVICT);
         let act = |create: bool, delete: &[&str], failed: &[&str]| NodeActions {
             create,
             delete: delete.iter().map(|s| s.to_string()).collect(),
