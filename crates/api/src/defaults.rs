@@ -9,24 +9,44 @@
 
 use serde_json::{Map, Value, json};
 
-/// Fills upstream's defaults into `obj` in place; unknown kinds are left alone.
-pub fn apply(group: &str, kind: &str, obj: &mut Value) {
-    let Some(root) = obj.as_object_mut() else {
-        return;
-    };
-    match (group, kind) {
-        ("", "Pod") => pod(root),
-        ("", "Namespace") => namespace(root),
-        ("", "Node") => node(root),
-        ("", "PersistentVolumeClaim") => persistent_volume_claim(root),
-        ("", "PersistentVolume") => persistent_volume(root),
-        ("storage.k8s.io", "StorageClass") => storage_class(root),
-        ("apps", "Deployment") => deployment(root),
-        ("apps", "ReplicaSet") => replica_set(root),
-        ("apps", "StatefulSet") => stateful_set(root),
-        ("apps", "DaemonSet") => daemon_set(root),
-        _ => {}
+/// Runs `f` on the object's top-level map (objects that are not JSON objects are left alone).
+fn on_root(obj: &mut Value, f: fn(&mut Map<String, Value>)) {
+    if let Some(root) = obj.as_object_mut() {
+        f(root);
     }
+}
+
+/// Declares the public, per-kind entry point of a defaulting function over the root map.
+macro_rules! kind_defaults {
+    ($($(#[$doc:meta])* $name:ident => $inner:ident;)*) => {
+        $($(#[$doc])* pub fn $name(obj: &mut Value) {
+            on_root(obj, $inner)
+        })*
+    };
+}
+
+kind_defaults! {
+    /// A Pod's defaults (`SetDefaults_Pod`, `SetDefaults_PodSpec`, containers, volumes, probes,
+    /// and the `DefaultTolerationSeconds` admission plugin).
+    pod => pod_root;
+    /// A Namespace's: the `kubernetes.io/metadata.name` label, the `kubernetes` finalizer.
+    namespace => namespace_root;
+    /// A Node's: allocatable from capacity.
+    node => node_root;
+    /// A PersistentVolumeClaim's: volume mode, phase.
+    persistent_volume_claim => persistent_volume_claim_root;
+    /// A PersistentVolume's: reclaim policy, volume mode, phase.
+    persistent_volume => persistent_volume_root;
+    /// A StorageClass's: reclaim policy and binding mode.
+    storage_class => storage_class_root;
+    /// A Deployment's.
+    deployment => deployment_root;
+    /// A ReplicaSet's.
+    replica_set => replica_set_root;
+    /// A DaemonSet's, with rollwright's `paused` and `podUpdatePolicy`.
+    daemon_set => daemon_set_root;
+    /// A StatefulSet's, with rollwright's `paused` and `podUpdatePolicy`.
+    stateful_set => stateful_set_root;
 }
 
 // ---- small helpers over JSON maps ----
@@ -84,7 +104,7 @@ fn default_int(map: &mut Map<String, Value>, key: &str, value: i64) {
 
 // ---- core/v1 ----
 
-fn pod(root: &mut Map<String, Value>) {
+fn pod_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -324,7 +344,7 @@ fn image_tag(image: &str) -> Option<String> {
     }
 }
 
-fn namespace(root: &mut Map<String, Value>) {
+fn namespace_root(root: &mut Map<String, Value>) {
     let name = root
         .get("metadata")
         .and_then(|m| m.get("name"))
@@ -345,7 +365,7 @@ fn namespace(root: &mut Map<String, Value>) {
     }
 }
 
-fn node(root: &mut Map<String, Value>) {
+fn node_root(root: &mut Map<String, Value>) {
     let Some(status) = existing(root, "status") else {
         return;
     };
@@ -356,7 +376,7 @@ fn node(root: &mut Map<String, Value>) {
     }
 }
 
-fn persistent_volume_claim(root: &mut Map<String, Value>) {
+fn persistent_volume_claim_root(root: &mut Map<String, Value>) {
     if let Some(spec) = child(root, "spec") {
         default_ptr(spec, "volumeMode", json!("Filesystem"));
     }
@@ -365,7 +385,7 @@ fn persistent_volume_claim(root: &mut Map<String, Value>) {
     }
 }
 
-fn persistent_volume(root: &mut Map<String, Value>) {
+fn persistent_volume_root(root: &mut Map<String, Value>) {
     if let Some(spec) = child(root, "spec") {
         default_str(spec, "persistentVolumeReclaimPolicy", "Retain");
         default_ptr(spec, "volumeMode", json!("Filesystem"));
@@ -377,7 +397,7 @@ fn persistent_volume(root: &mut Map<String, Value>) {
 
 // ---- storage.k8s.io/v1 ----
 
-fn storage_class(root: &mut Map<String, Value>) {
+fn storage_class_root(root: &mut Map<String, Value>) {
     default_ptr(root, "reclaimPolicy", json!("Delete"));
     default_ptr(root, "volumeBindingMode", json!("Immediate"));
 }
@@ -401,7 +421,7 @@ fn template(spec: &mut Map<String, Value>) {
     }
 }
 
-fn deployment(root: &mut Map<String, Value>) {
+fn deployment_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -420,7 +440,7 @@ fn deployment(root: &mut Map<String, Value>) {
     template(spec);
 }
 
-fn replica_set(root: &mut Map<String, Value>) {
+fn replica_set_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -428,7 +448,7 @@ fn replica_set(root: &mut Map<String, Value>) {
     template(spec);
 }
 
-fn daemon_set(root: &mut Map<String, Value>) {
+fn daemon_set_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -453,7 +473,7 @@ fn rollwright_extensions(rolling: &mut Map<String, Value>) {
     default_ptr(rolling, "paused", json!(false));
 }
 
-fn stateful_set(root: &mut Map<String, Value>) {
+fn stateful_set_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -483,14 +503,32 @@ fn stateful_set(root: &mut Map<String, Value>) {
     default_ptr(spec, "revisionHistoryLimit", json!(10));
     template(spec);
     for claim in each(spec, "volumeClaimTemplates") {
-        persistent_volume_claim(claim);
+        persistent_volume_claim_root(claim);
     }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Defaults `obj` as the registry entry of `group`/`kind` would.
+    pub(crate) fn apply(group: &str, kind: &str, obj: &mut Value) {
+        let f: fn(&mut Value) = match (group, kind) {
+            ("", "Pod") => pod,
+            ("", "Namespace") => namespace,
+            ("", "Node") => node,
+            ("", "PersistentVolumeClaim") => persistent_volume_claim,
+            ("", "PersistentVolume") => persistent_volume,
+            ("storage.k8s.io", "StorageClass") => storage_class,
+            ("apps", "Deployment") => deployment,
+            ("apps", "ReplicaSet") => replica_set,
+            ("apps", "DaemonSet") => daemon_set,
+            ("apps", "StatefulSet") => stateful_set,
+            _ => |_: &mut Value| {},
+        };
+        f(obj)
+    }
 
     fn defaulted(group: &str, kind: &str, mut obj: Value) -> Value {
         apply(group, kind, &mut obj);

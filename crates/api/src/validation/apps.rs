@@ -262,7 +262,7 @@ fn rollwright_extensions(errs: &mut Vec<FieldError>, rolling: &Value, path: &Pat
 // ---- Deployment ----
 
 /// A Deployment.
-pub(super) fn validate_deployment(obj: &Value) -> Vec<FieldError> {
+pub fn validate_deployment(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -338,7 +338,7 @@ fn deployment_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
 // ---- ReplicaSet ----
 
 /// A ReplicaSet.
-pub(super) fn validate_replica_set(obj: &Value) -> Vec<FieldError> {
+pub fn validate_replica_set(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -353,7 +353,7 @@ pub(super) fn validate_replica_set(obj: &Value) -> Vec<FieldError> {
 // ---- DaemonSet ----
 
 /// A DaemonSet.
-pub(super) fn validate_daemon_set(obj: &Value) -> Vec<FieldError> {
+pub fn validate_daemon_set(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -443,7 +443,7 @@ fn daemon_set_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
 /// A StatefulSet. Unlike upstream (which checks only template labels and annotations), the
 /// template's pod spec is validated too, with the claim templates counting as volumes, so a
 /// broken template is refused instead of failing at pod creation.
-pub(super) fn validate_stateful_set(obj: &Value) -> Vec<FieldError> {
+pub fn validate_stateful_set(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_label);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -581,7 +581,7 @@ fn stateful_rolling_repr(rolling: &Value) -> String {
 // ---- ControllerRevision ----
 
 /// A ControllerRevision.
-pub(super) fn validate_controller_revision(obj: &Value) -> Vec<FieldError> {
+pub fn validate_controller_revision(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     if field(obj, "data").is_none() {
         errs.push(FieldError::required(Path::new("data"), "data is mandatory"));
@@ -593,7 +593,7 @@ pub(super) fn validate_controller_revision(obj: &Value) -> Vec<FieldError> {
 // ---- updates ----
 
 /// apps/v1 selectors never change after creation (the strategies' `ValidateImmutableField`).
-pub(super) fn validate_selector_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_selector_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let (new_sel, old_sel) = (
         field(spec_of(new), "selector"),
         field(spec_of(old), "selector"),
@@ -614,7 +614,7 @@ fn normalize_opt(v: Option<&Value>) -> Value {
 }
 
 /// Only some StatefulSet spec fields may change.
-pub(super) fn validate_stateful_set_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_stateful_set_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let strip = |obj: &Value| {
         let mut spec = normalize(spec_of(obj));
         if let Some(map) = spec.as_object_mut() {
@@ -635,7 +635,7 @@ pub(super) fn validate_stateful_set_update(new: &Value, old: &Value) -> Vec<Fiel
 }
 
 /// A revision's data is its identity.
-pub(super) fn validate_controller_revision_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_controller_revision_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let (new_data, old_data) = (field(new, "data"), field(old, "data"));
     if normalize_opt(new_data) == normalize_opt(old_data) {
         return vec![];
