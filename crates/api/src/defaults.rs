@@ -9,8 +9,18 @@
 
 use serde_json::{Map, Value, json};
 
+mod autoscaling;
+mod batch;
+mod core_kinds;
+mod scheduling;
+
+pub use autoscaling::horizontal_pod_autoscaler;
+pub use batch::{cron_job, job};
+pub use core_kinds::{replication_controller, secret, service};
+pub use scheduling::priority_class;
+
 /// Runs `f` on the object's top-level map (objects that are not JSON objects are left alone).
-fn on_root(obj: &mut Value, f: fn(&mut Map<String, Value>)) {
+pub(crate) fn on_root(obj: &mut Value, f: fn(&mut Map<String, Value>)) {
     if let Some(root) = obj.as_object_mut() {
         f(root);
     }
@@ -52,7 +62,7 @@ kind_defaults! {
 // ---- small helpers over JSON maps ----
 
 /// The object at `key`, created if absent or null (Go's non-pointer structs always exist).
-fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+pub(crate) fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
     let slot = map.entry(key.to_string()).or_insert(Value::Null);
     if slot.is_null() {
         *slot = Value::Object(Map::new());
@@ -61,12 +71,12 @@ fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<S
 }
 
 /// The object at `key` only if present (Go pointer structs are defaulted only when set).
-fn existing<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+pub(crate) fn existing<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
     map.get_mut(key).and_then(Value::as_object_mut)
 }
 
 /// Each object of the array at `key`, if any.
-fn each<'a>(
+pub(crate) fn each<'a>(
     map: &'a mut Map<String, Value>,
     key: &str,
 ) -> impl Iterator<Item = &'a mut Map<String, Value>> {
@@ -77,26 +87,26 @@ fn each<'a>(
         .filter_map(Value::as_object_mut)
 }
 
-fn is_unset(map: &Map<String, Value>, key: &str) -> bool {
+pub(crate) fn is_unset(map: &Map<String, Value>, key: &str) -> bool {
     map.get(key).is_none_or(Value::is_null)
 }
 
 /// A pointer field: set when absent or null.
-fn default_ptr(map: &mut Map<String, Value>, key: &str, value: Value) {
+pub(crate) fn default_ptr(map: &mut Map<String, Value>, key: &str, value: Value) {
     if is_unset(map, key) {
         map.insert(key.to_string(), value);
     }
 }
 
 /// A Go string field: set when absent, null or empty.
-fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
+pub(crate) fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
     if is_unset(map, key) || map.get(key).and_then(Value::as_str) == Some("") {
         map.insert(key.to_string(), Value::String(value.to_string()));
     }
 }
 
 /// A Go non-pointer integer: set when absent, null or zero.
-fn default_int(map: &mut Map<String, Value>, key: &str, value: i64) {
+pub(crate) fn default_int(map: &mut Map<String, Value>, key: &str, value: i64) {
     if is_unset(map, key) || map.get(key).and_then(Value::as_i64) == Some(0) {
         map.insert(key.to_string(), Value::from(value));
     }
@@ -196,7 +206,7 @@ fn default_tolerations(spec: &mut Map<String, Value>) {
 }
 
 /// SetDefaults_PodSpec and everything the generated defaulters reach inside a pod spec.
-fn pod_spec(spec: &mut Map<String, Value>) {
+pub(crate) fn pod_spec(spec: &mut Map<String, Value>) {
     default_str(spec, "dnsPolicy", "ClusterFirst");
     default_str(spec, "restartPolicy", "Always");
     default_ptr(spec, "securityContext", json!({}));
@@ -405,7 +415,7 @@ fn storage_class_root(root: &mut Map<String, Value>) {
 // ---- apps/v1 ----
 
 /// Defaults of a workload's `spec.template`.
-fn template(spec: &mut Map<String, Value>) {
+pub(crate) fn template(spec: &mut Map<String, Value>) {
     let Some(template) = child(spec, "template") else {
         return;
     };

@@ -11,12 +11,18 @@
 //! of bad values in messages).
 
 pub mod apps;
+pub mod batch;
+pub mod config;
 pub mod core_kinds;
 mod label_selector;
 mod meta;
 mod names;
 pub mod pod;
+pub mod policy;
+pub mod rbac;
 mod repr;
+pub mod scheduling;
+pub mod service;
 pub mod storage;
 
 use crate::field::{FieldError, Path};

@@ -44,7 +44,7 @@ fn not_supported_repr(path: &Path, repr: String, allowed: &[&str]) -> FieldError
 }
 
 /// `spec.selector` presence, syntax and non-emptiness, for kinds that require a selector.
-fn required_selector(spec: &Value, path: &Path, kind: &str) -> Vec<FieldError> {
+pub(super) fn required_selector(spec: &Value, path: &Path, kind: &str) -> Vec<FieldError> {
     let selector_path = path.child("selector");
     let Some(selector) = field(spec, "selector") else {
         return vec![FieldError::required(selector_path, "")];
@@ -69,13 +69,13 @@ fn is_empty_selector(selector: &Value) -> bool {
     len("matchLabels") + len("matchExpressions") == 0
 }
 
-fn template_labels(template: Option<&Value>) -> Option<&Value> {
+pub(super) fn template_labels(template: Option<&Value>) -> Option<&Value> {
     template
         .and_then(|t| field(t, "metadata"))
         .and_then(|m| field(m, "labels"))
 }
 
-fn mismatch(template: Option<&Value>, template_path: &Path) -> FieldError {
+pub(super) fn mismatch(template: Option<&Value>, template_path: &Path) -> FieldError {
     repr::invalid_repr(
         &template_path.child("metadata").child("labels"),
         repr::string_map(template_labels(template)),
@@ -145,14 +145,14 @@ fn replica_set_template(spec: &Value, path: &Path) -> Vec<FieldError> {
 }
 
 /// What an int-or-percent field holds after checking it (upstream's `ValidatePositiveIntOrPercent`).
-struct Checked {
+pub(super) struct Checked {
     /// Upstream's `getIntOrPercentValue`: the number, counted or percent.
-    raw: i64,
+    pub(super) raw: i64,
     /// Set for a valid percentage.
-    percent: Option<i64>,
+    pub(super) percent: Option<i64>,
 }
 
-fn int_or_percent(errs: &mut Vec<FieldError>, v: Option<&Value>, path: &Path) -> Checked {
+pub(super) fn int_or_percent(errs: &mut Vec<FieldError>, v: Option<&Value>, path: &Path) -> Checked {
     let Some(v) = v else {
         return Checked {
             raw: 0,
@@ -217,7 +217,7 @@ fn int_or_percent(errs: &mut Vec<FieldError>, v: Option<&Value>, path: &Path) ->
     }
 }
 
-fn not_more_than_100_percent(
+pub(super) fn not_more_than_100_percent(
     errs: &mut Vec<FieldError>,
     checked: &Checked,
     v: Option<&Value>,

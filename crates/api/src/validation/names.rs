@@ -114,6 +114,20 @@ pub(crate) fn name_is_dns_label(name: &str, prefix: bool) -> Vec<String> {
     dns1123_label(&mask_trailing_dash(name, prefix))
 }
 
+/// Upstream's `ValidatePathSegmentName` (RBAC names): anything that is one URL path segment.
+pub(crate) fn path_segment_name(name: &str, prefix: bool) -> Vec<String> {
+    let mut msgs = Vec::new();
+    if !prefix && (name == "." || name == "..") {
+        msgs.push(format!("may not be '{name}'"));
+    }
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            msgs.push(format!("may not contain '{bad}'"));
+        }
+    }
+    msgs
+}
+
 fn mask_trailing_dash(name: &str, prefix: bool) -> String {
     match name.strip_suffix('-') {
         Some(rest) if prefix && !rest.is_empty() => format!("{rest}a"),
