@@ -62,7 +62,10 @@ kind_defaults! {
 // ---- small helpers over JSON maps ----
 
 /// The object at `key`, created if absent or null (Go's non-pointer structs always exist).
-pub(crate) fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+pub(crate) fn child<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
     let slot = map.entry(key.to_string()).or_insert(Value::Null);
     if slot.is_null() {
         *slot = Value::Object(Map::new());
@@ -71,7 +74,10 @@ pub(crate) fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'
 }
 
 /// The object at `key` only if present (Go pointer structs are defaulted only when set).
-pub(crate) fn existing<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+pub(crate) fn existing<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
     map.get_mut(key).and_then(Value::as_object_mut)
 }
 

@@ -177,7 +177,7 @@ pub(crate) fn verbs(def: &Kind) -> &'static [&'static str] {
 
 fn sub_verbs(sub: Subresource) -> &'static [&'static str] {
     match sub {
-        Subresource::Status | Subresource::Scale => SUBRESOURCE_VERBS,
+        Subresource::Status | Subresource::Scale | Subresource::Approval => SUBRESOURCE_VERBS,
         Subresource::Binding | Subresource::Eviction => CREATE_ONLY,
     }
 }
@@ -187,13 +187,13 @@ fn foreign_kind(sub: Subresource) -> Option<(&'static str, &'static str, &'stati
     match sub {
         Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
         Subresource::Eviction => Some(("policy", "v1", "Eviction")),
-        Subresource::Status | Subresource::Binding => None,
+        Subresource::Status | Subresource::Binding | Subresource::Approval => None,
     }
 }
 
 fn sub_kind(def: &Kind, sub: Subresource) -> &str {
     match sub {
-        Subresource::Status => &def.kind,
+        Subresource::Status | Subresource::Approval => &def.kind,
         Subresource::Binding => "Binding",
         Subresource::Scale | Subresource::Eviction => {
             foreign_kind(sub).map(|(_, _, k)| k).unwrap_or(&def.kind)

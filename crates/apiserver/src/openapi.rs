@@ -329,6 +329,48 @@ const PATCH_META: &[(&str, &str, &str, Option<&str>)] = &[
         Some("type"),
     ),
     (
+        "io.k8s.api.core.v1.ServiceSpec",
+        "ports",
+        "merge",
+        Some("port"),
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceAccount",
+        "secrets",
+        "merge",
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.ReplicationControllerStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.batch.v1.JobStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
+        "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus",
+        "conditions",
+        "merge",
+        Some("type"),
+    ),
+    (
         "io.k8s.api.apps.v1.DeploymentSpec",
         "strategy",
         "retainKeys",
@@ -974,7 +1016,7 @@ fn resource_paths(gv: &Gv, def: &Kind, kind_schema: &str, paths: &mut Map<String
         let suffix = capitalize(sub.name());
         let path = format!("{collection}/{{name}}/{}", sub.name());
         let ops = match sub {
-            Subresource::Status | Subresource::Scale => {
+            Subresource::Status | Subresource::Scale | Subresource::Approval => {
                 let (schema, sgvk) = if sub == Subresource::Scale {
                     (
                         "io.k8s.api.autoscaling.v1.Scale".to_string(),

@@ -488,6 +488,44 @@ impl ApiServer {
         ))
     }
 
+    /// Creates the objects the server keeps from the start ([`crate::registry::bootstrap_objects`])
+    /// when they are missing; ones a user changed are left alone.
+    pub(crate) async fn ensure_bootstrap_objects(&self) -> ApiResult<()> {
+        for mut obj in crate::registry::bootstrap_objects() {
+            self.ensure_object(&mut obj).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates `obj` (of a built-in kind, named by its `apiVersion` and `kind`) unless an object
+    /// of that name exists.
+    pub async fn ensure_object(&self, obj: &mut Value) -> ApiResult<()> {
+        let api_version = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let (group, _) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let def = self
+            .registry()
+            .find_kind(group, kind)
+            .ok_or_else(|| ApiError::internal(format!("no kind {kind} in {api_version}")))?;
+        let ns = object::namespace(obj).map(str::to_string);
+        if self
+            .cache
+            .get(&def, ns.as_deref(), object::name(obj))
+            .is_some()
+        {
+            return Ok(());
+        }
+        admission::prepare_create(&def, obj, ns.as_deref(), &*self.cache)?;
+        match self.store_create(&def, obj.clone(), false).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Stores a prepared new object.
     pub(crate) async fn store_create(
         &self,

@@ -89,7 +89,7 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        self.ensure_bootstrap_objects().await
     }
 
     /// The store's current revision.
@@ -323,14 +323,16 @@ impl ApiServer {
         let named = t.name.is_some();
         match (method.clone(), t.sub) {
             (Method::GET, _) if p.is_watch() => self.watch(t, p, out).await,
-            (Method::GET, None | Some(Subresource::Status)) if named => self.get(t, p, out).await,
+            (Method::GET, None | Some(Subresource::Status | Subresource::Approval)) if named => {
+                self.get(t, p, out).await
+            }
             (Method::GET, None) => self.list(t, p, out).await,
             (Method::GET, Some(Subresource::Scale)) => self.get_scale(t).await,
             (Method::POST, None) if !named => self.create(t, p, headers, body, out).await,
             (Method::POST, Some(Subresource::Binding)) => self.bind(t, p, headers, body).await,
             (Method::POST, Some(Subresource::Eviction)) => self.evict(t, p, headers, body).await,
             (Method::PUT, None) if named => self.update(t, p, headers, body, Part::Main, out).await,
-            (Method::PUT, Some(Subresource::Status)) => {
+            (Method::PUT, Some(Subresource::Status | Subresource::Approval)) => {
                 self.update(t, p, headers, body, Part::Status, out).await
             }
             (Method::PUT, Some(Subresource::Scale)) => {
@@ -339,7 +341,7 @@ impl ApiServer {
             (Method::PATCH, None) if named => {
                 self.patch(t, p, headers, body, Part::Main, out).await
             }
-            (Method::PATCH, Some(Subresource::Status)) => {
+            (Method::PATCH, Some(Subresource::Status | Subresource::Approval)) => {
                 self.patch(t, p, headers, body, Part::Status, out).await
             }
             (Method::PATCH, Some(Subresource::Scale)) => {

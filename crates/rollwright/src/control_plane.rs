@@ -118,7 +118,7 @@ impl ControlPlane {
             })
             .await;
         });
-        ensure_cluster_objects(embedded::client_for(&server)).await?;
+        ensure_cluster_objects(&server, &host, addr.port()).await?;
         // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
         // admission, none of the transport's cost.
         let components = crate::components::start(embedded::client_for(&server), &opts.components)?;
@@ -165,30 +165,53 @@ impl ControlPlane {
 /// The name of the StorageClass every cluster starts with.
 pub const DEFAULT_STORAGE_CLASS: &str = "standard";
 
-/// Creates the objects a fresh cluster has beside what the API server itself bootstraps, as
-/// upstream's addon manager does with `EnsureExists`: created when missing, left alone when a
-/// user changed them. Today that is the default StorageClass `standard`, like kind's: simulated
-/// provisioning, bound when the first pod using a claim is scheduled, volumes deleted with their
-/// claims.
-async fn ensure_cluster_objects(client: kube::Client) -> anyhow::Result<()> {
-    use k8s_openapi::api::storage::v1::StorageClass;
-    let class: StorageClass = serde_json::from_value(serde_json::json!({
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {
-            "name": DEFAULT_STORAGE_CLASS,
-            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
-        },
-        "provisioner": "rollwright.io/simulated",
-        "reclaimPolicy": "Delete",
-        "volumeBindingMode": "WaitForFirstConsumer",
-    }))?;
-    let api: kube::Api<StorageClass> = kube::Api::all(client);
-    match api.create(&Default::default(), &class).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e).context("creating the default StorageClass"),
+/// Creates the objects a fresh cluster has beside what the API server bootstraps by itself
+/// (namespaces, system PriorityClasses), when they are missing; ones a user changed are left
+/// alone, as upstream's addon manager does with `EnsureExists`:
+/// - the `kubernetes` Service in `default` (upstream's API server makes it; it needs the serving
+///   port, known here) with its Endpoints and EndpointSlice pointing at this server;
+/// - the default StorageClass `standard`, like kind's: simulated provisioning, bound when the
+///   first pod using a claim is scheduled, volumes deleted with their claims.
+async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> anyhow::Result<()> {
+    let objects = [
+        apiserver::registry::kubernetes_service(port),
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": host}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}],
+        }),
+        serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [host], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        }),
+        serde_json::json!({
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": DEFAULT_STORAGE_CLASS,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "rollwright.io/simulated",
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }),
+    ];
+    for mut obj in objects {
+        let what = format!("{}/{}", obj["kind"], obj["metadata"]["name"]);
+        server
+            .ensure_object(&mut obj)
+            .await
+            .map_err(|e| anyhow::anyhow!("creating {what}: {e}"))?;
     }
+    Ok(())
 }
 
 fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {

@@ -134,7 +134,8 @@ mod tests {
                 "externalTrafficPolicy": "Cluster", "internalTrafficPolicy": "Cluster",
                 "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack"})
         );
-        let mut external = json!({"spec": {"type": "ExternalName", "externalName": "x.example.com"}});
+        let mut external =
+            json!({"spec": {"type": "ExternalName", "externalName": "x.example.com"}});
         service(&mut external);
         assert!(external["spec"].get("ipFamilies").is_none());
     }
@@ -147,9 +148,6 @@ mod tests {
         assert_eq!(rc["spec"]["selector"], json!({"app": "x"}));
         assert_eq!(rc["metadata"]["labels"], json!({"app": "x"}));
         assert_eq!(rc["spec"]["replicas"], 1);
-        assert_eq!(
-            rc["spec"]["template"]["spec"]["restartPolicy"],
-            "Always"
-        );
+        assert_eq!(rc["spec"]["template"]["spec"]["restartPolicy"], "Always");
     }
 }

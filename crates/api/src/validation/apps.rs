@@ -152,7 +152,11 @@ pub(super) struct Checked {
     pub(super) percent: Option<i64>,
 }
 
-pub(super) fn int_or_percent(errs: &mut Vec<FieldError>, v: Option<&Value>, path: &Path) -> Checked {
+pub(super) fn int_or_percent(
+    errs: &mut Vec<FieldError>,
+    v: Option<&Value>,
+    path: &Path,
+) -> Checked {
     let Some(v) = v else {
         return Checked {
             raw: 0,

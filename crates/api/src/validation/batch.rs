@@ -26,7 +26,12 @@ fn job_template(spec: &Value, path: &Path) -> Vec<FieldError> {
 
 fn job_spec(spec: &Value, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    for key in ["parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"] {
+    for key in [
+        "parallelism",
+        "completions",
+        "backoffLimit",
+        "activeDeadlineSeconds",
+    ] {
         nonnegative(&mut errs, spec, key, path);
     }
     if let Some(mode) = str_field(spec, "completionMode") {
@@ -56,7 +61,11 @@ pub fn validate_job_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let spec = |o: &Value| field(o, "spec").cloned().unwrap_or(Value::Null);
     let (n, o) = (spec(new), spec(old));
     let mut errs = Vec::new();
-    for (key, path) in [("selector", "spec.selector"), ("template", "spec.template"), ("completionMode", "spec.completionMode")] {
+    for (key, path) in [
+        ("selector", "spec.selector"),
+        ("template", "spec.template"),
+        ("completionMode", "spec.completionMode"),
+    ] {
         let same = normalize(field(&n, key).unwrap_or(&Value::Null))
             == normalize(field(&o, key).unwrap_or(&Value::Null));
         if !same {
@@ -119,7 +128,11 @@ pub fn validate_cron_job(obj: &Value) -> Vec<FieldError> {
             &["Allow", "Forbid", "Replace"],
         ));
     }
-    for key in ["startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"] {
+    for key in [
+        "startingDeadlineSeconds",
+        "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit",
+    ] {
         nonnegative(&mut errs, spec, key, &path);
     }
     let job_path = path.child("jobTemplate").child("spec");
@@ -148,13 +161,20 @@ mod tests {
                 "containers": [{"name": "c", "image": "i", "terminationMessagePolicy": "File", "imagePullPolicy": "Always"}]}}}});
         assert_eq!(
             msgs(validate_job(&job)),
-            vec!["spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""]
+            vec![
+                "spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""
+            ]
         );
     }
 
     #[test]
     fn schedules() {
-        for ok in ["*/5 * * * *", "0 0 * * MON-FRI", "@hourly", "TZ=UTC 0 * * * *"] {
+        for ok in [
+            "*/5 * * * *",
+            "0 0 * * MON-FRI",
+            "@hourly",
+            "TZ=UTC 0 * * * *",
+        ] {
             assert!(schedule_ok(ok), "{ok}");
         }
         for bad in ["* * *", "every minute", "@sometimes"] {

@@ -40,7 +40,11 @@ fn keys(errs: &mut Vec<FieldError>, map: Option<&Map<String, Value>>, path: &Pat
     let mut size = 0;
     for (k, v) in map.into_iter().flatten() {
         for msg in config_key(k) {
-            errs.push(FieldError::invalid(path.key(k), Value::from(k.as_str()), msg));
+            errs.push(FieldError::invalid(
+                path.key(k),
+                Value::from(k.as_str()),
+                msg,
+            ));
         }
         size += v.as_str().map_or(0, str::len);
     }
@@ -170,7 +174,8 @@ mod tests {
 
     #[test]
     fn config_maps() {
-        let ok = json!({"metadata": {"name": "c", "namespace": "d"}, "data": {"a.b": "x", "C_1": "y"}});
+        let ok =
+            json!({"metadata": {"name": "c", "namespace": "d"}, "data": {"a.b": "x", "C_1": "y"}});
         assert!(validate_config_map(&ok).is_empty());
         let bad = json!({"metadata": {"name": "c", "namespace": "d"}, "data": {"a b": "x", "k": "y"},
             "binaryData": {"k": "eA=="}});

@@ -198,6 +198,37 @@ pub fn validate_lease(obj: &Value) -> Vec<FieldError> {
     errs
 }
 
+/// A ReplicationController: a selector (defaulted from the template) that matches its template,
+/// whose pods restart Always.
+pub fn validate_replication_controller(obj: &Value) -> Vec<FieldError> {
+    let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
+    let spec = field(obj, "spec").unwrap_or(&Value::Null);
+    let path = Path::new("spec");
+    super::nonnegative(&mut errs, spec, "replicas", &path);
+    let selector = field(spec, "selector").and_then(Value::as_object);
+    if selector.is_none_or(|s| s.is_empty()) {
+        errs.push(FieldError::required(path.child("selector"), ""));
+    }
+    let template = field(spec, "template");
+    let template_path = path.child("template");
+    if let (Some(selector), Some(labels)) = (
+        selector,
+        template
+            .and_then(|t| field(t, "metadata"))
+            .and_then(|m| field(m, "labels"))
+            .and_then(Value::as_object),
+    ) && !selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    {
+        errs.push(FieldError::invalid(
+            template_path.child("metadata").child("labels"),
+            Value::Object(labels.clone()),
+            "`selector` does not match template `labels`",
+        ));
+    }
+    errs.extend(pod::validate_template(template, &template_path, &[]));
+    errs
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -331,35 +362,4 @@ mod tests {
             vec!["spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0"]
         );
     }
-}
-
-/// A ReplicationController: a selector (defaulted from the template) that matches its template,
-/// whose pods restart Always.
-pub fn validate_replication_controller(obj: &Value) -> Vec<FieldError> {
-    let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
-    let spec = field(obj, "spec").unwrap_or(&Value::Null);
-    let path = Path::new("spec");
-    super::nonnegative(&mut errs, spec, "replicas", &path);
-    let selector = field(spec, "selector").and_then(Value::as_object);
-    if selector.is_none_or(|s| s.is_empty()) {
-        errs.push(FieldError::required(path.child("selector"), ""));
-    }
-    let template = field(spec, "template");
-    let template_path = path.child("template");
-    if let (Some(selector), Some(labels)) = (
-        selector,
-        template
-            .and_then(|t| field(t, "metadata"))
-            .and_then(|m| field(m, "labels"))
-            .and_then(Value::as_object),
-    ) && !selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        errs.push(FieldError::invalid(
-            template_path.child("metadata").child("labels"),
-            Value::Object(labels.clone()),
-            "`selector` does not match template `labels`",
-        ));
-    }
-    errs.extend(pod::validate_template(template, &template_path, &[]));
-    errs
 }

@@ -55,10 +55,21 @@ mod tests {
     #[test]
     fn one_of_min_and_max() {
         let pdb = |spec: Value| json!({"metadata": {"name": "p", "namespace": "d"}, "spec": spec});
-        assert!(validate_pod_disruption_budget(&pdb(json!({"maxUnavailable": 1, "selector": {"matchLabels": {"a": "b"}}}))).is_empty());
-        let both = validate_pod_disruption_budget(&pdb(json!({"maxUnavailable": 1, "minAvailable": "50%"})));
+        assert!(
+            validate_pod_disruption_budget(&pdb(
+                json!({"maxUnavailable": 1, "selector": {"matchLabels": {"a": "b"}}})
+            ))
+            .is_empty()
+        );
+        let both = validate_pod_disruption_budget(&pdb(
+            json!({"maxUnavailable": 1, "minAvailable": "50%"}),
+        ));
         assert_eq!(both.len(), 1);
-        assert!(both[0].to_string().ends_with("minAvailable and maxUnavailable cannot be both set"));
+        assert!(
+            both[0]
+                .to_string()
+                .ends_with("minAvailable and maxUnavailable cannot be both set")
+        );
         let over = validate_pod_disruption_budget(&pdb(json!({"minAvailable": "150%"})));
         assert_eq!(
             over[0].to_string(),

@@ -55,12 +55,17 @@ pub fn validate_priority_class(obj: &Value) -> Vec<FieldError> {
 pub fn validate_priority_class_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if field(new, "value") != field(old, "value") {
-        errs.push(FieldError::forbidden("value", "may not be changed in an update."));
+        errs.push(FieldError::forbidden(
+            "value",
+            "may not be changed in an update.",
+        ));
     }
     if field(new, "preemptionPolicy") != field(old, "preemptionPolicy") {
         errs.push(FieldError::invalid(
             "preemptionPolicy",
-            field(new, "preemptionPolicy").cloned().unwrap_or(Value::Null),
+            field(new, "preemptionPolicy")
+                .cloned()
+                .unwrap_or(Value::Null),
             "field is immutable",
         ));
     }

@@ -190,8 +190,11 @@ mod tests {
 
     #[test]
     fn services() {
-        let svc = |spec: Value| json!({"metadata": {"name": "web", "namespace": "d"}, "spec": spec});
-        assert!(validate_service(&svc(json!({"ports": [{"port": 80, "protocol": "TCP"}]}))).is_empty());
+        let svc =
+            |spec: Value| json!({"metadata": {"name": "web", "namespace": "d"}, "spec": spec});
+        assert!(
+            validate_service(&svc(json!({"ports": [{"port": 80, "protocol": "TCP"}]}))).is_empty()
+        );
         assert!(validate_service(&svc(json!({"clusterIP": "None"}))).is_empty());
         let cases = [
             (json!({}), vec!["spec.ports: Required value"]),
@@ -209,7 +212,9 @@ mod tests {
             ),
             (
                 json!({"ports": [{"port": 80, "nodePort": 30001}]}),
-                vec!["spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"],
+                vec![
+                    "spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'",
+                ],
             ),
         ];
         for (spec, want) in cases {

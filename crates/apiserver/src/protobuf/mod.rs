@@ -529,6 +529,18 @@ const POINTER_SCALARS: &[&str] = &[
     "orphanDependents",
     "leaseDurationSeconds",
     "leaseTransitions",
+    // batch/v1, autoscaling/v2, scheduling and storage
+    "parallelism",
+    "completions",
+    "backoffLimit",
+    "suspend",
+    "ttlSecondsAfterFinished",
+    "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+    "minReplicas",
+    "averageUtilization",
+    "allowVolumeExpansion",
 ];
 
 /// Pointer strings whose `""` upstream keeps and gives a meaning.

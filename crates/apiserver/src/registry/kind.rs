@@ -26,6 +26,9 @@ pub enum Subresource {
     Binding,
     /// `pods/eviction`: a policy/v1 `Eviction` that deletes the pod (create only).
     Eviction,
+    /// `certificatesigningrequests/approval`: a write of the approval conditions (served like
+    /// `status`: the spec stays).
+    Approval,
 }
 
 impl Subresource {
@@ -36,6 +39,7 @@ impl Subresource {
             Subresource::Scale => "scale",
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
+            Subresource::Approval => "approval",
         }
     }
 }

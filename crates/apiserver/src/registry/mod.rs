@@ -25,13 +25,25 @@
 //! time needs its module listed in [`builtin`]. Kinds added at run time (CustomResourceDefinitions)
 //! go through [`Registry::register`] and are served at once.
 
+mod admissionregistration;
 mod apps;
+mod autoscaling;
+mod batch;
+mod certificates;
 pub mod conversion;
 mod coordination;
 mod core;
+mod discovery;
+mod events;
 mod kind;
+mod networking;
+mod policy;
+mod rbac;
+mod scheduling;
 mod storage;
 pub mod strategy;
+
+pub use core::service::{KUBERNETES_SERVICE_IP, SERVICE_CIDR, kubernetes_service};
 
 pub use conversion::Conversion;
 pub use kind::{Kind, Schema, Storage, Subresource};
@@ -57,16 +69,35 @@ pub fn builtin() -> Vec<Kind> {
     let mut kinds = Vec::new();
     kinds.extend(core::kinds());
     kinds.extend(apps::kinds());
+    kinds.extend(events::kinds());
+    kinds.extend(autoscaling::kinds());
+    kinds.extend(batch::kinds());
+    kinds.extend(certificates::kinds());
+    kinds.extend(networking::kinds());
+    kinds.extend(policy::kinds());
+    kinds.extend(rbac::kinds());
     kinds.extend(storage::kinds());
+    kinds.extend(admissionregistration::kinds());
+    kinds.extend(scheduling::kinds());
     kinds.extend(coordination::kinds());
+    kinds.extend(discovery::kinds());
     kinds
 }
 
-/// The built-in kinds, built once per process and shared by every registry.
+/// The objects the API server itself creates when missing, as upstream's does: the system
+/// PriorityClasses. (The system namespaces come first; the `kubernetes` Service needs the
+/// serving port and is created by whoever binds it, see [`kubernetes_service`].)
+pub fn bootstrap_objects() -> Vec<serde_json::Value> {
+    scheduling::system_classes()
+}
+
+/// The built-in kinds as built once per process, for what is the same in every registry (the
+/// OpenAPI component schemas). A registry builds its own: strategies may hold state (a Service
+/// allocator's reservations) that belongs to one server.
 static BUILTIN: LazyLock<Vec<Arc<Kind>>> =
     LazyLock::new(|| builtin().into_iter().map(Arc::new).collect());
 
-/// The built-in kinds, shared.
+/// The built-in kinds (a shared copy; see [`BUILTIN`]).
 pub fn builtin_kinds() -> &'static [Arc<Kind>] {
     &BUILTIN
 }
@@ -82,7 +113,7 @@ impl Registry {
     pub fn new() -> Self {
         Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            kinds: RwLock::new(Arc::new(BUILTIN.clone())),
+            kinds: RwLock::new(Arc::new(builtin().into_iter().map(Arc::new).collect())),
             revision: AtomicU64::new(1),
         }
     }

@@ -1,11 +1,17 @@
-//! storage.k8s.io/v1: StorageClasses.
+//! storage.k8s.io/v1: StorageClasses (the default one, `standard`, is created by the control
+//! plane), and the CSI objects kube-scheduler and kube-controller-manager watch (CSINodes,
+//! CSIDrivers, CSIStorageCapacities, VolumeAttachments), stored as given.
 
 use jiff::Timestamp;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use serde_json::{Value, json};
 
-use super::{Kind, Rules};
-use crate::table::{AGE, Column, Desc, NAME, Printer, Row, age_cell, col, get, plain, s};
+use super::{Kind, Rules, Subresource};
+use crate::table::{
+    AGE, Column, Desc, NAME, Printer, Row, age_cell, arr, col, get, name_cell, plain, s,
+};
 
 /// The storage.k8s.io kinds.
 pub(super) fn kinds() -> Vec<Kind> {
@@ -22,7 +28,171 @@ pub(super) fn kinds() -> Vec<Kind> {
                 columns: storage_class_columns,
                 row: storage_class_row,
             }),
+        Kind::of::<CSIDriver>().printer(Printer::Columns {
+            columns: csi_driver_columns,
+            row: csi_driver_row,
+        }),
+        Kind::of::<CSINode>().printer(Printer::Columns {
+            columns: || {
+                vec![
+                    NAME,
+                    col(
+                        "Drivers",
+                        "integer",
+                        0,
+                        Desc::Field("io.k8s.api.storage.v1.CSINodeSpec", "drivers"),
+                    ),
+                    AGE,
+                ]
+            },
+            row: |obj, now| {
+                plain(vec![
+                    name_cell(obj),
+                    json!(arr(obj, &["spec", "drivers"]).len()),
+                    age_cell(obj, now),
+                ])
+            },
+        }),
+        Kind::of::<CSIStorageCapacity>().printer(Printer::Columns {
+            columns: || {
+                use Desc::Field;
+                const CAP: &str = "io.k8s.api.storage.v1.CSIStorageCapacity";
+                vec![
+                    NAME,
+                    col(
+                        "StorageClassName",
+                        "string",
+                        0,
+                        Field(CAP, "storageClassName"),
+                    ),
+                    col("Capacity", "string", 0, Field(CAP, "capacity")),
+                ]
+            },
+            row: |obj, _| {
+                plain(vec![
+                    name_cell(obj),
+                    json!(s(obj, &["storageClassName"])),
+                    json!(s(obj, &["capacity"])),
+                ])
+            },
+        }),
+        Kind::of::<VolumeAttachment>()
+            .subresources(&[Subresource::Status])
+            .printer(Printer::Columns {
+                columns: volume_attachment_columns,
+                row: volume_attachment_row,
+            }),
     ]
+}
+
+fn csi_driver_columns() -> Vec<Column> {
+    use Desc::Field;
+    const SPEC: &str = "io.k8s.api.storage.v1.CSIDriverSpec";
+    vec![
+        NAME,
+        col(
+            "AttachRequired",
+            "boolean",
+            0,
+            Field(SPEC, "attachRequired"),
+        ),
+        col(
+            "PodInfoOnMount",
+            "boolean",
+            0,
+            Field(SPEC, "podInfoOnMount"),
+        ),
+        col(
+            "StorageCapacity",
+            "boolean",
+            0,
+            Field(SPEC, "storageCapacity"),
+        ),
+        col("TokenRequests", "string", 0, Field(SPEC, "tokenRequests")),
+        col(
+            "RequiresRepublish",
+            "boolean",
+            0,
+            Field(SPEC, "requiresRepublish"),
+        ),
+        col("Modes", "string", 0, Field(SPEC, "volumeLifecycleModes")),
+        AGE,
+    ]
+}
+
+/// Upstream's `printCSIDriver` (unset booleans print as upstream's defaults).
+fn csi_driver_row(obj: &Value, now: Timestamp) -> Row {
+    let flag = |k: &str, default: bool| {
+        json!(
+            get(obj, &["spec", k])
+                .and_then(Value::as_bool)
+                .unwrap_or(default)
+        )
+    };
+    let tokens: Vec<&str> = arr(obj, &["spec", "tokenRequests"])
+        .iter()
+        .map(|t| s(t, &["audience"]))
+        .collect();
+    let modes: Vec<&str> = arr(obj, &["spec", "volumeLifecycleModes"])
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    plain(vec![
+        name_cell(obj),
+        flag("attachRequired", true),
+        flag("podInfoOnMount", false),
+        flag("storageCapacity", false),
+        json!(if tokens.is_empty() {
+            "<unset>".to_string()
+        } else {
+            tokens.join(",")
+        }),
+        flag("requiresRepublish", false),
+        json!(if modes.is_empty() {
+            "<none>".to_string()
+        } else {
+            modes.join(",")
+        }),
+        age_cell(obj, now),
+    ])
+}
+
+fn volume_attachment_columns() -> Vec<Column> {
+    use Desc::{Field, Text};
+    const SPEC: &str = "io.k8s.api.storage.v1.VolumeAttachmentSpec";
+    vec![
+        NAME,
+        col("Attacher", "string", 0, Field(SPEC, "attacher")),
+        col(
+            "PV",
+            "string",
+            0,
+            Text("Name of the persistent volume to attach."),
+        ),
+        col("Node", "string", 0, Field(SPEC, "nodeName")),
+        col(
+            "Attached",
+            "boolean",
+            0,
+            Field("io.k8s.api.storage.v1.VolumeAttachmentStatus", "attached"),
+        ),
+        AGE,
+    ]
+}
+
+fn volume_attachment_row(obj: &Value, now: Timestamp) -> Row {
+    plain(vec![
+        name_cell(obj),
+        json!(s(obj, &["spec", "attacher"])),
+        json!(s(obj, &["spec", "source", "persistentVolumeName"])),
+        json!(s(obj, &["spec", "nodeName"])),
+        json!(
+            get(obj, &["status", "attached"])
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        ),
+        age_cell(obj, now),
+    ])
 }
 
 fn storage_class_columns() -> Vec<Column> {

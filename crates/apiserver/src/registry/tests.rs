@@ -28,6 +28,41 @@ const STATUS_WRITES: &[(&str, &str, [bool; 5])] = &[
     ("apps", "ReplicaSet", [false, true, true, true, true]),
     ("apps", "StatefulSet", [false, true, true, true, true]),
     ("apps", "DaemonSet", [false, true, true, true, true]),
+    ("", "Service", [false, true, true, true, true]),
+    ("", "ReplicationController", [false, true, true, true, true]),
+    ("", "ResourceQuota", [false, true, true, true, true]),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        [false, true, true, true, true],
+    ),
+    ("batch", "CronJob", [false, true, true, true, true]),
+    ("batch", "Job", [false, true, true, true, true]),
+    (
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        [false, true, true, true, true],
+    ),
+    (
+        "networking.k8s.io",
+        "Ingress",
+        [false, true, true, true, true],
+    ),
+    (
+        "policy",
+        "PodDisruptionBudget",
+        [false, true, true, true, true],
+    ),
+    (
+        "storage.k8s.io",
+        "VolumeAttachment",
+        [false, true, true, true, true],
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        [false, true, true, true, true],
+    ),
 ];
 
 /// A minimal object of `def` the strategy accepts, with a spec to change.
@@ -51,6 +86,21 @@ fn minimal(def: &Kind) -> Value {
         ("apps", "StatefulSet") => json!({"selector": {"matchLabels": {"app": "x"}},
             "serviceName": "x", "template": template}),
         ("apps", _) => json!({"selector": {"matchLabels": {"app": "x"}}, "template": template}),
+        ("", "Service") => json!({"ports": [{"port": 80}]}),
+        ("", "ReplicationController") => json!({"selector": {"app": "x"}, "template": template}),
+        ("autoscaling", _) => json!({"maxReplicas": 3,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"}}),
+        ("batch", "Job") => json!({"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "i"}]}}}),
+        ("batch", "CronJob") => {
+            json!({"schedule": "* * * * *", "jobTemplate": {"spec": {"template":
+            {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}})
+        }
+        ("certificates.k8s.io", _) => json!({"request": "eA==", "signerName": "example.com/x",
+            "usages": ["client auth"]}),
+        ("policy", _) => json!({"maxUnavailable": 1}),
+        ("storage.k8s.io", "VolumeAttachment") => json!({"attacher": "x", "nodeName": "n",
+            "source": {"persistentVolumeName": "pv"}}),
         _ => json!({}),
     };
     obj["spec"] = spec;

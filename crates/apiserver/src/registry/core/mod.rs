@@ -1,11 +1,14 @@
 //! The core (legacy, `/api/v1`) group.
 
+mod config;
 mod event;
 mod namespace;
 mod node;
 mod persistentvolume;
 mod persistentvolumeclaim;
 mod pod;
+pub(crate) mod service;
+mod workload_objects;
 
 use super::Kind;
 
@@ -18,5 +21,14 @@ pub(super) fn kinds() -> Vec<Kind> {
         event::kind(),
         persistentvolumeclaim::kind(),
         persistentvolume::kind(),
+        config::config_map(),
+        config::secret(),
+        service::service(),
+        service::endpoints(),
+        workload_objects::service_account(),
+        workload_objects::pod_template(),
+        workload_objects::replication_controller(),
+        workload_objects::resource_quota(),
+        workload_objects::limit_range(),
     ]
 }

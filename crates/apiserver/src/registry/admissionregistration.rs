@@ -1,0 +1,42 @@
+//! admissionregistration.k8s.io/v1: webhook configurations and validating admission policies,
+//! stored only. rollwright calls no webhook and evaluates no policy.
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+};
+use serde_json::json;
+
+use super::{Kind, Subresource};
+use crate::table::{AGE, Desc, NAME, Printer, age_cell, arr, col, name_cell, plain};
+
+/// The admissionregistration.k8s.io kinds.
+pub(super) fn kinds() -> Vec<Kind> {
+    let webhooks = Printer::Columns {
+        columns: || {
+            vec![
+                NAME,
+                col(
+                    "Webhooks",
+                    "integer",
+                    0,
+                    Desc::Text("Webhooks indicates the number of webhooks."),
+                ),
+                AGE,
+            ]
+        },
+        row: |obj, now| {
+            plain(vec![
+                name_cell(obj),
+                json!(arr(obj, &["webhooks"]).len()),
+                age_cell(obj, now),
+            ])
+        },
+    };
+    vec![
+        Kind::of::<MutatingWebhookConfiguration>().printer(webhooks.clone()),
+        Kind::of::<ValidatingAdmissionPolicy>().subresources(&[Subresource::Status]),
+        Kind::of::<ValidatingAdmissionPolicyBinding>(),
+        Kind::of::<ValidatingWebhookConfiguration>().printer(webhooks),
+    ]
+}

@@ -1,0 +1,105 @@
+//! ConfigMaps and Secrets: data validated and counted; a Secret's `stringData` folded into
+//! `data` by defaulting, its type fixed once created.
+
+use api::field::FieldError;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use serde_json::{Value, json};
+
+use crate::{
+    registry::{Kind, Rules},
+    table::{AGE, Column, Desc, NAME, Printer, Row, age_cell, col, get, name_cell, plain, s},
+};
+
+/// The configmaps kind.
+pub(super) fn config_map() -> Kind {
+    Kind::of::<ConfigMap>()
+        .short_names(&["cm"])
+        .strategy(
+            Rules::new()
+                .validate(api::validation::config::validate_config_map)
+                .immutable(api::validation::config::validate_immutable_data),
+        )
+        .printer(Printer::Columns {
+            columns: config_map_columns,
+            row: config_map_row,
+        })
+}
+
+/// The secrets kind.
+pub(super) fn secret() -> Kind {
+    Kind::of::<Secret>()
+        .strategy(
+            Rules::new()
+                .defaults(api::defaults::secret)
+                .validate(api::validation::config::validate_secret)
+                .immutable(validate_secret_update),
+        )
+        .selectable_fields(&["type"])
+        .printer(Printer::Columns {
+            columns: secret_columns,
+            row: secret_row,
+        })
+}
+
+fn validate_secret_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    api::validation::config::validate_immutable_data(new, old)
+}
+
+/// How many keys `obj` holds under each of `fields`.
+fn count(obj: &Value, fields: &[&str]) -> usize {
+    fields
+        .iter()
+        .filter_map(|f| get(obj, &[f]).and_then(Value::as_object))
+        .map(|m| m.len())
+        .sum()
+}
+
+fn config_map_columns() -> Vec<Column> {
+    vec![
+        NAME,
+        col(
+            "Data",
+            "string",
+            0,
+            Desc::Field("io.k8s.api.core.v1.ConfigMap", "data"),
+        ),
+        AGE,
+    ]
+}
+
+fn config_map_row(obj: &Value, now: Timestamp) -> Row {
+    plain(vec![
+        name_cell(obj),
+        json!(count(obj, &["data", "binaryData"])),
+        age_cell(obj, now),
+    ])
+}
+
+fn secret_columns() -> Vec<Column> {
+    vec![
+        NAME,
+        col(
+            "Type",
+            "string",
+            0,
+            Desc::Field("io.k8s.api.core.v1.Secret", "type"),
+        ),
+        col(
+            "Data",
+            "string",
+            0,
+            Desc::Field("io.k8s.api.core.v1.Secret", "data"),
+        ),
+        AGE,
+    ]
+}
+
+fn secret_row(obj: &Value, now: Timestamp) -> Row {
+    plain(vec![
+        name_cell(obj),
+        json!(s(obj, &["type"])),
+        json!(count(obj, &["data"])),
+        age_cell(obj, now),
+    ])
+}
