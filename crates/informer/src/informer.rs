@@ -25,7 +25,7 @@ use std::{
 use tokio::sync::watch;
 
 /// What a watch event changed.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Change<K: Object> {
     /// An object the store did not hold.
     Added(Shared<K>),

@@ -71,12 +71,12 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
             }
         });
     }
+    let informers = Informers::new(client.clone());
     if let Some(config) = what.scheduler.clone() {
-        let (client, stop) = (client.clone(), shutdown_signal(&rx));
-        tasks.spawn(async move { scheduler::run(client, config, stop).await });
+        let (informers, stop) = (informers.clone(), shutdown_signal(&rx));
+        tasks.spawn(async move { scheduler::run(informers, config, stop).await });
     }
     if let Some(settings) = &what.controllers {
-        let informers = Informers::new(client.clone());
         let controllers = controllers::run(&informers, settings)?;
         let stop = shutdown_signal(&rx);
         tasks.spawn(async move {
