@@ -93,7 +93,7 @@ pub(crate) struct Engine {
 impl Engine {
     pub(crate) fn new(
         client: Client,
-        cfg: NodeSim,
+        mut cfg: NodeSim,
         profile: Profile,
         writer: Writer,
         stats: Arc<Stats>,
@@ -106,6 +106,7 @@ impl Engine {
             .readiness_delay
             .clone()
             .unwrap_or_else(|| cfg.readiness_delay.clone());
+        cfg.grace_scale = profile.grace_scale.unwrap_or(cfg.grace_scale);
         Engine {
             client,
             cfg,

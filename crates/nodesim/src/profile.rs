@@ -45,6 +45,10 @@ pub struct Profile {
     /// Overrides the configured readiness delay.
     #[serde(default)]
     pub readiness_delay: Option<Distribution>,
+    /// Overrides the configured grace scale (what a deletion's grace period is multiplied by):
+    /// 0 ends graceful deletions at once, as upstream's lightweight simulators do.
+    #[serde(default)]
+    pub grace_scale: Option<f64>,
     /// The rules; the first that selects a pod (and wins its probability roll) applies.
     #[serde(default)]
     pub rules: Vec<Rule>,
@@ -445,6 +449,13 @@ mod tests {
             let d = std::mem::discriminant(&Fault::named(f).unwrap());
             assert!(kinds.contains(&d), "the example shows {f}");
         }
+    }
+
+    #[test]
+    fn the_grace_scale_is_optional() {
+        assert_eq!(Profile::from_yaml("seed: 1").unwrap().grace_scale, None);
+        let p = Profile::from_yaml("graceScale: 0\nstartDelay: 0s").unwrap();
+        assert_eq!(p.grace_scale, Some(0.0));
     }
 
     #[test]

@@ -42,6 +42,24 @@ struct ClusterArgs {
     kubeconfig: Option<PathBuf>,
 }
 
+#[derive(clap::Args, Clone)]
+struct ControllersArgs {
+    /// Controllers to run, as kube-controller-manager's: `*` for all, `name` to add one, `-name`
+    /// to leave one out (e.g. `*,-garbagecollector`). Names: replicaset, deployment, daemonset,
+    /// garbagecollector, podgc, nodelifecycle.
+    #[arg(long, default_value = "*")]
+    controllers: controllers::Selection,
+}
+
+impl ControllersArgs {
+    fn settings(&self) -> controllers::Settings {
+        controllers::Settings {
+            enabled: self.controllers.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Start the whole control plane (API server, scheduler, controllers, simulated nodes) and run
@@ -55,11 +73,18 @@ enum Command {
         /// Fault profile for simulated pods (YAML; see crates/nodesim/PROFILE.md).
         #[arg(long)]
         profile: Option<PathBuf>,
+        #[command(flatten)]
+        controllers: ControllersArgs,
     },
     /// Run the API server alone.
     Apiserver(ServeArgs),
     /// Run the controllers (garbage collector, node lifecycle, workloads) against a cluster.
-    Controllers(ClusterArgs),
+    Controllers {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        controllers: ControllersArgs,
+    },
     /// Run the scheduler against a cluster.
     Scheduler(ClusterArgs),
     /// Simulate nodes against a cluster, or change simulated nodes at run time.
@@ -164,13 +189,23 @@ async fn run() -> anyhow::Result<()> {
             serve: args,
             nodes,
             profile,
-        } => serve(args, Components::all(nodes, profile)).await,
+            controllers,
+        } => {
+            let components = Components {
+                controllers: Some(controllers.settings()),
+                ..Components::all(nodes, profile)
+            };
+            serve(args, components).await
+        }
         Command::Apiserver(args) => serve(args, Components::default()).await,
-        Command::Controllers(c) => {
+        Command::Controllers {
+            cluster,
+            controllers,
+        } => {
             run_parts(
-                &c,
+                &cluster,
                 Components {
-                    controllers: Some(Default::default()),
+                    controllers: Some(controllers.settings()),
                     ..Default::default()
                 },
             )

@@ -117,11 +117,6 @@ impl Cache {
         }
     }
 
-    /// Names of all known nodes (for pruning after a relist).
-    pub fn node_names(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.info.name.clone()).collect()
-    }
-
     /// Counts `uid` on its node before it is bound.
     pub fn assume(&mut self, uid: &str, placement: Placement) {
         self.remove_pod(uid);
@@ -199,11 +194,6 @@ impl Cache {
             }
         }
         true
-    }
-
-    /// UIDs of all counted pods (for pruning after a relist).
-    pub fn pod_uids(&self) -> Vec<String> {
-        self.pods.keys().cloned().collect()
     }
 
     fn place(&mut self, p: &Placement) {

@@ -1,5 +1,5 @@
-//! The scheduling loop: watch nodes and pods, keep the cache and queue current, decide one pod at a
-//! time, bind concurrently.
+//! The scheduling loop: follow nodes and pods in the process's shared cache, keep the scheduler
+//! cache and queue current, decide one pod at a time, bind concurrently.
 //!
 //! One task owns the cache and the queue, so decisions need no locks and always see every earlier
 //! decision (assumed pods). Only the bind requests and status writes run concurrently, at most
@@ -15,7 +15,7 @@ use crate::{
     queue::{Backoff, QueuedPod, SchedulingQueue},
 };
 use events::{EventType, Recorder};
-use futures::{Stream, StreamExt};
+use informer::{Change, Informer, Informers, Shared};
 use k8s_openapi::{
     api::core::v1::{Binding, Node, ObjectReference, Pod},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -23,36 +23,41 @@ use k8s_openapi::{
 use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams, PostParams},
-    runtime::{
-        WatchStreamExt,
-        reflector::{self, ObjectRef, Store},
-        watcher,
-    },
 };
 use std::{
-    collections::HashSet,
     future::Future,
     hash::{Hash, Hasher},
     pin::pin,
 };
-use tokio::{task::JoinSet, time::Instant};
+use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 
-/// Runs the scheduler until `shutdown` completes.
+/// A change of the shared cache, handed from its handlers to the scheduling task.
+enum Event {
+    Node(Change<Node>),
+    Pod(Change<Pod>),
+}
+
+/// Runs the scheduler on the shared cache `informers` until `shutdown` completes.
 ///
-/// Pods are read through a reflector (the latest version is looked up when a pod's turn comes);
-/// nodes feed the cache directly. Nothing is decided before both have listed, as upstream waits
-/// for its informers to sync, so a restart does not mark pods unschedulable against an empty
-/// cluster.
-pub async fn run(client: Client, config: SchedulerConfig, shutdown: impl Future) {
-    let (pod_store, pod_writer) = reflector::store::<Pod>();
-    let pods = reflector::reflector(
-        pod_writer,
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff(),
-    );
-    let nodes =
-        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
-    Scheduler::new(client, config, pod_store)
-        .run(pods, nodes, shutdown)
+/// The cache's handlers pass node and pod changes to the one task that owns the scheduler cache;
+/// a pod's latest version is looked up in the shared cache when its turn comes. Nothing is
+/// decided before both kinds have listed, as upstream waits for its informers to sync, so a
+/// restart does not mark pods unschedulable against an empty cluster.
+pub async fn run(informers: Informers, config: SchedulerConfig, shutdown: impl Future) {
+    let (tx, events) = mpsc::unbounded_channel();
+    let pods: Informer<Pod> = informers.get();
+    let nodes: Informer<Node> = informers.get();
+    let node_tx = tx.clone();
+    let _subscriptions = [
+        nodes.subscribe(move |c| {
+            let _ = node_tx.send(Event::Node(c.clone()));
+        }),
+        pods.subscribe(move |c| {
+            let _ = tx.send(Event::Pod(c.clone()));
+        }),
+    ];
+    Scheduler::new(informers.client().clone(), config, pods, nodes)
+        .run(events, shutdown)
         .await;
 }
 
@@ -69,20 +74,21 @@ struct Scheduler {
     client: Client,
     config: SchedulerConfig,
     recorder: Recorder,
-    pods: Store<Pod>,
+    pods: Informer<Pod>,
+    nodes: Informer<Node>,
     cache: Cache,
     queue: SchedulingQueue,
     next_start: usize,
     binds: JoinSet<BindDone>,
-    pods_synced: bool,
-    nodes_synced: bool,
-    /// UIDs / names seen since a relist began, to drop what vanished meanwhile.
-    pods_relisted: Option<HashSet<String>>,
-    nodes_relisted: Option<HashSet<String>>,
 }
 
 impl Scheduler {
-    fn new(client: Client, config: SchedulerConfig, pods: Store<Pod>) -> Self {
+    fn new(
+        client: Client,
+        config: SchedulerConfig,
+        pods: Informer<Pod>,
+        nodes: Informer<Node>,
+    ) -> Self {
         let recorder = Recorder::new(client.clone(), config.scheduler_name.clone(), None);
         let queue = SchedulingQueue::new(Backoff {
             initial: config.initial_backoff,
@@ -93,31 +99,21 @@ impl Scheduler {
             config,
             recorder,
             pods,
+            nodes,
             cache: Cache::default(),
             queue,
             next_start: 0,
             binds: JoinSet::new(),
-            pods_synced: false,
-            nodes_synced: false,
-            pods_relisted: None,
-            nodes_relisted: None,
         }
     }
 
-    async fn run(
-        mut self,
-        pods: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
-        nodes: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
-        shutdown: impl Future,
-    ) {
-        let mut pods = pin!(pods);
-        let mut nodes = pin!(nodes);
+    async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, shutdown: impl Future) {
         let mut shutdown = pin!(shutdown);
         let mut flush = tokio::time::interval(self.config.flush_interval);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let can_schedule = self.pods_synced
-                && self.nodes_synced
+            let can_schedule = self.pods.has_synced()
+                && self.nodes.has_synced()
                 && self.binds.len() < self.config.parallel_binds.max(1)
                 && self.queue.has_active();
             let backoff_until = self.queue.next_backoff();
@@ -129,13 +125,9 @@ impl Scheduler {
                     Ok(done) => self.bind_finished(done),
                     Err(e) => tracing::warn!(error = %e, "bind task failed"),
                 },
-                Some(event) = nodes.next() => match event {
-                    Ok(event) => self.node_event(event),
-                    Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
-                },
-                Some(event) = pods.next() => match event {
-                    Ok(event) => self.pod_event(event),
-                    Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+                Some(event) = events.recv() => match event {
+                    Event::Node(change) => self.node_event(change),
+                    Event::Pod(change) => self.pod_event(change),
                 },
                 _ = flush.tick() => {
                     let now = Instant::now();
@@ -151,27 +143,10 @@ impl Scheduler {
         self.binds.shutdown().await;
     }
 
-    fn node_event(&mut self, event: watcher::Event<Node>) {
-        match event {
-            watcher::Event::Init => self.nodes_relisted = Some(HashSet::new()),
-            watcher::Event::InitApply(node) => {
-                if let Some(seen) = &mut self.nodes_relisted {
-                    seen.insert(node.name_any());
-                }
-                self.node_applied(&node);
-            }
-            watcher::Event::InitDone => {
-                if let Some(seen) = self.nodes_relisted.take() {
-                    for name in self.cache.node_names() {
-                        if !seen.contains(&name) {
-                            self.cache.remove_node(&name);
-                        }
-                    }
-                }
-                self.nodes_synced = true;
-            }
-            watcher::Event::Apply(node) => self.node_applied(&node),
-            watcher::Event::Delete(node) => self.cache.remove_node(&node.name_any()),
+    fn node_event(&mut self, change: Change<Node>) {
+        match change {
+            Change::Added(node) | Change::Updated { new: node, .. } => self.node_applied(&node),
+            Change::Deleted(node) => self.cache.remove_node(&node.name_any()),
         }
     }
 
@@ -182,27 +157,10 @@ impl Scheduler {
         }
     }
 
-    fn pod_event(&mut self, event: watcher::Event<Pod>) {
-        match event {
-            watcher::Event::Init => self.pods_relisted = Some(HashSet::new()),
-            watcher::Event::InitApply(pod) => {
-                if let (Some(seen), Some(uid)) = (&mut self.pods_relisted, &pod.metadata.uid) {
-                    seen.insert(uid.clone());
-                }
-                self.pod_applied(&pod);
-            }
-            watcher::Event::InitDone => {
-                if let Some(seen) = self.pods_relisted.take() {
-                    for uid in self.cache.pod_uids() {
-                        if !seen.contains(&uid) {
-                            self.pod_gone(&uid);
-                        }
-                    }
-                }
-                self.pods_synced = true;
-            }
-            watcher::Event::Apply(pod) => self.pod_applied(&pod),
-            watcher::Event::Delete(pod) => {
+    fn pod_event(&mut self, change: Change<Pod>) {
+        match change {
+            Change::Added(pod) | Change::Updated { new: pod, .. } => self.pod_applied(&pod),
+            Change::Deleted(pod) => {
                 if let Some(uid) = &pod.metadata.uid {
                     self.pod_gone(uid);
                 }
@@ -267,9 +225,9 @@ impl Scheduler {
         let Some(queued) = self.queue.pop() else {
             return;
         };
-        let pod = self
+        let pod: Option<Shared<Pod>> = self
             .pods
-            .get(&ObjectRef::new(&queued.name).within(&queued.namespace));
+            .get(&informer::key(&queued.namespace, &queued.name));
         let Some(pod) = pod.filter(|p| p.metadata.uid.as_deref() == Some(&queued.uid)) else {
             self.queue.remove(&queued.uid);
             return;
@@ -288,7 +246,7 @@ impl Scheduler {
             Decision::Bind(node) => {
                 self.cache.assume(&queued.uid, Placement::new(&info, &node));
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
-                let reference = events::reference(&*pod);
+                let reference = events::reference(pod.object());
                 self.binds.spawn(async move {
                     let result = bind(&api, &queued.name, &node).await;
                     BindDone {
@@ -306,7 +264,7 @@ impl Scheduler {
                 self.queue
                     .unschedulable(&queued.uid, Instant::now(), fingerprint(&pod));
                 self.recorder.record(
-                    &events::reference(&*pod),
+                    &events::reference(pod.object()),
                     EventType::Warning,
                     "FailedScheduling",
                     message.clone(),

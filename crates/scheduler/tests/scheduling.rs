@@ -38,7 +38,7 @@ async fn cluster() -> (Embedded, Client) {
     let e = Embedded::memory().await.unwrap();
     let client = e.client();
     tokio::spawn(scheduler::run(
-        client.clone(),
+        informer::Informers::new(client.clone()),
         fast_config(),
         std::future::pending::<()>(),
     ));
@@ -672,7 +672,7 @@ async fn bench_binds_10000_pods_over_5000_nodes() {
     );
     let started = std::time::Instant::now();
     tokio::spawn(scheduler::run(
-        client.clone(),
+        informer::Informers::new(client.clone()),
         SchedulerConfig::default(),
         std::future::pending::<()>(),
     ));

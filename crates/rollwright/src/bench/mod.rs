@@ -6,6 +6,7 @@ mod daemonset;
 mod deploy;
 mod meter;
 mod nodes;
+mod phases;
 mod scheduler;
 
 /// A benchmark scenario.
@@ -23,6 +24,10 @@ pub enum Scenario {
     /// Create a DaemonSet over 5,000 simulated nodes, then roll it with maxUnavailable 10% and
     /// with maxSurge 10%; wall time, controller and process CPU, API requests, peak RSS.
     Daemonset(daemonset::DaemonsetBench),
+    /// Issue 15's four phases (DaemonSet on 500 nodes, its image update, a 2,000-replica
+    /// Deployment, its rolling update) as `up` runs them; wall, CPU, peak RSS and API requests
+    /// per phase beside upstream's figures.
+    Phases(phases::PhasesBench),
 }
 
 /// Runs a scenario.
@@ -33,6 +38,7 @@ pub async fn run(s: Scenario) -> anyhow::Result<()> {
         Scenario::Scheduler(b) => scheduler::run(b).await,
         Scenario::Deploy(b) => deploy::run(b).await,
         Scenario::Daemonset(b) => daemonset::run(b).await,
+        Scenario::Phases(b) => phases::run(b).await,
     }
 }
 

@@ -140,7 +140,7 @@ pub async fn run(b: SchedulerBench) -> anyhow::Result<()> {
     let cpu0 = nodesim::bench::cpu_seconds();
     let started = Instant::now();
     let sched = tokio::spawn(scheduler::run(
-        client.clone(),
+        informer::Informers::new(client.clone()),
         scheduler::SchedulerConfig::default(),
         async move {
             let _ = stop_rx.await;
