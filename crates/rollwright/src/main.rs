@@ -33,6 +33,10 @@ struct ServeArgs {
     /// Store backend.
     #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
     store: StoreKind,
+    /// With `--store etcd`: the etcd members' client URLs, comma-separated. API servers on the same
+    /// etcd serve one cluster.
+    #[arg(long, value_delimiter = ',', required_if_eq("store", "etcd"))]
+    etcd_servers: Vec<String>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -221,6 +225,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         bind: args.bind,
         port: args.port,
         store: args.store,
+        etcd_servers: args.etcd_servers,
         components,
     })
     .await?;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod etcd;
+
 use rollwright::control_plane::{ControlPlane, Options, StoreKind};
 use std::{path::PathBuf, process::Output, time::Duration};
 
