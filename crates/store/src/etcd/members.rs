@@ -144,13 +144,18 @@ fn status(e: &etcd_client::Error) -> Option<&tonic::Status> {
     }
 }
 
-/// Whether the failure says "not now" rather than "no".
+/// Whether the failure says "not now" rather than "no": etcd had no leader or no time, or the
+/// connection to it failed (tonic reports a broken connection as an `Unknown` "transport error"
+/// or an h2 protocol error).
 fn unavailable(e: &etcd_client::Error) -> bool {
     match status(e) {
-        Some(status) => matches!(
-            status.code(),
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
-        ),
+        Some(status) => {
+            matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+            ) || status.message().starts_with("transport error")
+                || status.message().starts_with("h2 protocol error")
+        }
         None => matches!(
             e,
             etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_)
