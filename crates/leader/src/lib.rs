@@ -155,7 +155,10 @@ impl Elector {
             if self.try_acquire_or_renew().await {
                 return;
             }
-            let jitter = self.config.retry_period.mul_f64(rand::random::<f64>() * 1.2);
+            let jitter = self
+                .config
+                .retry_period
+                .mul_f64(rand::random::<f64>() * 1.2);
             tokio::time::sleep(self.config.retry_period + jitter).await;
         }
     }
@@ -283,7 +286,9 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
         match self.replace(lease).await {
-            Ok(_) => tracing::info!(lease = %self.name, identity = %self.identity, "released leadership"),
+            Ok(_) => {
+                tracing::info!(lease = %self.name, identity = %self.identity, "released leadership")
+            }
             Err(e) => tracing::warn!(error = %e, lease = %self.name, "releasing the lease failed"),
         }
     }

@@ -46,6 +46,23 @@ struct ClusterArgs {
     kubeconfig: Option<PathBuf>,
 }
 
+/// A part of which several processes may run, one acting at a time.
+#[derive(clap::Args, Clone)]
+struct ElectedArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Act only while holding a Lease in kube-system (leaseDurationSeconds 15, renew deadline
+    /// 10s, retry 2s), so that several processes can run for availability.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+}
+
+impl ElectedArgs {
+    fn election(&self) -> Option<leader::Config> {
+        self.leader_elect.then(leader::Config::default)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Start the whole control plane (API server, scheduler, controllers, simulated nodes) and run
@@ -63,9 +80,9 @@ enum Command {
     /// Run the API server alone.
     Apiserver(ServeArgs),
     /// Run the controllers (garbage collector, node lifecycle, workloads) against a cluster.
-    Controllers(ClusterArgs),
+    Controllers(ElectedArgs),
     /// Run the scheduler against a cluster.
-    Scheduler(ClusterArgs),
+    Scheduler(ElectedArgs),
     /// Simulate nodes against a cluster, or change simulated nodes at run time.
     Nodes {
         #[command(flatten)]
@@ -172,21 +189,23 @@ async fn run() -> anyhow::Result<()> {
         Command::Apiserver(args) => serve(args, Components::default()).await,
         Command::Controllers(c) => {
             run_parts(
-                &c,
+                &c.cluster,
                 Components {
                     controllers: Some(Default::default()),
                     ..Default::default()
                 },
+                c.election(),
             )
             .await
         }
         Command::Scheduler(c) => {
             run_parts(
-                &c,
+                &c.cluster,
                 Components {
                     scheduler: Some(Default::default()),
                     ..Default::default()
                 },
+                c.election(),
             )
             .await
         }
@@ -207,6 +226,7 @@ async fn run() -> anyhow::Result<()> {
                     profile,
                     ..Default::default()
                 },
+                None,
             )
             .await
         }
@@ -258,8 +278,12 @@ async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(cfg)?)
 }
 
-async fn run_parts(args: &ClusterArgs, what: Components) -> anyhow::Result<()> {
-    let running = components::start(client(args).await?, &what)?;
+async fn run_parts(
+    args: &ClusterArgs,
+    what: Components,
+    election: Option<leader::Config>,
+) -> anyhow::Result<()> {
+    let running = components::start_elected(client(args).await?, &what, election.as_ref())?;
     shutdown_signal()
         .await
         .context("waiting for a shutdown signal")?;
