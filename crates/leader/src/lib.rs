@@ -101,13 +101,13 @@ impl Elector {
         })
     }
 
-    /// An identity unique to this process, as client-go's users build one: host name and a
-    /// random suffix.
+    /// An identity unique to this process, as client-go's users build one (host name and
+    /// something unique on the host): `PREFIX-HOST_PID`.
     pub fn unique_identity(prefix: &str) -> String {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .unwrap_or_else(|_| "localhost".into());
-        format!("{prefix}-{host}_{:08x}", rand::random::<u32>())
+        format!("{prefix}-{host}_{}", std::process::id())
     }
 
     /// This candidate's identity.

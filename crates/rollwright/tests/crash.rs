@@ -8,8 +8,7 @@ mod common;
 use futures::{StreamExt, stream::FuturesUnordered};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
-use std::{collections::HashSet, path::Path, process::Stdio, time::Duration};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use std::{collections::HashSet, path::Path, time::Duration};
 
 /// The store under the server, and how it crashes with it.
 trait Backend {
@@ -56,41 +55,9 @@ impl Backend for Etcd {
     }
 }
 
-/// Starts `rollwright apiserver` on a free port and waits for its "listening" line.
+/// Starts `rollwright apiserver` on a free port on `store`.
 async fn spawn_server(dir: &Path, store: &impl Backend) -> tokio::process::Child {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rollwright"))
-        .args(["apiserver", "--port", "0", "--data-dir"])
-        .arg(dir)
-        .args(store.args())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("server starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("listening on https://") {
-                return true;
-            }
-        }
-        false
-    })
-    .await
-    .unwrap_or(false);
-    assert!(ready, "server printed its address");
-    // Keep draining stdout so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    child
-}
-
-async fn client(dir: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(cfg).expect("client")
+    common::process::spawn_apiserver(dir, &store.args()).await
 }
 
 fn pod(i: usize) -> Pod {
@@ -117,7 +84,7 @@ async fn acknowledged_creates_survive_kill_9_on_etcd() {
 async fn acknowledged_creates_survive(mut store: impl Backend) {
     let dir = tempfile::tempdir().expect("dir");
     let mut child = spawn_server(dir.path(), &store).await;
-    let pods: Api<Pod> = Api::namespaced(client(dir.path()).await, "default");
+    let pods: Api<Pod> = Api::namespaced(common::process::client(dir.path()).await, "default");
 
     let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
     let creator = tokio::spawn(async move {
@@ -162,7 +129,7 @@ async fn acknowledged_creates_survive(mut store: impl Backend) {
 
     store.recover().await;
     let _child = spawn_server(dir.path(), &store).await;
-    let pods: Api<Pod> = Api::namespaced(client(dir.path()).await, "default");
+    let pods: Api<Pod> = Api::namespaced(common::process::client(dir.path()).await, "default");
     let list = pods
         .list(&ListParams::default())
         .await

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod process;
 
 use rollwright::control_plane::{ControlPlane, Options, StoreKind};
 use std::{path::PathBuf, process::Output, time::Duration};
