@@ -171,6 +171,19 @@ impl ApiError {
         )
     }
 
+    /// 503: the store cannot take writes now (etcd without a quorum); reads from the watch cache
+    /// still work.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(
+            503,
+            "ServiceUnavailable",
+            format!(
+                "the storage backend is unavailable ({}); retry once it is reachable again",
+                message.into()
+            ),
+        )
+    }
+
     /// 504 for a wait that ran out (e.g. the cache not catching up).
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)
@@ -200,6 +213,7 @@ impl From<store::StoreError> for ApiError {
             store::StoreError::Compacted { requested, oldest } => {
                 ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
             }
+            store::StoreError::Unavailable(why) => ApiError::unavailable(why),
             other => ApiError::internal(other.to_string()),
         }
     }

@@ -248,9 +248,16 @@ impl ApiServer {
         self.registry().storage_of(view)
     }
 
-    /// Waits until the cache reflects every acknowledged write.
+    /// Waits until the cache reflects every acknowledged write, this server's and (on a shared
+    /// store such as etcd) every other server's: a consistent read, as upstream's watch cache
+    /// serves one after asking etcd for its current revision. When the store cannot answer (etcd
+    /// without a quorum), reads go on from the cache as it is and writes fail on their own.
     pub(crate) async fn sync_cache(&self) -> ApiResult<()> {
-        let target = self.store.revision();
+        let target = match self.store.current_revision().await {
+            Ok(revision) => revision,
+            Err(StoreError::Unavailable(_)) => self.store.revision(),
+            Err(e) => return Err(e.into()),
+        };
         if self.cache.revision() >= target || self.cache.wait_for(target, CACHE_WAIT).await {
             Ok(())
         } else {

@@ -56,6 +56,17 @@ fn shutdown_signal(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Sen
 /// Starts the chosen parts on `client`. A fault profile that does not load is an error here, before
 /// anything starts.
 pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
+    start_elected(client, what, None)
+}
+
+/// [`start`], with the scheduler and the controllers each acting only while they hold their Lease
+/// (`kube-system/rollwright-scheduler`, `kube-system/rollwright-controllers`) when `election` is
+/// given, so that of several processes only one of each acts at a time.
+pub fn start_elected(
+    client: Client,
+    what: &Components,
+    election: Option<&leader::Config>,
+) -> anyhow::Result<Running> {
     let (tx, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     if let Some(config) = what.nodes.clone() {
@@ -71,27 +82,101 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
             }
         });
     }
-    let informers = Informers::new(client.clone());
+    // Unelected, the scheduler and the controllers share one cache; elected, each term starts
+    // afresh on a cache of its own, as kube-controller-manager starts its informers only once
+    // elected.
+    let shared = election.is_none().then(|| Informers::new(client.clone()));
     if let Some(config) = what.scheduler.clone() {
-        let (informers, stop) = (informers.clone(), shutdown_signal(&rx));
-        tasks.spawn(async move { scheduler::run(informers, config, stop).await });
+        let (client, stop) = (client.clone(), shutdown_signal(&rx));
+        match election {
+            Some(election) => {
+                let elector = elector(&client, "rollwright-scheduler", election)?;
+                tasks.spawn(async move {
+                    elector
+                        .run(stop, || {
+                            scheduler::run(
+                                Informers::new(client.clone()),
+                                config.clone(),
+                                std::future::pending::<()>(),
+                            )
+                        })
+                        .await;
+                });
+            }
+            None => {
+                let informers = shared.clone().unwrap_or_else(|| Informers::new(client));
+                tasks.spawn(async move { scheduler::run(informers, config, stop).await });
+            }
+        }
     }
     if let Some(settings) = &what.controllers {
-        let controllers = controllers::run(&informers, settings)?;
+        // Checked here, before anything starts: an unknown controller name is an error.
+        let informers = shared.unwrap_or_else(|| Informers::new(client.clone()));
+        let first: futures::future::BoxFuture<'static, ()> =
+            Box::pin(controllers::run(&informers, settings)?);
         let stop = shutdown_signal(&rx);
-        tasks.spawn(async move {
-            // Dropping the controllers (and the last handle on the cache) stops them and the
-            // watches.
-            tokio::select! {
-                _ = controllers => {}
-                _ = stop => {}
+        match election {
+            Some(election) => {
+                let elector = elector(&client, "rollwright-controllers", election)?;
+                let (client, settings) = (client.clone(), settings.clone());
+                let mut first = Some(first);
+                tasks.spawn(async move {
+                    elector
+                        .run(stop, move || {
+                            let run = first
+                                .take()
+                                .map(Ok)
+                                .unwrap_or_else(|| start_controllers(&client, &settings));
+                            async move {
+                                match run {
+                                    Ok(controllers) => controllers.await,
+                                    Err(e) => tracing::error!(error = %e, "controllers"),
+                                }
+                            }
+                        })
+                        .await;
+                });
             }
-        });
+            None => {
+                tasks.spawn(async move {
+                    // Dropping the controllers (and the last handle on the cache) stops them and
+                    // the watches.
+                    tokio::select! {
+                        _ = first => {}
+                        _ = stop => {}
+                    }
+                });
+            }
+        }
     }
     Ok(Running {
         tasks,
         shutdown: tx,
     })
+}
+
+/// The controllers on a cache of their own, as one future that runs them until dropped.
+fn start_controllers(
+    client: &Client,
+    settings: &ControllerSettings,
+) -> anyhow::Result<futures::future::BoxFuture<'static, ()>> {
+    let informers = Informers::new(client.clone());
+    Ok(Box::pin(controllers::run(&informers, settings)?))
+}
+
+/// A candidate for the Lease `kube-system/NAME`, named after this process.
+fn elector(
+    client: &Client,
+    name: &str,
+    config: &leader::Config,
+) -> anyhow::Result<leader::Elector> {
+    Ok(leader::Elector::new(
+        client.clone(),
+        "kube-system",
+        name,
+        leader::Elector::unique_identity(name),
+        config.clone(),
+    )?)
 }
 
 impl Running {

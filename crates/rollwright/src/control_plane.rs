@@ -18,6 +18,8 @@ pub enum StoreKind {
     Sqlite,
     /// In memory; everything is lost on exit.
     Memory,
+    /// An etcd cluster (`--etcd-servers`), which several API servers can share.
+    Etcd,
 }
 
 /// How to start a control plane.
@@ -31,6 +33,8 @@ pub struct Options {
     pub port: u16,
     /// Store backend.
     pub store: StoreKind,
+    /// Client URLs of the etcd members, for [`StoreKind::Etcd`].
+    pub etcd_servers: Vec<String>,
     /// The parts to run beside the API server, on in-process clients.
     pub components: crate::components::Components,
 }
@@ -42,6 +46,7 @@ impl Default for Options {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 6443,
             store: StoreKind::Sqlite,
+            etcd_servers: Vec::new(),
             components: Default::default(),
         }
     }
@@ -82,6 +87,20 @@ impl ControlPlane {
                 )
             }
             StoreKind::Memory => Arc::new(store::memory::MemoryStore::new()),
+            StoreKind::Etcd => {
+                if opts.etcd_servers.is_empty() {
+                    anyhow::bail!(
+                        "--store etcd needs the etcd members' client URLs: --etcd-servers http://127.0.0.1:2379[,URL...]"
+                    );
+                }
+                Arc::new(
+                    store::etcd::EtcdStore::connect(
+                        &opts.etcd_servers,
+                        store::etcd::EtcdOptions::default(),
+                    )
+                    .await?,
+                )
+            }
         };
         let server = ApiServer::start(
             store,

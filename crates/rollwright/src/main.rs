@@ -33,6 +33,10 @@ struct ServeArgs {
     /// Store backend.
     #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
     store: StoreKind,
+    /// With `--store etcd`: the etcd members' client URLs, comma-separated. API servers on the same
+    /// etcd serve one cluster.
+    #[arg(long, value_delimiter = ',', required_if_eq("store", "etcd"))]
+    etcd_servers: Vec<String>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -60,6 +64,23 @@ impl ControllersArgs {
     }
 }
 
+/// A part of which several processes may run, one acting at a time.
+#[derive(clap::Args, Clone)]
+struct ElectedArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Act only while holding a Lease in kube-system (leaseDurationSeconds 15, renew deadline
+    /// 10s, retry 2s), so that several processes can run for availability.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+}
+
+impl ElectedArgs {
+    fn election(&self) -> Option<leader::Config> {
+        self.leader_elect.then(leader::Config::default)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Start the whole control plane (API server, scheduler, controllers, simulated nodes) and run
@@ -81,12 +102,12 @@ enum Command {
     /// Run the controllers (garbage collector, node lifecycle, workloads) against a cluster.
     Controllers {
         #[command(flatten)]
-        cluster: ClusterArgs,
+        elected: ElectedArgs,
         #[command(flatten)]
         controllers: ControllersArgs,
     },
     /// Run the scheduler against a cluster.
-    Scheduler(ClusterArgs),
+    Scheduler(ElectedArgs),
     /// Simulate nodes against a cluster, or change simulated nodes at run time.
     Nodes {
         #[command(flatten)]
@@ -199,25 +220,27 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Apiserver(args) => serve(args, Components::default()).await,
         Command::Controllers {
-            cluster,
+            elected,
             controllers,
         } => {
             run_parts(
-                &cluster,
+                &elected.cluster,
                 Components {
                     controllers: Some(controllers.settings()),
                     ..Default::default()
                 },
+                elected.election(),
             )
             .await
         }
         Command::Scheduler(c) => {
             run_parts(
-                &c,
+                &c.cluster,
                 Components {
                     scheduler: Some(Default::default()),
                     ..Default::default()
                 },
+                c.election(),
             )
             .await
         }
@@ -238,6 +261,7 @@ async fn run() -> anyhow::Result<()> {
                     profile,
                     ..Default::default()
                 },
+                None,
             )
             .await
         }
@@ -256,6 +280,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         bind: args.bind,
         port: args.port,
         store: args.store,
+        etcd_servers: args.etcd_servers,
         components,
     })
     .await?;
@@ -288,8 +313,12 @@ async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(cfg)?)
 }
 
-async fn run_parts(args: &ClusterArgs, what: Components) -> anyhow::Result<()> {
-    let running = components::start(client(args).await?, &what)?;
+async fn run_parts(
+    args: &ClusterArgs,
+    what: Components,
+    election: Option<leader::Config>,
+) -> anyhow::Result<()> {
+    let running = components::start_elected(client(args).await?, &what, election.as_ref())?;
     shutdown_signal()
         .await
         .context("waiting for a shutdown signal")?;

@@ -1,47 +1,63 @@
 //! Crash safety of the whole server: a child `rollwright apiserver` takes 1,000 concurrent creates,
 //! is killed with SIGKILL half-way, and is started again on the same data directory. Every create
-//! it acknowledged must be there, whole, and it must take writes again at once.
+//! it acknowledged must be there, whole, and it must take writes again at once. On etcd, the etcd
+//! members are killed with the server.
+
+mod common;
 
 use futures::{StreamExt, stream::FuturesUnordered};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
-use std::{collections::HashSet, path::Path, process::Stdio, time::Duration};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use std::{collections::HashSet, path::Path, time::Duration};
 
-/// Starts `rollwright apiserver` on a free port and waits for its "listening" line.
-async fn spawn_server(dir: &Path) -> tokio::process::Child {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rollwright"))
-        .args(["apiserver", "--port", "0", "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("server starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("listening on https://") {
-                return true;
-            }
-        }
-        false
-    })
-    .await
-    .unwrap_or(false);
-    assert!(ready, "server printed its address");
-    // Keep draining stdout so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    child
+/// The store under the server, and how it crashes with it.
+trait Backend {
+    /// The `rollwright apiserver` flags that select it.
+    fn args(&self) -> Vec<String>;
+    /// Kills what runs beside the server (SIGKILL), at the moment the server is killed.
+    fn crash(&mut self) {}
+    /// Starts it again before the server restarts.
+    async fn recover(&mut self) {}
 }
 
-async fn client(dir: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(cfg).expect("client")
+/// SQLite in the data directory.
+struct Sqlite;
+
+impl Backend for Sqlite {
+    fn args(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// A one-member etcd, killed with the server.
+struct Etcd(store::etcd::member::LocalCluster);
+
+impl Backend for Etcd {
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--store".into(),
+            "etcd".into(),
+            "--etcd-servers".into(),
+            self.0.client_urls().join(","),
+        ]
+    }
+
+    fn crash(&mut self) {
+        self.0.kill(0);
+    }
+
+    async fn recover(&mut self) {
+        self.0.start_member(0).expect("etcd restarts");
+        self.0
+            .ready(&self.0.client_urls())
+            .await
+            .expect("etcd answers again");
+    }
+}
+
+/// Starts `rollwright apiserver` on a free port on `store`.
+async fn spawn_server(dir: &Path, store: &impl Backend) -> tokio::process::Child {
+    common::process::spawn_apiserver(dir, &store.args()).await
 }
 
 fn pod(i: usize) -> Pod {
@@ -54,9 +70,21 @@ fn pod(i: usize) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_creates_survive_kill_9() {
+    acknowledged_creates_survive(Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_creates_survive_kill_9_on_etcd() {
+    let Some(etcd) = common::etcd::start_etcd(1).await else {
+        return;
+    };
+    acknowledged_creates_survive(Etcd(etcd)).await;
+}
+
+async fn acknowledged_creates_survive(mut store: impl Backend) {
     let dir = tempfile::tempdir().expect("dir");
-    let mut child = spawn_server(dir.path()).await;
-    let pods: Api<Pod> = Api::namespaced(client(dir.path()).await, "default");
+    let mut child = spawn_server(dir.path(), &store).await;
+    let pods: Api<Pod> = Api::namespaced(common::process::client(dir.path()).await, "default");
 
     let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
     let creator = tokio::spawn(async move {
@@ -86,6 +114,7 @@ async fn acknowledged_creates_survive_kill_9() {
         acked.insert(i);
     }
     child.start_kill().expect("SIGKILL");
+    store.crash();
     child.wait().await.expect("child reaped");
     // Whatever else was acknowledged before the kill counts too.
     let _ = creator.await;
@@ -98,8 +127,9 @@ async fn acknowledged_creates_survive_kill_9() {
         acked.len()
     );
 
-    let _child = spawn_server(dir.path()).await;
-    let pods: Api<Pod> = Api::namespaced(client(dir.path()).await, "default");
+    store.recover().await;
+    let _child = spawn_server(dir.path(), &store).await;
+    let pods: Api<Pod> = Api::namespaced(common::process::client(dir.path()).await, "default");
     let list = pods
         .list(&ListParams::default())
         .await

@@ -6,10 +6,12 @@
 //! JSON without `resourceVersion`, which the API server injects from the revision on read), so the
 //! store knows nothing of Kubernetes.
 //!
-//! Backends: [`sqlite`] (durable, group commit; the default) and [`memory`] (tests).
+//! Backends: [`sqlite`] (durable, group commit; the default), [`etcd`] (several API servers on one
+//! etcd cluster) and [`memory`] (tests).
 
 #![warn(missing_docs)]
 
+pub mod etcd;
 pub mod memory;
 pub mod sqlite;
 mod window;
@@ -91,6 +93,10 @@ pub enum StoreError {
     /// The backend failed (I/O, corruption). The write, if any, did not happen.
     #[error("storage backend: {0}")]
     Backend(String),
+    /// The backend cannot be reached or cannot decide now (etcd without a quorum). A write that
+    /// fails so may or may not have happened; retrying later is the remedy.
+    #[error("storage backend unavailable: {0}")]
+    Unavailable(String),
     /// The store is shutting down.
     #[error("store is closed")]
     Closed,
@@ -134,6 +140,13 @@ pub trait Store: Send + Sync + 'static {
     /// Drops history at and below `revision`: watches from there on fail with `Compacted`.
     async fn compact(&self, revision: Revision) -> Result<()>;
 
-    /// The revision of the last acknowledged write.
+    /// The revision of the last acknowledged write this store knows of.
     fn revision(&self) -> Revision;
+
+    /// The revision of the last write acknowledged by any writer, asked of the backend now: what a
+    /// consistent read must wait for when other processes write to the same backend (several API
+    /// servers on one etcd). A backend that is the only writer knows it without asking.
+    async fn current_revision(&self) -> Result<Revision> {
+        Ok(self.revision())
+    }
 }

@@ -113,6 +113,34 @@ impl Window {
         state.oldest = revision;
     }
 
+    /// The newest published revision.
+    pub(crate) fn current(&self) -> Revision {
+        self.lock().current
+    }
+
+    /// Waits until the window has published `revision` (or something after it).
+    pub(crate) async fn reached(&self, revision: Revision) {
+        let mut announced = self.announce.subscribe();
+        // The sender lives in `self`, so the wait ends only by reaching the revision.
+        let _ = announced.wait_for(|current| *current >= revision).await;
+    }
+
+    /// Forgets all history and jumps to `revision`: the events between the current revision and
+    /// it are lost (a backend whose source skipped them), so every watcher that has not passed
+    /// `revision` ends with [`StoreError::Compacted`] and must relist.
+    pub(crate) fn reset(&self, revision: Revision) {
+        {
+            let mut state = self.lock();
+            if revision <= state.current {
+                return;
+            }
+            state.events.clear();
+            state.oldest = revision;
+            state.current = revision;
+        }
+        self.announce.send_replace(revision);
+    }
+
     /// Ends every watch once it has delivered what the window holds: the store is going away.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
@@ -339,6 +367,39 @@ mod tests {
         let window = window_with(keys.len(), &keys);
         let mut stream = window.watch("/mine", 0).unwrap();
         assert_eq!(ready(&mut stream), vec![Ok(keys.len() as Revision)]);
+    }
+
+    #[test]
+    fn reset_ends_watchers_behind_it_and_serves_later_ones() {
+        let window = window_with(10, &["/k1", "/k2"]);
+        let mut behind = window.watch("", 1).unwrap();
+        window.reset(7);
+        assert_eq!(window.current(), 7);
+        assert_eq!(
+            ready(&mut behind),
+            vec![Err(StoreError::Compacted {
+                requested: 1,
+                oldest: 7
+            })]
+        );
+        let mut after = window.watch("", 7).unwrap();
+        window.publish([put("/k8", 8)]);
+        assert_eq!(ready(&mut after), vec![Ok(8)]);
+        // A reset to the past changes nothing.
+        window.reset(3);
+        assert_eq!(window.current(), 8);
+    }
+
+    #[tokio::test]
+    async fn reached_waits_for_the_revision() {
+        let window = window_with(10, &["/k1"]);
+        window.reached(1).await;
+        let waiting = tokio::spawn({
+            let window = Arc::clone(&window);
+            async move { window.reached(2).await }
+        });
+        window.publish([put("/k2", 2)]);
+        waiting.await.unwrap();
     }
 
     #[test]

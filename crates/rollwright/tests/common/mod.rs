@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod etcd;
+pub mod process;
+
 use rollwright::control_plane::{ControlPlane, Options, StoreKind};
 use std::{path::PathBuf, process::Output, time::Duration};
 

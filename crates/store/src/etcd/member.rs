@@ -1,0 +1,222 @@
+//! etcd members started on loopback for tests and benchmarks: one process per member, each on free
+//! ports with its data in a temporary directory, stopped (SIGKILL) when dropped.
+//!
+//! This needs the `etcd` binary (Debian's `etcd-server` package; `$ETCD` names another). It is
+//! not how production runs: there the user points `--etcd-servers` at their own cluster.
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use tempfile::TempDir;
+
+use super::{EtcdOptions, EtcdStore};
+use crate::Store;
+
+/// Why a local cluster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    /// No etcd binary.
+    #[error("the etcd binary was not found (install Debian's etcd-server, or set $ETCD)")]
+    NotInstalled,
+    /// Spawning or preparing a member failed.
+    #[error("starting etcd: {0}")]
+    Io(#[from] std::io::Error),
+    /// The members did not elect a leader and answer in time.
+    #[error("etcd did not become ready within {0:?}; see the logs under {1}")]
+    NotReady(Duration, PathBuf),
+}
+
+/// One member of a [`LocalCluster`].
+struct Member {
+    name: String,
+    client_url: String,
+    peer_url: String,
+    data_dir: PathBuf,
+    process: Option<Child>,
+}
+
+/// A cluster of etcd members on loopback.
+pub struct LocalCluster {
+    members: Vec<Member>,
+    initial_cluster: String,
+    binary: PathBuf,
+    /// Dropped last: the members' data.
+    dir: TempDir,
+}
+
+/// How long a cluster may take to answer its first read.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl LocalCluster {
+    /// The etcd binary: `$ETCD`, else `etcd` on the `PATH`.
+    pub fn binary() -> Option<PathBuf> {
+        if let Some(path) = std::env::var_os("ETCD") {
+            return Some(PathBuf::from(path));
+        }
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("etcd"))
+                .find(|candidate| candidate.is_file())
+        })
+    }
+
+    /// Starts `size` members and waits until they answer a linearizable read.
+    pub async fn start(size: usize) -> Result<Self, MemberError> {
+        let binary = Self::binary().ok_or(MemberError::NotInstalled)?;
+        let dir = tempfile::Builder::new()
+            .prefix("rollwright-etcd")
+            .tempdir()?;
+        let mut members = Vec::with_capacity(size);
+        for i in 0..size {
+            members.push(Member {
+                name: format!("m{i}"),
+                client_url: format!("http://127.0.0.1:{}", free_port()?),
+                peer_url: format!("http://127.0.0.1:{}", free_port()?),
+                data_dir: dir.path().join(format!("m{i}")),
+                process: None,
+            });
+        }
+        let initial_cluster = members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Self {
+            members,
+            initial_cluster,
+            binary,
+            dir,
+        };
+        for i in 0..size {
+            cluster.start_member(i)?;
+        }
+        cluster.ready(&cluster.client_urls()).await?;
+        Ok(cluster)
+    }
+
+    /// The members' client URLs, for `--etcd-servers`.
+    pub fn client_urls(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.client_url.clone()).collect()
+    }
+
+    /// Where the members keep their data and logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The process id of member `i`, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members[i].process.as_ref().map(Child::id)
+    }
+
+    /// The member the others follow, as the running members report it (`None` while they have no
+    /// leader). Tests use it to take down a follower or the leader on purpose.
+    pub async fn leader(&self) -> Option<usize> {
+        for m in self.members.iter().filter(|m| m.process.is_some()) {
+            let Ok(mut client) = etcd_client::Client::connect([&m.client_url], None).await else {
+                continue;
+            };
+            let Ok(Ok(status)) =
+                tokio::time::timeout(Duration::from_secs(1), client.status()).await
+            else {
+                continue;
+            };
+            if status.leader() == 0 {
+                continue;
+            }
+            let Ok(members) = client.member_list().await else {
+                continue;
+            };
+            let leader = members
+                .members()
+                .iter()
+                .find(|member| member.id() == status.leader())?;
+            return self.members.iter().position(|m| m.name == leader.name());
+        }
+        None
+    }
+
+    /// Kills member `i` (SIGKILL: no goodbye to the others), keeping its data.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].process.take() {
+            // Already gone is as good as killed.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts member `i` (again), on its ports and data; a restarted member rejoins the cluster.
+    pub fn start_member(&mut self, i: usize) -> Result<(), MemberError> {
+        if self.members[i].process.is_some() {
+            return Ok(());
+        }
+        let m = &self.members[i];
+        std::fs::create_dir_all(&m.data_dir)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{}.log", m.name)))?;
+        let child = Command::new(&self.binary)
+            .args(["--name", &m.name])
+            .arg("--data-dir")
+            .arg(&m.data_dir)
+            .args(["--listen-client-urls", &m.client_url])
+            .args(["--advertise-client-urls", &m.client_url])
+            .args(["--listen-peer-urls", &m.peer_url])
+            .args(["--initial-advertise-peer-urls", &m.peer_url])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "rollwright-test"])
+            // No metrics listener or HTTP gateway beyond the client port, and quiet logs.
+            .args(["--log-level", "warn", "--logger", "zap"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        self.members[i].process = Some(child);
+        Ok(())
+    }
+
+    /// Waits until the members at `urls` answer a linearizable read (so a quorum is up).
+    pub async fn ready(&self, urls: &[String]) -> Result<(), MemberError> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let opts = EtcdOptions {
+            request_timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_millis(500),
+            ..EtcdOptions::default()
+        };
+        loop {
+            if let Ok(store) = EtcdStore::connect(urls, opts.clone()).await
+                && store.current_revision().await.is_ok()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(MemberError::NotReady(
+                    READY_TIMEOUT,
+                    self.dir.path().to_owned(),
+                ));
+            }
+            // etcd offers nothing to wait on before it listens: poll its port until it answers.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// A loopback port nothing listens on now (the OS's choice; it could be taken before etcd binds
+/// it, which the readiness wait then reports).
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
