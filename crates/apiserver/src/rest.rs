@@ -13,7 +13,7 @@ use crate::{
     registry::{Kind, Registry, Storage},
     request::{self, BodyType, Output, Params, Target},
     server::ApiServer,
-    table,
+    service_account, table,
 };
 use api::selector::{FieldSelector, LabelSelector};
 use axum::{
@@ -481,6 +481,10 @@ impl ApiServer {
             &*self.cache,
         )?);
         self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
+        if self.service_accounts && def.is("", "Pod") {
+            let ns = t.namespace.as_deref().unwrap_or_default();
+            service_account::admit_pod(self, ns, &requested_name, &mut obj).await?;
+        }
         let created = self.store_create(&def, obj, params.dry_run()?).await?;
         Ok(with_warnings(
             object_response(&t.def, &def, StatusCode::CREATED, &created, out),

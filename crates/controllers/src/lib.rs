@@ -5,6 +5,7 @@
 //! - [`replicaset`], [`deployment`], [`daemonset`]: the workload controllers.
 //! - [`gc`]: the garbage collector (owner references, cascading deletion).
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
+//! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //!
@@ -42,6 +43,7 @@ pub mod pod_gc;
 pub mod replicaset;
 pub mod runtime;
 pub mod selection;
+pub mod serviceaccount;
 
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
@@ -53,6 +55,7 @@ use pod_gc::PodGarbageCollector;
 use replicaset::ReplicaSetController;
 use runtime::{Controller, supervisor::RESTART_BACKOFF};
 pub use selection::{Selection, UnknownController};
+use serviceaccount::ServiceAccountController;
 use std::{collections::BTreeSet, future::Future, sync::Arc};
 use tokio::task::JoinSet;
 
@@ -73,6 +76,8 @@ pub struct Settings {
     pub pod_gc: pod_gc::Config,
     /// The node lifecycle controller's.
     pub node_lifecycle: node_lifecycle::Config,
+    /// The serviceaccount controller's.
+    pub serviceaccount: serviceaccount::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -81,7 +86,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 6] = [
+const CONTROLLERS: [(&str, Starter); 7] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -99,6 +104,9 @@ const CONTROLLERS: [(&str, Starter); 6] = [
     }),
     (NodeLifecycleController::NAME, |i, s| {
         on_cache(i, s.node_lifecycle.clone(), NodeLifecycleController::new)
+    }),
+    (ServiceAccountController::NAME, |i, s| {
+        on_cache(i, s.serviceaccount.clone(), ServiceAccountController::new)
     }),
 ];
 

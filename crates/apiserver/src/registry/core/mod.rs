@@ -8,6 +8,7 @@ mod persistentvolumeclaim;
 mod pod;
 
 use super::Kind;
+use k8s_openapi::api::core::v1::ServiceAccount;
 
 /// The core/v1 kinds, in discovery order.
 pub(super) fn kinds() -> Vec<Kind> {
@@ -18,5 +19,6 @@ pub(super) fn kinds() -> Vec<Kind> {
         event::kind(),
         persistentvolumeclaim::kind(),
         persistentvolume::kind(),
+        Kind::of::<ServiceAccount>().short_names(&["sa"]),
     ]
 }
