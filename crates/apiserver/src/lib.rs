@@ -18,6 +18,7 @@ pub mod registry;
 pub mod request;
 mod rest;
 mod server;
+mod service_account;
 mod subresource;
 pub mod table;
 pub mod tls;

@@ -13,7 +13,7 @@ use crate::{
     registry::{Kind, Registry, Storage},
     request::{self, BodyType, Output, Params, Target},
     server::ApiServer,
-    table,
+    service_account, table,
 };
 use api::selector::{FieldSelector, LabelSelector};
 use axum::{
@@ -488,6 +488,10 @@ impl ApiServer {
             &*self.cache,
         )?);
         self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
+        if self.service_accounts && def.is("", "Pod") {
+            let ns = t.namespace.as_deref().unwrap_or_default();
+            service_account::admit_pod(self, ns, &requested_name, &mut obj).await?;
+        }
         let created = self.store_create(&def, obj, params.dry_run()?).await?;
         Ok(with_warnings(
             object_response(&t.def, &def, StatusCode::CREATED, &created, out),
@@ -750,14 +754,19 @@ impl ApiServer {
         ))
     }
 
-    /// An update that removes the last finalizer of an object being deleted deletes it.
+    /// An update that removes the last finalizer of an object being deleted deletes it (for a
+    /// namespace, also the last of `spec.finalizers`, which the namespace controller removes).
     pub(crate) fn finish_if_released(&self, next: Value) -> Change {
         let grace = next
             .get("metadata")
             .and_then(|m| m.get("deletionGracePeriodSeconds"))
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        if object::is_deleting(&next) && object::finalizers(&next).is_empty() && grace == 0 {
+        if object::is_deleting(&next)
+            && object::finalizers(&next).is_empty()
+            && spec_finalizers_released(&next)
+            && grace == 0
+        {
             Change::Delete
         } else {
             Change::Write(next)
@@ -878,9 +887,9 @@ impl ApiServer {
             .max(0)
     }
 
-    /// Deletes a namespace and everything in it. Upstream marks it Terminating and lets the
-    /// namespace controller empty it; here the API server empties it itself, deleting each object
-    /// as a client would (pods gracefully), and removes the namespace once it is empty.
+    /// Deletes a namespace: marks it Terminating; the namespace controller empties it and
+    /// removes its `kubernetes` finalizer, and the update that removes the last finalizer
+    /// deletes it ([`Self::finish_if_released`]). Without finalizers it goes at once.
     async fn delete_namespace(&self, name: &str, opts: &DeleteOptions) -> ApiResult<Outcome> {
         let ns_def = self.namespaces()?;
         if matches!(name, "default" | "kube-system" | "kube-public") {
@@ -888,69 +897,22 @@ impl ApiServer {
                 "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
             )));
         }
-        let outcome = self
-            .guaranteed_update(&ns_def, None, name, opts.dry_run, |old, _| {
-                if object::is_deleting(old) {
-                    let mut same = old.clone();
-                    admission::strip_resource_version(&mut same);
-                    return Ok(Change::Write(same));
-                }
-                let mut next = old.clone();
-                object::meta_mut(&mut next).insert(
-                    "deletionTimestamp".into(),
-                    Value::String(object::now_rfc3339()),
-                );
-                object::meta_mut(&mut next).insert("deletionGracePeriodSeconds".into(), json!(0));
-                next["status"] = json!({"phase": "Terminating"});
-                Ok(Change::Write(next))
-            })
-            .await?;
-        if !opts.dry_run {
-            let server = self.clone();
-            let name = name.to_string();
-            tokio::spawn(async move { server.finalize_namespace(&name).await });
-        }
-        Ok(outcome)
-    }
-
-    async fn finalize_namespace(&self, ns: &str) {
-        let opts = DeleteOptions {
-            propagation: Some("Background".into()),
-            ..Default::default()
-        };
-        for _ in 0..600 {
-            let mut remaining = 0;
-            let kinds = self.registry().kinds();
-            let stored = kinds
-                .iter()
-                .filter(|d| d.namespaced && matches!(d.storage, Storage::Own));
-            for def in stored {
-                let (items, _) = self.cache.list(def, Some(ns));
-                for e in items {
-                    remaining += 1;
-                    if let Err(err) = self.delete_object(def, Some(ns), &e.name, &opts).await
-                        && err.code != 404
-                    {
-                        tracing::warn!(namespace = ns, name = %e.name, error = %err, "namespace cleanup");
-                    }
-                }
+        self.guaranteed_update(&ns_def, None, name, opts.dry_run, |old, _| {
+            if object::is_deleting(old) {
+                let mut same = old.clone();
+                admission::strip_resource_version(&mut same);
+                return Ok(Change::Write(same));
             }
-            if remaining == 0 {
-                if let Ok(ns_def) = self.namespaces() {
-                    let _ = self
-                        .guaranteed_update(&ns_def, None, ns, false, |_, _| Ok(Change::Delete))
-                        .await;
-                }
-                return;
-            }
-            // Wait for the cache to move (pods finishing graceful deletion) before looking again.
-            let rev = self.cache.revision();
-            self.cache.wait_for(rev + 1, Duration::from_secs(1)).await;
-        }
-        tracing::warn!(
-            namespace = ns,
-            "namespace still has content after cleanup attempts"
-        );
+            let mut next = old.clone();
+            object::meta_mut(&mut next).insert(
+                "deletionTimestamp".into(),
+                Value::String(object::now_rfc3339()),
+            );
+            object::meta_mut(&mut next).insert("deletionGracePeriodSeconds".into(), json!(0));
+            next["status"]["phase"] = json!("Terminating");
+            Ok(self.finish_if_released(next))
+        })
+        .await
     }
 
     /// DELETE of a collection: deletes every selected object.
@@ -1011,6 +973,13 @@ impl ApiServer {
 
 fn is_namespaces(def: &Kind) -> bool {
     def.is("", "Namespace")
+}
+
+/// Whether `spec.finalizers` (namespaces') is empty or absent.
+fn spec_finalizers_released(obj: &Value) -> bool {
+    obj.pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(|f| f.is_empty())
 }
 
 fn paginate(

@@ -32,6 +32,9 @@ pub struct ServerOptions {
     pub token: Option<String>,
     /// Watch-cache history per resource, in events.
     pub history: usize,
+    /// Whether upstream's ServiceAccount admission runs (pods get the `default` ServiceAccount
+    /// and must name one that exists); on only where the serviceaccount controller creates them.
+    pub service_accounts: bool,
 }
 
 impl Default for ServerOptions {
@@ -39,6 +42,7 @@ impl Default for ServerOptions {
         Self {
             token: None,
             history: 100_000,
+            service_accounts: false,
         }
     }
 }
@@ -50,6 +54,7 @@ pub struct ApiServer {
     pub(crate) cache: Arc<Cache>,
     pub(crate) metrics: Arc<Metrics>,
     token: Option<Arc<str>>,
+    pub(crate) service_accounts: bool,
 }
 
 /// The namespaces a cluster has from the start.
@@ -67,6 +72,7 @@ impl ApiServer {
             cache,
             metrics: Arc::new(Metrics::new()),
             token: opts.token.map(Arc::from),
+            service_accounts: opts.service_accounts,
         };
         server.bootstrap().await?;
         Ok(server)

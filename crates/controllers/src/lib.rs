@@ -5,6 +5,8 @@
 //! - [`replicaset`], [`deployment`], [`daemonset`]: the workload controllers.
 //! - [`gc`]: the garbage collector (owner references, cascading deletion).
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
+//! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
+//! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //!
@@ -36,23 +38,27 @@ pub mod gc;
 pub mod history;
 #[cfg(feature = "test-support")]
 pub mod invariants;
+pub mod namespace;
 pub mod node_lifecycle;
 pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
 pub mod runtime;
 pub mod selection;
+pub mod serviceaccount;
 
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
 use futures::future::BoxFuture;
 use gc::GarbageCollector;
 use informer::Informers;
+use namespace::NamespaceController;
 use node_lifecycle::NodeLifecycleController;
 use pod_gc::PodGarbageCollector;
 use replicaset::ReplicaSetController;
 use runtime::{Controller, supervisor::RESTART_BACKOFF};
 pub use selection::{Selection, UnknownController};
+use serviceaccount::ServiceAccountController;
 use std::{collections::BTreeSet, future::Future, sync::Arc};
 use tokio::task::JoinSet;
 
@@ -73,6 +79,10 @@ pub struct Settings {
     pub pod_gc: pod_gc::Config,
     /// The node lifecycle controller's.
     pub node_lifecycle: node_lifecycle::Config,
+    /// The serviceaccount controller's.
+    pub serviceaccount: serviceaccount::Config,
+    /// The namespace controller's.
+    pub namespace: namespace::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -81,7 +91,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 6] = [
+const CONTROLLERS: [(&str, Starter); 8] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -99,6 +109,12 @@ const CONTROLLERS: [(&str, Starter); 6] = [
     }),
     (NodeLifecycleController::NAME, |i, s| {
         on_cache(i, s.node_lifecycle.clone(), NodeLifecycleController::new)
+    }),
+    (ServiceAccountController::NAME, |i, s| {
+        on_cache(i, s.serviceaccount.clone(), ServiceAccountController::new)
+    }),
+    (NamespaceController::NAME, |i, s| {
+        on_cache(i, s.namespace.clone(), NamespaceController::new)
     }),
 ];
 

@@ -5,7 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::{
     apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet},
     coordination::v1::Lease,
-    core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod},
+    core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount},
 };
 use kube::{Resource, api::DynamicObject};
 use serde::de::DeserializeOwned;
@@ -202,6 +202,7 @@ plain_objects!(
     ControllerRevision,
     PersistentVolumeClaim,
     PersistentVolume,
+    ServiceAccount,
     DynamicObject,
 );
 

@@ -106,6 +106,15 @@ impl ControlPlane {
             store,
             ServerOptions {
                 token: Some(credentials.token.clone()),
+                // Pods must name an existing ServiceAccount only where the serviceaccount
+                // controller creates every namespace's `default` one.
+                service_accounts: opts.components.controllers.as_ref().is_some_and(|s| {
+                    controllers::enabled(s).is_ok_and(|on| {
+                        on.contains(
+                            <controllers::serviceaccount::ServiceAccountController as controllers::runtime::Controller>::NAME,
+                        )
+                    })
+                }),
                 ..Default::default()
             },
         )

@@ -806,7 +806,7 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_removes_its_content() {
-    let c = Cluster::start().await;
+    let c = Cluster::with_controllers(&["namespace"]).await;
     let client = c.client().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let created = namespaces

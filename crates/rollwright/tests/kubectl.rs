@@ -1028,7 +1028,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_document_apply_delete_by_label_and_namespace_deletion() {
-    let c = Cluster::start().await;
+    let c = Cluster::with_controllers(&["namespace"]).await;
     let out = c.kubectl_stdin(&["apply", "-f", "-"], MULTI).await;
     for want in [
         "namespace/shop created",

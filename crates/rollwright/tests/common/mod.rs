@@ -233,6 +233,18 @@ impl Cluster {
         Cluster { cp, dir }
     }
 
+    /// Starts a control plane running only the controllers named (no nodes, no scheduler).
+    pub async fn with_controllers(names: &[&str]) -> Cluster {
+        Cluster::start_with(rollwright::components::Components {
+            controllers: Some(rollwright::components::ControllerSettings {
+                enabled: controllers::Selection::only(names.iter().copied()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+    }
+
     /// Starts more parts on this cluster's in-process API, apart from the control plane's own,
     /// so that a test can stop them (a crash) and start new ones on the same server.
     pub fn start_parts(
