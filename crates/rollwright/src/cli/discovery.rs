@@ -4,10 +4,7 @@
 //! One request per scope with aggregated discovery (`apidiscovery.k8s.io/v2`, served by
 //! rollwright and every cluster since 1.30); older servers get the per-group lists.
 
-use super::{
-    failure::Explain,
-    kubeconfig::Session,
-};
+use super::{failure::Explain, kubeconfig::Session};
 use anyhow::{Context, bail};
 use kube::api::ApiResource;
 use serde_json::Value;
@@ -101,10 +98,7 @@ fn aggregated_resources(group: &str, version: &Value) -> Vec<Resource> {
                 version: v.to_string(),
                 kind: r["responseKind"]["kind"].as_str()?.to_string(),
                 plural: plural.to_string(),
-                singular: r["singularResource"]
-                    .as_str()
-                    .unwrap_or(plural)
-                    .to_string(),
+                singular: r["singularResource"].as_str().unwrap_or(plural).to_string(),
                 short_names: strings(&r["shortNames"]),
                 namespaced: r["scope"] == "Namespaced",
                 verbs: strings(&r["verbs"]),
@@ -153,7 +147,10 @@ fn from_resource_list(group: &str, version: &str, list: &Value) -> Vec<Resource>
                 version: version.to_string(),
                 kind: r["kind"].as_str()?.to_string(),
                 plural: plural.to_string(),
-                singular: singular.map_or_else(|| r["kind"].as_str().unwrap_or(plural).to_lowercase(), str::to_string),
+                singular: singular.map_or_else(
+                    || r["kind"].as_str().unwrap_or(plural).to_lowercase(),
+                    str::to_string,
+                ),
                 short_names: strings(&r["shortNames"]),
                 namespaced: r["namespaced"].as_bool().unwrap_or(true),
                 verbs: strings(&r["verbs"]),
@@ -167,7 +164,11 @@ async fn get_json(session: &Session, path: &str, accept: &str) -> anyhow::Result
         .header(http::header::ACCEPT, accept)
         .body(Vec::new())
         .context("building a discovery request")?;
-    let text = session.client.request_text(req).await.explain(session, None)?;
+    let text = session
+        .client
+        .request_text(req)
+        .await
+        .explain(session, None)?;
     serde_json::from_str(&text).with_context(|| format!("reading {path} from {}", session.server))
 }
 
@@ -212,7 +213,8 @@ impl Catalog {
             None => true,
             Some(q) => {
                 *q == r.group
-                    || q.split_once('.').is_some_and(|(v, g)| v == r.version && g == r.group)
+                    || q.split_once('.')
+                        .is_some_and(|(v, g)| v == r.version && g == r.group)
             }
         };
         let by_name = self
@@ -229,11 +231,7 @@ impl Catalog {
         match by_name.or_else(by_kind) {
             Some(r) => Ok(r),
             None => {
-                let known: Vec<&str> = self
-                    .resources
-                    .iter()
-                    .map(|r| r.plural.as_str())
-                    .collect();
+                let known: Vec<&str> = self.resources.iter().map(|r| r.plural.as_str()).collect();
                 bail!(
                     "unknown resource type {name:?}: the server serves {}",
                     known.join(", ")
@@ -265,19 +263,19 @@ mod tests {
 
     fn catalog() -> Catalog {
         let core = json!({"kind": "APIGroupDiscoveryList", "items": [{"metadata": {"name": ""},
-            "versions": [{"version": "v1", "resources": [
-                {"resource": "pods", "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
-                 "scope": "Namespaced", "singularResource": "pod", "shortNames": ["po"], "verbs": ["get"]},
-                {"resource": "nodes", "responseKind": {"group": "", "version": "v1", "kind": "Node"},
-                 "scope": "Cluster", "singularResource": "node", "shortNames": ["no"], "verbs": ["get"]}
-            ]}]}]});
+        "versions": [{"version": "v1", "resources": [
+            {"resource": "pods", "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+             "scope": "Namespaced", "singularResource": "pod", "shortNames": ["po"], "verbs": ["get"]},
+            {"resource": "nodes", "responseKind": {"group": "", "version": "v1", "kind": "Node"},
+             "scope": "Cluster", "singularResource": "node", "shortNames": ["no"], "verbs": ["get"]}
+        ]}]}]});
         let groups = json!({"kind": "APIGroupDiscoveryList", "items": [{"metadata": {"name": "apps"},
-            "versions": [{"version": "v1", "resources": [
-                {"resource": "deployments", "responseKind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-                 "scope": "Namespaced", "singularResource": "deployment", "shortNames": ["deploy"], "verbs": ["get"]},
-                {"resource": "daemonsets", "responseKind": {"group": "apps", "version": "v1", "kind": "DaemonSet"},
-                 "scope": "Namespaced", "singularResource": "daemonset", "shortNames": ["ds"], "verbs": ["get"]}
-            ]}]}]});
+        "versions": [{"version": "v1", "resources": [
+            {"resource": "deployments", "responseKind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+             "scope": "Namespaced", "singularResource": "deployment", "shortNames": ["deploy"], "verbs": ["get"]},
+            {"resource": "daemonsets", "responseKind": {"group": "apps", "version": "v1", "kind": "DaemonSet"},
+             "scope": "Namespaced", "singularResource": "daemonset", "shortNames": ["ds"], "verbs": ["get"]}
+        ]}]}]});
         let mut resources = from_aggregated(&core).expect("core");
         resources.extend(from_aggregated(&groups).expect("groups"));
         Catalog { resources }

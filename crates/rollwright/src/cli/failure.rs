@@ -33,7 +33,9 @@ pub fn refusal(status: &Status, namespace: Option<&str>) -> String {
             }
             if !resource.is_empty() {
                 let ns = namespace.map_or(String::new(), |ns| format!(" -n {ns}"));
-                line.push_str(&format!(" (list them with `rollwright get {resource}{ns}`)"));
+                line.push_str(&format!(
+                    " (list them with `rollwright get {resource}{ns}`)"
+                ));
             }
             line
         }
@@ -69,7 +71,10 @@ pub fn refusal(status: &Status, namespace: Option<&str>) -> String {
             "{} (the credentials in the kubeconfig were refused; is it for this server?)",
             status.message
         ),
-        (403, _) => format!("{} (ask for access, or use another --context)", status.message),
+        (403, _) => format!(
+            "{} (ask for access, or use another --context)",
+            status.message
+        ),
         (409, "AlreadyExists") => format!("{} (delete it first, or use `apply`)", status.message),
         (409, _) => format!(
             "{} (the object changed meanwhile; run the command again)",

@@ -7,6 +7,7 @@
 pub mod discovery;
 pub mod failure;
 pub mod kubeconfig;
+pub mod rollout;
 pub mod workload;
 
 use clap::Subcommand;
@@ -14,9 +15,14 @@ use clap::Subcommand;
 /// The CLI's commands, flattened into the binary's top-level commands.
 #[derive(Subcommand)]
 pub enum Command {
+    /// Rollouts: status, history, undo, pause, resume, restart, watch.
+    #[command(subcommand)]
+    Rollout(rollout::Rollout),
 }
 
 /// Runs one CLI command.
 pub async fn run(command: Command) -> anyhow::Result<()> {
-    match command {}
+    match command {
+        Command::Rollout(r) => rollout::run(r).await,
+    }
 }

@@ -99,9 +99,9 @@ impl WorkloadRef {
         let (kind, name) = match args {
             [one] => match one.split_once('/') {
                 Some((k, n)) => (k, n),
-                None => bail!(
-                    "{one:?} names no object: write KIND/NAME, e.g. deploy/{one} or ds/{one}"
-                ),
+                None => {
+                    bail!("{one:?} names no object: write KIND/NAME, e.g. deploy/{one} or ds/{one}")
+                }
             },
             [k, n] => (k.as_str(), n.as_str()),
             [] => bail!("name a workload: KIND/NAME, e.g. deploy/web"),
