@@ -4,10 +4,14 @@
 //! waits on, its pace, the history table, a revision diff, the screen) are plain functions over
 //! plain data in those modules, with the I/O at their edges.
 
+pub mod change_cause;
 pub mod discovery;
 pub mod failure;
 pub mod kubeconfig;
+pub mod output;
 pub mod rollout;
+pub mod scale;
+pub mod set_image;
 pub mod workload;
 
 use clap::Subcommand;
@@ -18,11 +22,18 @@ pub enum Command {
     /// Rollouts: status, history, undo, pause, resume, restart, watch.
     #[command(subcommand)]
     Rollout(rollout::Rollout),
+    /// Set fields of a workload: `set image`.
+    #[command(subcommand)]
+    Set(set_image::Set),
+    /// Change the number of pods of a Deployment or StatefulSet.
+    Scale(scale::ScaleArgs),
 }
 
 /// Runs one CLI command.
 pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Rollout(r) => rollout::run(r).await,
+        Command::Set(s) => set_image::run(s).await,
+        Command::Scale(args) => scale::run(args).await,
     }
 }
