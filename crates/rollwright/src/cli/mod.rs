@@ -4,14 +4,19 @@
 //! waits on, its pace, the history table, a revision diff, the screen) are plain functions over
 //! plain data in those modules, with the I/O at their edges.
 
+pub mod apply;
 pub mod change_cause;
+pub mod delete;
 pub mod discovery;
 pub mod failure;
+pub mod get;
 pub mod kubeconfig;
+pub mod manifest;
 pub mod output;
 pub mod rollout;
 pub mod scale;
 pub mod set_image;
+pub mod three_way;
 pub mod workload;
 
 use clap::Subcommand;
@@ -27,6 +32,12 @@ pub enum Command {
     Set(set_image::Set),
     /// Change the number of pods of a Deployment or StatefulSet.
     Scale(scale::ScaleArgs),
+    /// List objects, or show them (-o wide|yaml|json|name).
+    Get(get::GetArgs),
+    /// Create or update objects from manifests (client-side apply).
+    Apply(apply::ApplyArgs),
+    /// Delete objects, and wait until they are gone.
+    Delete(delete::DeleteArgs),
 }
 
 /// Runs one CLI command.
@@ -35,5 +46,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Rollout(r) => rollout::run(r).await,
         Command::Set(s) => set_image::run(s).await,
         Command::Scale(args) => scale::run(args).await,
+        Command::Get(args) => get::run(args).await,
+        Command::Apply(args) => apply::run(args).await,
+        Command::Delete(args) => delete::run(args).await,
     }
 }
