@@ -10,6 +10,7 @@ pub mod restart;
 pub mod revisions;
 pub mod status;
 pub mod undo;
+pub mod watch;
 
 use clap::Subcommand;
 
@@ -28,6 +29,9 @@ pub enum Rollout {
     Resume(pause::PauseArgs),
     /// Restart every pod through a new revision.
     Restart(restart::RestartArgs),
+    /// A full-screen view of a rollout: a cell per node, pod or ordinal, counts per revision,
+    /// available pods over time, events; keys to pause, resume and undo.
+    Watch(watch::WatchArgs),
 }
 
 /// Runs a `rollout` subcommand.
@@ -39,5 +43,6 @@ pub async fn run(command: Rollout) -> anyhow::Result<()> {
         Rollout::Pause(args) => pause::run(args, true).await,
         Rollout::Resume(args) => pause::run(args, false).await,
         Rollout::Restart(args) => restart::run(args).await,
+        Rollout::Watch(args) => watch::run(args).await,
     }
 }

@@ -123,6 +123,13 @@ pub fn is_paused(kind: Kind, obj: &Value) -> bool {
 pub async fn run(args: PauseArgs, pause: bool) -> anyhow::Result<()> {
     let workload = WorkloadRef::parse(&args.workload)?;
     let session = args.target.connect().await?;
+    println!("{}", set(&session, &workload, pause).await?);
+    Ok(())
+}
+
+/// Pauses (`pause`) or resumes the rollout of `workload`; says what it did.
+pub async fn set(session: &Session, workload: &WorkloadRef, pause: bool) -> anyhow::Result<String> {
+    let session = session.clone();
     let ns = session.namespace.clone();
     let api = workload_api(&session, workload.kind);
     let obj = api.get(&workload.name).await.explain(&session, Some(&ns))?;
@@ -161,11 +168,10 @@ pub async fn run(args: PauseArgs, pause: bool) -> anyhow::Result<()> {
         (_, Switch::Field) => " (spec.updateStrategy.rollingUpdate.paused)",
         (_, Switch::Annotation) => " (annotation rollwright.io/paused)",
     };
-    println!(
+    Ok(format!(
         "{workload} {}{how}",
         if pause { "paused" } else { "resumed" }
-    );
-    Ok(())
+    ))
 }
 
 #[cfg(test)]

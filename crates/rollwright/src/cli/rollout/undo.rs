@@ -12,7 +12,7 @@ use super::{
 use crate::cli::{
     change_cause::{cause, with_cause},
     failure::Explain,
-    kubeconfig::Target,
+    kubeconfig::{Session, Target},
     workload::{Kind, WorkloadRef},
 };
 use anyhow::bail;
@@ -98,19 +98,28 @@ fn undo_cause(r: &RevisionView) -> String {
 pub async fn run(args: UndoArgs) -> anyhow::Result<()> {
     let workload = WorkloadRef::parse(&args.workload)?;
     let session = args.target.connect().await?;
+    println!("{}", undo(&session, &workload, args.to_revision).await?);
+    Ok(())
+}
+
+/// Rolls `workload` back to revision `to_revision` (0: the previous one); says what it did.
+pub async fn undo(
+    session: &Session,
+    workload: &WorkloadRef,
+    to_revision: i64,
+) -> anyhow::Result<String> {
     let ns = session.namespace.clone();
-    let loaded = revisions::load(&session, &workload, false).await?;
+    let loaded = revisions::load(session, workload, false).await?;
     let snap = &loaded.snapshot;
-    let to = pick(snap, args.to_revision)?;
+    let to = pick(snap, to_revision)?;
     if snap
         .current_revision()
         .is_some_and(|c| c.number == to.number)
     {
-        println!(
+        return Ok(format!(
             "{workload} skipped rollback (current template already matches revision {})",
             to.number
-        );
-        return Ok(());
+        ));
     }
     let cause = undo_cause(to);
     // `$patch: replace` makes the revision's template the whole template (a plain merge would
@@ -131,7 +140,7 @@ pub async fn run(args: UndoArgs) -> anyhow::Result<()> {
             let rs = kube::Api::<ReplicaSet>::namespaced(session.client.clone(), &ns)
                 .get(&to.name)
                 .await
-                .explain(&session, Some(&ns))?;
+                .explain(session, Some(&ns))?;
             let rs_annotations: Map<String, Value> = rs
                 .metadata
                 .annotations
@@ -153,16 +162,15 @@ pub async fn run(args: UndoArgs) -> anyhow::Result<()> {
             with_cause(json!({"spec": {"template": template}}), &cause)
         }
     };
-    workload_api(&session, workload.kind)
+    workload_api(session, workload.kind)
         .patch(
             &workload.name,
             &PatchParams::default(),
             &Patch::Strategic(&patch),
         )
         .await
-        .explain(&session, Some(&ns))?;
-    println!("{workload} rolled back to revision {}", to.number);
-    Ok(())
+        .explain(session, Some(&ns))?;
+    Ok(format!("{workload} rolled back to revision {}", to.number))
 }
 
 #[cfg(test)]
