@@ -213,6 +213,8 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
                 display.clear();
                 bail!("{message} ({workload} uses OnDelete; its pods change only when deleted)");
             }
+            // A single look has no pace to tell.
+            Verdict::Waiting(_) if !args.watch => display.update(&workload, &p, ""),
             Verdict::Waiting(_) => display.update(&workload, &p, &pace_text),
         }
         if !args.watch {

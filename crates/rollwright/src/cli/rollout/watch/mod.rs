@@ -214,15 +214,33 @@ mod tests {
 
     #[test]
     fn keys_ask_before_they_act() {
-        assert_eq!(interpret(&press(KeyCode::Char('p')), None), Key::Ask(Action::Pause));
-        assert_eq!(interpret(&press(KeyCode::Char('u')), None), Key::Ask(Action::Undo));
-        assert_eq!(interpret(&press(KeyCode::Char('y')), Some(Action::Undo)), Key::Confirm(Action::Undo));
-        assert_eq!(interpret(&press(KeyCode::Char('n')), Some(Action::Pause)), Key::Cancel);
-        assert_eq!(interpret(&press(KeyCode::Char('q')), Some(Action::Pause)), Key::Cancel);
+        assert_eq!(
+            interpret(&press(KeyCode::Char('p')), None),
+            Key::Ask(Action::Pause)
+        );
+        assert_eq!(
+            interpret(&press(KeyCode::Char('u')), None),
+            Key::Ask(Action::Undo)
+        );
+        assert_eq!(
+            interpret(&press(KeyCode::Char('y')), Some(Action::Undo)),
+            Key::Confirm(Action::Undo)
+        );
+        assert_eq!(
+            interpret(&press(KeyCode::Char('n')), Some(Action::Pause)),
+            Key::Cancel
+        );
+        assert_eq!(
+            interpret(&press(KeyCode::Char('q')), Some(Action::Pause)),
+            Key::Cancel
+        );
         assert_eq!(interpret(&press(KeyCode::Char('q')), None), Key::Quit);
         assert_eq!(interpret(&press(KeyCode::Char('y')), None), Key::Ignore);
         assert_eq!(
-            interpret(&KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL), Some(Action::Undo)),
+            interpret(
+                &KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+                Some(Action::Undo)
+            ),
             Key::Quit
         );
     }

@@ -239,8 +239,19 @@ pub fn screen(workload: &WorkloadRef, snap: &Snapshot, now: Timestamp) -> Screen
         }
         Kind::Deployment => {
             let mut pods: Vec<&PodView> = snap.pods.iter().map(AsRef::as_ref).collect();
-            pods.sort_by_key(|p| (std::cmp::Reverse(number_of(p)), p.terminating, p.name.clone()));
-            ("pods", pods.into_iter().map(|p| cell(p.name.clone(), Some(p))).collect())
+            pods.sort_by_key(|p| {
+                (
+                    std::cmp::Reverse(number_of(p)),
+                    p.terminating,
+                    p.name.clone(),
+                )
+            });
+            (
+                "pods",
+                pods.into_iter()
+                    .map(|p| cell(p.name.clone(), Some(p)))
+                    .collect(),
+            )
         }
     };
     let tally = CellState::ALL
@@ -283,7 +294,12 @@ mod tests {
             name: name.into(),
             node: node.map(str::to_string),
             revision_key: Some(key.into()),
-            phase: if state == "ready" { "Running" } else { "Pending" }.into(),
+            phase: if state == "ready" {
+                "Running"
+            } else {
+                "Pending"
+            }
+            .into(),
             ready_since: (state == "ready").then(t0),
             terminating: state == "terminating",
             reason: (state == "ImagePullBackOff").then(|| state.to_string()),
@@ -293,7 +309,8 @@ mod tests {
     }
 
     fn snapshot(kind: Kind, pods: Vec<Arc<PodView>>, nodes: &[&str]) -> Snapshot {
-        let template = |image: &str| json!({"spec": {"containers": [{"name": "c", "image": image}]}});
+        let template =
+            |image: &str| json!({"spec": {"containers": [{"name": "c", "image": image}]}});
         Snapshot {
             workload: WorkloadView {
                 kind: Some(kind),
@@ -306,13 +323,28 @@ mod tests {
                 ..Default::default()
             },
             revisions: vec![
-                RevisionView { number: 1, key: "a".into(), template: template("v1"), ..Default::default() },
-                RevisionView { number: 2, key: "b".into(), template: template("v2"), ..Default::default() },
+                RevisionView {
+                    number: 1,
+                    key: "a".into(),
+                    template: template("v1"),
+                    ..Default::default()
+                },
+                RevisionView {
+                    number: 2,
+                    key: "b".into(),
+                    template: template("v2"),
+                    ..Default::default()
+                },
             ],
             pods,
             nodes: nodes
                 .iter()
-                .map(|n| Arc::new(NodeView { name: n.to_string(), ready: true }))
+                .map(|n| {
+                    Arc::new(NodeView {
+                        name: n.to_string(),
+                        ready: true,
+                    })
+                })
                 .collect(),
             ..Default::default()
         }
@@ -320,7 +352,10 @@ mod tests {
 
     #[test]
     fn a_daemonset_has_a_cell_per_node() {
-        let w = WorkloadRef { kind: Kind::DaemonSet, name: "agent".into() };
+        let w = WorkloadRef {
+            kind: Kind::DaemonSet,
+            name: "agent".into(),
+        };
         let snap = snapshot(
             Kind::DaemonSet,
             vec![
@@ -333,8 +368,11 @@ mod tests {
             &["n1", "n2", "n3", "n4", "n5"],
         );
         let s = screen(&w, &snap, t0());
-        let states: Vec<(&str, CellState)> =
-            s.cells.iter().map(|c| (c.label.as_str(), c.state)).collect();
+        let states: Vec<(&str, CellState)> = s
+            .cells
+            .iter()
+            .map(|c| (c.label.as_str(), c.state))
+            .collect();
         assert_eq!(
             states,
             vec![
@@ -369,30 +407,55 @@ mod tests {
 
     #[test]
     fn a_statefulset_has_a_cell_per_ordinal() {
-        let w = WorkloadRef { kind: Kind::StatefulSet, name: "db".into() };
+        let w = WorkloadRef {
+            kind: Kind::StatefulSet,
+            name: "db".into(),
+        };
         let snap = snapshot(
             Kind::StatefulSet,
-            vec![pod("db-0", Some("n"), "a", "ready"), pod("db-2", Some("n"), "b", "ready")],
+            vec![
+                pod("db-0", Some("n"), "a", "ready"),
+                pod("db-2", Some("n"), "b", "ready"),
+            ],
             &[],
         );
         let s = screen(&w, &snap, t0());
-        let cells: Vec<(&str, CellState)> = s.cells.iter().map(|c| (c.label.as_str(), c.state)).collect();
+        let cells: Vec<(&str, CellState)> = s
+            .cells
+            .iter()
+            .map(|c| (c.label.as_str(), c.state))
+            .collect();
         assert_eq!(
             cells,
-            vec![("0", CellState::OldReady), ("1", CellState::Empty), ("2", CellState::NewReady), ("3", CellState::Empty)]
+            vec![
+                ("0", CellState::OldReady),
+                ("1", CellState::Empty),
+                ("2", CellState::NewReady),
+                ("3", CellState::Empty)
+            ]
         );
     }
 
     #[test]
     fn a_deployment_has_a_cell_per_pod_newest_revision_first() {
-        let w = WorkloadRef { kind: Kind::Deployment, name: "web".into() };
+        let w = WorkloadRef {
+            kind: Kind::Deployment,
+            name: "web".into(),
+        };
         let snap = snapshot(
             Kind::Deployment,
-            vec![pod("web-a-1", Some("n"), "a", "ready"), pod("web-b-1", Some("n"), "b", "")],
+            vec![
+                pod("web-a-1", Some("n"), "a", "ready"),
+                pod("web-b-1", Some("n"), "b", ""),
+            ],
             &[],
         );
         let s = screen(&w, &snap, t0());
-        let cells: Vec<(&str, Option<i64>)> = s.cells.iter().map(|c| (c.label.as_str(), c.revision)).collect();
+        let cells: Vec<(&str, Option<i64>)> = s
+            .cells
+            .iter()
+            .map(|c| (c.label.as_str(), c.revision))
+            .collect();
         assert_eq!(cells, vec![("web-b-1", Some(2)), ("web-a-1", Some(1))]);
     }
 }

@@ -93,7 +93,7 @@ fn grid(screen: &Screen, area: Rect) -> (Vec<Line<'static>>, String) {
 pub fn draw(frame: &mut Frame, screen: &Screen, extras: &Extras) {
     let counts_h = u16::try_from(screen.counts.len() + 1).unwrap_or(u16::MAX);
     let [header, counts, cells, spark, events, footer] = Layout::vertical([
-        Constraint::Length(5),
+        Constraint::Length(6),
         Constraint::Length(counts_h + 2),
         Constraint::Min(4),
         Constraint::Length(5),
@@ -106,11 +106,20 @@ pub fn draw(frame: &mut Frame, screen: &Screen, extras: &Extras) {
         .revision
         .map_or("new revision".to_string(), |r| format!("revision {r}"));
     let state = if screen.done {
-        Span::styled(" rolled out ", Style::default().fg(Color::Black).bg(Color::Green))
+        Span::styled(
+            " rolled out ",
+            Style::default().fg(Color::Black).bg(Color::Green),
+        )
     } else if screen.paused {
-        Span::styled(" paused ", Style::default().fg(Color::Black).bg(Color::Yellow))
+        Span::styled(
+            " paused ",
+            Style::default().fg(Color::Black).bg(Color::Yellow),
+        )
     } else {
-        Span::styled(" rolling out ", Style::default().fg(Color::Black).bg(Color::Cyan))
+        Span::styled(
+            " rolling out ",
+            Style::default().fg(Color::Black).bg(Color::Cyan),
+        )
     };
     let mut head = vec![
         Line::from(vec![
@@ -136,13 +145,19 @@ pub fn draw(frame: &mut Frame, screen: &Screen, extras: &Extras) {
         )));
     }
     frame.render_widget(
-        Paragraph::new(head)
-            .wrap(Wrap { trim: true })
-            .block(Block::default().borders(Borders::ALL).title(" rollwright rollout watch ")),
+        Paragraph::new(head).wrap(Wrap { trim: true }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" rollwright rollout watch "),
+        ),
         header,
     );
 
-    let mut lines: Vec<Line> = screen.counts.iter().map(|c| Line::from(c.clone())).collect();
+    let mut lines: Vec<Line> = screen
+        .counts
+        .iter()
+        .map(|c| Line::from(c.clone()))
+        .collect();
     let legend: Vec<Span> = screen
         .tally
         .iter()
@@ -187,7 +202,11 @@ pub fn draw(frame: &mut Frame, screen: &Screen, extras: &Extras) {
                 .time
                 .map(|t| t.strftime("%H:%M:%S").to_string())
                 .unwrap_or_default();
-            let color = if e.type_ == "Warning" { Color::Red } else { Color::Gray };
+            let color = if e.type_ == "Warning" {
+                Color::Red
+            } else {
+                Color::Gray
+            };
             Line::from(vec![
                 Span::raw(format!("{time} ")),
                 Span::styled(format!("{} ", e.reason), Style::default().fg(color)),
@@ -226,7 +245,12 @@ mod tests {
     fn five_thousand_nodes_fit_and_draw() {
         let template = json!({"spec": {"containers": [{"name": "c", "image": "v2"}]}});
         let nodes: Vec<Arc<NodeView>> = (0..5000)
-            .map(|i| Arc::new(NodeView { name: format!("node-{i:04}"), ready: true }))
+            .map(|i| {
+                Arc::new(NodeView {
+                    name: format!("node-{i:04}"),
+                    ready: true,
+                })
+            })
             .collect();
         let pods: Vec<Arc<PodView>> = (0..5000)
             .map(|i| {
@@ -250,18 +274,36 @@ mod tests {
                 ..Default::default()
             },
             revisions: vec![
-                RevisionView { number: 1, key: "a".into(), ..Default::default() },
-                RevisionView { number: 2, key: "b".into(), template, ..Default::default() },
+                RevisionView {
+                    number: 1,
+                    key: "a".into(),
+                    ..Default::default()
+                },
+                RevisionView {
+                    number: 2,
+                    key: "b".into(),
+                    template,
+                    ..Default::default()
+                },
             ],
             pods,
             nodes,
             ..Default::default()
         };
-        let w = WorkloadRef { kind: Kind::DaemonSet, name: "agent".into() };
+        let w = WorkloadRef {
+            kind: Kind::DaemonSet,
+            name: "agent".into(),
+        };
         let s = screen(&w, &snap, "2025-01-01T00:01:00Z".parse().expect("time"));
         assert_eq!(s.cells.len(), 5000);
         let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
-        let extras = Extras { pace: "", spark: &[1, 2, 3], events: &[], footer: "q quit", error: None };
+        let extras = Extras {
+            pace: "",
+            spark: &[1, 2, 3],
+            events: &[],
+            footer: "q quit",
+            error: None,
+        };
         term.draw(|f| draw(f, &s, &extras)).expect("draw");
         let text: String = term
             .backend()
@@ -271,7 +313,9 @@ mod tests {
             .map(|c| c.symbol())
             .collect();
         assert!(text.contains("nodes (5000)"), "every node has its cell");
-        assert!(text.contains("revision 2 (current): 1667/5000 updated, 1667 ready, 1667 available"));
+        assert!(
+            text.contains("revision 2 (current): 1667/5000 updated, 1667 ready, 1667 available")
+        );
         assert!(text.matches(glyph(CellState::NewReady)).count() >= 1667);
     }
 }
