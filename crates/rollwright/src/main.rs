@@ -158,9 +158,9 @@ fn one_line(e: &anyhow::Error) -> String {
 
 async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // The CLI's output is its own; the servers log what they do.
+    // The CLI's output is its own (its errors are one line each); the servers log what they do.
     let level = if matches!(cli.command, Command::Cli(_)) {
-        "warn"
+        "off"
     } else {
         "info"
     };
