@@ -55,12 +55,11 @@ pub fn with_last_applied(object: &Value) -> anyhow::Result<Value> {
     if let Some(meta) = clean
         .pointer_mut("/metadata")
         .and_then(Value::as_object_mut)
+        && let Some(Value::Object(a)) = meta.get_mut("annotations")
     {
-        if let Some(Value::Object(a)) = meta.get_mut("annotations") {
-            a.remove(LAST_APPLIED);
-            if a.is_empty() {
-                meta.remove("annotations");
-            }
+        a.remove(LAST_APPLIED);
+        if a.is_empty() {
+            meta.remove("annotations");
         }
     }
     let text = serde_json::to_string(&clean)?;

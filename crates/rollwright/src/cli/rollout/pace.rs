@@ -103,7 +103,8 @@ mod tests {
     #[test]
     fn pace_over_the_last_minute() {
         // (samples, now, remaining, rate, eta)
-        let cases: Vec<(Vec<(u64, i32)>, u64, i32, Option<f64>, Option<u64>)> = vec![
+        type Case = (Vec<(u64, i32)>, u64, i32, Option<f64>, Option<u64>);
+        let cases: Vec<Case> = vec![
             (vec![], 10, 5, None, None),
             (vec![(0, 0)], 10, 5, None, None),
             // 10 pods in 10s: 1/s, 5 left: 5s.
