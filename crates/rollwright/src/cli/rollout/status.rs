@@ -186,6 +186,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
         };
     let started = Instant::now();
     let mut pace = Pace::default();
+    let mut paced_revision = None;
     // Redraws between changes only advance the clock (ages, minReadySeconds, the ETA): the
     // state comes from the watches.
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -196,6 +197,11 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
             .with_context(|| format!("{workload} was deleted during the rollout"))?;
         let p = progress::assess(&snapshot, jiff::Timestamp::now());
         let elapsed = started.elapsed();
+        // The pace is of the current revision's pods: a new revision starts it over.
+        if p.revision != paced_revision {
+            pace = Pace::default();
+            paced_revision = p.revision;
+        }
         pace.observe(elapsed, p.available);
         let pace_text = pace::describe(&pace, elapsed, p.target - p.available);
         match &p.verdict {

@@ -137,6 +137,8 @@ async fn event_loop(
     let started = Instant::now();
     let mut pace = Pace::default();
     let mut spark: VecDeque<u64> = VecDeque::new();
+    // The pace and the sparkline are of the current revision: a new one starts them over.
+    let mut revision = None;
     let mut footer = KEYS.to_string();
     let mut asking: Option<Action> = None;
     let mut keys = EventStream::new();
@@ -151,6 +153,11 @@ async fn event_loop(
             _ = second.tick() => {
                 if let Some(snap) = cache.snapshot() {
                     let p = super::progress::assess(&snap, jiff::Timestamp::now());
+                    if p.revision != revision {
+                        revision = p.revision;
+                        spark.clear();
+                        pace = Pace::default();
+                    }
                     spark.push_back(u64::try_from(p.available.max(0)).unwrap_or(0));
                     if spark.len() > SPARK_KEPT {
                         spark.pop_front();
