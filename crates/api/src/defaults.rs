@@ -9,22 +9,44 @@
 
 use serde_json::{Map, Value, json};
 
-/// Fills upstream's defaults into `obj` in place; unknown kinds are left alone.
-pub fn apply(group: &str, kind: &str, obj: &mut Value) {
-    let Some(root) = obj.as_object_mut() else {
-        return;
-    };
-    match (group, kind) {
-        ("", "Pod") => pod(root),
-        ("", "Namespace") => namespace(root),
-        ("", "Node") => node(root),
-        ("", "PersistentVolumeClaim") => persistent_volume_claim(root),
-        ("apps", "Deployment") => deployment(root),
-        ("apps", "ReplicaSet") => replica_set(root),
-        ("apps", "StatefulSet") => stateful_set(root),
-        ("apps", "DaemonSet") => daemon_set(root),
-        _ => {}
+/// Runs `f` on the object's top-level map (objects that are not JSON objects are left alone).
+fn on_root(obj: &mut Value, f: fn(&mut Map<String, Value>)) {
+    if let Some(root) = obj.as_object_mut() {
+        f(root);
     }
+}
+
+/// Declares the public, per-kind entry point of a defaulting function over the root map.
+macro_rules! kind_defaults {
+    ($($(#[$doc:meta])* $name:ident => $inner:ident;)*) => {
+        $($(#[$doc])* pub fn $name(obj: &mut Value) {
+            on_root(obj, $inner)
+        })*
+    };
+}
+
+kind_defaults! {
+    /// A Pod's defaults (`SetDefaults_Pod`, `SetDefaults_PodSpec`, containers, volumes, probes,
+    /// and the `DefaultTolerationSeconds` admission plugin).
+    pod => pod_root;
+    /// A Namespace's: the `kubernetes.io/metadata.name` label, the `kubernetes` finalizer.
+    namespace => namespace_root;
+    /// A Node's: allocatable from capacity.
+    node => node_root;
+    /// A PersistentVolumeClaim's: volume mode, phase.
+    persistent_volume_claim => persistent_volume_claim_root;
+    /// A PersistentVolume's: reclaim policy, volume mode, phase.
+    persistent_volume => persistent_volume_root;
+    /// A StorageClass's: reclaim policy and binding mode.
+    storage_class => storage_class_root;
+    /// A Deployment's.
+    deployment => deployment_root;
+    /// A ReplicaSet's.
+    replica_set => replica_set_root;
+    /// A DaemonSet's, with rollwright's `paused` and `podUpdatePolicy`.
+    daemon_set => daemon_set_root;
+    /// A StatefulSet's, with rollwright's `paused` and `podUpdatePolicy`.
+    stateful_set => stateful_set_root;
 }
 
 // ---- small helpers over JSON maps ----
@@ -82,7 +104,7 @@ fn default_int(map: &mut Map<String, Value>, key: &str, value: i64) {
 
 // ---- core/v1 ----
 
-fn pod(root: &mut Map<String, Value>) {
+fn pod_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -322,7 +344,7 @@ fn image_tag(image: &str) -> Option<String> {
     }
 }
 
-fn namespace(root: &mut Map<String, Value>) {
+fn namespace_root(root: &mut Map<String, Value>) {
     let name = root
         .get("metadata")
         .and_then(|m| m.get("name"))
@@ -343,7 +365,7 @@ fn namespace(root: &mut Map<String, Value>) {
     }
 }
 
-fn node(root: &mut Map<String, Value>) {
+fn node_root(root: &mut Map<String, Value>) {
     let Some(status) = existing(root, "status") else {
         return;
     };
@@ -354,13 +376,30 @@ fn node(root: &mut Map<String, Value>) {
     }
 }
 
-fn persistent_volume_claim(root: &mut Map<String, Value>) {
+fn persistent_volume_claim_root(root: &mut Map<String, Value>) {
     if let Some(spec) = child(root, "spec") {
         default_ptr(spec, "volumeMode", json!("Filesystem"));
     }
     if let Some(status) = child(root, "status") {
         default_str(status, "phase", "Pending");
     }
+}
+
+fn persistent_volume_root(root: &mut Map<String, Value>) {
+    if let Some(spec) = child(root, "spec") {
+        default_str(spec, "persistentVolumeReclaimPolicy", "Retain");
+        default_ptr(spec, "volumeMode", json!("Filesystem"));
+    }
+    if let Some(status) = child(root, "status") {
+        default_str(status, "phase", "Pending");
+    }
+}
+
+// ---- storage.k8s.io/v1 ----
+
+fn storage_class_root(root: &mut Map<String, Value>) {
+    default_ptr(root, "reclaimPolicy", json!("Delete"));
+    default_ptr(root, "volumeBindingMode", json!("Immediate"));
 }
 
 // ---- apps/v1 ----
@@ -382,7 +421,7 @@ fn template(spec: &mut Map<String, Value>) {
     }
 }
 
-fn deployment(root: &mut Map<String, Value>) {
+fn deployment_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -401,7 +440,7 @@ fn deployment(root: &mut Map<String, Value>) {
     template(spec);
 }
 
-fn replica_set(root: &mut Map<String, Value>) {
+fn replica_set_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -409,7 +448,7 @@ fn replica_set(root: &mut Map<String, Value>) {
     template(spec);
 }
 
-fn daemon_set(root: &mut Map<String, Value>) {
+fn daemon_set_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -420,13 +459,21 @@ fn daemon_set(root: &mut Map<String, Value>) {
         {
             default_ptr(rolling, "maxUnavailable", json!(1));
             default_ptr(rolling, "maxSurge", json!(0));
+            rollwright_extensions(rolling);
         }
     }
     default_ptr(spec, "revisionHistoryLimit", json!(10));
     template(spec);
 }
 
-fn stateful_set(root: &mut Map<String, Value>) {
+/// rollwright's extension fields of a DaemonSet's or StatefulSet's `rollingUpdate`: pods are
+/// recreated unless in-place updates are asked for, and a rollout is not paused.
+fn rollwright_extensions(rolling: &mut Map<String, Value>) {
+    default_str(rolling, "podUpdatePolicy", "Recreate");
+    default_ptr(rolling, "paused", json!(false));
+}
+
+fn stateful_set_root(root: &mut Map<String, Value>) {
     let Some(spec) = child(root, "spec") else {
         return;
     };
@@ -445,6 +492,7 @@ fn stateful_set(root: &mut Map<String, Value>) {
             && let Some(rolling) = existing(strategy, "rollingUpdate")
         {
             default_ptr(rolling, "partition", json!(0));
+            rollwright_extensions(rolling);
         }
     }
     if let Some(policy) = child(spec, "persistentVolumeClaimRetentionPolicy") {
@@ -455,14 +503,32 @@ fn stateful_set(root: &mut Map<String, Value>) {
     default_ptr(spec, "revisionHistoryLimit", json!(10));
     template(spec);
     for claim in each(spec, "volumeClaimTemplates") {
-        persistent_volume_claim(claim);
+        persistent_volume_claim_root(claim);
     }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Defaults `obj` as the registry entry of `group`/`kind` would.
+    pub(crate) fn apply(group: &str, kind: &str, obj: &mut Value) {
+        let f: fn(&mut Value) = match (group, kind) {
+            ("", "Pod") => pod,
+            ("", "Namespace") => namespace,
+            ("", "Node") => node,
+            ("", "PersistentVolumeClaim") => persistent_volume_claim,
+            ("", "PersistentVolume") => persistent_volume,
+            ("storage.k8s.io", "StorageClass") => storage_class,
+            ("apps", "Deployment") => deployment,
+            ("apps", "ReplicaSet") => replica_set,
+            ("apps", "DaemonSet") => daemon_set,
+            ("apps", "StatefulSet") => stateful_set,
+            _ => |_: &mut Value| {},
+        };
+        f(obj)
+    }
 
     fn defaulted(group: &str, kind: &str, mut obj: Value) -> Value {
         apply(group, kind, &mut obj);
@@ -541,7 +607,7 @@ mod tests {
                 json!({"spec": {"template": template_input()}}),
                 json!({"spec": {
                     "template": template_output(),
-                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0, "podUpdatePolicy": "Recreate", "paused": false}},
                     "revisionHistoryLimit": 10,
                 }}),
             ),
@@ -570,7 +636,7 @@ mod tests {
                         "status": {"phase": "Pending"},
                     }],
                     "podManagementPolicy": "OrderedReady",
-                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "podUpdatePolicy": "Recreate", "paused": false}},
                     "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
                     "replicas": 1,
                     "revisionHistoryLimit": 10,

@@ -10,19 +10,22 @@
 //! `core_kinds` (Namespace, Node, Event, PersistentVolumeClaim, Lease) and `repr` (Go-style rendering
 //! of bad values in messages).
 
-mod apps;
-mod core_kinds;
+pub mod apps;
+pub mod core_kinds;
 mod label_selector;
 mod meta;
 mod names;
-mod pod;
+pub mod pod;
 mod repr;
+pub mod storage;
 
 use crate::field::{FieldError, Path};
 use serde_json::{Map, Value};
 
-/// Checks an object about to be created; an empty list means it may be stored.
-pub fn validate_create(group: &str, kind: &str, obj: &Value) -> Vec<FieldError> {
+/// Checks an object about to be created as the registry entry of `group`/`kind` would (tests
+/// only: the API server calls each kind's functions through its registry entry).
+#[cfg(test)]
+pub(crate) fn validate_create(group: &str, kind: &str, obj: &Value) -> Vec<FieldError> {
     match (group, kind) {
         ("", "Pod") => pod::validate_pod(obj),
         ("", "Node") => core_kinds::validate_node(obj),
@@ -35,14 +38,20 @@ pub fn validate_create(group: &str, kind: &str, obj: &Value) -> Vec<FieldError> 
         ("apps", "StatefulSet") => apps::validate_stateful_set(obj),
         ("apps", "ControllerRevision") => apps::validate_controller_revision(obj),
         ("coordination.k8s.io", "Lease") => core_kinds::validate_lease(obj),
+        ("", "PersistentVolume") => storage::validate_persistent_volume(obj),
+        ("storage.k8s.io", "StorageClass") => storage::validate_storage_class(obj),
         _ => Vec::new(),
     }
 }
 
-/// Checks an update: everything [`validate_create`] checks on `new`, plus what may not change
-/// from `old` (selectors, most of a pod or StatefulSet spec, revision data). Name, namespace,
-/// uid and creationTimestamp immutability is the server's job.
-pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec<FieldError> {
+/// Checks an update as the registry entry of `group`/`kind` would (tests only).
+#[cfg(test)]
+pub(crate) fn validate_update(
+    group: &str,
+    kind: &str,
+    new: &Value,
+    old: &Value,
+) -> Vec<FieldError> {
     let mut errs = validate_create(group, kind, new);
     match (group, kind) {
         ("", "Pod") => errs.extend(pod::validate_pod_update(new, old)),
@@ -55,6 +64,12 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         ("apps", "StatefulSet") => errs.extend(apps::validate_stateful_set_update(new, old)),
         ("apps", "ControllerRevision") => {
             errs.extend(apps::validate_controller_revision_update(new, old))
+        }
+        ("", "PersistentVolume") => {
+            errs.extend(storage::validate_persistent_volume_update(new, old))
+        }
+        ("storage.k8s.io", "StorageClass") => {
+            errs.extend(storage::validate_storage_class_update(new, old))
         }
         _ => {}
     }

@@ -1,14 +1,14 @@
 //! What the server does to an object before storing it: server-owned metadata, the split between
 //! a resource and its `status` subresource, generations, defaulting and validation.
 //!
-//! Mirrors upstream's REST strategies (`PrepareForCreate`, `PrepareForUpdate`, `Validate*`) and
-//! the admission plugins that matter here, driven by [`ResourceDef`] rather than one type per
-//! resource.
+//! Mirrors upstream's generic registry (`rest.BeforeCreate`, `rest.BeforeUpdate`): the parts
+//! every kind shares are here, and each kind's [`crate::registry::Strategy`] supplies the rest
+//! (`PrepareForCreate`, `PrepareForUpdate` of the main resource and of `status`, `Validate*`).
 
 use crate::{
     error::{ApiError, ApiResult},
     object,
-    resource::ResourceDef,
+    registry::{Cluster, Generation, Kind, Reset, Subresource},
 };
 use api::field::FieldError;
 use serde_json::{Value, json};
@@ -57,7 +57,7 @@ const SERVER_OWNED_META: &[&str] = &[
 ];
 
 /// Checks `apiVersion`/`kind` against the endpoint and fills them when missing.
-pub fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
+pub fn check_type(def: &Kind, obj: &mut Value) -> ApiResult<()> {
     let want_av = def.api_version();
     match obj.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => obj["apiVersion"] = Value::String(want_av.clone()),
@@ -69,8 +69,8 @@ pub fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
         }
     }
     match obj.get("kind").and_then(Value::as_str) {
-        None | Some("") => obj["kind"] = Value::String(def.kind.to_string()),
-        Some(k) if k == def.kind => {}
+        None | Some("") => obj["kind"] = Value::String(def.kind.clone()),
+        Some(k) if k == def.kind.as_str() => {}
         Some(k) => {
             return Err(ApiError::bad_request(format!(
                 "the kind in the data ({k}) does not match the expected kind ({})",
@@ -82,7 +82,7 @@ pub fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
 }
 
 /// Reconciles the namespace in the body with the one in the path.
-pub fn check_namespace(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>) -> ApiResult<()> {
+pub fn check_namespace(def: &Kind, obj: &mut Value, path_ns: Option<&str>) -> ApiResult<()> {
     let meta = object::meta_mut(obj);
     if !def.namespaced {
         meta.remove("namespace");
@@ -105,10 +105,32 @@ pub fn check_namespace(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>
     }
 }
 
-/// Prepares a new object: names it, stamps server metadata, resets status, defaults, validates.
-pub fn prepare_create(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>) -> ApiResult<()> {
+/// Checks `obj` decodes as the kind's upstream type would; a 400 `BadRequest` like upstream's
+/// decoding error otherwise. Unknown fields are ignored here (field validation handles them), so
+/// rollwright's own additions pass.
+fn typecheck(def: &Kind, obj: &Value) -> ApiResult<()> {
+    let Some(check) = def.typecheck else {
+        return Ok(());
+    };
+    check(obj).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {e}",
+            def.kind, def.version, def.kind
+        ))
+    })
+}
+
+/// Prepares a new object: names it, stamps server metadata, resets status, defaults, validates,
+/// and assigns what the server assigns (cluster IPs). Returns the strategy's warnings.
+pub fn prepare_create(
+    def: &Kind,
+    obj: &mut Value,
+    path_ns: Option<&str>,
+    cluster: &dyn Cluster,
+) -> ApiResult<Vec<String>> {
     check_type(def, obj)?;
     check_namespace(def, obj, path_ns)?;
+    let strategy = &def.strategy;
     let meta = object::meta_mut(obj);
     let has_name = meta
         .get("name")
@@ -133,10 +155,18 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>)
         "creationTimestamp".into(),
         Value::String(object::now_rfc3339()),
     );
-    meta.insert("generation".into(), json!(1));
-    reset_status_on_create(def, obj);
-    crate::typecheck::check(def, obj)?;
-    api::defaults::apply(def.group, def.kind, obj);
+    if strategy.generation() != Generation::Untracked {
+        meta.insert("generation".into(), json!(1));
+    }
+    if def.has(Subresource::Status)
+        && !strategy.keeps_status_on_create()
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    strategy.prepare_for_create(obj);
+    typecheck(def, obj)?;
+    strategy.defaults(obj);
     let name = object::name(obj).to_string();
     let mut errors = Vec::new();
     if name.is_empty() {
@@ -145,74 +175,89 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value, path_ns: Option<&str>)
             "name or generateName is required",
         ));
     }
-    errors.extend(api::validation::validate_create(def.group, def.kind, obj));
+    errors.extend(strategy.validate(obj));
     if !errors.is_empty() {
         return Err(ApiError::invalid(def, &name, &errors));
     }
-    Ok(())
+    strategy
+        .allocate(obj, cluster)
+        .map_err(|errors| ApiError::invalid(def, &name, &errors))?;
+    Ok(strategy.warnings(obj))
 }
 
-/// The status a new object starts with, as upstream's strategies set it.
-fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
-    let status = match (def.group, def.kind) {
-        ("", "Pod") => {
-            let qos = qos_class(obj);
-            json!({"phase": "Pending", "qosClass": qos})
+/// Takes `part` of the stored object `old` into `new` (a status write's resets).
+fn reset(new: &mut Value, old: &Value, part: Reset) {
+    let copy = |new: &mut Value, parent: &[&str], key: &str| {
+        let from = parent
+            .iter()
+            .try_fold(old, |v, k| v.get(*k))
+            .and_then(|p| p.get(key))
+            .cloned();
+        let mut holder = &mut *new;
+        for k in parent {
+            if !holder.get(*k).is_some_and(Value::is_object) {
+                holder[*k] = json!({});
+            }
+            holder = &mut holder[*k];
         }
-        ("", "Namespace") => json!({"phase": "Active"}),
-        ("", "PersistentVolumeClaim") => json!({"phase": "Pending"}),
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") => json!({}),
-        // Nodes may be created with their status (kubelets register that way); the rest have none.
-        _ => return,
+        if let Some(m) = holder.as_object_mut() {
+            match from {
+                Some(v) => m.insert(key.to_string(), v),
+                None => m.remove(key),
+            };
+        }
     };
-    obj["status"] = status;
-}
-
-/// The pod's QoS class from its containers' requests and limits (upstream `GetPodQOS`, for CPU
-/// and memory).
-fn qos_class(pod: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| pod.get("spec")?.get(*k)?.as_array())
-        .flatten()
-        .collect();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in containers {
-        let res = c.get("resources");
-        let requests = res
-            .and_then(|r| r.get("requests"))
-            .and_then(Value::as_object);
-        let limits = res.and_then(|r| r.get("limits")).and_then(Value::as_object);
-        for r in ["cpu", "memory"] {
-            let req = requests.and_then(|m| m.get(r));
-            let lim = limits.and_then(|m| m.get(r));
-            if req.is_some() || lim.is_some() {
-                any = true;
-            }
-            match (req, lim) {
-                (_, None) => guaranteed = false,
-                (Some(a), Some(b)) if a != b => guaranteed = false,
-                _ => {}
+    match part {
+        Reset::Spec => copy(new, &[], "spec"),
+        Reset::Labels => copy(new, &["metadata"], "labels"),
+        Reset::DeletionTimestamp => copy(new, &["metadata"], "deletionTimestamp"),
+        Reset::OwnerReferences => copy(new, &["metadata"], "ownerReferences"),
+        Reset::AllButStatus => {
+            let status = new.get("status").cloned();
+            *new = old.clone();
+            if let Some(m) = new.as_object_mut() {
+                match status {
+                    Some(s) => m.insert("status".into(), s),
+                    None => m.remove("status"),
+                };
             }
         }
     }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
+}
+
+/// Whether `generation` moves from `old` to `new` under `policy`.
+fn generation_moves(policy: Generation, new: &Value, old: &Value) -> bool {
+    let differs = |path: &str| new.pointer(path) != old.pointer(path);
+    match policy {
+        Generation::Untracked | Generation::Fixed => false,
+        Generation::Spec => differs("/spec"),
+        Generation::SpecOrAnnotations => differs("/spec") || differs("/metadata/annotations"),
+        Generation::AllButMetadataAndStatus => {
+            let strip = |v: &Value| {
+                let mut v = v.clone();
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("metadata");
+                    m.remove("status");
+                }
+                v
+            };
+            strip(new) != strip(old)
+        }
     }
 }
 
-/// Prepares an update of `old` into `new` through `part`: keeps what the client may not change,
-/// bumps `generation` on spec changes, defaults and validates.
+/// Prepares an update of `old` into `new` through `part`: keeps what the client may not change
+/// (as the kind's strategy says for the main resource or for `status`), moves `generation`,
+/// defaults and validates. Returns the strategy's warnings.
 pub fn prepare_update(
-    def: &ResourceDef,
+    def: &Kind,
     new: &mut Value,
     old: &Value,
     part: Part,
-) -> ApiResult<()> {
+    cluster: &dyn Cluster,
+) -> ApiResult<Vec<String>> {
     check_type(def, new)?;
+    let strategy = &def.strategy;
     let name = object::name(old).to_string();
     if object::name(new) != name {
         if object::name(new).is_empty() {
@@ -228,32 +273,31 @@ pub fn prepare_update(
         check_namespace(def, new, Some(&ns))?;
     }
     if part == Part::Status {
-        // Only status changes; everything else comes from the stored object.
-        let status = new.get("status").cloned();
-        let rv = object::resource_version(new).map(str::to_string);
-        *new = old.clone();
-        match status {
-            Some(s) => new["status"] = s,
-            None => {
-                if let Some(m) = new.as_object_mut() {
-                    m.remove("status");
-                }
-            }
+        for r in strategy.status_resets() {
+            reset(new, old, *r);
         }
-        let meta = object::meta_mut(new);
-        match rv {
-            Some(rv) => meta.insert("resourceVersion".into(), Value::String(rv)),
-            None => meta.remove("resourceVersion"),
-        };
-        return crate::typecheck::check(def, new);
     }
     let old_meta = old
         .get("metadata")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
+    let mut errors = Vec::new();
     {
         let meta = object::meta_mut(new);
+        // An update may leave `uid` out, but not change it (`ValidateObjectMetaUpdate`).
+        let new_uid = meta.get("uid").and_then(Value::as_str).unwrap_or_default();
+        let old_uid = old_meta
+            .get("uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !new_uid.is_empty() && new_uid != old_uid {
+            errors.push(FieldError::invalid(
+                "metadata.uid",
+                Value::from(new_uid),
+                "field is immutable",
+            ));
+        }
         for f in SERVER_OWNED_META {
             match old_meta.get(*f) {
                 Some(v) => meta.insert((*f).to_string(), v.clone()),
@@ -269,7 +313,7 @@ pub fn prepare_update(
             meta.remove("namespace");
         }
     }
-    if def.has(crate::resource::Subresource::Status) {
+    if part == Part::Main && def.has(Subresource::Status) {
         match old.get("status") {
             Some(s) => new["status"] = s.clone(),
             None => {
@@ -279,53 +323,58 @@ pub fn prepare_update(
             }
         }
     }
-    crate::typecheck::check(def, new)?;
-    api::defaults::apply(def.group, def.kind, new);
-    let old_generation = old_meta
-        .get("generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let generation = if def.tracks_generation && new.get("spec") != old.get("spec") {
-        old_generation + 1
-    } else {
-        old_generation
-    };
-    object::meta_mut(new).insert("generation".into(), json!(generation));
+    typecheck(def, new)?;
+    strategy.defaults(new);
+    match part {
+        Part::Main => {
+            strategy.prepare_for_update(new, old);
+            let old_generation = old_meta.get("generation").and_then(Value::as_i64);
+            if let Some(g) = old_generation {
+                let g = if generation_moves(strategy.generation(), new, old) {
+                    g + 1
+                } else {
+                    g
+                };
+                object::meta_mut(new).insert("generation".into(), json!(g));
+            }
+        }
+        Part::Status => strategy.prepare_for_status_update(new, old),
+    }
     if object::is_deleting(old) {
         let added: Vec<String> = object::finalizers(new)
             .into_iter()
             .filter(|f| !object::finalizers(old).contains(f))
             .collect();
         if !added.is_empty() {
-            return Err(ApiError::invalid(
-                def,
-                &name,
-                &[FieldError::forbidden(
-                    "metadata.finalizers",
-                    format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
-                    ),
-                )],
+            errors.push(FieldError::forbidden(
+                "metadata.finalizers",
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                ),
             ));
         }
     }
-    let errors = api::validation::validate_update(def.group, def.kind, new, old);
+    match part {
+        Part::Main => errors.extend(strategy.validate_update(new, old)),
+        Part::Status => errors.extend(strategy.validate_status_update(new, old)),
+    }
     if !errors.is_empty() {
         return Err(ApiError::invalid(def, &name, &errors));
     }
-    Ok(())
+    if part == Part::Main {
+        strategy
+            .allocate_update(new, old, cluster)
+            .map_err(|errors| ApiError::invalid(def, &name, &errors))?;
+    }
+    Ok(strategy.warnings(new))
 }
 
 /// Unknown-field findings for `fieldValidation`: an error under Strict, warnings under Warn.
-pub fn check_fields(
-    def: &ResourceDef,
-    obj: &Value,
-    mode: FieldValidation,
-) -> ApiResult<Vec<String>> {
+pub fn check_fields(def: &Kind, obj: &Value, mode: FieldValidation) -> ApiResult<Vec<String>> {
     if mode == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
-    let unknown = crate::openapi::unknown_fields(def.group, def.version, def.kind, obj);
+    let unknown = crate::openapi::unknown_fields(def, obj);
     if unknown.is_empty() {
         return Ok(Vec::new());
     }
@@ -384,17 +433,32 @@ pub fn random_suffix() -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::resource::find;
+    use crate::registry::Registry;
+    use std::sync::Arc;
+
+    /// A cluster with nothing in it.
+    pub(crate) struct Empty;
+
+    impl Cluster for Empty {
+        fn objects(&self, _: &str, _: &str) -> Vec<Value> {
+            Vec::new()
+        }
+    }
+
+    fn find(group: &str, version: &str, plural: &str) -> Arc<Kind> {
+        Registry::new().find(group, version, plural).unwrap()
+    }
 
     #[test]
     fn create_stamps_metadata_and_resets_workload_status() {
-        let def = find("apps", "v1", "deployments").unwrap();
+        let def = find("apps", "v1", "deployments");
         let mut d = json!({"metadata": {"generateName": "web-", "resourceVersion": "5", "uid": "x"},
             "spec": {"selector": {"matchLabels": {"app": "w"}}, "template": {"metadata": {"labels": {"app": "w"}},
             "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}, "status": {"replicas": 9}});
-        prepare_create(def, &mut d, Some("default")).unwrap();
+        prepare_create(&def, &mut d, Some("default"), &Empty).unwrap();
         let name = object::name(&d);
         assert!(name.starts_with("web-") && name.len() == 9, "{name}");
         assert_eq!(d["kind"], "Deployment");
@@ -402,47 +466,88 @@ mod tests {
         assert_eq!(d["metadata"]["generation"], 1);
         assert_ne!(d["metadata"]["uid"], "x");
         assert!(d["metadata"].get("resourceVersion").is_none());
-        assert_eq!(d["status"], json!({}));
+        assert!(d.get("status").is_none());
+    }
+
+    fn deployment() -> (Arc<Kind>, Value) {
+        let def = find("apps", "v1", "deployments");
+        let mut old = json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "w"}},
+            "template": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}});
+        prepare_create(&def, &mut old, Some("default"), &Empty).unwrap();
+        old["status"] = json!({"replicas": 1});
+        (def, old)
     }
 
     #[test]
-    fn update_bumps_generation_only_on_spec_change_and_keeps_status() {
-        let def = find("apps", "v1", "deployments").unwrap();
-        let mut old = json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "w"}},
-            "template": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}});
-        prepare_create(def, &mut old, Some("default")).unwrap();
-        old["status"] = json!({"replicas": 1});
+    fn update_bumps_generation_on_spec_and_annotation_changes_and_keeps_status() {
+        let (def, old) = deployment();
         let mut same = old.clone();
         same["metadata"]["labels"] = json!({"x": "y"});
         same["status"] = json!({"replicas": 7});
-        prepare_update(def, &mut same, &old, Part::Main).unwrap();
+        prepare_update(&def, &mut same, &old, Part::Main, &Empty).unwrap();
         assert_eq!(same["metadata"]["generation"], 1);
         assert_eq!(same["status"]["replicas"], 1);
         let mut changed = old.clone();
         changed["spec"]["replicas"] = json!(5);
-        prepare_update(def, &mut changed, &old, Part::Main).unwrap();
+        prepare_update(&def, &mut changed, &old, Part::Main, &Empty).unwrap();
         assert_eq!(changed["metadata"]["generation"], 2);
+        let mut annotated = old.clone();
+        annotated["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "2"});
+        prepare_update(&def, &mut annotated, &old, Part::Main, &Empty).unwrap();
+        assert_eq!(annotated["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn a_deployment_status_write_keeps_annotations_and_resets_spec_and_labels() {
+        let (def, old) = deployment();
         let mut status = old.clone();
         status["spec"]["replicas"] = json!(9);
         status["status"] = json!({"replicas": 3});
-        prepare_update(def, &mut status, &old, Part::Status).unwrap();
+        status["metadata"]["labels"] = json!({"x": "y"});
+        status["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "1"});
+        prepare_update(&def, &mut status, &old, Part::Status, &Empty).unwrap();
         assert_eq!(status["spec"], old["spec"]);
         assert_eq!(status["status"]["replicas"], 3);
+        assert!(status["metadata"].get("labels").is_none());
+        assert_eq!(
+            status["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "1"
+        );
+        assert_eq!(status["metadata"]["generation"], 1);
+    }
+
+    #[test]
+    fn changing_the_uid_is_invalid_and_leaving_it_out_keeps_it() {
+        let (def, old) = deployment();
+        let mut changed = old.clone();
+        changed["metadata"]["uid"] = json!("other");
+        let err = prepare_update(&def, &mut changed, &old, Part::Main, &Empty).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message
+                .contains("metadata.uid: Invalid value: \"other\": field is immutable"),
+            "{}",
+            err.message
+        );
+        let mut without = old.clone();
+        object::meta_mut(&mut without).remove("uid");
+        prepare_update(&def, &mut without, &old, Part::Main, &Empty).unwrap();
+        assert_eq!(without["metadata"]["uid"], old["metadata"]["uid"]);
     }
 
     #[test]
     fn rejects_wrong_kind_and_namespace() {
-        let def = find("", "v1", "pods").unwrap();
+        let def = find("", "v1", "pods");
         let mut p = json!({"kind": "Node", "metadata": {"name": "x"}});
         assert_eq!(
-            prepare_create(def, &mut p, Some("default"))
+            prepare_create(&def, &mut p, Some("default"), &Empty)
                 .unwrap_err()
                 .code,
             400
         );
         let mut p = json!({"metadata": {"name": "x", "namespace": "other"}});
         assert_eq!(
-            prepare_create(def, &mut p, Some("default"))
+            prepare_create(&def, &mut p, Some("default"), &Empty)
                 .unwrap_err()
                 .code,
             400
@@ -450,13 +555,33 @@ mod tests {
     }
 
     #[test]
-    fn qos_classes() {
-        let be = json!({"spec": {"containers": [{"name": "a"}]}});
-        assert_eq!(qos_class(&be), "BestEffort");
-        let g = json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}}}]}});
-        assert_eq!(qos_class(&g), "Guaranteed");
-        let b = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}});
-        assert_eq!(qos_class(&b), "Burstable");
+    fn rejects_wrong_shapes_and_accepts_extensions() {
+        let pods = find("", "v1", "pods");
+        let ok = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        assert!(typecheck(&pods, &ok).is_ok());
+        for bad in [
+            json!({"metadata": {"name": "p", "labels": "x"}}),
+            json!({"metadata": {"name": "p"}, "spec": {"containers": "x"}}),
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": 3}]}}),
+        ] {
+            let err = typecheck(&pods, &bad).unwrap_err();
+            assert_eq!(err.code, 400, "{bad}");
+            assert!(
+                err.message
+                    .starts_with("Pod in version \"v1\" cannot be handled as a Pod"),
+                "{}",
+                err.message
+            );
+        }
+        let ds = find("apps", "v1", "daemonsets");
+        let with_extension = json!({"metadata": {"name": "d"}, "spec": {"selector": {}, "template": {},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}}}});
+        assert!(typecheck(&ds, &with_extension).is_ok());
+        // YAML `cpu: 1` arrives as a JSON number; upstream's Quantity decodes numbers too.
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i",
+            "resources": {"requests": {"cpu": 1, "memory": "1Gi"}, "limits": {"cpu": 1.5}}}]}});
+        assert!(typecheck(&pods, &pod).is_ok());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use crate::{
     object,
-    resource::{RESOURCES, ResourceDef},
+    registry::{Cluster, Kind, Registry},
 };
 use bytes::Bytes;
 use futures::StreamExt;
@@ -35,7 +35,7 @@ pub struct Entry {
     /// `metadata.labels`.
     pub labels: Map<String, Value>,
     /// The values of the fields this kind supports in field selectors.
-    pub fields: Vec<(&'static str, String)>,
+    pub fields: Vec<(String, String)>,
 }
 
 impl Entry {
@@ -44,7 +44,7 @@ impl Entry {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
-    /// The value of a selectable field (see [`selectable_fields`]).
+    /// The value of a selectable field (the kind's `selectable_fields`).
     pub fn field(&self, name: &str) -> Option<String> {
         match name {
             "metadata.name" => Some(self.name.clone()),
@@ -91,40 +91,6 @@ pub struct CacheEvent {
     pub prev: Option<Arc<Entry>>,
 }
 
-/// Fields, besides `metadata.name` and `metadata.namespace`, each kind supports in field selectors
-/// (upstream's `GetAttrs` / field label conversion funcs).
-pub fn selectable_fields(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "Pod" => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        "Event" => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        "Node" => &["spec.unschedulable"],
-        "Namespace" => &["status.phase"],
-        "ReplicaSet" => &["status.replicas"],
-        _ => &[],
-    }
-}
-
 struct ResourceCache {
     objects: BTreeMap<String, Arc<Entry>>,
     history: VecDeque<Arc<CacheEvent>>,
@@ -141,7 +107,12 @@ struct Snapshot {
 
 /// The cache of every resource.
 pub struct Cache {
-    resources: Vec<RwLock<ResourceCache>>,
+    registry: Arc<Registry>,
+    /// Per stored resource (`group/plural`), created on first use.
+    resources: RwLock<HashMap<String, Arc<RwLock<ResourceCache>>>>,
+    /// The revision the cache was first filled at: a resource first seen later has every event
+    /// since then (there were none), so its watch window starts here.
+    origin: std::sync::atomic::AtomicU64,
     revision: watch::Sender<Revision>,
     history_limit: usize,
     snapshots: Mutex<HashMap<u64, Snapshot>>,
@@ -186,21 +157,12 @@ fn write(l: &RwLock<ResourceCache>) -> RwLockWriteGuard<'_, ResourceCache> {
 }
 
 impl Cache {
-    /// An empty cache that keeps `history_limit` events per resource.
-    pub fn new(history_limit: usize) -> Self {
-        let resources = RESOURCES
-            .iter()
-            .map(|_| {
-                RwLock::new(ResourceCache {
-                    objects: BTreeMap::new(),
-                    history: VecDeque::new(),
-                    window_start: 0,
-                    tx: broadcast::channel(BROADCAST_CAPACITY).0,
-                })
-            })
-            .collect();
+    /// An empty cache of the kinds in `registry` that keeps `history_limit` events per resource.
+    pub fn new(history_limit: usize, registry: Arc<Registry>) -> Self {
         Self {
-            resources,
+            registry,
+            resources: RwLock::new(HashMap::new()),
+            origin: std::sync::atomic::AtomicU64::new(0),
             revision: watch::channel(0).0,
             history_limit: history_limit.max(16),
             snapshots: Mutex::new(HashMap::new()),
@@ -208,17 +170,35 @@ impl Cache {
         }
     }
 
-    fn slot(&self, def: &ResourceDef) -> &RwLock<ResourceCache> {
-        let idx = RESOURCES
-            .iter()
-            .position(|r| std::ptr::eq(r, def))
-            .unwrap_or_else(|| {
-                RESOURCES
-                    .iter()
-                    .position(|r| r.group == def.group && r.plural == def.plural)
-                    .unwrap_or(0)
-            });
-        &self.resources[idx]
+    /// The slot of the resource `def` is stored in (a view shares its owner's), created empty on
+    /// first use; a resource created after start-up starts its window at the current revision.
+    fn slot(&self, def: &Kind) -> Arc<RwLock<ResourceCache>> {
+        let (group, plural) = def.storage_resource();
+        let key = slot_key(group, plural);
+        if let Some(s) = self
+            .resources
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return s.clone();
+        }
+        let mut all = self.resources.write().unwrap_or_else(|e| e.into_inner());
+        all.entry(key)
+            .or_insert_with(|| {
+                Arc::new(RwLock::new(ResourceCache {
+                    objects: BTreeMap::new(),
+                    history: VecDeque::new(),
+                    window_start: self.origin.load(std::sync::atomic::Ordering::Acquire),
+                    tx: broadcast::channel(BROADCAST_CAPACITY).0,
+                }))
+            })
+            .clone()
+    }
+
+    /// The registry of kinds this cache serves.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
     }
 
     /// The revision the cache has applied.
@@ -235,13 +215,8 @@ impl Cache {
     }
 
     /// One object.
-    pub fn get(
-        &self,
-        def: &ResourceDef,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<Arc<Entry>> {
-        read(self.slot(def))
+    pub fn get(&self, def: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Entry>> {
+        read(&self.slot(def))
             .objects
             .get(&object_key(def, namespace, name))
             .cloned()
@@ -249,8 +224,9 @@ impl Cache {
 
     /// Objects of a resource, in key order, optionally in one namespace, with the revision they
     /// are consistent at.
-    pub fn list(&self, def: &ResourceDef, namespace: Option<&str>) -> (Vec<Arc<Entry>>, Revision) {
-        let guard = read(self.slot(def));
+    pub fn list(&self, def: &Kind, namespace: Option<&str>) -> (Vec<Arc<Entry>>, Revision) {
+        let slot = self.slot(def);
+        let guard = read(&slot);
         let rev = self.revision();
         let items = match namespace.filter(|_| def.namespaced) {
             Some(ns) => {
@@ -272,11 +248,12 @@ impl Cache {
     /// history no longer reaches back that far, as etcd answers for a compacted revision.
     pub fn list_at(
         &self,
-        def: &ResourceDef,
+        def: &Kind,
         namespace: Option<&str>,
         at: Revision,
     ) -> Result<Vec<Arc<Entry>>, TooOld> {
-        let guard = read(self.slot(def));
+        let slot = self.slot(def);
+        let guard = read(&slot);
         if at < guard.window_start {
             return Err(TooOld {
                 requested: at,
@@ -338,12 +315,9 @@ impl Cache {
 
     /// Starts a watch on a resource after revision `from` (`None`: from now, with the current
     /// objects sent first as ADDED events, as upstream does for an unset `resourceVersion`).
-    pub fn subscribe(
-        &self,
-        def: &ResourceDef,
-        from: Option<Revision>,
-    ) -> Result<Subscription, TooOld> {
-        let guard = read(self.slot(def));
+    pub fn subscribe(&self, def: &Kind, from: Option<Revision>) -> Result<Subscription, TooOld> {
+        let slot = self.slot(def);
+        let guard = read(&slot);
         let live = guard.tx.subscribe();
         let rev = self.revision();
         let initial = match from {
@@ -386,19 +360,19 @@ impl Cache {
     /// Applies one store event without moving the published revision (a resync publishes once,
     /// at the end, so no waiter wakes on a half-applied list).
     fn apply_object(&self, kind: EventKind, kv: &KeyValue) {
-        let Some((def, ns, name)) = parse_key(&kv.key) else {
+        let Some((def, ns, name)) = parse_key(&self.registry, &kv.key) else {
             return;
         };
-        let entry = match decode(def, ns, name, kv) {
+        let entry = match decode(&def, ns, name, kv) {
             Some(e) => Arc::new(e),
             None => {
                 tracing::warn!(key = %kv.key, "undecodable object in store; skipped");
                 return;
             }
         };
-        let key = object_key(def, Some(ns).filter(|s| !s.is_empty()), name);
-        let slot = self.slot(def);
-        let mut guard = write(slot);
+        let key = object_key(&def, Some(ns).filter(|s| !s.is_empty()), name);
+        let slot = self.slot(&def);
+        let mut guard = write(&slot);
         let prev = match kind {
             EventKind::Put => guard.objects.insert(key, entry.clone()),
             EventKind::Delete => guard.objects.remove(&key),
@@ -426,31 +400,40 @@ impl Cache {
     /// Replaces the contents with a fresh list from the store (start-up, or after the store
     /// watch was lost), emitting the differences as events so watchers stay correct.
     fn resync(&self, items: &[KeyValue], rev: Revision) {
-        let mut seen: Vec<std::collections::HashSet<String>> =
-            RESOURCES.iter().map(|_| Default::default()).collect();
+        let mut seen: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
         for kv in items {
-            if let Some((def, ns, name)) = parse_key(&kv.key) {
-                let idx = RESOURCES
-                    .iter()
-                    .position(|r| std::ptr::eq(r, def))
-                    .unwrap_or(0);
-                seen[idx].insert(object_key(def, Some(ns).filter(|s| !s.is_empty()), name));
-                let current = self.get(def, Some(ns).filter(|s| !s.is_empty()), name);
+            if let Some((def, ns, name)) = parse_key(&self.registry, &kv.key) {
+                let (group, plural) = def.storage_resource();
+                seen.entry(slot_key(group, plural))
+                    .or_default()
+                    .insert(object_key(&def, Some(ns).filter(|s| !s.is_empty()), name));
+                let current = self.get(&def, Some(ns).filter(|s| !s.is_empty()), name);
                 if current.is_none_or(|c| c.rev != kv.mod_revision) {
                     self.apply_object(EventKind::Put, kv);
                 }
             }
         }
-        for (idx, def) in RESOURCES.iter().enumerate() {
-            let gone: Vec<Arc<Entry>> = read(&self.resources[idx])
+        let slots: Vec<(String, Arc<RwLock<ResourceCache>>)> = self
+            .resources
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, slot) in &slots {
+            let Some(prefix) = key_prefix(key) else {
+                continue;
+            };
+            let kept = seen.get(key);
+            let gone: Vec<(String, Arc<Entry>)> = read(slot)
                 .objects
                 .iter()
-                .filter(|(k, _)| !seen[idx].contains(*k))
-                .map(|(_, e)| e.clone())
+                .filter(|(k, _)| kept.is_none_or(|s| !s.contains(*k)))
+                .map(|(k, e)| (k.clone(), e.clone()))
                 .collect();
-            for e in gone {
+            for (k, e) in gone {
                 let kv = KeyValue {
-                    key: def.key(Some(&e.namespace), &e.name),
+                    key: format!("{prefix}{k}"),
                     value: e.json.clone(),
                     create_revision: 0,
                     mod_revision: rev,
@@ -458,8 +441,14 @@ impl Cache {
                 self.apply_object(EventKind::Delete, &kv);
             }
         }
-        for slot in &self.resources {
-            let mut g = write(slot);
+        let _ = self.origin.compare_exchange(
+            0,
+            rev,
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+        );
+        for (_, slot) in slots {
+            let mut g = write(&slot);
             if g.window_start == 0 && g.history.is_empty() {
                 g.window_start = rev;
             }
@@ -509,33 +498,45 @@ impl Cache {
         Ok(rev)
     }
 
-    /// How many objects of each resource the cache holds (for metrics).
-    pub fn counts(&self) -> Vec<(&'static ResourceDef, usize)> {
-        RESOURCES
+    /// How many objects of each stored resource the cache holds (for metrics), by plural.
+    pub fn counts(&self) -> Vec<(String, usize)> {
+        self.registry
+            .kinds()
             .iter()
-            .zip(&self.resources)
-            .map(|(d, l)| (d, read(l).objects.len()))
+            .filter(|k| matches!(k.storage, crate::registry::Storage::Own))
+            .map(|k| (k.plural.clone(), read(&self.slot(k)).objects.len()))
             .collect()
     }
 }
 
 /// The cache's key of an object: `ns/name`, or `name` for cluster-scoped resources.
-fn object_key(def: &ResourceDef, namespace: Option<&str>, name: &str) -> String {
+fn object_key(def: &Kind, namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) if def.namespaced => format!("{ns}/{name}"),
         _ => name.to_string(),
     }
 }
 
-/// Splits a store key `/registry/{group}/{plural}/[{ns}/]{name}`.
-fn parse_key(key: &str) -> Option<(&'static ResourceDef, &str, &str)> {
+/// The slot of a stored resource: `group/plural` (`/plural` for core).
+fn slot_key(group: &str, plural: &str) -> String {
+    format!("{group}/{plural}")
+}
+
+/// The store prefix of a slot's objects, `/registry/{group}/{plural}/`.
+fn key_prefix(slot: &str) -> Option<String> {
+    let (group, plural) = slot.split_once('/')?;
+    let group = if group.is_empty() { "core" } else { group };
+    Some(format!("/registry/{group}/{plural}/"))
+}
+
+/// Splits a store key `/registry/{group}/{plural}/[{ns}/]{name}` into the kind that owns the
+/// objects there (none for kinds the registry does not serve) and the object's namespace and name.
+fn parse_key<'k>(registry: &Registry, key: &'k str) -> Option<(Arc<Kind>, &'k str, &'k str)> {
     let rest = key.strip_prefix("/registry/")?;
     let (group, rest) = rest.split_once('/')?;
     let (plural, rest) = rest.split_once('/')?;
     let group = if group == "core" { "" } else { group };
-    let def = RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.plural == plural)?;
+    let def = registry.owner(group, plural)?;
     if def.namespaced {
         let (ns, name) = rest.split_once('/')?;
         Some((def, ns, name))
@@ -545,7 +546,7 @@ fn parse_key(key: &str) -> Option<(&'static ResourceDef, &str, &str)> {
 }
 
 /// Builds an entry from stored bytes: injects `resourceVersion`, extracts selectable fields.
-fn decode(def: &ResourceDef, ns: &str, name: &str, kv: &KeyValue) -> Option<Entry> {
+fn decode(def: &Kind, ns: &str, name: &str, kv: &KeyValue) -> Option<Entry> {
     let mut value: Value = serde_json::from_slice(&kv.value).ok()?;
     if !value.is_object() {
         return None;
@@ -555,9 +556,10 @@ fn decode(def: &ResourceDef, ns: &str, name: &str, kv: &KeyValue) -> Option<Entr
         Value::String(kv.mod_revision.to_string()),
     );
     let labels = object::labels(&value);
-    let fields = selectable_fields(def.kind)
+    let fields = def
+        .selectable_fields
         .iter()
-        .map(|f| (*f, object::field_string(&value, f)))
+        .map(|f| (f.clone(), object::field_string(&value, f)))
         .collect();
     let json = Bytes::from(serde_json::to_vec(&value).ok()?);
     Some(Entry {
@@ -570,10 +572,26 @@ fn decode(def: &ResourceDef, ns: &str, name: &str, kv: &KeyValue) -> Option<Entr
     })
 }
 
+impl Cluster for Cache {
+    fn objects(&self, group: &str, plural: &str) -> Vec<Value> {
+        let Some(def) = self.registry.owner(group, plural) else {
+            return Vec::new();
+        };
+        self.list(&def, None).0.iter().map(|e| e.value()).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::find;
+
+    fn registry() -> Arc<Registry> {
+        Arc::new(Registry::new())
+    }
+
+    fn find(group: &str, version: &str, plural: &str) -> Option<Arc<Kind>> {
+        Registry::new().find(group, version, plural)
+    }
 
     fn kv(key: &str, value: &str, rev: Revision) -> KeyValue {
         KeyValue {
@@ -586,16 +604,20 @@ mod tests {
 
     #[test]
     fn parses_keys_of_namespaced_and_cluster_resources() {
-        let (def, ns, name) = parse_key("/registry/apps/deployments/default/web").unwrap();
-        assert_eq!((def.kind, ns, name), ("Deployment", "default", "web"));
-        let (def, ns, name) = parse_key("/registry/core/nodes/node-0").unwrap();
-        assert_eq!((def.kind, ns, name), ("Node", "", "node-0"));
-        assert!(parse_key("/registry/core/widgets/x").is_none());
+        let r = Registry::new();
+        let (def, ns, name) = parse_key(&r, "/registry/apps/deployments/default/web").unwrap();
+        assert_eq!(
+            (def.kind.as_str(), ns, name),
+            ("Deployment", "default", "web")
+        );
+        let (def, ns, name) = parse_key(&r, "/registry/core/nodes/node-0").unwrap();
+        assert_eq!((def.kind.as_str(), ns, name), ("Node", "", "node-0"));
+        assert!(parse_key(&r, "/registry/core/widgets/x").is_none());
     }
 
     #[test]
     fn applies_events_and_replays_history_after_a_revision() {
-        let cache = Cache::new(100);
+        let cache = Cache::new(100, registry());
         let pods = find("", "v1", "pods").unwrap();
         cache.resync(&[], 0);
         cache.apply(
@@ -623,14 +645,14 @@ mod tests {
             ),
         );
         assert_eq!(cache.revision(), 3);
-        assert!(cache.get(pods, Some("default"), "a").is_none());
-        let sub = cache.subscribe(pods, Some(1)).unwrap();
+        assert!(cache.get(&pods, Some("default"), "a").is_none());
+        let sub = cache.subscribe(&pods, Some(1)).unwrap();
         let kinds: Vec<_> = sub.initial.iter().map(|e| (e.kind, e.entry.rev)).collect();
         assert_eq!(
             kinds,
             vec![(EventType::Modified, 2), (EventType::Deleted, 3)]
         );
-        let first = cache.subscribe(pods, Some(0)).unwrap();
+        let first = cache.subscribe(&pods, Some(0)).unwrap();
         assert_eq!(first.initial.len(), 3);
         assert_eq!(
             first.initial[0].entry.field("spec.nodeName").as_deref(),
@@ -644,7 +666,7 @@ mod tests {
 
     #[test]
     fn a_watch_older_than_the_history_window_is_refused() {
-        let cache = Cache::new(16);
+        let cache = Cache::new(16, registry());
         let pods = find("", "v1", "pods").unwrap();
         cache.resync(&[], 0);
         for i in 1..=40u64 {
@@ -657,16 +679,16 @@ mod tests {
                 ),
             );
         }
-        assert!(cache.subscribe(pods, Some(5)).is_err());
-        let sub = cache.subscribe(pods, Some(30)).unwrap();
+        assert!(cache.subscribe(&pods, Some(5)).is_err());
+        let sub = cache.subscribe(&pods, Some(30)).unwrap();
         assert_eq!(sub.initial.len(), 10);
-        assert_eq!(cache.list(pods, Some("default")).0.len(), 40);
-        assert_eq!(cache.list(pods, Some("other")).0.len(), 0);
+        assert_eq!(cache.list(&pods, Some("default")).0.len(), 40);
+        assert_eq!(cache.list(&pods, Some("other")).0.len(), 0);
     }
 
     #[test]
     fn lists_as_of_an_earlier_revision_by_undoing_history() {
-        let cache = Cache::new(16);
+        let cache = Cache::new(16, registry());
         let pods = find("", "v1", "pods").unwrap();
         cache.resync(&[], 0);
         cache.apply(
@@ -708,7 +730,7 @@ mod tests {
         ];
         for (rev, ns, want) in cases {
             let have: Vec<String> = cache
-                .list_at(pods, ns, rev)
+                .list_at(&pods, ns, rev)
                 .unwrap()
                 .iter()
                 .map(|e| format!("{}@{}", e.name, e.rev))
@@ -726,15 +748,15 @@ mod tests {
             );
         }
         assert!(
-            cache.list_at(pods, None, 5).is_err(),
+            cache.list_at(&pods, None, 5).is_err(),
             "history no longer reaches revision 5"
         );
-        assert_eq!(cache.list_at(pods, None, 30).unwrap().len(), 27);
+        assert_eq!(cache.list_at(&pods, None, 30).unwrap().len(), 27);
     }
 
     #[test]
     fn resync_emits_deletions_for_objects_gone_from_the_store() {
-        let cache = Cache::new(100);
+        let cache = Cache::new(100, registry());
         let pods = find("", "v1", "pods").unwrap();
         cache.resync(
             &[
@@ -743,7 +765,7 @@ mod tests {
             ],
             2,
         );
-        let mut sub = cache.subscribe(pods, Some(2)).unwrap();
+        let mut sub = cache.subscribe(&pods, Some(2)).unwrap();
         cache.resync(
             &[kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1)],
             5,

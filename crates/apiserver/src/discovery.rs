@@ -3,12 +3,12 @@
 //!
 //! Clients (kubectl, client-go's RESTMapper) learn every resource name, short name, verb and
 //! subresource from here, so the documents follow upstream's shapes field for field. They are pure
-//! functions of [`crate::resource::RESOURCES`].
+//! functions of the [`Registry`], so kinds added at run time appear at once.
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use crate::resource::{RESOURCES, ResourceDef, Subresource, group_versions};
+use crate::registry::{Kind, Registry, Subresource};
 
 /// The media type under which aggregated discovery is served; a request whose `Accept` asks for it
 /// on `/api` or `/apis` gets [`aggregated`] instead of the legacy document, and the response's
@@ -32,7 +32,7 @@ const ALL_VERBS: &[&str] = &[
     "watch",
 ];
 
-/// Upstream serves no `deletecollection` on namespaces (deleting namespaces in bulk is refused).
+/// Verbs of kinds without `deletecollection` (upstream refuses deleting namespaces in bulk).
 const NAMESPACE_VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
 ];
@@ -68,8 +68,8 @@ pub fn api_versions() -> Value {
 }
 
 /// `/apis`: every named group with its versions and preferred version.
-pub fn api_group_list() -> Value {
-    let groups: Vec<Value> = named_groups()
+pub fn api_group_list(registry: &Registry) -> Value {
+    let groups: Vec<Value> = named_groups(registry)
         .into_iter()
         .map(|(group, versions)| {
             let versions: Vec<Value> = versions
@@ -85,18 +85,20 @@ pub fn api_group_list() -> Value {
 
 /// `/api/v1` (group `""`) or `/apis/{group}/{version}`: the APIResourceList, subresources included
 /// as `plural/sub` entries; `None` when the group/version is not served.
-pub fn resource_list(group: &str, version: &str) -> Option<Value> {
-    let defs: Vec<&ResourceDef> = RESOURCES
+pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let kinds = registry.kinds();
+    let defs: Vec<&Kind> = kinds
         .iter()
         .filter(|r| r.group == group && r.version == version)
+        .map(|k| &**k)
         .collect();
     if defs.is_empty() {
         return None;
     }
     let mut entries: Vec<(String, Value)> = Vec::new();
     for def in defs {
-        entries.push((def.plural.to_string(), main_entry(def)));
-        for &sub in def.subresources {
+        entries.push((def.plural.clone(), main_entry(def)));
+        for &sub in &def.subresources {
             let name = format!("{}/{}", def.plural, sub.name());
             let mut e = Map::new();
             e.insert("name".into(), json!(name));
@@ -132,13 +134,13 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
 /// Aggregated discovery (apidiscovery.k8s.io/v2): `core` selects `/api` (the core group only),
 /// otherwise `/apis` (every named group). One request then replaces the per-group-version round
 /// trips of legacy discovery.
-pub fn aggregated(core: bool) -> Value {
+pub fn aggregated(registry: &Registry, core: bool) -> Value {
     let items: Vec<Value> = if core {
-        vec![group_discovery("", &["v1"])]
+        vec![group_discovery(registry, "", &["v1".to_string()])]
     } else {
-        named_groups()
+        named_groups(registry)
             .into_iter()
-            .map(|(g, vs)| group_discovery(g, &vs))
+            .map(|(g, vs)| group_discovery(registry, &g, &vs))
             .collect()
     };
     json!({
@@ -149,10 +151,10 @@ pub fn aggregated(core: bool) -> Value {
     })
 }
 
-/// Named groups in discovery order with their versions.
-fn named_groups() -> Vec<(&'static str, Vec<&'static str>)> {
-    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for (g, v) in group_versions() {
+/// Named groups in discovery order with their versions (the preferred one first).
+fn named_groups(registry: &Registry) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (g, v) in registry.group_versions() {
         if g.is_empty() {
             continue;
         }
@@ -165,11 +167,11 @@ fn named_groups() -> Vec<(&'static str, Vec<&'static str>)> {
 }
 
 /// The verbs of a resource's main endpoint (OpenAPI offers the same operations).
-pub(crate) fn verbs(def: &ResourceDef) -> &'static [&'static str] {
-    if def.group.is_empty() && def.kind == "Namespace" {
-        NAMESPACE_VERBS
-    } else {
+pub(crate) fn verbs(def: &Kind) -> &'static [&'static str] {
+    if def.delete_collection {
         ALL_VERBS
+    } else {
+        NAMESPACE_VERBS
     }
 }
 
@@ -189,19 +191,19 @@ fn foreign_kind(sub: Subresource) -> Option<(&'static str, &'static str, &'stati
     }
 }
 
-fn sub_kind(def: &ResourceDef, sub: Subresource) -> &'static str {
+fn sub_kind(def: &Kind, sub: Subresource) -> &str {
     match sub {
-        Subresource::Status => def.kind,
+        Subresource::Status => &def.kind,
         Subresource::Binding => "Binding",
         Subresource::Scale | Subresource::Eviction => {
-            foreign_kind(sub).map(|(_, _, k)| k).unwrap_or(def.kind)
+            foreign_kind(sub).map(|(_, _, k)| k).unwrap_or(&def.kind)
         }
     }
 }
 
 /// Upstream's storageVersionHash is an opaque digest of the storage group/version/kind that
 /// clients only compare for equality; an 8-byte FNV-1a digest, base64'd like upstream, will do.
-fn storage_version_hash(def: &ResourceDef) -> String {
+fn storage_version_hash(def: &Kind) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in format!("{}/{}/{}", def.group, def.version, def.kind).bytes() {
         h ^= u64::from(b);
@@ -210,7 +212,7 @@ fn storage_version_hash(def: &ResourceDef) -> String {
     base64::engine::general_purpose::STANDARD.encode(h.to_be_bytes())
 }
 
-fn main_entry(def: &ResourceDef) -> Value {
+fn main_entry(def: &Kind) -> Value {
     let mut e = Map::new();
     e.insert("name".into(), json!(def.plural));
     e.insert("singularName".into(), json!(def.singular));
@@ -230,15 +232,17 @@ fn main_entry(def: &ResourceDef) -> Value {
     Value::Object(e)
 }
 
-fn group_discovery(group: &str, versions: &[&str]) -> Value {
+fn group_discovery(registry: &Registry, group: &str, versions: &[String]) -> Value {
+    let kinds = registry.kinds();
     let versions: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let mut defs: Vec<&ResourceDef> = RESOURCES
+            let mut defs: Vec<&Kind> = kinds
                 .iter()
                 .filter(|r| r.group == group && r.version == *v)
+                .map(|k| &**k)
                 .collect();
-            defs.sort_by_key(|d| d.plural);
+            defs.sort_by(|a, b| a.plural.cmp(&b.plural));
             let resources: Vec<Value> = defs.into_iter().map(resource_discovery).collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
@@ -251,7 +255,7 @@ fn group_discovery(group: &str, versions: &[&str]) -> Value {
     json!({"metadata": metadata, "versions": versions})
 }
 
-fn resource_discovery(def: &ResourceDef) -> Value {
+fn resource_discovery(def: &Kind) -> Value {
     let mut e = Map::new();
     e.insert("resource".into(), json!(def.plural));
     // Upstream leaves group and version empty when the kind is the resource's own.
@@ -275,7 +279,7 @@ fn resource_discovery(def: &ResourceDef) -> Value {
     if !def.categories.is_empty() {
         e.insert("categories".into(), json!(def.categories));
     }
-    let mut subs: Vec<Subresource> = def.subresources.to_vec();
+    let mut subs: Vec<Subresource> = def.subresources.clone();
     subs.sort_by_key(|s| s.name());
     if !subs.is_empty() {
         let subs: Vec<Value> = subs
@@ -300,6 +304,10 @@ fn resource_discovery(def: &ResourceDef) -> Value {
 #[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
+
+    fn registry() -> Registry {
+        Registry::new()
+    }
 
     fn find<'a>(list: &'a Value, name: &str) -> &'a Value {
         list["resources"]
@@ -328,7 +336,7 @@ mod tests {
 
     #[test]
     fn group_list_has_named_groups_with_preferred_version() {
-        let l = api_group_list();
+        let l = api_group_list(&registry());
         assert_eq!(l["kind"], "APIGroupList");
         let names: Vec<&str> = l["groups"]
             .as_array()
@@ -336,7 +344,10 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["apps", "coordination.k8s.io"]);
+        assert_eq!(names[0], "apps");
+        for g in ["storage.k8s.io", "coordination.k8s.io"] {
+            assert!(names.contains(&g), "{g} in {names:?}");
+        }
         let apps = &l["groups"][0];
         assert_eq!(
             apps["preferredVersion"],
@@ -347,9 +358,10 @@ mod tests {
 
     #[test]
     fn every_resource_appears_with_short_names_and_verbs() {
-        for def in RESOURCES {
-            let list = resource_list(def.group, def.version).unwrap();
-            let e = find(&list, def.plural);
+        let r = registry();
+        for def in r.kinds().iter() {
+            let list = resource_list(&r, &def.group, &def.version).unwrap();
+            let e = find(&list, &def.plural);
             assert_eq!(e["kind"], def.kind);
             assert_eq!(e["singularName"], def.singular);
             assert_eq!(e["namespaced"], def.namespaced);
@@ -360,7 +372,7 @@ mod tests {
             assert_eq!(short, def.short_names, "{}", def.plural);
             assert!(e["verbs"].as_array().unwrap().contains(&json!("watch")));
             assert!(e["storageVersionHash"].as_str().unwrap().len() >= 8);
-            for sub in def.subresources {
+            for sub in &def.subresources {
                 find(&list, &format!("{}/{}", def.plural, sub.name()));
             }
         }
@@ -368,18 +380,18 @@ mod tests {
 
     #[test]
     fn core_list_has_no_api_version_and_named_lists_do() {
-        let core = resource_list("", "v1").unwrap();
+        let core = resource_list(&registry(), "", "v1").unwrap();
         assert_eq!(core["groupVersion"], "v1");
         assert!(core.get("apiVersion").is_none());
-        let apps = resource_list("apps", "v1").unwrap();
+        let apps = resource_list(&registry(), "apps", "v1").unwrap();
         assert_eq!(apps["groupVersion"], "apps/v1");
         assert_eq!(apps["apiVersion"], "v1");
-        assert!(resource_list("batch", "v1").is_none());
+        assert!(resource_list(&registry(), "example.com", "v1").is_none());
     }
 
     #[test]
     fn subresource_entries_match_upstream() {
-        let core = resource_list("", "v1").unwrap();
+        let core = resource_list(&registry(), "", "v1").unwrap();
         let cases = [
             (
                 &core,
@@ -406,7 +418,7 @@ mod tests {
                 json!(["get", "patch", "update"]),
             ),
         ];
-        let apps = resource_list("apps", "v1").unwrap();
+        let apps = resource_list(&registry(), "apps", "v1").unwrap();
         let scale = find(&apps, "deployments/scale");
         assert_eq!(scale["group"], "autoscaling");
         assert_eq!(scale["version"], "v1");
@@ -442,7 +454,7 @@ mod tests {
 
     #[test]
     fn namespaces_have_no_deletecollection() {
-        let core = resource_list("", "v1").unwrap();
+        let core = resource_list(&registry(), "", "v1").unwrap();
         assert!(
             !find(&core, "namespaces")["verbs"]
                 .as_array()
@@ -459,7 +471,7 @@ mod tests {
 
     #[test]
     fn aggregated_core_and_groups() {
-        let core = aggregated(true);
+        let core = aggregated(&registry(), true);
         assert_eq!(core["kind"], "APIGroupDiscoveryList");
         assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
         let items = core["items"].as_array().unwrap();
@@ -494,13 +506,13 @@ mod tests {
         );
         assert_eq!(eviction["verbs"], json!(["create"]));
 
-        let groups = aggregated(false);
+        let groups = aggregated(&registry(), false);
         let items = groups["items"].as_array().unwrap();
         let names: Vec<&str> = items
             .iter()
             .map(|i| i["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["apps", "coordination.k8s.io"]);
+        assert_eq!(names[0], "apps");
         let nodes_scope = core["items"][0]["versions"][0]["resources"]
             .as_array()
             .unwrap()
@@ -531,14 +543,15 @@ mod tests {
             .flat_map(|i| i["versions"].as_array().unwrap().iter())
             .map(|v| v["resources"].as_array().unwrap().len())
             .sum();
-        assert_eq!(total, RESOURCES.len());
+        assert_eq!(total, registry().kinds().len());
     }
 
     #[test]
     fn storage_version_hash_is_stable_and_distinct() {
-        let a = storage_version_hash(&RESOURCES[0]);
-        assert_eq!(a, storage_version_hash(&RESOURCES[0]));
-        assert_ne!(a, storage_version_hash(&RESOURCES[1]));
+        let kinds = registry().kinds();
+        let a = storage_version_hash(&kinds[0]);
+        assert_eq!(a, storage_version_hash(&kinds[0]));
+        assert_ne!(a, storage_version_hash(&kinds[1]));
         assert_eq!(a.len(), 12);
     }
 }

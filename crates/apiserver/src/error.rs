@@ -3,7 +3,7 @@
 //! Every failure a client can see is one of these, with upstream's `reason`, HTTP code and message
 //! shape, so kubectl prints the same sentences it prints against a real cluster.
 
-use crate::resource::ResourceDef;
+use crate::registry::Kind;
 use api::field::FieldError;
 use axum::{
     http::{HeaderValue, StatusCode, header},
@@ -41,7 +41,7 @@ impl ApiError {
     }
 
     /// 404 for a named object.
-    pub fn not_found(def: &ResourceDef, name: &str) -> Self {
+    pub fn not_found(def: &Kind, name: &str) -> Self {
         Self::new(
             404,
             "NotFound",
@@ -61,7 +61,7 @@ impl ApiError {
     }
 
     /// 409 on create of an existing name.
-    pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
+    pub fn already_exists(def: &Kind, name: &str) -> Self {
         Self::new(
             409,
             "AlreadyExists",
@@ -71,7 +71,7 @@ impl ApiError {
     }
 
     /// 409 on a stale `resourceVersion` or failed precondition.
-    pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
+    pub fn conflict(def: &Kind, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
@@ -84,7 +84,7 @@ impl ApiError {
     }
 
     /// The conflict upstream reports for a stale `resourceVersion`.
-    pub fn stale(def: &ResourceDef, name: &str) -> Self {
+    pub fn stale(def: &Kind, name: &str) -> Self {
         Self::conflict(
             def,
             name,
@@ -93,7 +93,7 @@ impl ApiError {
     }
 
     /// 422 with field causes.
-    pub fn invalid(def: &ResourceDef, name: &str, errors: &[FieldError]) -> Self {
+    pub fn invalid(def: &Kind, name: &str, errors: &[FieldError]) -> Self {
         let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         let joined = if list.len() == 1 {
             list[0].clone()

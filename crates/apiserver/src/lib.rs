@@ -1,7 +1,8 @@
 //! A Kubernetes-compatible API server over a [`store::Store`].
 //!
-//! Requests are routed by [`resource::RESOURCES`]; reads are served from the [`cache`], writes go
-//! through [`admission`] to the store with compare-and-swap on the revision.
+//! Requests are routed by the [`registry`] of kinds; reads are served from the [`cache`], writes
+//! go through [`admission`] (driven by each kind's strategy) to the store with compare-and-swap on
+//! the revision.
 
 #![warn(missing_docs)]
 
@@ -13,14 +14,13 @@ pub mod metrics;
 pub mod object;
 pub mod openapi;
 pub mod protobuf;
+pub mod registry;
 pub mod request;
-pub mod resource;
 mod rest;
 mod server;
 mod subresource;
 pub mod table;
 pub mod tls;
-mod typecheck;
 mod watch;
 
 pub use server::{ApiServer, ServerOptions, serve_tls};

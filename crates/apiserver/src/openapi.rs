@@ -9,24 +9,24 @@
 //! decorated with what those impls lack. Everything is built once and cached.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::Bytes;
-use k8s_openapi::api::{apps, autoscaling, coordination, core, policy};
+use k8s_openapi::api::{autoscaling, core, policy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::discovery;
-use crate::resource::{RESOURCES, ResourceDef, Subresource};
+use crate::registry::{Kind, Registry, Schema, Subresource, builtin_kinds};
 
 const REF_PREFIX: &str = "#/components/schemas/";
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
 
 /// `/openapi/v3`: the index kubectl reads first, one entry per served group/version whose URL
 /// carries a content hash so clients may cache the document for good.
-pub fn index() -> Value {
-    let paths: Map<String, Value> = DOCS
+pub fn index(registry: &Registry) -> Value {
+    let paths: Map<String, Value> = docs(registry)
         .iter()
         .map(|(path, doc)| {
             let url = format!("/openapi/v3/{path}?hash={}", doc.hash);
@@ -38,35 +38,53 @@ pub fn index() -> Value {
 
 /// `/openapi/v3/{path}` for `path` like `api/v1` or `apis/apps/v1`: an OpenAPI 3.0 document with
 /// the group/version's operations and every schema they reach.
-pub fn group_version(path: &str) -> Option<Value> {
-    DOCS.get(path.trim_matches('/')).map(|d| d.value.clone())
+pub fn group_version(registry: &Registry, path: &str) -> Option<Value> {
+    docs(registry)
+        .get(path.trim_matches('/'))
+        .map(|d| d.value.clone())
 }
 
 /// [`group_version`] already serialized, so the hot path (kubectl fetches it per command) does
 /// no work.
-pub fn group_version_bytes(path: &str) -> Option<Bytes> {
-    DOCS.get(path.trim_matches('/')).map(|d| d.bytes.clone())
+pub fn group_version_bytes(registry: &Registry, path: &str) -> Option<Bytes> {
+    docs(registry)
+        .get(path.trim_matches('/'))
+        .map(|d| d.bytes.clone())
 }
 
 /// The content hash of a group/version document, as put in the index URLs (to compare with a
 /// request's `hash` query parameter).
-pub fn group_version_hash(path: &str) -> Option<&'static str> {
-    DOCS.get(path.trim_matches('/')).map(|d| d.hash.as_str())
+pub fn group_version_hash(registry: &Registry, path: &str) -> Option<String> {
+    docs(registry)
+        .get(path.trim_matches('/'))
+        .map(|d| d.hash.clone())
 }
 
-/// The component schema of a kind (its root; `$ref`s inside point at other components), for
-/// callers that validate objects themselves.
-pub fn schema_for_kind(group: &str, version: &str, kind: &str) -> Option<&'static Value> {
-    let name = REGISTRY
-        .by_gvk
-        .get(&(group.to_string(), version.to_string(), kind.to_string()))?;
-    REGISTRY.schemas.get(name)
+/// The schema of a kind (its root; `$ref`s inside point at other components), for callers that
+/// validate or merge objects themselves.
+pub fn schema_of(def: &Kind) -> Option<&Value> {
+    match def.schema.as_ref()? {
+        Schema::Builtin(_) => {
+            let name = COMPONENTS.by_gvk.get(&(
+                def.group.clone(),
+                def.version.clone(),
+                def.kind.clone(),
+            ))?;
+            COMPONENTS.schemas.get(name)
+        }
+        Schema::Custom { schema, .. } => Some(schema),
+    }
+}
+
+/// A built-in component schema by name (`io.k8s.api.core.v1.PodSpec`), to follow `$ref`s.
+pub fn component(name: &str) -> Option<&'static Value> {
+    COMPONENTS.schemas.get(name)
 }
 
 /// The description of one property of a component, e.g. (`io.k8s.api.core.v1.PodStatus`,
 /// `podIP`); server-side tables reuse upstream's field docs as column descriptions.
 pub fn property_description(schema: &str, property: &str) -> Option<&'static str> {
-    REGISTRY
+    COMPONENTS
         .schemas
         .get(schema)?
         .get("properties")?
@@ -78,9 +96,9 @@ pub fn property_description(schema: &str, property: &str) -> Option<&'static str
 /// Strict field validation (`fieldValidation=Strict`): the fields of `obj` that its kind's schema
 /// does not know, as upstream's strict-decoding messages (`unknown field "spec.foo"`), in document
 /// order. Objects whose schema preserves unknown fields, or is free-form (no properties), accept
-/// anything. An unknown kind yields nothing.
-pub fn unknown_fields(group: &str, version: &str, kind: &str, obj: &Value) -> Vec<String> {
-    let Some(schema) = schema_for_kind(group, version, kind) else {
+/// anything. A kind without a schema yields nothing.
+pub fn unknown_fields(def: &Kind, obj: &Value) -> Vec<String> {
+    let Some(schema) = schema_of(def) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -90,21 +108,48 @@ pub fn unknown_fields(group: &str, version: &str, kind: &str, obj: &Value) -> Ve
         .collect()
 }
 
-/// All component schemas plus a GVK index.
-struct Registry {
+/// The component schemas of every built-in kind plus a GVK index.
+struct Components {
     schemas: Map<String, Value>,
     by_gvk: HashMap<(String, String, String), String>,
 }
 
 /// One group/version document.
-struct Doc {
+pub struct Doc {
     value: Value,
     bytes: Bytes,
     hash: String,
 }
 
-static REGISTRY: LazyLock<Registry> = LazyLock::new(build_registry);
-static DOCS: LazyLock<BTreeMap<String, Doc>> = LazyLock::new(build_docs);
+/// The documents of one registry revision, by path (`apis/apps/v1`).
+pub type Docs = BTreeMap<String, Doc>;
+
+static COMPONENTS: LazyLock<Components> = LazyLock::new(build_components);
+
+/// The last documents built, for the registry revision they were built from; kubectl fetches
+/// them on nearly every command, and they change only when a kind is added or removed.
+static DOCS: LazyLock<Mutex<Vec<BuiltDocs>>> = LazyLock::new(Default::default);
+
+/// Documents built for (registry id, registry revision).
+type BuiltDocs = (u64, u64, Arc<Docs>);
+
+/// The documents of `registry` as it is now, built once per registry revision.
+fn docs(registry: &Registry) -> Arc<Docs> {
+    let id = registry.id();
+    let revision = registry.revision();
+    let mut cache = DOCS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, d)) = cache.iter().find(|(i, r, _)| *i == id && *r == revision) {
+        return d.clone();
+    }
+    let built = Arc::new(build_docs(registry));
+    cache.retain(|(i, _, _)| *i != id);
+    // Registries of servers that stopped are forgotten soon enough.
+    if cache.len() >= 16 {
+        cache.remove(0);
+    }
+    cache.push((id, revision, built.clone()));
+    built
+}
 
 /// (group, version, kind) of the kinds whose schemas are generated, and the generator call.
 type Register = fn(&mut SchemaGenerator) -> String;
@@ -114,36 +159,9 @@ fn reg<T: schemars::JsonSchema>(g: &mut SchemaGenerator) -> String {
     T::schema_name().into_owned()
 }
 
-/// Every top-level kind the documents mention. Each [`RESOURCES`] entry must appear here (a test
-/// checks it).
-const KINDS: &[(&str, &str, &str, Register)] = &[
-    ("", "v1", "Namespace", reg::<core::v1::Namespace>),
-    ("", "v1", "Node", reg::<core::v1::Node>),
-    ("", "v1", "Pod", reg::<core::v1::Pod>),
-    ("", "v1", "Event", reg::<core::v1::Event>),
-    (
-        "",
-        "v1",
-        "PersistentVolumeClaim",
-        reg::<core::v1::PersistentVolumeClaim>,
-    ),
+/// The kinds subresources and errors use, which are not served kinds themselves.
+const EXTRA_KINDS: &[(&str, &str, &str, Register)] = &[
     ("", "v1", "Binding", reg::<core::v1::Binding>),
-    ("apps", "v1", "Deployment", reg::<apps::v1::Deployment>),
-    ("apps", "v1", "ReplicaSet", reg::<apps::v1::ReplicaSet>),
-    ("apps", "v1", "StatefulSet", reg::<apps::v1::StatefulSet>),
-    ("apps", "v1", "DaemonSet", reg::<apps::v1::DaemonSet>),
-    (
-        "apps",
-        "v1",
-        "ControllerRevision",
-        reg::<apps::v1::ControllerRevision>,
-    ),
-    (
-        "coordination.k8s.io",
-        "v1",
-        "Lease",
-        reg::<coordination::v1::Lease>,
-    ),
     ("autoscaling", "v1", "Scale", reg::<autoscaling::v1::Scale>),
     ("policy", "v1", "Eviction", reg::<policy::v1::Eviction>),
     ("", "v1", "Status", reg::<meta::Status>),
@@ -342,16 +360,27 @@ const PATCH_META: &[(&str, &str, &str, Option<&str>)] = &[
     ),
 ];
 
-/// rollwright's `podUpdatePolicy` lives in these rolling-update structs.
+/// rollwright's `podUpdatePolicy` and `paused` live in these rolling-update structs.
 const POD_UPDATE_POLICY_IN: &[&str] = &[
     "io.k8s.api.apps.v1.RollingUpdateDaemonSet",
     "io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy",
 ];
 
-fn build_registry() -> Registry {
+fn build_components() -> Components {
     let mut generator = SchemaGenerator::new(SchemaSettings::openapi3());
     let mut gvk_names: Vec<(String, String, String, String)> = Vec::new();
-    for (g, v, k, register) in KINDS {
+    for kind in builtin_kinds() {
+        if let Some(Schema::Builtin(register)) = &kind.schema {
+            let name = register(&mut generator);
+            gvk_names.push((
+                kind.group.clone(),
+                kind.version.clone(),
+                kind.kind.clone(),
+                name,
+            ));
+        }
+    }
+    for (g, v, k, register) in EXTRA_KINDS {
         let name = register(&mut generator);
         gvk_names.push((g.to_string(), v.to_string(), k.to_string(), name));
     }
@@ -376,28 +405,28 @@ fn build_registry() -> Registry {
         by_gvk.insert((g.clone(), v.clone(), k.clone()), name.clone());
     }
     // The list kinds have no k8s-openapi schemars impl: derive them from their item kind.
-    for def in RESOURCES {
-        let Some(item) = gvk_names
-            .iter()
-            .find(|(g, v, k, _)| g == def.group && v == def.version && k == def.kind)
-            .map(|(.., n)| n.clone())
+    for def in builtin_kinds() {
+        let Some(item) = by_gvk
+            .get(&(def.group.clone(), def.version.clone(), def.kind.clone()))
+            .cloned()
         else {
             continue;
         };
         let name = format!("{item}List");
         schemas.insert(name.clone(), list_schema(def, &item));
         by_gvk.insert(
-            (def.group.into(), def.version.into(), def.list_kind()),
+            (def.group.clone(), def.version.clone(), def.list_kind()),
             name,
         );
     }
     // DeleteOptions and WatchEvent are shared by every group/version, like upstream.
-    let mut shared_gvks: Vec<(&str, &str)> = vec![("", "v1")];
-    shared_gvks.extend(
-        crate::resource::group_versions()
-            .into_iter()
-            .filter(|(g, _)| !g.is_empty()),
-    );
+    let mut shared_gvks: Vec<(String, String)> = vec![(String::new(), "v1".into())];
+    for k in builtin_kinds() {
+        let gv = (k.group.clone(), k.version.clone());
+        if !k.group.is_empty() && !shared_gvks.contains(&gv) {
+            shared_gvks.push(gv);
+        }
+    }
     for kind in ["DeleteOptions", "WatchEvent"] {
         let list: Vec<Value> = shared_gvks
             .iter()
@@ -412,12 +441,12 @@ fn build_registry() -> Registry {
         );
     }
     apply_patch_meta(&mut schemas);
-    add_pod_update_policy(&mut schemas);
-    Registry { schemas, by_gvk }
+    add_rollwright_extensions(&mut schemas);
+    Components { schemas, by_gvk }
 }
 
-fn list_schema(def: &ResourceDef, item: &str) -> Value {
-    let kind = def.kind;
+fn list_schema(def: &Kind, item: &str) -> Value {
+    let kind = &def.kind;
     json!({
         "description": format!("{kind}List is a list of {kind} objects."),
         "type": "object",
@@ -468,7 +497,7 @@ fn apply_patch_meta(schemas: &mut Map<String, Value>) -> usize {
     placed
 }
 
-fn add_pod_update_policy(schemas: &mut Map<String, Value>) {
+fn add_rollwright_extensions(schemas: &mut Map<String, Value>) {
     for schema in POD_UPDATE_POLICY_IN {
         if let Some(Value::Object(props)) = schemas
             .get_mut(*schema)
@@ -481,6 +510,13 @@ fn add_pod_update_policy(schemas: &mut Map<String, Value>) {
                     "type": "string",
                 }),
             );
+            props.insert(
+                "paused".into(),
+                json!({
+                    "description": "rollwright extension: while true the controller replaces no pod of an old revision; pods for new nodes or missing ordinals are still created. Defaults to false.",
+                    "type": "boolean",
+                }),
+            );
         }
     }
 }
@@ -490,8 +526,8 @@ fn add_pod_update_policy(schemas: &mut Map<String, Value>) {
 
 /// Names used in one group/version's operations.
 struct Gv {
-    group: &'static str,
-    version: &'static str,
+    group: String,
+    version: String,
     /// `/api/v1` or `/apis/apps/v1`.
     prefix: String,
     /// `CoreV1`, `AppsV1`, `CoordinationV1`: the middle of upstream's operation ids.
@@ -501,7 +537,7 @@ struct Gv {
 }
 
 impl Gv {
-    fn new(group: &'static str, version: &'static str) -> Gv {
+    fn new(group: &str, version: &str) -> Gv {
         let short = group.strip_suffix(".k8s.io").unwrap_or(group);
         let mut camel = String::new();
         let mut lower_camel = String::new();
@@ -520,8 +556,8 @@ impl Gv {
             format!("/apis/{group}/{version}")
         };
         Gv {
-            group,
-            version,
+            group: group.to_string(),
+            version: version.to_string(),
             prefix,
             op: format!("{camel}{}", capitalize(version)),
             tag: format!("{lower_camel}_{version}"),
@@ -793,9 +829,9 @@ fn path_item(ops: Vec<Op>, gv: &Gv, params: Vec<Value>) -> Value {
 }
 
 /// The operations of one resource (and its subresources) into `paths`.
-fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map<String, Value>) {
-    let kind = def.kind;
-    let gvk = gvk_obj(def.group, def.version, kind);
+fn resource_paths(gv: &Gv, def: &Kind, kind_schema: &str, paths: &mut Map<String, Value>) {
+    let kind = &def.kind;
+    let gvk = gvk_obj(&def.group, &def.version, kind);
     let list_schema = format!("{kind_schema}List");
     let watch_event = format!("{META}WatchEvent");
     let status = format!("{META}Status");
@@ -877,7 +913,7 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
     paths.insert(collection.clone(), path_item(ops, gv, scope(false)));
 
     // One object.
-    let deleted = if def.graceful_delete {
+    let deleted = if def.graceful_delete() {
         kind_schema.to_string()
     } else {
         status.clone()
@@ -934,7 +970,7 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
     );
 
     // Subresources.
-    for &sub in def.subresources {
+    for &sub in &def.subresources {
         let suffix = capitalize(sub.name());
         let path = format!("{collection}/{{name}}/{}", sub.name());
         let ops = match sub {
@@ -1084,11 +1120,27 @@ fn resource_paths(gv: &Gv, def: &ResourceDef, kind_schema: &str, paths: &mut Map
     }
 }
 
-fn build_docs() -> BTreeMap<String, Doc> {
-    let registry = &*REGISTRY;
+fn build_docs(registry: &Registry) -> Docs {
+    let components = &*COMPONENTS;
+    let kinds = registry.kinds();
+    // Run-time kinds bring their own schemas (and list schemas).
+    let mut custom = Map::new();
+    for def in kinds.iter() {
+        if let Some(Schema::Custom { name, schema }) = &def.schema {
+            let mut schema = schema.clone();
+            if let Value::Object(m) = &mut schema {
+                m.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([{"group": def.group, "kind": def.kind, "version": def.version}]),
+                );
+            }
+            custom.insert(name.clone(), schema);
+            custom.insert(format!("{name}List"), list_schema(def, name));
+        }
+    }
     let mut out = BTreeMap::new();
-    for (group, version) in crate::resource::group_versions() {
-        let gv = Gv::new(group, version);
+    for (group, version) in registry.group_versions() {
+        let gv = Gv::new(&group, &version);
         let mut paths = Map::new();
         let mut resources_op = Map::new();
         resources_op.insert(
@@ -1101,21 +1153,25 @@ fn build_docs() -> BTreeMap<String, Doc> {
             }),
         );
         paths.insert(format!("{}/", gv.prefix), Value::Object(resources_op));
-        for def in RESOURCES
+        for def in kinds
             .iter()
             .filter(|r| r.group == gv.group && r.version == gv.version)
         {
-            let Some(kind_schema) = registry.by_gvk.get(&(
-                def.group.to_string(),
-                def.version.to_string(),
-                def.kind.to_string(),
-            )) else {
+            let kind_schema = match &def.schema {
+                Some(Schema::Builtin(_)) => components
+                    .by_gvk
+                    .get(&(def.group.clone(), def.version.clone(), def.kind.clone()))
+                    .cloned(),
+                Some(Schema::Custom { name, .. }) => Some(name.clone()),
+                None => None,
+            };
+            let Some(kind_schema) = kind_schema else {
                 continue;
             };
-            resource_paths(&gv, def, kind_schema, &mut paths);
+            resource_paths(&gv, def, &kind_schema, &mut paths);
         }
         let paths = Value::Object(paths);
-        let schemas = reachable(&paths, &registry.schemas);
+        let schemas = reachable(&paths, &components.schemas, &custom);
         let value = json!({
             "openapi": "3.0.0",
             "info": {"title": "Kubernetes", "version": discovery::version()["gitVersion"]},
@@ -1140,8 +1196,14 @@ fn build_docs() -> BTreeMap<String, Doc> {
     out
 }
 
-/// The components `root` refers to, transitively, in name order.
-fn reachable(root: &Value, schemas: &Map<String, Value>) -> Map<String, Value> {
+/// The components `root` refers to, transitively, in name order, from the built-in `schemas`
+/// and the run-time `custom` ones.
+fn reachable(
+    root: &Value,
+    schemas: &Map<String, Value>,
+    custom: &Map<String, Value>,
+) -> Map<String, Value> {
+    let get = |n: &str| custom.get(n).or_else(|| schemas.get(n));
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut todo: Vec<String> = Vec::new();
     collect_refs(root, &mut todo);
@@ -1149,12 +1211,12 @@ fn reachable(root: &Value, schemas: &Map<String, Value>) -> Map<String, Value> {
         if !seen.insert(name.clone()) {
             continue;
         }
-        if let Some(s) = schemas.get(&name) {
+        if let Some(s) = get(&name) {
             collect_refs(s, &mut todo);
         }
     }
     seen.into_iter()
-        .filter_map(|n| schemas.get(&n).map(|s| (n, s.clone())))
+        .filter_map(|n| get(&n).map(|s| (n, s.clone())))
         .collect()
 }
 
@@ -1198,7 +1260,7 @@ fn flatten<'a>(schema: &'a Value, out: &mut Vec<&'a Value>, depth: usize) {
         .get("$ref")
         .and_then(Value::as_str)
         .and_then(|r| r.strip_prefix(REF_PREFIX))
-        .and_then(|name| REGISTRY.schemas.get(name))
+        .and_then(|name| COMPONENTS.schemas.get(name))
     {
         flatten(s, out, depth + 1);
     }
@@ -1258,26 +1320,42 @@ fn walk_unknown(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>
 mod tests {
     use super::*;
 
+    static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+
     fn doc(path: &str) -> Value {
-        group_version(path).unwrap_or_else(|| panic!("{path} missing"))
+        group_version(&REGISTRY, path).unwrap_or_else(|| panic!("{path} missing"))
+    }
+
+    /// Every document's path.
+    fn all_paths() -> Vec<String> {
+        index(&REGISTRY)["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
     }
 
     #[test]
     fn index_lists_every_group_version_with_hash() {
-        let idx = index();
+        let idx = index(&REGISTRY);
         let paths = idx["paths"].as_object().unwrap();
         let keys: Vec<&str> = paths.keys().map(String::as_str).collect();
-        assert_eq!(
-            keys,
-            ["api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"]
-        );
+        for want in [
+            "api/v1",
+            "apis/apps/v1",
+            "apis/coordination.k8s.io/v1",
+            "apis/storage.k8s.io/v1",
+        ] {
+            assert!(keys.contains(&want), "{want} in {keys:?}");
+        }
         let url = paths["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap();
-        let hash = group_version_hash("apis/apps/v1").unwrap();
+        let hash = group_version_hash(&REGISTRY, "apis/apps/v1").unwrap();
         assert_eq!(url, format!("/openapi/v3/apis/apps/v1?hash={hash}"));
         assert_eq!(hash.len(), 32);
-        assert!(group_version("apis/batch/v1").is_none());
+        assert!(group_version(&REGISTRY, "apis/example.com/v1").is_none());
         assert_eq!(
-            group_version_bytes("apis/apps/v1").unwrap(),
+            group_version_bytes(&REGISTRY, "apis/apps/v1").unwrap(),
             Bytes::from(serde_json::to_vec(&doc("apis/apps/v1")).unwrap())
         );
     }
@@ -1316,8 +1394,8 @@ mod tests {
     #[test]
     fn every_patch_op_of_a_kind_has_field_validation() {
         // kubectl stops at the first PATCH whose GVK matches (map order), so all must have it.
-        for path in ["api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"] {
-            let d = doc(path);
+        for path in all_paths() {
+            let d = doc(&path);
             for (p, item) in d["paths"].as_object().unwrap() {
                 if let Some(op) = item.get("patch") {
                     let has = op["parameters"]
@@ -1462,17 +1540,21 @@ mod tests {
             assert!(core["components"]["schemas"].get(name).is_some(), "{name}");
         }
         // Every served kind resolves.
-        for def in RESOURCES {
-            let s = schema_for_kind(def.group, def.version, def.kind).unwrap();
+        for def in REGISTRY.kinds().iter() {
+            let s = schema_of(def).unwrap();
             assert_eq!(s["x-kubernetes-group-version-kind"][0]["kind"], def.kind);
-            assert!(schema_for_kind(def.group, def.version, &def.list_kind()).is_some());
+            let list =
+                COMPONENTS
+                    .by_gvk
+                    .get(&(def.group.clone(), def.version.clone(), def.list_kind()));
+            assert!(list.is_some(), "{}", def.list_kind());
         }
     }
 
     #[test]
     fn all_refs_resolve_within_each_document() {
-        for path in ["api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"] {
-            let d = doc(path);
+        for path in all_paths() {
+            let d = doc(&path);
             let mut refs = Vec::new();
             collect_refs(&d, &mut refs);
             assert!(!refs.is_empty());
@@ -1491,7 +1573,7 @@ mod tests {
 
     #[test]
     fn patch_meta_is_placed_everywhere() {
-        let mut schemas = REGISTRY.schemas.clone();
+        let mut schemas = COMPONENTS.schemas.clone();
         assert_eq!(apply_patch_meta(&mut schemas), PATCH_META.len());
         let d = doc("apis/apps/v1");
         let s = &d["components"]["schemas"];
@@ -1564,7 +1646,11 @@ mod tests {
             ("apps", "Nope", json!({"x": 1}), vec![]),
         ];
         for (group, kind, obj, want) in cases {
-            assert_eq!(unknown_fields(group, "v1", kind, &obj), want, "{kind}");
+            let got = REGISTRY
+                .find_kind(group, kind)
+                .map(|def| unknown_fields(&def, &obj))
+                .unwrap_or_default();
+            assert_eq!(got, want, "{kind}");
         }
     }
 

@@ -3,12 +3,13 @@
 
 use crate::{
     error::{ApiError, ApiResult},
-    resource::{self, ResourceDef, Subresource},
+    registry::{Kind, Registry, Subresource},
 };
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The largest request body accepted (upstream's limit is 3 MiB for JSON objects).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -16,8 +17,8 @@ pub const MAX_BODY: usize = 3 * 1024 * 1024;
 /// The object or collection a request is about.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// The resource.
-    pub def: &'static ResourceDef,
+    /// The kind served at the path (for a view, the view; see [`Registry::storage_of`]).
+    pub def: Arc<Kind>,
     /// The namespace from the path (`None` for cluster-scoped and all-namespace requests).
     pub namespace: Option<String>,
     /// The object's name (`None` for the collection).
@@ -35,8 +36,8 @@ impl Target {
     }
 }
 
-/// Parses `/api/v1/...` and `/apis/{group}/{version}/...` paths.
-pub fn parse_path(path: &str) -> Option<Target> {
+/// Parses `/api/v1/...` and `/apis/{group}/{version}/...` paths against the served kinds.
+pub fn parse_path(registry: &Registry, path: &str) -> Option<Target> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
         ["api", version, rest @ ..] => ("", *version, rest),
@@ -70,7 +71,7 @@ pub fn parse_path(path: &str) -> Option<Target> {
         [plural, name, sub] => (*plural, Some(*name), Some(*sub)),
         _ => return None,
     };
-    let def = resource::find(group, version, plural)?;
+    let def = registry.find(group, version, plural)?;
     if namespace.is_some() && !def.namespaced {
         return None;
     }
@@ -416,12 +417,24 @@ mod tests {
             ("/api/v1/namespaces/default/nodes", None),
             ("/api/v1/widgets", None),
         ];
+        let registry = Registry::new();
         for (path, want) in cases {
-            let got = parse_path(path)
-                .map(|t| (t.def.kind, t.namespace, t.name, t.sub.map(|s| s.name())));
+            let got = parse_path(&registry, path).map(|t| {
+                (
+                    t.def.kind.clone(),
+                    t.namespace,
+                    t.name,
+                    t.sub.map(|s| s.name()),
+                )
+            });
             let want = want.map(
                 |(k, ns, n, s): (&str, Option<&str>, Option<&str>, Option<&str>)| {
-                    (k, ns.map(str::to_string), n.map(str::to_string), s)
+                    (
+                        k.to_string(),
+                        ns.map(str::to_string),
+                        n.map(str::to_string),
+                        s,
+                    )
                 },
             );
             assert_eq!(got, want, "{path}");

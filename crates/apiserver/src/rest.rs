@@ -10,8 +10,8 @@ use crate::{
     cache::Entry,
     error::{ApiError, ApiResult},
     object,
+    registry::{Kind, Registry, Storage},
     request::{self, BodyType, Output, Params, Target},
-    resource::{self, ResourceDef},
     server::ApiServer,
     table,
 };
@@ -64,7 +64,9 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
-    pub(crate) fn new(def: &ResourceDef, params: &Params, name: Option<&str>) -> ApiResult<Self> {
+    /// The filter of a request on `def`, the kind that stores the objects (whose selectable
+    /// fields the cache extracted).
+    pub(crate) fn new(def: &Kind, params: &Params, name: Option<&str>) -> ApiResult<Self> {
         let label =
             match params
                 .label_selector
@@ -90,9 +92,10 @@ impl Filter {
                 let f = FieldSelector::parse(s).map_err(|e| {
                     ApiError::bad_request(format!("invalid field selector {s:?}: {e}"))
                 })?;
-                let supported = crate::cache::selectable_fields(def.kind);
+                let supported = &def.selectable_fields;
                 if let Some(bad) = f.fields().find(|f| {
-                    !matches!(*f, "metadata.name" | "metadata.namespace") && !supported.contains(f)
+                    !matches!(*f, "metadata.name" | "metadata.namespace")
+                        && !supported.iter().any(|s| s == f)
                 }) {
                     return Err(ApiError::bad_request(format!(
                         "field label not supported: {bad}"
@@ -165,19 +168,63 @@ fn partial_metadata(obj: &Value) -> Value {
            "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
-/// Renders one object in the negotiated representation.
+/// A stored object as `view` serves it: converted when the view is another version or group of
+/// the stored kind, as is otherwise.
+pub(crate) fn present(view: &Kind, obj: Value) -> Value {
+    let Some(conversion) = view.conversion() else {
+        return obj;
+    };
+    let mut obj = conversion.stored_to_view(obj);
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(view.api_version()));
+        m.insert("kind".into(), Value::String(view.kind.clone()));
+    }
+    obj
+}
+
+/// A request object of `view` as `storage` stores it.
+pub(crate) fn intake(view: &Kind, storage: &Kind, obj: Value) -> Value {
+    let Some(conversion) = view.conversion() else {
+        return obj;
+    };
+    let mut obj = conversion.view_to_stored(obj);
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(storage.api_version()));
+        m.insert("kind".into(), Value::String(storage.kind.clone()));
+    }
+    obj
+}
+
+/// The serialized object of a cache entry as `view` serves it (the stored bytes themselves
+/// unless the view converts).
+pub(crate) fn entry_json(view: &Kind, e: &Entry) -> Bytes {
+    match view.storage {
+        Storage::Own => e.json.clone(),
+        Storage::View { .. } => {
+            Bytes::from(serde_json::to_vec(&present(view, e.value())).unwrap_or_default())
+        }
+    }
+}
+
+/// Renders one stored object in the negotiated representation of `view`; tables are printed
+/// by `storage`'s printer (a view prints as the kind it views, as upstream's printers work on
+/// the stored type).
 pub(crate) fn object_response(
-    def: &ResourceDef,
+    view: &Kind,
+    storage: &Kind,
     code: StatusCode,
     obj: &Value,
     out: Output,
 ) -> Response {
     match out {
-        Output::Json => json_response(code, serde_json::to_vec(obj).unwrap_or_default()),
+        Output::Json => json_response(
+            code,
+            serde_json::to_vec(&present(view, obj.clone())).unwrap_or_default(),
+        ),
         Output::Metadata => json_response(code, partial_metadata(obj).to_string()),
         Output::Table(include) => {
             let t = table::table(
-                def,
+                storage,
                 &[obj],
                 jiff::Timestamp::now(),
                 include,
@@ -191,6 +238,16 @@ pub(crate) fn object_response(
 }
 
 impl ApiServer {
+    /// The served kinds.
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        self.cache.registry()
+    }
+
+    /// The kind that stores what `view` serves.
+    pub(crate) fn storage_of(&self, view: &Arc<Kind>) -> Arc<Kind> {
+        self.registry().storage_of(view)
+    }
+
     /// Waits until the cache reflects every acknowledged write.
     pub(crate) async fn sync_cache(&self) -> ApiResult<()> {
         let target = self.store.revision();
@@ -229,20 +286,22 @@ impl ApiServer {
         out: Output,
     ) -> ApiResult<Response> {
         let name = t.name()?;
+        let def = self.storage_of(&t.def);
         self.sync_for_read(params).await?;
         let entry = self
             .cache
-            .get(t.def, t.namespace.as_deref(), name)
-            .ok_or_else(|| ApiError::not_found(t.def, name))?;
+            .get(&def, t.namespace.as_deref(), name)
+            .ok_or_else(|| ApiError::not_found(&t.def, name))?;
         Ok(match out {
-            Output::Json => json_response(StatusCode::OK, entry.json.clone()),
-            _ => object_response(t.def, StatusCode::OK, &entry.value(), out),
+            Output::Json => json_response(StatusCode::OK, entry_json(&t.def, &entry)),
+            _ => object_response(&t.def, &def, StatusCode::OK, &entry.value(), out),
         })
     }
 
     /// The filtered objects of a collection and the revision they are consistent at.
     pub(crate) fn select(&self, t: &Target, filter: &Filter) -> (Vec<Arc<Entry>>, Revision) {
-        let (mut items, rev) = self.cache.list(t.def, t.namespace.as_deref());
+        let def = self.storage_of(&t.def);
+        let (mut items, rev) = self.cache.list(&def, t.namespace.as_deref());
         if !filter.is_empty() {
             items.retain(|e| filter.matches(e));
         }
@@ -256,7 +315,8 @@ impl ApiServer {
         params: &Params,
         out: Output,
     ) -> ApiResult<Response> {
-        let filter = Filter::new(t.def, params, None)?;
+        let def = self.storage_of(&t.def);
+        let filter = Filter::new(&def, params, None)?;
         let limit = params.limit()?;
         let (page, rev, next, remaining) = if let Some(token) =
             params.continue_token.as_deref().filter(|s| !s.is_empty())
@@ -283,7 +343,7 @@ impl ApiServer {
                 (Some("Exact"), Some(rv)) if rv > 0 => {
                     let mut items = self
                         .cache
-                        .list_at(t.def, t.namespace.as_deref(), rv)
+                        .list_at(&def, t.namespace.as_deref(), rv)
                         .map_err(|_| {
                             ApiError::expired(
                                 "The resourceVersion for the provided list is too old.",
@@ -338,7 +398,7 @@ impl ApiServer {
                     if i > 0 {
                         body.push(b',');
                     }
-                    body.extend_from_slice(&e.json);
+                    body.extend_from_slice(&entry_json(&t.def, e));
                 }
                 body.extend_from_slice(b"]}");
                 json_response(StatusCode::OK, body)
@@ -355,30 +415,37 @@ impl ApiServer {
             Output::Table(include) => {
                 let values: Vec<Value> = page.iter().map(|e| e.value()).collect();
                 let refs: Vec<&Value> = values.iter().collect();
-                let t = table::table(t.def, &refs, jiff::Timestamp::now(), include, list_meta);
+                let t = table::table(&def, &refs, jiff::Timestamp::now(), include, list_meta);
                 json_response(StatusCode::OK, t.to_string())
             }
         })
     }
 
-    /// Refuses writes into a namespace that does not exist or is going away.
-    fn check_namespace_open(&self, def: &ResourceDef, ns: Option<&str>) -> ApiResult<()> {
+    /// Refuses creates in a namespace that does not exist or is going away, naming the object
+    /// (its name, or its `generateName` prefix) as upstream's NamespaceLifecycle admission does.
+    fn check_namespace_open(&self, def: &Kind, ns: Option<&str>, name: &str) -> ApiResult<()> {
         let (Some(ns), true) = (ns, def.namespaced) else {
             return Ok(());
         };
-        let ns_def = namespaces();
+        let ns_def = self.namespaces()?;
         let entry = self
             .cache
-            .get(ns_def, None, ns)
-            .ok_or_else(|| ApiError::not_found(ns_def, ns))?;
+            .get(&ns_def, None, ns)
+            .ok_or_else(|| ApiError::not_found(&ns_def, ns))?;
         if object::is_deleting(&entry.value()) {
             return Err(ApiError::forbidden(format!(
-                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 def.group_resource(),
-                "",
             )));
         }
         Ok(())
+    }
+
+    /// The namespaces kind.
+    fn namespaces(&self) -> ApiResult<Arc<Kind>> {
+        self.registry()
+            .find("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("no namespaces kind"))
     }
 
     /// POST to a collection.
@@ -396,13 +463,27 @@ impl ApiServer {
         }
         let mut obj = request::decode_object(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
-        let warnings = admission::check_fields(t.def, &obj, fv)?;
-        admission::prepare_create(t.def, &mut obj, t.namespace.as_deref())?;
+        let mut warnings = admission::check_fields(&t.def, &obj, fv)?;
+        let def = self.storage_of(&t.def);
+        admission::check_type(&t.def, &mut obj)?;
+        let mut obj = intake(&t.def, &def, obj);
+        // What the object is called before a name is generated, for the namespace check.
+        let requested_name = Some(object::name(&obj))
+            .filter(|n| !n.is_empty())
+            .or_else(|| object::meta_str(&obj, "generateName"))
+            .unwrap_or_default()
+            .to_string();
         self.sync_cache().await?;
-        self.check_namespace_open(t.def, t.namespace.as_deref())?;
-        let created = self.store_create(t.def, obj, params.dry_run()?).await?;
+        warnings.extend(admission::prepare_create(
+            &def,
+            &mut obj,
+            t.namespace.as_deref(),
+            &*self.cache,
+        )?);
+        self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
+        let created = self.store_create(&def, obj, params.dry_run()?).await?;
         Ok(with_warnings(
-            object_response(t.def, StatusCode::CREATED, &created, out),
+            object_response(&t.def, &def, StatusCode::CREATED, &created, out),
             &warnings,
         ))
     }
@@ -410,7 +491,7 @@ impl ApiServer {
     /// Stores a prepared new object.
     pub(crate) async fn store_create(
         &self,
-        def: &ResourceDef,
+        def: &Kind,
         mut obj: Value,
         dry_run: bool,
     ) -> ApiResult<Value> {
@@ -442,7 +523,7 @@ impl ApiServer {
     /// another writer got there first.
     pub(crate) async fn guaranteed_update<F>(
         &self,
-        def: &ResourceDef,
+        def: &Kind,
         ns: Option<&str>,
         name: &str,
         dry_run: bool,
@@ -524,29 +605,46 @@ impl ApiServer {
         if bt != BodyType::Object {
             return Err(ApiError::unsupported_media_type("a patch type on update"));
         }
-        let new = request::decode_object(body, format)?;
+        let mut new = request::decode_object(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
-        let warnings = admission::check_fields(t.def, &new, fv)?;
+        let mut warnings = admission::check_fields(&t.def, &new, fv)?;
         let precondition = request::parse_rv(object::resource_version(&new))?;
-        let def = t.def;
+        // A uid in the body is a precondition, as upstream's `DefaultUpdatedObjectInfo` makes it.
+        let uid_precondition = object::meta_str(&new, "uid")
+            .filter(|u| !u.is_empty())
+            .map(str::to_string);
+        let def = self.storage_of(&t.def);
+        admission::check_type(&t.def, &mut new)?;
+        let new = intake(&t.def, &def, new);
+        let mut strategy_warnings = Vec::new();
         let outcome = self
             .guaranteed_update(
-                def,
+                &def,
                 t.namespace.as_deref(),
                 name,
                 params.dry_run()?,
                 |old, rev| {
+                    if let Some(uid) = &uid_precondition
+                        && object::meta_str(old, "uid") != Some(uid.as_str())
+                    {
+                        return Err(ApiError::conflict(&def, name, &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            object::meta_str(old, "uid").unwrap_or("")
+                        )));
+                    }
                     if precondition.is_some_and(|want| want != rev) {
-                        return Err(ApiError::stale(def, name));
+                        return Err(ApiError::stale(&def, name));
                     }
                     let mut next = new.clone();
-                    admission::prepare_update(def, &mut next, old, part)?;
-                    Ok(self.finish_if_released(def, next))
+                    strategy_warnings =
+                        admission::prepare_update(&def, &mut next, old, part, &*self.cache)?;
+                    Ok(self.finish_if_released(next))
                 },
             )
             .await?;
+        warnings.extend(strategy_warnings);
         Ok(with_warnings(
-            self.write_response(def, outcome, out),
+            self.write_response(&t.def, &def, outcome, out),
             &warnings,
         ))
     }
@@ -565,39 +663,50 @@ impl ApiServer {
         let (bt, format) = request::body_type(headers)?;
         let patch = request::decode(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
-        let def = t.def;
+        let view = &t.def;
+        let def = self.storage_of(view);
         let mut warnings = Vec::new();
         let outcome = self
             .guaranteed_update(
-                def,
+                &def,
                 t.namespace.as_deref(),
                 name,
                 params.dry_run()?,
                 |old, rev| {
-                    let mut next = apply_patch(bt, old, &patch)?;
+                    // The patch applies to the object as the client sees it (its version).
+                    let current = present(view, old.clone());
+                    let mut next = apply_patch(bt, &current, &patch)?;
                     if !next.is_object() {
                         return Err(ApiError::bad_request(
                             "the patch produced something other than an object",
                         ));
                     }
-                    warnings = admission::check_fields(def, &next, fv)?;
+                    warnings = admission::check_fields(view, &next, fv)?;
                     let precondition = request::parse_rv(object::resource_version(&next))?;
                     if precondition.is_some_and(|want| want != rev) {
-                        return Err(ApiError::stale(def, name));
+                        return Err(ApiError::stale(&def, name));
                     }
-                    admission::prepare_update(def, &mut next, old, part)?;
-                    Ok(self.finish_if_released(def, next))
+                    admission::check_type(view, &mut next)?;
+                    let mut next = intake(view, &def, next);
+                    warnings.extend(admission::prepare_update(
+                        &def,
+                        &mut next,
+                        old,
+                        part,
+                        &*self.cache,
+                    )?);
+                    Ok(self.finish_if_released(next))
                 },
             )
             .await?;
         Ok(with_warnings(
-            self.write_response(def, outcome, out),
+            self.write_response(view, &def, outcome, out),
             &warnings,
         ))
     }
 
     /// An update that removes the last finalizer of an object being deleted deletes it.
-    fn finish_if_released(&self, _def: &ResourceDef, next: Value) -> Change {
+    pub(crate) fn finish_if_released(&self, next: Value) -> Change {
         let grace = next
             .get("metadata")
             .and_then(|m| m.get("deletionGracePeriodSeconds"))
@@ -610,10 +719,10 @@ impl ApiServer {
         }
     }
 
-    fn write_response(&self, def: &ResourceDef, outcome: Outcome, out: Output) -> Response {
+    fn write_response(&self, view: &Kind, def: &Kind, outcome: Outcome, out: Output) -> Response {
         match outcome {
             Outcome::Deleted(v) | Outcome::Written(v) | Outcome::Unchanged(v) => {
-                object_response(def, StatusCode::OK, &v, out)
+                object_response(view, def, StatusCode::OK, &v, out)
             }
         }
     }
@@ -629,25 +738,25 @@ impl ApiServer {
     ) -> ApiResult<Response> {
         let name = t.name()?;
         let opts = DeleteOptions::from_request(params, headers, body)?;
-        let outcome = if is_namespaces(t.def) {
+        let def = self.storage_of(&t.def);
+        let outcome = if is_namespaces(&def) {
             self.delete_namespace(name, &opts).await?
         } else {
-            self.delete_object(t.def, t.namespace.as_deref(), name, &opts)
+            self.delete_object(&def, t.namespace.as_deref(), name, &opts)
                 .await?
         };
         Ok(match outcome {
-            Outcome::Deleted(v) if !t.def.graceful_delete => {
-                let _ = v;
-                json_response(StatusCode::OK, success_status(t.def, name).to_string())
+            Outcome::Deleted(_) if !def.graceful_delete() => {
+                json_response(StatusCode::OK, success_status(&t.def, name).to_string())
             }
-            other => object_response(t.def, StatusCode::OK, &other.into_value(), out),
+            other => object_response(&t.def, &def, StatusCode::OK, &other.into_value(), out),
         })
     }
 
     /// Deletes (or starts deleting) one object as upstream's graceful deletion does.
     pub(crate) async fn delete_object(
         &self,
-        def: &ResourceDef,
+        def: &Kind,
         ns: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
@@ -703,8 +812,8 @@ impl ApiServer {
     }
 
     /// The grace period a deletion gets: only pods on a node get one, and terminal ones do not.
-    fn grace_period(&self, def: &ResourceDef, old: &Value, opts: &DeleteOptions) -> i64 {
-        if !def.graceful_delete {
+    fn grace_period(&self, def: &Kind, old: &Value, opts: &DeleteOptions) -> i64 {
+        if !def.graceful_delete() {
             return 0;
         }
         let on_node = object::path(old, "spec.nodeName")
@@ -728,14 +837,14 @@ impl ApiServer {
     /// namespace controller empty it; here the API server empties it itself, deleting each object
     /// as a client would (pods gracefully), and removes the namespace once it is empty.
     async fn delete_namespace(&self, name: &str, opts: &DeleteOptions) -> ApiResult<Outcome> {
-        let ns_def = namespaces();
+        let ns_def = self.namespaces()?;
         if matches!(name, "default" | "kube-system" | "kube-public") {
             return Err(ApiError::forbidden(format!(
                 "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
             )));
         }
         let outcome = self
-            .guaranteed_update(ns_def, None, name, opts.dry_run, |old, _| {
+            .guaranteed_update(&ns_def, None, name, opts.dry_run, |old, _| {
                 if object::is_deleting(old) {
                     let mut same = old.clone();
                     admission::strip_resource_version(&mut same);
@@ -766,7 +875,11 @@ impl ApiServer {
         };
         for _ in 0..600 {
             let mut remaining = 0;
-            for def in resource::RESOURCES.iter().filter(|d| d.namespaced) {
+            let kinds = self.registry().kinds();
+            let stored = kinds
+                .iter()
+                .filter(|d| d.namespaced && matches!(d.storage, Storage::Own));
+            for def in stored {
                 let (items, _) = self.cache.list(def, Some(ns));
                 for e in items {
                     remaining += 1;
@@ -778,10 +891,11 @@ impl ApiServer {
                 }
             }
             if remaining == 0 {
-                let ns_def = namespaces();
-                let _ = self
-                    .guaranteed_update(ns_def, None, ns, false, |_, _| Ok(Change::Delete))
-                    .await;
+                if let Ok(ns_def) = self.namespaces() {
+                    let _ = self
+                        .guaranteed_update(&ns_def, None, ns, false, |_, _| Ok(Change::Delete))
+                        .await;
+                }
                 return;
             }
             // Wait for the cache to move (pods finishing graceful deletion) before looking again.
@@ -804,16 +918,17 @@ impl ApiServer {
         out: Output,
     ) -> ApiResult<Response> {
         let opts = DeleteOptions::from_request(params, headers, body)?;
-        let filter = Filter::new(t.def, params, None)?;
+        let def = self.storage_of(&t.def);
+        let filter = Filter::new(&def, params, None)?;
         self.sync_cache().await?;
         let (items, rev) = self.select(t, &filter);
         let mut deleted = Vec::new();
         for e in items {
-            let result = if is_namespaces(t.def) {
+            let result = if is_namespaces(&def) {
                 self.delete_namespace(&e.name, &opts).await
             } else {
                 self.delete_object(
-                    t.def,
+                    &def,
                     Some(e.namespace.as_str()).filter(|s| !s.is_empty()),
                     &e.name,
                     &opts,
@@ -832,26 +947,25 @@ impl ApiServer {
                 let refs: Vec<&Value> = deleted.iter().collect();
                 json_response(
                     StatusCode::OK,
-                    table::table(t.def, &refs, jiff::Timestamp::now(), include, list_meta)
+                    table::table(&def, &refs, jiff::Timestamp::now(), include, list_meta)
                         .to_string(),
                 )
             }
-            _ => json_response(
-                StatusCode::OK,
-                json!({"kind": t.def.list_kind(), "apiVersion": t.def.api_version(),
-                "metadata": list_meta, "items": deleted})
-                .to_string(),
-            ),
+            _ => {
+                let items: Vec<Value> = deleted.into_iter().map(|v| present(&t.def, v)).collect();
+                json_response(
+                    StatusCode::OK,
+                    json!({"kind": t.def.list_kind(), "apiVersion": t.def.api_version(),
+                    "metadata": list_meta, "items": items})
+                    .to_string(),
+                )
+            }
         })
     }
 }
 
-fn is_namespaces(def: &ResourceDef) -> bool {
-    def.group.is_empty() && def.kind == "Namespace"
-}
-
-fn namespaces() -> &'static ResourceDef {
-    resource::find("", "v1", "namespaces").unwrap_or(&resource::RESOURCES[0])
+fn is_namespaces(def: &Kind) -> bool {
+    def.is("", "Namespace")
 }
 
 fn paginate(
@@ -889,7 +1003,7 @@ pub(crate) fn set_rv(obj: &mut Value, rev: Revision) {
 
 /// A successful deletion's `Status`, as upstream returns for resources that do not return the
 /// deleted object.
-pub(crate) fn success_status(def: &ResourceDef, name: &str) -> Value {
+pub(crate) fn success_status(def: &Kind, name: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
            "details": {"name": name, "group": def.group, "kind": def.plural}})
 }

@@ -7,8 +7,8 @@ use crate::{
     error::{ApiError, ApiResult},
     metrics::Metrics,
     openapi,
+    registry::{Registry, Subresource},
     request::{self, MAX_BODY, Output, Params, Target},
-    resource::{self, Subresource},
     rest::json_response,
 };
 use axum::{
@@ -59,7 +59,7 @@ impl ApiServer {
     /// Loads the cache from `store`, follows it in the background, and creates the system
     /// namespaces if they are missing.
     pub async fn start(store: Arc<dyn Store>, opts: ServerOptions) -> Result<Self, ApiError> {
-        let cache = Arc::new(Cache::new(opts.history));
+        let cache = Arc::new(Cache::new(opts.history, Arc::new(Registry::new())));
         cache.prime(store.as_ref()).await?;
         tokio::spawn(cache.clone().run(store.clone()));
         let server = Self {
@@ -73,15 +73,17 @@ impl ApiServer {
     }
 
     async fn bootstrap(&self) -> Result<(), ApiError> {
-        let def = resource::find("", "v1", "namespaces")
+        let def = self
+            .registry()
+            .find("", "v1", "namespaces")
             .ok_or_else(|| ApiError::internal("no namespaces resource"))?;
         for ns in SYSTEM_NAMESPACES {
-            if self.cache.get(def, None, ns).is_some() {
+            if self.cache.get(&def, None, ns).is_some() {
                 continue;
             }
             let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}});
-            crate::admission::prepare_create(def, &mut obj, None)?;
-            match self.store_create(def, obj, false).await {
+            crate::admission::prepare_create(&def, &mut obj, None, &*self.cache)?;
+            match self.store_create(&def, obj, false).await {
                 Ok(_) => {}
                 Err(e) if e.code == 409 => {}
                 Err(e) => return Err(e),
@@ -179,31 +181,34 @@ fn aggregated_response(v: serde_json::Value) -> Response {
     r
 }
 
-async fn core_discovery(headers: HeaderMap) -> Response {
+async fn core_discovery(State(s): State<ApiServer>, headers: HeaderMap) -> Response {
     if wants_aggregated(&headers) {
-        aggregated_response(discovery::aggregated(true))
+        aggregated_response(discovery::aggregated(s.registry(), true))
     } else {
         json_response(StatusCode::OK, discovery::api_versions().to_string())
     }
 }
 
-async fn groups_discovery(headers: HeaderMap) -> Response {
+async fn groups_discovery(State(s): State<ApiServer>, headers: HeaderMap) -> Response {
     if wants_aggregated(&headers) {
-        aggregated_response(discovery::aggregated(false))
+        aggregated_response(discovery::aggregated(s.registry(), false))
     } else {
-        json_response(StatusCode::OK, discovery::api_group_list().to_string())
+        json_response(
+            StatusCode::OK,
+            discovery::api_group_list(s.registry()).to_string(),
+        )
     }
 }
 
-async fn core_resources(Path(version): Path<String>) -> Response {
-    match discovery::resource_list("", &version) {
+async fn core_resources(State(s): State<ApiServer>, Path(version): Path<String>) -> Response {
+    match discovery::resource_list(s.registry(), "", &version) {
         Some(v) => json_response(StatusCode::OK, v.to_string()),
         None => ApiError::no_route(&format!("/api/{version}")).into_response(),
     }
 }
 
-async fn group_discovery(Path(group): Path<String>) -> Response {
-    let list = discovery::api_group_list();
+async fn group_discovery(State(s): State<ApiServer>, Path(group): Path<String>) -> Response {
+    let list = discovery::api_group_list(s.registry());
     let found = list
         .get("groups")
         .and_then(|g| g.as_array())
@@ -222,31 +227,30 @@ async fn group_discovery(Path(group): Path<String>) -> Response {
     }
 }
 
-async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
-    match discovery::resource_list(&group, &version) {
+async fn group_resources(
+    State(s): State<ApiServer>,
+    Path((group, version)): Path<(String, String)>,
+) -> Response {
+    match discovery::resource_list(s.registry(), &group, &version) {
         Some(v) => json_response(StatusCode::OK, v.to_string()),
         None => ApiError::no_route(&format!("/apis/{group}/{version}")).into_response(),
     }
 }
 
-async fn openapi_index() -> Response {
-    json_response(StatusCode::OK, openapi::index().to_string())
+async fn openapi_index(State(s): State<ApiServer>) -> Response {
+    json_response(StatusCode::OK, openapi::index(s.registry()).to_string())
 }
 
-async fn openapi_doc(Path(path): Path<String>) -> Response {
-    match openapi::group_version(&path) {
-        Some(doc) => json_response(StatusCode::OK, doc.to_string()),
+async fn openapi_doc(State(s): State<ApiServer>, Path(path): Path<String>) -> Response {
+    match openapi::group_version_bytes(s.registry(), &path) {
+        Some(doc) => json_response(StatusCode::OK, doc),
         None => ApiError::no_route(&format!("/openapi/v3/{path}")).into_response(),
     }
 }
 
 async fn metrics(State(s): State<ApiServer>) -> Response {
-    let counts: Vec<(&str, usize)> = s
-        .cache
-        .counts()
-        .into_iter()
-        .map(|(d, n)| (d.plural, n))
-        .collect();
+    let counts = s.cache.counts();
+    let counts: Vec<(&str, usize)> = counts.iter().map(|(p, n)| (p.as_str(), *n)).collect();
     let text = s.metrics.render(s.store.revision(), &counts);
     let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
@@ -260,7 +264,7 @@ async fn metrics(State(s): State<ApiServer>) -> Response {
 async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let Some(target) = request::parse_path(parts.uri.path()) else {
+    let Some(target) = request::parse_path(s.registry(), parts.uri.path()) else {
         return ApiError::no_route(parts.uri.path()).into_response();
     };
     let params = match Params::parse(parts.uri.query()) {

@@ -5,8 +5,8 @@ use crate::{
     admission::{self, Part},
     error::{ApiError, ApiResult},
     object,
+    registry::Kind,
     request::{self, Params, Target},
-    resource::ResourceDef,
     rest::{Change, DeleteOptions, apply_patch, json_response},
     server::ApiServer,
 };
@@ -45,8 +45,8 @@ impl ApiServer {
         self.sync_cache().await?;
         let entry = self
             .cache
-            .get(t.def, t.namespace.as_deref(), name)
-            .ok_or_else(|| ApiError::not_found(t.def, name))?;
+            .get(&t.def, t.namespace.as_deref(), name)
+            .ok_or_else(|| ApiError::not_found(&t.def, name))?;
         Ok(json_response(
             StatusCode::OK,
             scale_of(&entry.value()).to_string(),
@@ -65,7 +65,7 @@ impl ApiServer {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
         let input = request::decode(body, format)?;
-        let def = t.def;
+        let def = &*t.def;
         let outcome = self
             .guaranteed_update(
                 def,
@@ -87,7 +87,7 @@ impl ApiServer {
                     let replicas = scale_replicas(def, name, &scale)?;
                     let mut next = old.clone();
                     next["spec"]["replicas"] = json!(replicas);
-                    admission::prepare_update(def, &mut next, old, Part::Main)?;
+                    admission::prepare_update(def, &mut next, old, Part::Main, &*self.cache)?;
                     Ok(Change::Write(next))
                 },
             )
@@ -115,13 +115,13 @@ impl ApiServer {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| {
                 ApiError::invalid(
-                    t.def,
+                    &t.def,
                     name,
                     &[api::field::FieldError::required("target.name", "")],
                 )
             })?
             .to_string();
-        let def = t.def;
+        let def = &*t.def;
         self.guaranteed_update(
             def,
             t.namespace.as_deref(),
@@ -169,13 +169,13 @@ impl ApiServer {
         if let Some(d) = eviction.get("deleteOptions") {
             opts.merge_body(d)?;
         }
-        self.delete_object(t.def, t.namespace.as_deref(), name, &opts)
+        self.delete_object(&t.def, t.namespace.as_deref(), name, &opts)
             .await?;
         Ok(json_response(StatusCode::CREATED, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).to_string()))
     }
 }
 
-fn scale_replicas(def: &ResourceDef, name: &str, scale: &Value) -> ApiResult<i64> {
+fn scale_replicas(def: &Kind, name: &str, scale: &Value) -> ApiResult<i64> {
     match object::path(scale, "spec.replicas") {
         Some(v) => match v.as_i64() {
             Some(n) if n >= 0 => Ok(n),

@@ -8,9 +8,9 @@
 use crate::{
     cache::{CacheEvent, EventType},
     error::{ApiError, ApiResult},
+    registry::Kind,
     request::{self, Output, Params, Target},
-    resource::ResourceDef,
-    rest::{Filter, json_response},
+    rest::{Filter, entry_json, json_response},
     server::ApiServer,
     table,
 };
@@ -26,7 +26,9 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 
 /// The state a watch stream carries between events.
 struct WatchState {
-    def: &'static ResourceDef,
+    def: Arc<Kind>,
+    /// The kind that stores the objects (whose printer renders tables).
+    storage: Arc<Kind>,
     filter: Filter,
     out: Output,
     pending: std::collections::VecDeque<Bytes>,
@@ -47,7 +49,8 @@ impl ApiServer {
         params: &Params,
         out: Output,
     ) -> ApiResult<Response> {
-        let filter = Filter::new(t.def, params, t.name.as_deref())?;
+        let storage = self.storage_of(&t.def);
+        let filter = Filter::new(&storage, params, t.name.as_deref())?;
         let initial_events = request::flag(&params.send_initial_events);
         let from = match params.resource_version()? {
             _ if initial_events => None,
@@ -65,7 +68,7 @@ impl ApiServer {
         if from.is_none() && !initial_events && params.resource_version.is_none() {
             self.sync_cache().await?;
         }
-        let sub = match self.cache.subscribe(t.def, from) {
+        let sub = match self.cache.subscribe(&storage, from) {
             Ok(sub) => sub,
             // Upstream answers a watch from a compacted revision with 200 and one ERROR event (410),
             // and clients (client-go's reflector, kube-rs' watcher) relist on exactly that.
@@ -77,7 +80,7 @@ impl ApiServer {
         let mut pending = std::collections::VecDeque::new();
         let mut last_rev = from.unwrap_or(sub.rev);
         for ev in &sub.initial {
-            if let Some(b) = encode_event(t.def, &filter, ev, out) {
+            if let Some(b) = encode_event(&t.def, &storage, &filter, ev, out) {
                 pending.push_back(b);
             }
             last_rev = last_rev.max(ev.entry.rev);
@@ -85,7 +88,7 @@ impl ApiServer {
         let bookmarks = request::flag(&params.allow_watch_bookmarks);
         if initial_events {
             last_rev = sub.rev;
-            pending.push_back(bookmark(t.def, last_rev, true));
+            pending.push_back(bookmark(&t.def, last_rev, true));
         }
         let timeout = match params.timeout_seconds()? {
             Some(s) => Duration::from_secs(s),
@@ -93,7 +96,8 @@ impl ApiServer {
             None => Duration::from_secs(1800 + rand::random_range(0..1800)),
         };
         let state = WatchState {
-            def: t.def,
+            def: t.def.clone(),
+            storage: storage.clone(),
             filter,
             out,
             pending,
@@ -103,7 +107,7 @@ impl ApiServer {
             last_rev,
             deadline: tokio::time::Instant::now() + timeout,
             done: false,
-            _open: self.metrics.open_watch(t.def.plural),
+            _open: self.metrics.open_watch(&t.def.plural),
         };
         let body = stream::unfold(state, |mut st| async move {
             loop {
@@ -122,7 +126,7 @@ impl ApiServer {
                                 continue;
                             }
                             st.last_rev = ev.entry.rev;
-                            if let Some(b) = encode_event(st.def, &st.filter, &ev, st.out) {
+                            if let Some(b) = encode_event(&st.def, &st.storage, &st.filter, &ev, st.out) {
                                 st.pending.push_back(b);
                             }
                         }
@@ -139,7 +143,7 @@ impl ApiServer {
                         let rev = st.server.cache.revision();
                         if st.live.is_empty() && rev > st.last_rev {
                             st.last_rev = rev;
-                            st.pending.push_back(bookmark(st.def, rev, false));
+                            st.pending.push_back(bookmark(&st.def, rev, false));
                         }
                     }
                 }
@@ -160,7 +164,7 @@ fn line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(v)
 }
 
-fn bookmark(def: &ResourceDef, rev: u64, initial_end: bool) -> Bytes {
+fn bookmark(def: &Kind, rev: u64, initial_end: bool) -> Bytes {
     let mut meta = json!({"resourceVersion": rev.to_string()});
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -172,7 +176,13 @@ fn bookmark(def: &ResourceDef, rev: u64, initial_end: bool) -> Bytes {
 }
 
 /// Encodes one cache event for a watcher, or `None` if the watcher's selector hides it.
-fn encode_event(def: &ResourceDef, filter: &Filter, ev: &CacheEvent, out: Output) -> Option<Bytes> {
+fn encode_event(
+    def: &Kind,
+    storage: &Kind,
+    filter: &Filter,
+    ev: &CacheEvent,
+    out: Output,
+) -> Option<Bytes> {
     let now = filter.matches(&ev.entry);
     let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
     let kind = match ev.kind {
@@ -185,11 +195,12 @@ fn encode_event(def: &ResourceDef, filter: &Filter, ev: &CacheEvent, out: Output
     };
     Some(match out {
         Output::Json => {
-            let mut v = Vec::with_capacity(ev.entry.json.len() + 32);
+            let json = entry_json(def, &ev.entry);
+            let mut v = Vec::with_capacity(json.len() + 32);
             v.extend_from_slice(b"{\"type\":\"");
             v.extend_from_slice(kind.as_str().as_bytes());
             v.extend_from_slice(b"\",\"object\":");
-            v.extend_from_slice(&ev.entry.json);
+            v.extend_from_slice(&json);
             v.extend_from_slice(b"}\n");
             Bytes::from(v)
         }
@@ -204,7 +215,7 @@ fn encode_event(def: &ResourceDef, filter: &Filter, ev: &CacheEvent, out: Output
         Output::Table(include) => {
             let obj = ev.entry.value();
             let t = table::table(
-                def,
+                storage,
                 &[&obj],
                 jiff::Timestamp::now(),
                 include,

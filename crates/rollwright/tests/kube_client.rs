@@ -652,7 +652,7 @@ async fn status_and_main_resource_are_separate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn generation_bumps_on_spec_changes_only() {
+async fn generation_bumps_on_spec_and_annotation_changes() {
     let c = Cluster::start().await;
     let deploys: Api<Deployment> = Api::default_namespaced(c.client().await);
     let pp = PatchParams::default();
@@ -661,14 +661,16 @@ async fn generation_bumps_on_spec_changes_only() {
         .await
         .expect("create");
     assert_eq!(d.metadata.generation, Some(1));
+    // Upstream's Deployment strategy also counts annotation changes (they are copied to the
+    // ReplicaSets); labels never count.
     let steps: [(Value, i64); 5] = [
         (json!({"metadata": {"labels": {"x": "1"}}}), 1),
-        (json!({"metadata": {"annotations": {"a": "b"}}}), 1),
-        (json!({"spec": {"replicas": 2}}), 2),
-        (json!({"spec": {"replicas": 2}}), 2),
+        (json!({"metadata": {"annotations": {"a": "b"}}}), 2),
+        (json!({"spec": {"replicas": 2}}), 3),
+        (json!({"spec": {"replicas": 2}}), 3),
         (
             json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.26"}]}}}}),
-            3,
+            4,
         ),
     ];
     for (patch, want) in steps {

@@ -233,7 +233,9 @@ fn not_more_than_100_percent(
     }
 }
 
-fn pod_update_policy(errs: &mut Vec<FieldError>, rolling: &Value, path: &Path) {
+/// rollwright's extension fields of a DaemonSet's or StatefulSet's `rollingUpdate`:
+/// `podUpdatePolicy` (`Recreate` | `InPlaceIfPossible`) and `paused` (a boolean).
+fn rollwright_extensions(errs: &mut Vec<FieldError>, rolling: &Value, path: &Path) {
     if let Some(policy) = field(rolling, "podUpdatePolicy") {
         let ok = policy
             .as_str()
@@ -246,12 +248,21 @@ fn pod_update_policy(errs: &mut Vec<FieldError>, rolling: &Value, path: &Path) {
             ));
         }
     }
+    if let Some(paused) = field(rolling, "paused")
+        && !paused.is_boolean()
+    {
+        errs.push(FieldError::invalid(
+            path.child("paused"),
+            paused.clone(),
+            "must be a boolean",
+        ));
+    }
 }
 
 // ---- Deployment ----
 
 /// A Deployment.
-pub(super) fn validate_deployment(obj: &Value) -> Vec<FieldError> {
+pub fn validate_deployment(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -327,7 +338,7 @@ fn deployment_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
 // ---- ReplicaSet ----
 
 /// A ReplicaSet.
-pub(super) fn validate_replica_set(obj: &Value) -> Vec<FieldError> {
+pub fn validate_replica_set(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -342,7 +353,7 @@ pub(super) fn validate_replica_set(obj: &Value) -> Vec<FieldError> {
 // ---- DaemonSet ----
 
 /// A DaemonSet.
-pub(super) fn validate_daemon_set(obj: &Value) -> Vec<FieldError> {
+pub fn validate_daemon_set(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -412,7 +423,7 @@ fn daemon_set_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
                 )),
                 _ => {}
             }
-            pod_update_policy(&mut errs, rolling, &rpath);
+            rollwright_extensions(&mut errs, rolling, &rpath);
         }
         _ => errs.push(not_supported_repr(
             path,
@@ -432,7 +443,7 @@ fn daemon_set_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
 /// A StatefulSet. Unlike upstream (which checks only template labels and annotations), the
 /// template's pod spec is validated too, with the claim templates counting as volumes, so a
 /// broken template is refused instead of failing at pod creation.
-pub(super) fn validate_stateful_set(obj: &Value) -> Vec<FieldError> {
+pub fn validate_stateful_set(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_label);
     let spec = spec_of(obj);
     let path = Path::new("spec");
@@ -540,7 +551,7 @@ fn stateful_set_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
                     }
                     not_more_than_100_percent(&mut errs, &checked, Some(value), &upath);
                 }
-                pod_update_policy(&mut errs, rolling, &rpath);
+                rollwright_extensions(&mut errs, rolling, &rpath);
             }
         }
         _ => errs.push(repr::invalid_repr(
@@ -570,7 +581,7 @@ fn stateful_rolling_repr(rolling: &Value) -> String {
 // ---- ControllerRevision ----
 
 /// A ControllerRevision.
-pub(super) fn validate_controller_revision(obj: &Value) -> Vec<FieldError> {
+pub fn validate_controller_revision(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     if field(obj, "data").is_none() {
         errs.push(FieldError::required(Path::new("data"), "data is mandatory"));
@@ -582,7 +593,7 @@ pub(super) fn validate_controller_revision(obj: &Value) -> Vec<FieldError> {
 // ---- updates ----
 
 /// apps/v1 selectors never change after creation (the strategies' `ValidateImmutableField`).
-pub(super) fn validate_selector_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_selector_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let (new_sel, old_sel) = (
         field(spec_of(new), "selector"),
         field(spec_of(old), "selector"),
@@ -603,7 +614,7 @@ fn normalize_opt(v: Option<&Value>) -> Value {
 }
 
 /// Only some StatefulSet spec fields may change.
-pub(super) fn validate_stateful_set_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_stateful_set_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let strip = |obj: &Value| {
         let mut spec = normalize(spec_of(obj));
         if let Some(map) = spec.as_object_mut() {
@@ -624,7 +635,7 @@ pub(super) fn validate_stateful_set_update(new: &Value, old: &Value) -> Vec<Fiel
 }
 
 /// A revision's data is its identity.
-pub(super) fn validate_controller_revision_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_controller_revision_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let (new_data, old_data) = (field(new, "data"), field(old, "data"));
     if normalize_opt(new_data) == normalize_opt(old_data) {
         return vec![];

@@ -12,7 +12,7 @@ const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDelet
 const PVC_UPDATE_FORBIDDEN: &str = "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
 
 /// A Namespace: names are DNS labels; `spec.finalizers` hold qualified or standard names.
-pub(super) fn validate_namespace(obj: &Value) -> Vec<FieldError> {
+pub fn validate_namespace(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, false, names::name_is_dns_label);
     let path = Path::new("spec").child("finalizers");
     for finalizer in items(field(obj, "spec").unwrap_or(&Value::Null), "finalizers") {
@@ -32,7 +32,7 @@ pub(super) fn validate_namespace(obj: &Value) -> Vec<FieldError> {
 }
 
 /// A Node: cluster-scoped, taints well-formed and unique by key and effect.
-pub(super) fn validate_node(obj: &Value) -> Vec<FieldError> {
+pub fn validate_node(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, false, names::name_is_dns_subdomain);
     let path = Path::new("spec").child("taints");
     let mut seen: Vec<(&str, &str)> = Vec::new();
@@ -71,7 +71,7 @@ pub(super) fn validate_node(obj: &Value) -> Vec<FieldError> {
 
 /// An Event: its namespace must agree with the involved object's (cluster-scoped objects'
 /// events live in `default`).
-pub(super) fn validate_event(obj: &Value) -> Vec<FieldError> {
+pub fn validate_event(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let namespace = field(obj, "metadata")
         .and_then(|m| str_field(m, "namespace"))
@@ -95,7 +95,7 @@ pub(super) fn validate_event(obj: &Value) -> Vec<FieldError> {
 }
 
 /// A PersistentVolumeClaim: access modes and a positive storage request.
-pub(super) fn validate_persistent_volume_claim(obj: &Value) -> Vec<FieldError> {
+pub fn validate_persistent_volume_claim(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = field(obj, "spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
@@ -151,7 +151,7 @@ pub(super) fn validate_persistent_volume_claim(obj: &Value) -> Vec<FieldError> {
 }
 
 /// A claim's spec is fixed once created, except its requests and binding to a volume.
-pub(super) fn validate_persistent_volume_claim_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_persistent_volume_claim_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let strip = |obj: &Value, binding_allowed: bool| {
         let mut spec = normalize(field(obj, "spec").unwrap_or(&Value::Null));
         if let Some(map) = spec.as_object_mut() {
@@ -181,7 +181,7 @@ pub(super) fn validate_persistent_volume_claim_update(new: &Value, old: &Value) 
 }
 
 /// A Lease: durations positive, transitions not negative.
-pub(super) fn validate_lease(obj: &Value) -> Vec<FieldError> {
+pub fn validate_lease(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = field(obj, "spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");

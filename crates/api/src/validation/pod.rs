@@ -14,7 +14,7 @@ const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than
 const MAX_INT32: i64 = i32::MAX as i64;
 
 /// A Pod object.
-pub(super) fn validate_pod(obj: &Value) -> Vec<FieldError> {
+pub fn validate_pod(obj: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_object_meta(obj, true, names::name_is_dns_subdomain);
     let spec = field(obj, "spec").unwrap_or(&Value::Null);
     errs.extend(validate_pod_spec(spec, &Path::new("spec"), &[]));
@@ -23,7 +23,7 @@ pub(super) fn validate_pod(obj: &Value) -> Vec<FieldError> {
 
 /// A workload's pod template at `path` (`spec.template`). `claim_names` are extra volume names
 /// that mounts may refer to (a StatefulSet's `volumeClaimTemplates`).
-pub(super) fn validate_template(
+pub fn validate_template(
     template: Option<&Value>,
     path: &Path,
     claim_names: &[String],
@@ -45,11 +45,7 @@ pub(super) fn validate_template(
 }
 
 /// The checks upstream's `ValidatePodSpec` makes that matter to rollouts and scheduling.
-pub(super) fn validate_pod_spec(
-    spec: &Value,
-    path: &Path,
-    claim_names: &[String],
-) -> Vec<FieldError> {
+pub fn validate_pod_spec(spec: &Value, path: &Path, claim_names: &[String]) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut volumes: HashSet<&str> = claim_names.iter().map(String::as_str).collect();
     errs.extend(validate_volumes(spec, &path.child("volumes"), &mut volumes));
@@ -441,7 +437,7 @@ fn validate_probe(probe: &Value, path: &Path, success_must_be_one: bool) -> Vec<
 }
 
 /// Upstream's `ValidateTolerations`.
-pub(super) fn validate_tolerations(tolerations: &[Value], path: &Path) -> Vec<FieldError> {
+pub fn validate_tolerations(tolerations: &[Value], path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (i, t) in tolerations.iter().enumerate() {
         let p = path.index(i);
@@ -519,7 +515,7 @@ fn toleration_repr(t: &Value) -> String {
 }
 
 /// What may change in a running pod's spec (upstream's `ValidatePodUpdate`).
-pub(super) fn validate_pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
+pub fn validate_pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let spec_path = Path::new("spec");
     let new_spec = field(new, "spec").cloned().unwrap_or(Value::Null);
     let old_spec = field(old, "spec").cloned().unwrap_or(Value::Null);

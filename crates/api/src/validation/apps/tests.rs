@@ -8,7 +8,7 @@ fn template() -> Value {
 
 fn workload(kind: &str, spec: Value) -> Value {
     let mut obj = json!({"metadata": {"name": "w", "namespace": "default"}, "spec": spec});
-    defaults::apply("apps", kind, &mut obj);
+    defaults::tests::apply("apps", kind, &mut obj);
     obj
 }
 

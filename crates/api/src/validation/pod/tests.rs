@@ -4,7 +4,7 @@ use serde_json::json;
 
 fn pod(spec: Value) -> Value {
     let mut pod = json!({"metadata": {"name": "p", "namespace": "default"}, "spec": spec});
-    defaults::apply("", "Pod", &mut pod);
+    defaults::tests::apply("", "Pod", &mut pod);
     pod
 }
 
@@ -212,7 +212,7 @@ fn pod_update_rules() {
     let with = |f: &dyn Fn(&mut Value)| {
         let mut new = old.clone();
         f(&mut new);
-        defaults::apply("", "Pod", &mut new);
+        defaults::tests::apply("", "Pod", &mut new);
         validate_pod_update(&new, &old)
             .iter()
             .map(ToString::to_string)

@@ -1,0 +1,96 @@
+//! The apps/v1 workloads and their revisions.
+
+mod daemonset;
+mod deployment;
+mod replicaset;
+mod statefulset;
+
+use api::field::FieldError;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use serde_json::{Value, json};
+
+use super::{Generation, Kind, Rules, Strategy};
+use crate::table::{
+    AGE, Column, Desc, NAME, Printer, Row, age_cell, col, controller_name, i, name_cell, plain,
+};
+
+/// The apps/v1 kinds, in discovery order.
+pub(super) fn kinds() -> Vec<Kind> {
+    vec![
+        deployment::kind(),
+        replicaset::kind(),
+        statefulset::kind(),
+        daemonset::kind(),
+        Kind::of::<ControllerRevision>()
+            .strategy(
+                Rules::new()
+                    .validate(api::validation::apps::validate_controller_revision)
+                    .immutable(api::validation::apps::validate_controller_revision_update),
+            )
+            .printer(Printer::Columns {
+                columns: revision_columns,
+                row: revision_row,
+            }),
+    ]
+}
+
+/// The rules every apps/v1 workload shares: its own defaults and validation, an immutable
+/// selector, and a generation that follows `spec`.
+struct Workload {
+    defaults: fn(&mut Value),
+    validate: fn(&Value) -> Vec<FieldError>,
+    immutable: fn(&Value, &Value) -> Vec<FieldError>,
+}
+
+impl Strategy for Workload {
+    fn defaults(&self, obj: &mut Value) {
+        (self.defaults)(obj)
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        (self.validate)(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = (self.validate)(new);
+        errs.extend((self.immutable)(new, old));
+        errs
+    }
+
+    fn generation(&self) -> Generation {
+        Generation::Spec
+    }
+}
+
+/// `spec.replicas`, which defaulting sets to 1 when absent.
+fn replicas(obj: &Value) -> i64 {
+    obj.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+fn revision_columns() -> Vec<Column> {
+    #[allow(unused_imports)]
+    use Desc::{Field, Text};
+    vec![
+        NAME,
+        col("Controller", "string", 0, Text("Controller of the object")),
+        col(
+            "Revision",
+            "string",
+            0,
+            Field("io.k8s.api.apps.v1.ControllerRevision", "revision"),
+        ),
+        AGE,
+    ]
+}
+
+fn revision_row(obj: &Value, now: Timestamp) -> Row {
+    plain(vec![
+        name_cell(obj),
+        json!(controller_name(obj)),
+        json!(i(obj, &["revision"])),
+        age_cell(obj, now),
+    ])
+}
