@@ -11,7 +11,7 @@ use nodesim::distribution::Distribution;
 use serde_json::json;
 use std::time::Duration;
 
-/// A tmux server of the test's own (its own socket), running one command in a fixed-size
+/// A tmux server of the test's own (a socket per instance), running one command in a fixed-size
 /// window; killed on drop.
 struct Tmux {
     socket: String,
@@ -19,7 +19,9 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str) -> Tmux {
-        let socket = format!("rollwright-test-{}", std::process::id());
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("rollwright-test-{}-{n}", std::process::id());
         let status = std::process::Command::new("tmux")
             .args([
                 "-L",
@@ -146,6 +148,7 @@ async fn the_watch_screen_shows_counts_per_revision_and_pauses_on_keys() {
         .until("revision 2 rolled out", |s| {
             s.contains("revision 2 (current): 3/3 updated, 3 ready, 3 available")
                 && !s.contains("revision 1:")
+                && s.contains(" rolled out ")
         })
         .await;
     assert!(
@@ -180,5 +183,60 @@ async fn the_watch_screen_shows_counts_per_revision_and_pauses_on_keys() {
         assert!(tokio::time::Instant::now() < deadline, "q did not quit");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_status_on_a_terminal_is_a_live_progress_bar() {
+    let nodes = nodesim::NodeSim {
+        nodes: 3,
+        start_delay: Distribution::Fixed(Duration::from_millis(100)),
+        readiness_delay: Distribution::Fixed(Duration::from_millis(100)),
+        ..Default::default()
+    };
+    let mut rig = Rig::start(nodes, "seed: 1\n").await;
+    rig.start_scheduler_and_controllers();
+    rig.kubectl(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--replicas=3",
+    ])
+    .await;
+    rig.c
+        .rollwright(&["rollout", "status", "deploy/web", "--timeout", "60s"])
+        .await;
+    rig.stop_scheduler().await;
+    rig.kubectl(&["set", "image", "deploy/web", "nginx=nginx:1.28"])
+        .await;
+    // The shell stays after the command ends, so the last screen can be read.
+    let command = format!(
+        "env KUBECONFIG={} HOME={} {ROLLWRIGHT} rollout status deploy/web; echo exit=$?; sleep 60",
+        rig.c.kubeconfig().display(),
+        rig.c.dir.path().display()
+    );
+    let tmux = Tmux::start(&command);
+    let screen = tmux
+        .until("the bar of revision 2", |s| {
+            s.contains("deploy/web revision 2 [") && s.contains("0/3 available")
+        })
+        .await;
+    assert!(
+        screen.contains("revision 1: 3 pods (3 available, 0 terminating)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("waiting for 1 pod of revision 2 to become available: web-"),
+        "{screen}"
+    );
+    rig.start_scheduler();
+    let screen = tmux.until("the end", |s| s.contains("exit=0")).await;
+    // The bar is gone; kubectl's closing line stays.
+    assert!(
+        screen.contains("deployment \"web\" successfully rolled out"),
+        "{screen}"
+    );
+    assert!(!screen.contains("available  "), "{screen}");
     rig.stop().await;
 }
