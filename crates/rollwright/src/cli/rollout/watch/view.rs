@@ -68,17 +68,27 @@ fn grid(screen: &Screen, area: Rect) -> (Vec<Line<'static>>, String) {
     let shown = n.min(capacity);
     let mut lines = Vec::new();
     for row in screen.cells[..shown].chunks(per_row) {
-        let spans: Vec<Span<'static>> = row
-            .iter()
-            .map(|c| {
-                let text = if cell_w == 2 {
-                    format!("{} ", glyph(c.state))
-                } else {
-                    glyph(c.state).to_string()
-                };
-                Span::styled(text, style(c.state, c.revision, screen.revision))
-            })
-            .collect();
+        // One span per run of equal cells: thousands of cells make a few dozen spans.
+        let mut spans: Vec<Span<'static>> = Vec::new();
+        let mut run = String::new();
+        let mut run_style = None;
+        for c in row {
+            let s = style(c.state, c.revision, screen.revision);
+            if run_style.is_some_and(|r| r != s) {
+                spans.push(Span::styled(
+                    std::mem::take(&mut run),
+                    run_style.unwrap_or_default(),
+                ));
+            }
+            run_style = Some(s);
+            run.push_str(glyph(c.state));
+            if cell_w == 2 {
+                run.push(' ');
+            }
+        }
+        if let Some(s) = run_style {
+            spans.push(Span::styled(run, s));
+        }
         lines.push(Line::from(spans));
     }
     let title = if shown < n {
