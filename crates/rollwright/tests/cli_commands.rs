@@ -278,3 +278,46 @@ async fn errors_are_one_line_with_the_fix() {
     one_line(&err, &["--timeout", "e.g. 500ms, 2s, 1m30s"]);
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_prints_a_row_per_change() {
+    let nodes = nodesim::NodeSim {
+        nodes: 1,
+        start_delay: nodesim::distribution::Distribution::Fixed(std::time::Duration::from_millis(
+            100,
+        )),
+        readiness_delay: nodesim::distribution::Distribution::Fixed(
+            std::time::Duration::from_millis(100),
+        ),
+        ..Default::default()
+    };
+    let mut rig = common::Rig::start(nodes, "seed: 1\n").await;
+    rig.start_scheduler_and_controllers();
+    rig.kubectl(&["run", "first", "--image=busybox:1.36"]).await;
+    let mut watch = rig.c.rollwright_spawn(&["get", "pods", "-w"]);
+    let header = watch.until("the header", |l| l.starts_with("NAME")).await;
+    let columns: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(columns, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    watch
+        .until("the listed pod", |l| l.starts_with("first "))
+        .await;
+    rig.kubectl(&["run", "second", "--image=busybox:1.36"])
+        .await;
+    let ready = watch
+        .until("the new pod running and ready", |l| {
+            l.starts_with("second ") && l.contains("1/1") && l.contains("Running")
+        })
+        .await;
+    // One cell per column (a name longer than the listed ones pushes its row right, as in kubectl).
+    let cells: Vec<&str> = ready.split_whitespace().collect();
+    assert_eq!(
+        cells[..4],
+        ["second", "1/1", "Running", "0"],
+        "{header}\n{ready}"
+    );
+    assert!(
+        ready.find("1/1") >= header.find("READY"),
+        "{header}\n{ready}"
+    );
+    rig.stop().await;
+}

@@ -9,7 +9,11 @@ use super::{
     output::{self, Format},
 };
 use anyhow::{Context, bail};
-use kube::api::{GetParams, ListParams};
+use futures::TryStreamExt;
+use kube::{
+    api::{GetParams, ListParams, WatchEvent, WatchParams},
+    core::Request as ApiRequest,
+};
 use serde_json::{Value, json};
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
@@ -26,6 +30,9 @@ pub struct GetArgs {
     /// Label selector, e.g. app=web.
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
+    /// After the list, print a row for every change (one type, table output).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
     #[command(flatten)]
     pub target: Target,
 }
@@ -156,9 +163,121 @@ fn with_accept(
     Ok(req)
 }
 
+/// Column widths of a rendered table, so that watched rows line up under the first list.
+fn widths(rendered: &str) -> Vec<usize> {
+    let Some(header) = rendered.lines().next() else {
+        return Vec::new();
+    };
+    // A column starts where a header word starts after at least three spaces.
+    let mut starts = vec![0];
+    let bytes: Vec<char> = header.chars().collect();
+    for i in 3..bytes.len() {
+        if bytes[i] != ' ' && bytes[i - 1] == ' ' && bytes[i - 2] == ' ' && bytes[i - 3] == ' ' {
+            starts.push(i);
+        }
+    }
+    starts.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+/// `get -w`: a row per change after the list, as kubectl prints them.
+async fn watch_rows(
+    session: &Session,
+    builder: &ApiRequest,
+    args: &GetArgs,
+    resource_version: &str,
+    (tables, wide, all): (&[Value], bool, bool),
+    ns: Option<&str>,
+) -> anyhow::Result<()> {
+    let rendered = render_table(tables, wide, all);
+    let header_only = {
+        let mut t = tables.first().cloned().unwrap_or_default();
+        t["rows"] = json!([]);
+        t
+    };
+    let mut columns = widths(&rendered);
+    let mut wp = WatchParams::default();
+    if let Some(sel) = &args.selector {
+        wp = wp.labels(sel);
+    }
+    let req = with_accept(builder.watch(&wp, resource_version)?, TABLE)?;
+    let stream = session
+        .client
+        .request_events::<Value>(req)
+        .await
+        .explain(session, ns)?;
+    futures::pin_mut!(stream);
+    if rendered.is_empty() {
+        // Nothing listed: the header comes with the first row.
+        columns.clear();
+    }
+    while let Some(event) = stream.try_next().await.explain(session, ns)? {
+        let table = match event {
+            WatchEvent::Added(t) | WatchEvent::Modified(t) | WatchEvent::Deleted(t) => t,
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => bail!("the watch ended: {}", e.message),
+        };
+        let mut with_header = header_only.clone();
+        with_header["rows"] = table["rows"].clone();
+        if table.get("columnDefinitions").is_some_and(Value::is_array) {
+            with_header["columnDefinitions"] = table["columnDefinitions"].clone();
+        }
+        let text = render_table(&[with_header], wide, all);
+        let mut lines = text.lines();
+        let header = lines.next().unwrap_or_default();
+        if columns.is_empty() {
+            println!("{header}");
+            columns = widths(&text);
+        }
+        for line in lines {
+            println!("{}", realign(line, header, &columns));
+        }
+    }
+    Ok(())
+}
+
+/// A row laid out by its own header, laid out again at `columns`.
+fn realign(line: &str, header: &str, columns: &[usize]) -> String {
+    let own = widths(&format!("{header}\n"));
+    let chars: Vec<char> = line.chars().collect();
+    let mut cells = Vec::new();
+    let mut at = 0;
+    for w in &own {
+        let end = (at + w).min(chars.len());
+        cells.push(
+            chars[at.min(end)..end]
+                .iter()
+                .collect::<String>()
+                .trim_end()
+                .to_string(),
+        );
+        at = end;
+    }
+    cells.push(chars[at.min(chars.len())..].iter().collect::<String>());
+    let mut out = String::new();
+    for (i, cell) in cells.iter().enumerate() {
+        out.push_str(cell);
+        if let Some(w) = columns.get(i) {
+            let pad = w.saturating_sub(cell.chars().count()).max(3);
+            out.extend(std::iter::repeat_n(' ', pad));
+        }
+    }
+    out.trim_end().to_string()
+}
+
 /// Runs `get`.
 pub async fn run(args: GetArgs) -> anyhow::Result<()> {
     let requests = requests(&args.args)?;
+    if args.watch && (requests.len() != 1 || !requests[0].names.is_empty()) {
+        bail!("get -w watches one type: e.g. `rollwright get pods -w` (narrow it with -l)");
+    }
+    if args.watch
+        && matches!(
+            args.output,
+            Some(Format::Yaml | Format::Json | Format::Name)
+        )
+    {
+        bail!("get -w prints tables: leave out -o yaml|json|name");
+    }
     let session = args.target.connect().await?;
     let catalog = Catalog::discover(&session).await?;
     let all = session.all_namespaces;
@@ -168,7 +287,7 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
         let resource = catalog.resolve(&request.type_name)?;
         let ns = (!all && resource.namespaced).then_some(session.namespace.as_str());
         let path = collection_path(resource, ns);
-        let builder = kube::core::Request::new(path);
+        let builder = ApiRequest::new(path);
         let reqs: Vec<http::Request<Vec<u8>>> = if request.names.is_empty() {
             let mut lp = ListParams::default();
             if let Some(sel) = &args.selector {
@@ -188,13 +307,24 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
                 for req in reqs {
                     tables.push(fetch(&session, with_accept(req, TABLE)?, ns).await?);
                 }
-                let text = render_table(&tables, args.output == Some(Format::Wide), all);
+                let wide = args.output == Some(Format::Wide);
+                let text = render_table(&tables, wide, all);
                 if !text.is_empty() {
                     if printed_tables > 0 {
                         println!();
                     }
                     print!("{text}");
                     printed_tables += 1;
+                }
+                if args.watch {
+                    let rv = tables
+                        .first()
+                        .and_then(|t| t.pointer("/metadata/resourceVersion"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("0")
+                        .to_string();
+                    return watch_rows(&session, &builder, &args, &rv, (&tables, wide, all), ns)
+                        .await;
                 }
             }
             Some(Format::Yaml | Format::Json | Format::Name) => {
@@ -328,6 +458,20 @@ mod tests {
         );
         let empty = json!({"columnDefinitions": [{"name": "Name"}], "rows": []});
         assert_eq!(render_table(&[empty], false, false), "");
+    }
+
+    #[test]
+    fn watched_rows_line_up_under_the_list() {
+        let header = "NAME    READY   AGE";
+        assert_eq!(widths(header), vec![8, 8]);
+        assert_eq!(
+            realign("web-12345   0/1     1s", "NAME        READY   AGE", &[8, 8]),
+            "web-12345   0/1     1s"
+        );
+        assert_eq!(
+            realign("a      1/1     2s", "NAME   READY   AGE", &[8, 8]),
+            "a       1/1     2s"
+        );
     }
 
     #[test]
