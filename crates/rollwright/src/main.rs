@@ -1,5 +1,7 @@
 //! `rollwright`: the embedded Kubernetes-compatible control plane and its tools.
 
+mod cli;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use rollwright::{
@@ -126,6 +128,9 @@ enum Command {
         #[command(subcommand)]
         scenario: rollwright::bench::Scenario,
     },
+    /// The CLI: rollout, get, apply, delete, set, scale.
+    #[command(flatten)]
+    Cli(cli::Command),
 }
 
 #[derive(Subcommand)]
@@ -198,13 +203,19 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 async fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // The CLI's output is its own (its errors are one line each); the servers log what they do.
+    let level = if matches!(cli.command, Command::Cli(_)) {
+        "off"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     match cli.command {
         Command::Up {
             serve: args,
@@ -271,6 +282,7 @@ async fn run() -> anyhow::Result<()> {
             ..
         } => node_op(&cluster, op).await,
         Command::Bench { scenario } => rollwright::bench::run(scenario).await,
+        Command::Cli(command) => cli::run(command).await,
     }
 }
 

@@ -65,6 +65,11 @@ pub const SKIP_UNREACHABLE_NODES: &str = "rollwright.io/skip-unreachable-nodes";
 /// rolling update that changes only images patch pods instead of recreating them; the
 /// annotation is how a real cluster, whose API lacks the field, opts in.
 pub const POD_UPDATE_POLICY: &str = "rollwright.io/pod-update-policy";
+/// `"true"` here (or `spec.updateStrategy.rollingUpdate.paused: true` on rollwright's API
+/// server) pauses a rolling update: no pod of an old revision is replaced, while new nodes still
+/// get pods and the status stays true. The annotation is how a real cluster, whose API lacks the
+/// field, says it.
+pub const PAUSED: &str = "rollwright.io/paused";
 /// The annotation upstream's API server keeps the legacy template generation in.
 const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
 
@@ -135,6 +140,8 @@ pub struct Daemon {
     pub eligibility: Eligibility,
     /// Whether image-only updates patch pods in place.
     pub in_place: bool,
+    /// Whether the rolling update is paused ([`PAUSED`]).
+    pub paused: bool,
 }
 
 impl Daemon {
@@ -148,6 +155,15 @@ impl Daemon {
             .and_then(|a| a.get(POD_UPDATE_POLICY))
             .and_then(Value::as_str);
         let in_place = policy.or(annotation) == Some("InPlaceIfPossible");
+        let paused = value
+            .pointer("/spec/updateStrategy/rollingUpdate/paused")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(PAUSED))
+                .and_then(Value::as_str)
+                == Some("true");
         let ds: DaemonSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
         let selector = LabelSelector::from_label_selector(
             &ds.spec
@@ -167,6 +183,7 @@ impl Daemon {
             selector,
             eligibility,
             in_place,
+            paused,
         })
     }
 
@@ -724,6 +741,7 @@ impl DaemonSetController {
         if result.as_ref().is_ok_and(|acted| !acted)
             && self.satisfied(&key)
             && daemon.is_rolling_update()
+            && !daemon.paused
         {
             result = self.rolling_update(&sync, &constructed).await;
         }
@@ -1230,6 +1248,16 @@ mod tests {
                      "updateStrategy": strategy}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn paused_by_the_field_or_the_annotation() {
+        let paused = json!({"type": "RollingUpdate", "rollingUpdate": {"paused": true}});
+        assert!(daemon(paused).paused);
+        assert!(!daemon(json!({"type": "RollingUpdate"})).paused);
+        let mut value = serde_json::to_value(&daemon(json!({"type": "RollingUpdate"})).ds).unwrap();
+        value["metadata"]["annotations"] = json!({PAUSED: "true"});
+        assert!(Daemon::from_json(value).unwrap().paused);
     }
 
     #[test]

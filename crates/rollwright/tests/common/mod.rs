@@ -44,7 +44,13 @@ impl Cluster {
 
     /// Runs kubectl with this cluster's kubeconfig; stdin is fed when given.
     pub async fn kubectl_raw(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = tokio::process::Command::new(KUBECTL);
+        self.run_raw(KUBECTL, args, stdin).await
+    }
+
+    /// Runs `program` with this cluster's kubeconfig and a home of its own; stdin is fed when
+    /// given.
+    pub async fn run_raw(&self, program: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .env("KUBECONFIG", self.kubeconfig())
             .env("HOME", self.dir.path())
@@ -57,7 +63,7 @@ impl Cluster {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("kubectl runs");
+        let mut child = cmd.spawn().expect("the program runs");
         if let Some(input) = stdin {
             use tokio::io::AsyncWriteExt;
             let mut pipe = child.stdin.take().expect("stdin");
@@ -66,8 +72,8 @@ impl Cluster {
         }
         tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
             .await
-            .expect("kubectl finishes within a minute")
-            .expect("kubectl output")
+            .expect("the program finishes within a minute")
+            .expect("its output")
     }
 
     /// Runs kubectl and returns stdout, failing the test with kubectl's stderr if it fails.
@@ -116,7 +122,12 @@ impl Cluster {
 
     /// Starts a long-running kubectl (`get -w`) whose stdout the test reads line by line.
     pub fn kubectl_spawn(&self, args: &[&str]) -> LineReader {
-        let mut child = tokio::process::Command::new(KUBECTL)
+        self.spawn(KUBECTL, args)
+    }
+
+    /// Starts a long-running `program` whose stdout the test reads line by line.
+    pub fn spawn(&self, program: &str, args: &[&str]) -> LineReader {
+        let mut child = tokio::process::Command::new(program)
             .args(args)
             .env("KUBECONFIG", self.kubeconfig())
             .env("HOME", self.dir.path())
@@ -126,7 +137,7 @@ impl Cluster {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .expect("kubectl runs");
+            .expect("the program runs");
         let stdout = child.stdout.take().expect("stdout");
         LineReader {
             lines: tokio::io::BufReader::new(stdout).lines(),
@@ -350,5 +361,58 @@ impl Rig {
         self.c
             .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
             .await;
+    }
+}
+
+/// The rollwright binary under test.
+pub const ROLLWRIGHT: &str = env!("CARGO_BIN_EXE_rollwright");
+
+impl Cluster {
+    /// Runs the rollwright CLI against this cluster.
+    pub async fn rollwright_raw(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.run_raw(ROLLWRIGHT, args, stdin).await
+    }
+
+    /// Runs the rollwright CLI and returns stdout, failing the test with stderr if it fails.
+    pub async fn rollwright(&self, args: &[&str]) -> String {
+        let out = self.rollwright_raw(args, None).await;
+        assert!(
+            out.status.success(),
+            "rollwright {} failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs the rollwright CLI expecting failure; returns (stdout, stderr).
+    pub async fn rollwright_fails(&self, args: &[&str], stdin: Option<&str>) -> (String, String) {
+        let out = self.rollwright_raw(args, stdin).await;
+        assert!(
+            !out.status.success(),
+            "rollwright {} unexpectedly succeeded: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Starts a long-running rollwright CLI command whose stdout the test reads line by line.
+    pub fn rollwright_spawn(&self, args: &[&str]) -> LineReader {
+        self.spawn(ROLLWRIGHT, args)
+    }
+}
+
+impl LineReader {
+    /// Waits for the child to exit (after its output was read) and returns its exit status.
+    pub async fn exit_status(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(DEADLINE, self._child.wait())
+            .await
+            .expect("the program exits in time")
+            .expect("its exit status")
     }
 }
