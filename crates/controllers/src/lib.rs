@@ -26,6 +26,8 @@ pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
 pub mod runtime;
+pub mod statefulset;
+pub mod volume;
 
 use kube::Client;
 
