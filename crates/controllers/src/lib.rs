@@ -26,6 +26,8 @@ pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
 pub mod runtime;
+#[cfg(feature = "test-support")]
+pub mod stateful_invariants;
 pub mod statefulset;
 pub mod volume;
 
