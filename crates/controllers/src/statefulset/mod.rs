@@ -61,7 +61,9 @@ impl Set {
         let policy = rolling
             .and_then(|r| r.get("podUpdatePolicy"))
             .and_then(Value::as_str);
-        let in_place = policy.or(annotation(POD_UPDATE_POLICY)) == Some("InPlaceIfPossible");
+        // The API server defaults the field to `Recreate`, so either saying InPlaceIfPossible
+        // opts in.
+        let in_place = [policy, annotation(POD_UPDATE_POLICY)].contains(&Some("InPlaceIfPossible"));
         let paused = rolling
             .and_then(|r| r.get("paused"))
             .and_then(Value::as_bool)
@@ -231,5 +233,10 @@ mod tests {
             json!({PAUSED: "true", POD_UPDATE_POLICY: "InPlaceIfPossible"}),
         );
         assert!(annotated.paused && annotated.in_place && !annotated.rolling());
+        let defaulted = set(
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "Recreate"}}}),
+            json!({POD_UPDATE_POLICY: "InPlaceIfPossible"}),
+        );
+        assert!(defaulted.in_place);
     }
 }
