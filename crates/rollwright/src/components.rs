@@ -113,6 +113,10 @@ fn controller_tasks(
             client.clone(),
             Default::default(),
         )),
+        Box::pin(controllers::statefulset::run(
+            client.clone(),
+            Default::default(),
+        )),
         // Stopped by dropping, like the others.
         Box::pin(controllers::daemonset::run_daemonset(
             client,

@@ -1,0 +1,474 @@
+//! StatefulSets end to end (issue 8): real `kubectl` against a whole in-process cluster — API
+//! server, simulated nodes with short fixed delays and a fault profile, the scheduler and the
+//! controllers (StatefulSet and volume controllers among them) — with an independent invariant
+//! watcher ([`controllers::stateful_invariants`]) on every rolling update: unavailable pods never
+//! exceed `maxUnavailable`, no pod below the partition is touched, and `OrderedReady` never
+//! starts an update out of order.
+//!
+//! Every test case of seed 003 is a test of its own, in both pod management policies (a module
+//! per case, `ordered_ready` and `parallel` inside). Mid-rollout states are made deterministic,
+//! never timed: an image matching the profile's `*:stuck` rule runs but never gets ready.
+
+#![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+mod common;
+
+use common::Rig;
+use controllers::stateful_invariants::{Rule, StatefulWatcher};
+use futures::StreamExt;
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod},
+};
+use kube::{Api, ResourceExt, runtime::watcher};
+use nodesim::{NodeSim, distribution::Distribution};
+use serde_json::{Value, json};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
+
+/// How long a watch waits for a state a working cluster reaches in a few seconds.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Images ending in `:stuck` run but never get ready.
+const PROFILE: &str = r#"
+seed: 1
+rules:
+  - name: stuck
+    match: {image: "*:stuck"}
+    fault: neverReady
+"#;
+
+const HASH: &str = "controller-revision-hash";
+
+/// A cluster whose scheduler and controllers the test can stop and start again.
+struct Env {
+    rig: Rig,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Rig;
+    fn deref(&self) -> &Rig {
+        &self.rig
+    }
+}
+
+impl std::ops::DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut Rig {
+        &mut self.rig
+    }
+}
+
+impl Env {
+    /// Three simulated nodes whose pods start after 50ms and get ready 50ms later, with the
+    /// scheduler and controllers running beside them as in `rollwright up`.
+    async fn start() -> Env {
+        let mut env = Self::without_controllers().await;
+        env.start_scheduler_and_controllers();
+        env
+    }
+
+    /// The same with neither scheduler nor controllers running.
+    async fn without_controllers() -> Env {
+        let sim = NodeSim {
+            nodes: 3,
+            start_delay: Distribution::Fixed(Duration::from_millis(50)),
+            readiness_delay: Distribution::Fixed(Duration::from_millis(50)),
+            ..Default::default()
+        };
+        let env = Env {
+            rig: Rig::start(sim, PROFILE).await,
+        };
+        env.wait_nodes_ready(3).await;
+        env
+    }
+
+    async fn stop(self) {
+        self.rig.stop().await;
+    }
+
+    async fn wait_nodes_ready(&self, n: usize) {
+        let mut ready = BTreeSet::new();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        embedded::wait_until(
+            &nodes,
+            &format!("{n} nodes ready"),
+            TIMEOUT,
+            |node: &Node| {
+                let is_ready = node
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                    .is_some_and(|c| c.status == "True");
+                if is_ready {
+                    ready.insert(node.name_any());
+                }
+                ready.len() >= n
+            },
+        )
+        .await
+        .unwrap();
+    }
+
+    fn sets(&self) -> Api<StatefulSet> {
+        Api::default_namespaced(self.client.clone())
+    }
+
+    fn pod_api(&self) -> Api<Pod> {
+        Api::default_namespaced(self.client.clone())
+    }
+
+    fn claims(&self) -> Api<PersistentVolumeClaim> {
+        Api::default_namespaced(self.client.clone())
+    }
+
+    fn volumes(&self) -> Api<PersistentVolume> {
+        Api::all(self.client.clone())
+    }
+
+    /// `kubectl set image sts/NAME app=IMAGE`.
+    async fn set_image(&self, name: &str, image: &str) {
+        let out = self
+            .kubectl(&[
+                "set",
+                "image",
+                &format!("sts/{name}"),
+                &format!("app={image}"),
+            ])
+            .await;
+        assert!(out.contains("image updated"), "{out}");
+    }
+
+    /// `kubectl patch sts NAME -p PATCH` (a strategic merge patch).
+    async fn patch(&self, name: &str, patch: Value) {
+        self.kubectl(&["patch", "sts", name, "-p", &patch.to_string()])
+            .await;
+    }
+
+    /// `kubectl rollout status`, which must report success.
+    async fn rollout_status(&self, name: &str) -> String {
+        let out = self
+            .kubectl(&["rollout", "status", &format!("sts/{name}"), "--timeout=60s"])
+            .await;
+        assert!(
+            out.contains("roll out complete") || out.contains("rolling update complete"),
+            "{out}"
+        );
+        out
+    }
+
+    /// Waits until the pods labelled `app=<app>` satisfy `pred` (checked after every pod event,
+    /// never polled); returns them by name.
+    async fn wait_pods(
+        &self,
+        app: &str,
+        what: &str,
+        pred: impl Fn(&BTreeMap<String, Pod>) -> bool,
+    ) -> BTreeMap<String, Pod> {
+        let config = watcher::Config::default().labels(&format!("app={app}"));
+        let mut events = watcher(self.pod_api(), config).boxed();
+        let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+        let mut synced = false;
+        let found = tokio::time::timeout(TIMEOUT, async {
+            while let Some(event) = events.next().await {
+                match event.unwrap() {
+                    watcher::Event::Init => pods.clear(),
+                    watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
+                        pods.insert(p.name_any(), p);
+                    }
+                    watcher::Event::Delete(p) => {
+                        pods.remove(&p.name_any());
+                    }
+                    watcher::Event::InitDone => synced = true,
+                }
+                if synced && pred(&pods) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        match found {
+            Ok(true) => pods,
+            _ => panic!(
+                "timed out waiting for {what}; pods of {app}:\n{}",
+                describe(&pods)
+            ),
+        }
+    }
+
+    /// Waits until the set `name` satisfies `pred`.
+    async fn wait_sts(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&StatefulSet) -> bool,
+    ) -> StatefulSet {
+        embedded::wait_until(&self.sets(), what, TIMEOUT, |s: &StatefulSet| {
+            s.name_any() == name && pred(s)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// The set's update revision, once its latest spec is observed.
+    async fn update_revision(&self, name: &str) -> String {
+        let s = self
+            .wait_sts(name, "latest spec observed", |s| {
+                s.status.as_ref().and_then(|st| st.observed_generation) == s.metadata.generation
+            })
+            .await;
+        s.status.unwrap().update_revision.unwrap()
+    }
+
+    /// Waits until ordinals `0..replicas` of `name` all run ready on `revision` (and nothing
+    /// else of the set exists); returns them.
+    async fn settled(
+        &self,
+        name: &str,
+        replicas: i32,
+        revisions: &[(i32, &str)],
+    ) -> BTreeMap<String, Pod> {
+        let want: BTreeSet<String> = (0..replicas).map(|o| format!("{name}-{o}")).collect();
+        let revision_of = |o: i32| {
+            revisions
+                .iter()
+                .rev()
+                .find(|(from, _)| o >= *from)
+                .map(|(_, r)| r.to_string())
+        };
+        self.wait_pods(
+            name,
+            &format!("{replicas} pods settled on {revisions:?}"),
+            |pods| {
+                pods.keys().cloned().collect::<BTreeSet<_>>() == want
+                    && pods.values().all(|p| {
+                        let o: i32 = p.name_any().rsplit_once('-').unwrap().1.parse().unwrap();
+                        api::pod::is_ready(p)
+                            && p.metadata.deletion_timestamp.is_none()
+                            && revision_of(o).is_none_or(|r| hash_of(p) == r)
+                    })
+            },
+        )
+        .await
+    }
+
+    async fn watch(&self, name: &str, rule: Rule) -> StatefulWatcher {
+        StatefulWatcher::start(
+            self.client.clone(),
+            "default",
+            name,
+            &format!("app={name}"),
+            rule,
+        )
+        .await
+    }
+}
+
+fn hash_of(p: &Pod) -> String {
+    p.labels().get(HASH).cloned().unwrap_or_default()
+}
+
+fn image_of(p: &Pod) -> String {
+    p.spec.as_ref().unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
+}
+
+fn describe(pods: &BTreeMap<String, Pod>) -> String {
+    pods.values()
+        .map(|p| {
+            format!(
+                "  {} uid={} phase={} ready={} deleting={} hash={} image={}",
+                p.name_any(),
+                p.uid().unwrap_or_default(),
+                api::pod::phase(p),
+                api::pod::is_ready(p),
+                p.metadata.deletion_timestamp.is_some(),
+                hash_of(p),
+                image_of(p)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn uids(pods: &BTreeMap<String, Pod>) -> BTreeMap<String, String> {
+    pods.iter()
+        .map(|(n, p)| (n.clone(), p.uid().unwrap()))
+        .collect()
+}
+
+/// A StatefulSet `name` of `replicas` pods running `image` (container `app`), under `policy`,
+/// with `extra` merged into its spec.
+fn statefulset(name: &str, replicas: i32, image: &str, ordered: bool, extra: Value) -> Value {
+    let mut s = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "serviceName": name,
+            "replicas": replicas,
+            "podManagementPolicy": if ordered { "OrderedReady" } else { "Parallel" },
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"terminationGracePeriodSeconds": 10,
+                         "containers": [{"name": "app", "image": image}]}
+            }
+        }
+    });
+    merge(&mut s["spec"], extra);
+    s
+}
+
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(b), Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, e) => *b = e,
+    }
+}
+
+fn rolling(partition: i32, max_unavailable: Value) -> Value {
+    json!({"updateStrategy": {"type": "RollingUpdate",
+        "rollingUpdate": {"partition": partition, "maxUnavailable": max_unavailable}}})
+}
+
+// ---- seed 003: maxUnavailable and partition ----
+
+/// One seed-003 case: a set of `replicas` pods under `policy` rolls from `app:1` to `app:2`
+/// with `partition` and `max_unavailable`; the pods at or above the partition are replaced from
+/// the top, as many at once as maxUnavailable allows and no more, those below stay as they are.
+async fn rollout_case(
+    ordered: bool,
+    replicas: i32,
+    partition: i32,
+    max_unavailable: Value,
+    resolved: i32,
+) {
+    let env = Env::start().await;
+    env.apply(&statefulset(
+        "app",
+        replicas,
+        "app:1",
+        ordered,
+        rolling(partition, max_unavailable),
+    ))
+    .await;
+    env.rollout_status("app").await;
+    let old = env.update_revision("app").await;
+    let before = env.settled("app", replicas, &[(0, &old)]).await;
+    let rule = Rule {
+        start: 0,
+        replicas,
+        partition,
+        max_unavailable: resolved,
+        ordered,
+        min_ready_seconds: 0,
+    };
+    let watch = env.watch("app", rule).await;
+
+    env.set_image("app", "app:2").await;
+    let new = env.update_revision("app").await;
+    assert_ne!(old, new);
+    env.rollout_status("app").await;
+    let after = env
+        .settled("app", replicas, &[(0, &old), (partition, &new)])
+        .await;
+
+    assert_eq!(watch.violations(), Vec::<String>::new());
+    let staged: Vec<i32> = (partition..replicas).rev().collect();
+    let mut order = watch.update_order();
+    if !ordered {
+        // Parallel: each wave from the top, but one wave's deletions race each other.
+        order.sort_by(|a, b| b.cmp(a));
+    }
+    assert_eq!(order, staged, "replaced from the top down");
+    let in_flight = resolved.min(replicas - partition);
+    assert_eq!(
+        watch.max_unavailable_seen(),
+        in_flight,
+        "{in_flight} pods out at once, no more and no fewer"
+    );
+    for o in 0..replicas {
+        let n = format!("app-{o}");
+        let (b, a) = (&before[&n], &after[&n]);
+        if o < partition {
+            assert_eq!(
+                (b.uid(), image_of(b)),
+                (a.uid(), image_of(a)),
+                "{n} untouched"
+            );
+        } else {
+            assert_ne!(b.uid(), a.uid(), "{n} recreated");
+            assert_eq!(image_of(a), "app:2");
+        }
+    }
+    let st = env.sets().get("app").await.unwrap().status.unwrap();
+    assert_eq!(st.updated_replicas, Some(replicas - partition));
+    assert_eq!(st.ready_replicas, Some(replicas));
+    if partition == 0 {
+        assert_eq!(st.current_revision.as_deref(), Some(new.as_str()));
+    } else {
+        assert_eq!(st.current_revision.as_deref(), Some(old.as_str()));
+        assert_eq!(st.current_replicas, Some(partition));
+    }
+    env.stop().await;
+}
+
+/// A module per seed-003 case with a test per pod management policy.
+macro_rules! both_policies {
+    ($(#[$doc:meta])* $case:ident: $replicas:expr, $partition:expr, $max:expr => $resolved:expr) => {
+        $(#[$doc])*
+        mod $case {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ordered_ready() {
+                super::rollout_case(true, $replicas, $partition, serde_json::json!($max), $resolved).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn parallel() {
+                super::rollout_case(false, $replicas, $partition, serde_json::json!($max), $resolved).await;
+            }
+        }
+    };
+}
+
+both_policies!(
+    /// maxUnavailable 1: one pod at a time, exactly as before the field existed.
+    max_unavailable_1: 5, 0, 1 => 1
+);
+both_policies!(
+    /// maxUnavailable greater than 1 without a partition.
+    max_unavailable_above_1: 5, 0, 2 => 2
+);
+both_policies!(
+    /// maxUnavailable greater than replicas without a partition: every pod at once.
+    max_unavailable_above_replicas: 4, 0, 7 => 7
+);
+both_policies!(
+    /// A percentage rounds down: 50% of 5 is 2.
+    max_unavailable_percent_rounds_down: 5, 0, "50%" => 2
+);
+both_policies!(
+    /// Partition with fewer staged pods (2) than maxUnavailable (3).
+    partition_staged_fewer_than_max_unavailable: 5, 3, 3 => 3
+);
+both_policies!(
+    /// Partition with as many staged pods (3) as maxUnavailable (3).
+    partition_staged_as_many_as_max_unavailable: 5, 2, 3 => 3
+);
+both_policies!(
+    /// Partition with more staged pods (4) than maxUnavailable (2).
+    partition_staged_more_than_max_unavailable: 5, 1, 2 => 2
+);
+both_policies!(
+    /// Partition with maxUnavailable greater than replicas.
+    partition_and_max_unavailable_above_replicas: 5, 2, 9 => 9
+);
