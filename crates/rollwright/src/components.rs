@@ -117,6 +117,7 @@ fn controller_tasks(
             client.clone(),
             Default::default(),
         )),
+        Box::pin(controllers::volume::run(client.clone(), Default::default())),
         // Stopped by dropping, like the others.
         Box::pin(controllers::daemonset::run_daemonset(
             client,

@@ -13,6 +13,7 @@ use crate::{
     node_info::NodeInfo,
     pod_info::{PodInfo, is_terminal, wants_scheduling},
     queue::{Backoff, QueuedPod, SchedulingQueue},
+    volume_binding::VolumeBinding,
 };
 use events::{EventType, Recorder};
 use futures::{Stream, StreamExt};
@@ -51,9 +52,11 @@ pub async fn run(client: Client, config: SchedulerConfig, shutdown: impl Future)
     );
     let nodes =
         watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
-    Scheduler::new(client, config, pod_store)
-        .run(pods, nodes, shutdown)
-        .await;
+    let (volumes, volume_watches) = VolumeBinding::start(client.clone());
+    tokio::select! {
+        () = Scheduler::new(client, config, pod_store, volumes).run(pods, nodes, shutdown) => {}
+        () = volume_watches => {}
+    }
 }
 
 struct BindDone {
@@ -70,6 +73,7 @@ struct Scheduler {
     config: SchedulerConfig,
     recorder: Recorder,
     pods: Store<Pod>,
+    volumes: VolumeBinding,
     cache: Cache,
     queue: SchedulingQueue,
     next_start: usize,
@@ -82,7 +86,12 @@ struct Scheduler {
 }
 
 impl Scheduler {
-    fn new(client: Client, config: SchedulerConfig, pods: Store<Pod>) -> Self {
+    fn new(
+        client: Client,
+        config: SchedulerConfig,
+        pods: Store<Pod>,
+        volumes: VolumeBinding,
+    ) -> Self {
         let recorder = Recorder::new(client.clone(), config.scheduler_name.clone(), None);
         let queue = SchedulingQueue::new(Backoff {
             initial: config.initial_backoff,
@@ -93,6 +102,7 @@ impl Scheduler {
             config,
             recorder,
             pods,
+            volumes,
             cache: Cache::default(),
             queue,
             next_start: 0,
@@ -113,6 +123,7 @@ impl Scheduler {
         let mut pods = pin!(pods);
         let mut nodes = pin!(nodes);
         let mut shutdown = pin!(shutdown);
+        let volumes_changed = self.volumes.changed();
         let mut flush = tokio::time::interval(self.config.flush_interval);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -137,6 +148,10 @@ impl Scheduler {
                     Ok(event) => self.pod_event(event),
                     Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
                 },
+                () = volumes_changed.notified() => {
+                    // A claim, volume or class changed: pods waiting for one may fit now.
+                    self.queue.move_all_unschedulable(Instant::now());
+                }
                 _ = flush.tick() => {
                     let now = Instant::now();
                     self.queue.flush_unschedulable_leftover(now, self.config.max_in_unschedulable);
@@ -278,7 +293,12 @@ impl Scheduler {
             self.queue.remove(&queued.uid);
             return;
         }
-        let info = PodInfo::new(&pod);
+        let mut info = PodInfo::new(&pod);
+        let volumes = match self.volumes.prepare(&pod) {
+            Ok(v) => v,
+            Err(message) => return self.unschedulable(queued, &pod, message),
+        };
+        volumes.constrain(&mut info);
         match algorithm::schedule(
             &info,
             &self.cache,
@@ -289,8 +309,12 @@ impl Scheduler {
                 self.cache.assume(&queued.uid, Placement::new(&info, &node));
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
                 let reference = events::reference(&*pod);
+                let client = self.client.clone();
                 self.binds.spawn(async move {
-                    let result = bind(&api, &queued.name, &node).await;
+                    let result = match volumes.select_node(&client, &node).await {
+                        Ok(()) => bind(&api, &queued.name, &node).await,
+                        Err(e) => Err(e),
+                    };
                     BindDone {
                         uid: queued.uid,
                         namespace: queued.namespace,
@@ -301,34 +325,35 @@ impl Scheduler {
                     }
                 });
             }
-            Decision::Unschedulable(message) => {
-                tracing::debug!(pod = %info.key, %message, "unschedulable");
-                self.queue
-                    .unschedulable(&queued.uid, Instant::now(), fingerprint(&pod));
-                self.recorder.record(
-                    &events::reference(&*pod),
-                    EventType::Warning,
-                    "FailedScheduling",
-                    message.clone(),
-                );
-                if let Some(patch) =
-                    condition::unschedulable_patch(&pod, &message, jiff::Timestamp::now())
+            Decision::Unschedulable(message) => self.unschedulable(queued, &pod, message),
+        }
+    }
+
+    /// Puts a pod that fits nowhere (yet) aside, with an event and its `PodScheduled` condition.
+    fn unschedulable(&mut self, queued: QueuedPod, pod: &Pod, message: String) {
+        tracing::debug!(pod = %queued.name, %message, "unschedulable");
+        self.queue
+            .unschedulable(&queued.uid, Instant::now(), fingerprint(pod));
+        self.recorder.record(
+            &events::reference(pod),
+            EventType::Warning,
+            "FailedScheduling",
+            message.clone(),
+        );
+        if let Some(patch) = condition::unschedulable_patch(pod, &message, jiff::Timestamp::now()) {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
+            tokio::spawn(async move {
+                if let Err(e) = api
+                    .patch_status(
+                        &queued.name,
+                        &PatchParams::default(),
+                        &Patch::Strategic(&patch),
+                    )
+                    .await
                 {
-                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
-                    tokio::spawn(async move {
-                        if let Err(e) = api
-                            .patch_status(
-                                &queued.name,
-                                &PatchParams::default(),
-                                &Patch::Strategic(&patch),
-                            )
-                            .await
-                        {
-                            tracing::debug!(pod = %queued.name, error = %e, "PodScheduled condition not written");
-                        }
-                    });
+                    tracing::debug!(pod = %queued.name, error = %e, "PodScheduled condition not written");
                 }
-            }
+            });
         }
     }
 
