@@ -159,16 +159,15 @@ impl Env {
         out
     }
 
-    /// Waits until the pods labelled `app=<app>` satisfy `pred` (checked after every pod event,
-    /// never polled); returns them by name.
+    /// Waits until the pods of set `app` (by name) satisfy `pred` (checked after every pod
+    /// event, never polled); returns them by name.
     async fn wait_pods(
         &self,
         app: &str,
         what: &str,
         pred: impl Fn(&BTreeMap<String, Pod>) -> bool,
     ) -> BTreeMap<String, Pod> {
-        let config = watcher::Config::default().labels(&format!("app={app}"));
-        let mut events = watcher(self.pod_api(), config).boxed();
+        let mut events = watcher(self.pod_api(), watcher::Config::default()).boxed();
         let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
         let mut synced = false;
         let found = tokio::time::timeout(TIMEOUT, async {
@@ -176,7 +175,9 @@ impl Env {
                 match event.unwrap() {
                     watcher::Event::Init => pods.clear(),
                     watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                        pods.insert(p.name_any(), p);
+                        if member_of(app, &p) {
+                            pods.insert(p.name_any(), p);
+                        }
                     }
                     watcher::Event::Delete(p) => {
                         pods.remove(&p.name_any());
@@ -265,6 +266,13 @@ impl Env {
         )
         .await
     }
+}
+
+/// Whether `p` is a pod of set `set` by its name (`<set>-<ordinal>`).
+fn member_of(set: &str, p: &Pod) -> bool {
+    p.name_any()
+        .rsplit_once('-')
+        .is_some_and(|(parent, o)| parent == set && o.parse::<u32>().is_ok())
 }
 
 fn hash_of(p: &Pod) -> String {
@@ -472,3 +480,371 @@ both_policies!(
     /// Partition with maxUnavailable greater than replicas.
     partition_and_max_unavailable_above_replicas: 5, 2, 9 => 9
 );
+
+// ---- the StatefulSet basics tutorial, on its own manifest ----
+
+/// What happened to each pod, in the order the watch saw it: `("web-0", "created")`, `"ready"`,
+/// `"terminating"`, `"deleted"` (each once per pod incarnation).
+struct Timeline {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, &'static str)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Timeline {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Timeline {
+    /// Starts watching pods labelled `selector`; returns once the watch has listed.
+    async fn start(client: kube::Client, selector: &str) -> Timeline {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let api: Api<Pod> = Api::default_namespaced(client);
+        let cfg = watcher::Config::default().labels(selector);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let log = std::sync::Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut state: BTreeMap<String, (String, bool, bool)> = BTreeMap::new();
+            let mut events = watcher(api, cfg).boxed();
+            while let Some(Ok(e)) = events.next().await {
+                let mut log = log.lock().unwrap();
+                match e {
+                    watcher::Event::InitDone => {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    watcher::Event::InitApply(p) => {
+                        state.insert(
+                            p.name_any(),
+                            (
+                                p.uid().unwrap_or_default(),
+                                api::pod::is_ready(&p),
+                                p.metadata.deletion_timestamp.is_some(),
+                            ),
+                        );
+                    }
+                    watcher::Event::Apply(p) => {
+                        let name = p.name_any();
+                        let uid = p.uid().unwrap_or_default();
+                        let (ready, deleting) = (
+                            api::pod::is_ready(&p),
+                            p.metadata.deletion_timestamp.is_some(),
+                        );
+                        let entry = state.entry(name.clone()).or_insert_with(|| {
+                            log.push((name.clone(), "created"));
+                            (uid.clone(), false, false)
+                        });
+                        if entry.0 != uid {
+                            log.push((name.clone(), "created"));
+                            *entry = (uid, false, false);
+                        }
+                        if ready && !entry.1 {
+                            log.push((name.clone(), "ready"));
+                        }
+                        if deleting && !entry.2 {
+                            log.push((name.clone(), "terminating"));
+                        }
+                        entry.1 |= ready;
+                        entry.2 |= deleting;
+                    }
+                    watcher::Event::Delete(p) => {
+                        state.remove(&p.name_any());
+                        log.push((p.name_any(), "deleted"));
+                    }
+                    watcher::Event::Init => {}
+                }
+            }
+        });
+        let _ = rx.await;
+        Timeline { seen, task }
+    }
+
+    fn events(&self) -> Vec<(String, &'static str)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The position of the first `what` of `pod`.
+    fn at(&self, pod: &str, what: &str) -> usize {
+        let events = self.events();
+        events
+            .iter()
+            .position(|(p, w)| p == pod && *w == what)
+            .unwrap_or_else(|| panic!("no {what} of {pod} in {events:?}"))
+    }
+
+    fn clear(&self) {
+        self.seen.lock().unwrap().clear();
+    }
+}
+
+fn web_yaml() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/realworld/web.yaml")
+}
+
+impl Env {
+    /// Waits until claim `name` is Bound to a volume whose `claimRef` names it back; returns
+    /// the volume's name.
+    async fn wait_bound(&self, name: &str) -> String {
+        let claim = embedded::wait_until(
+            &self.claims(),
+            &format!("{name} bound"),
+            TIMEOUT,
+            |c: &PersistentVolumeClaim| {
+                c.name_any() == name
+                    && c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+            },
+        )
+        .await
+        .unwrap();
+        let volume = claim.spec.unwrap().volume_name.unwrap();
+        let pv = self.volumes().get(&volume).await.unwrap();
+        let r = pv.spec.as_ref().unwrap().claim_ref.clone().unwrap();
+        assert_eq!(
+            (r.name.as_deref(), r.uid.as_deref()),
+            (Some(name), claim.metadata.uid.as_deref())
+        );
+        assert_eq!(pv.status.unwrap().phase.as_deref(), Some("Bound"));
+        volume
+    }
+
+    /// The names of the claims in the default namespace.
+    async fn claim_names(&self) -> BTreeSet<String> {
+        self.claims()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .map(|c| c.name_any())
+            .collect()
+    }
+
+    /// Waits until the default namespace holds exactly the claims `want`.
+    async fn wait_claims(&self, want: &[&str]) {
+        let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        let config = watcher::Config::default();
+        let mut events = watcher(self.claims(), config).boxed();
+        let mut synced = false;
+        let ok = tokio::time::timeout(TIMEOUT, async {
+            while let Some(Ok(e)) = events.next().await {
+                match e {
+                    watcher::Event::InitApply(c) | watcher::Event::Apply(c) => {
+                        if c.metadata.deletion_timestamp.is_none() {
+                            names.insert(c.name_any());
+                        } else {
+                            names.remove(&c.name_any());
+                        }
+                    }
+                    watcher::Event::Delete(c) => {
+                        names.remove(&c.name_any());
+                    }
+                    watcher::Event::InitDone => synced = true,
+                    watcher::Event::Init => names.clear(),
+                }
+                if synced && names == want {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(
+            ok.is_ok(),
+            "claims: want {want:?}, have {:?}",
+            self.claim_names().await
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_statefulset_basics_tutorial_on_web_yaml() {
+    let env = Env::start().await;
+    let timeline = Timeline::start(env.client.clone(), "app=nginx").await;
+
+    // Creating a StatefulSet: web-0 first, web-1 only once web-0 runs and is ready.
+    let path = web_yaml();
+    // TODO(services): apply the whole file once the API server serves Services.
+    let manifest = std::fs::read_to_string(&path).unwrap();
+    let sts = manifest
+        .split("\n---\n")
+        .find(|d| d.contains("kind: StatefulSet"))
+        .unwrap();
+    let out = env.c.kubectl_stdin(&["apply", "-f", "-"], sts).await;
+    assert!(out.contains("statefulset.apps/web created"), "{out}");
+    env.rollout_status("web").await;
+    assert!(
+        timeline.at("web-0", "ready") < timeline.at("web-1", "created"),
+        "{:?}",
+        timeline.events()
+    );
+    let pods = env.settled("web", 2, &[]).await;
+    for (o, (name, p)) in pods.iter().enumerate() {
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(spec.hostname.as_deref(), Some(name.as_str()));
+        assert_eq!(spec.subdomain.as_deref(), Some("nginx"));
+        let labels = p.labels();
+        assert_eq!(labels["statefulset.kubernetes.io/pod-name"], *name);
+        assert_eq!(labels["apps.kubernetes.io/pod-index"], o.to_string());
+    }
+
+    // Stable storage: a claim per pod, bound to a volume on the pod's node.
+    for o in 0..2 {
+        let volume = env.wait_bound(&format!("www-web-{o}")).await;
+        let pv = env.volumes().get(&volume).await.unwrap();
+        let node = pods[&format!("web-{o}")]
+            .spec
+            .as_ref()
+            .unwrap()
+            .node_name
+            .clone();
+        let pinned = &pv
+            .spec
+            .unwrap()
+            .node_affinity
+            .unwrap()
+            .required
+            .unwrap()
+            .node_selector_terms[0]
+            .match_expressions
+            .clone()
+            .unwrap()[0];
+        assert_eq!(pinned.values.as_deref(), node.map(|n| vec![n]).as_deref());
+    }
+    let out = env.kubectl(&["get", "pvc", "-l", "app=nginx"]).await;
+    assert!(
+        out.contains("www-web-0") && out.contains("Bound") && out.contains("standard"),
+        "{out}"
+    );
+
+    // Scaling up: in order, each after its predecessor is ready.
+    timeline.clear();
+    env.kubectl(&["scale", "sts", "web", "--replicas=5"]).await;
+    env.rollout_status("web").await;
+    env.settled("web", 5, &[]).await;
+    for o in 2..4 {
+        assert!(
+            timeline.at(&format!("web-{o}"), "ready")
+                < timeline.at(&format!("web-{}", o + 1), "created"),
+            "{:?}",
+            timeline.events()
+        );
+    }
+    for o in 2..5 {
+        env.wait_bound(&format!("www-web-{o}")).await;
+    }
+
+    // Scaling down: the highest first, each once the previous is gone; the claims stay.
+    timeline.clear();
+    env.kubectl(&["scale", "sts", "web", "--replicas=3"]).await;
+    env.settled("web", 3, &[]).await;
+    assert!(
+        timeline.at("web-4", "deleted") < timeline.at("web-3", "terminating"),
+        "{:?}",
+        timeline.events()
+    );
+    env.wait_claims(&[
+        "www-web-0",
+        "www-web-1",
+        "www-web-2",
+        "www-web-3",
+        "www-web-4",
+    ])
+    .await;
+
+    // Staging an update: a partition of 3 leaves all three pods on the old revision, even one
+    // deleted and recreated.
+    let old = env.update_revision("web").await;
+    env.patch("web", json!({"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 3}}}}))
+        .await;
+    env.kubectl(&[
+        "patch", "statefulset", "web", "--type=json",
+        "-p=[{\"op\": \"replace\", \"path\": \"/spec/template/spec/containers/0/image\", \"value\":\"registry.k8s.io/nginx-slim:0.24\"}]",
+    ])
+    .await;
+    let new = env.update_revision("web").await;
+    assert_ne!(old, new);
+    let out = env.rollout_status("web").await;
+    assert!(out.contains("partitioned roll out complete"), "{out}");
+    let before = env.settled("web", 3, &[(0, &old)]).await;
+    env.kubectl(&["delete", "pod", "web-2"]).await;
+    let after = env
+        .wait_pods("web", "web-2 recreated on the old revision", |pods| {
+            pods.get("web-2").is_some_and(|p| {
+                p.uid() != before["web-2"].uid() && api::pod::is_ready(p) && hash_of(p) == old
+            })
+        })
+        .await;
+    assert_eq!(image_of(&after["web-2"]), "registry.k8s.io/nginx-slim:0.7");
+
+    // A canary: partition 2 updates web-2 only.
+    env.patch(
+        "web",
+        json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 2}}}}),
+    )
+    .await;
+    env.rollout_status("web").await;
+    let pods = env.settled("web", 3, &[(0, &old), (2, &new)]).await;
+    assert_eq!(image_of(&pods["web-2"]), "registry.k8s.io/nginx-slim:0.24");
+    assert_eq!(image_of(&pods["web-1"]), "registry.k8s.io/nginx-slim:0.7");
+
+    // A phased roll out: partition 0 updates the rest, from the highest ordinal down.
+    timeline.clear();
+    env.patch(
+        "web",
+        json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}),
+    )
+    .await;
+    env.rollout_status("web").await;
+    env.settled("web", 3, &[(0, &new)]).await;
+    assert!(
+        timeline.at("web-1", "ready") < timeline.at("web-0", "terminating"),
+        "{:?}",
+        timeline.events()
+    );
+    let sts = env.sets().get("web").await.unwrap();
+    assert_eq!(
+        sts.status.as_ref().unwrap().current_revision.as_deref(),
+        Some(new.as_str())
+    );
+
+    // History and undo.
+    let out = env.kubectl(&["rollout", "history", "sts/web"]).await;
+    let revisions: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("REVISION"))
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(revisions.len(), 2, "{out}");
+    let out = env.kubectl(&["rollout", "undo", "sts/web"]).await;
+    assert!(out.contains("rolled back"), "{out}");
+    env.rollout_status("web").await;
+    let pods = env.settled("web", 3, &[(0, &old)]).await;
+    assert!(
+        pods.values()
+            .all(|p| image_of(p) == "registry.k8s.io/nginx-slim:0.7")
+    );
+    assert_eq!(
+        env.update_revision("web").await,
+        old,
+        "the old revision is current again"
+    );
+
+    // Deleting with the default retention (Retain): pods go, claims and volumes stay.
+    env.kubectl(&["delete", "sts", "web"]).await;
+    env.wait_pods("web", "every pod gone", |pods| pods.is_empty())
+        .await;
+    env.wait_claims(&[
+        "www-web-0",
+        "www-web-1",
+        "www-web-2",
+        "www-web-3",
+        "www-web-4",
+    ])
+    .await;
+    env.stop().await;
+}
