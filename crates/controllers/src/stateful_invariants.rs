@@ -268,6 +268,12 @@ fn check_gone(st: &mut State, pod: &Pod, ordinal: i32) {
 }
 
 fn update_started(st: &mut State, rule: &Rule, ordinal: i32, uid: String, revision: String) {
+    if st.in_flight.contains_key(&ordinal) {
+        // Replaced again before it came back (a rollback, or a fix of a bad revision): the
+        // same update, now heading for another revision.
+        st.in_flight.insert(ordinal, (uid, revision));
+        return;
+    }
     st.update_order.push(ordinal);
     if rule.ordered && !st.in_flight.is_empty() {
         let lowest = st.in_flight.keys().next().copied().unwrap_or(ordinal);
@@ -343,5 +349,122 @@ fn check(st: &mut State) {
             "{count} ordinals unavailable > maxUnavailable {}: {unavailable:?}",
             rule.max_unavailable
         ));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::{
+        api::core::v1::{PodCondition, PodStatus},
+        apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+    };
+
+    fn pod(ordinal: i32, uid: &str, revision: &str, ready: bool, deleting: bool) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("web-{ordinal}")),
+                uid: Some(uid.into()),
+                labels: Some([(REVISION.to_string(), revision.to_string())].into()),
+                deletion_timestamp: deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
+                ..Default::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Three ready pods on revision `a` under `rule`.
+    fn state(rule: Rule) -> State {
+        let mut st = State {
+            rule: Some(rule),
+            ..Default::default()
+        };
+        for o in 0..3 {
+            observe(&mut st, Some(pod(o, &format!("u{o}"), "a", true, false)), o);
+        }
+        let below = rule.start + rule.partition;
+        st.protected = st
+            .pods
+            .iter()
+            .filter(|(_, s)| s.ordinal < below)
+            .map(|(n, s)| (n.clone(), (uid(&s.pod), revision(&s.pod))))
+            .collect();
+        st
+    }
+
+    fn rule(max_unavailable: i32, partition: i32, ordered: bool) -> Rule {
+        Rule {
+            start: 0,
+            replicas: 3,
+            partition,
+            max_unavailable,
+            ordered,
+            min_ready_seconds: 0,
+        }
+    }
+
+    #[test]
+    fn too_many_unavailable_is_caught() {
+        let mut st = state(rule(1, 0, false));
+        observe(&mut st, Some(pod(2, "u2", "a", true, true)), 2);
+        assert!(st.violations.is_empty());
+        observe(&mut st, Some(pod(1, "u1", "a", true, true)), 1);
+        assert_eq!(st.violations.len(), 1, "{:?}", st.violations);
+        assert_eq!(st.max_unavailable_seen, 2);
+    }
+
+    #[test]
+    fn a_pod_below_the_partition_touched_is_caught() {
+        let mut st = state(rule(3, 2, false));
+        observe(&mut st, Some(pod(2, "u2", "a", true, true)), 2);
+        assert!(st.violations.is_empty());
+        observe(&mut st, Some(pod(1, "u1", "b", true, false)), 1);
+        assert_eq!(st.violations.len(), 1, "{:?}", st.violations);
+    }
+
+    #[test]
+    fn ordered_ready_out_of_order_or_across_batches_is_caught() {
+        // Lower before higher.
+        let mut st = state(rule(2, 0, true));
+        observe(&mut st, Some(pod(1, "u1", "a", true, true)), 1);
+        observe(&mut st, Some(pod(2, "u2", "a", true, true)), 2);
+        assert_eq!(st.violations.len(), 1, "{:?}", st.violations);
+
+        // Choice 2 under OrderedReady: the next pod goes as soon as one of the batch is back.
+        let mut st = state(rule(2, 0, true));
+        observe(&mut st, Some(pod(2, "u2", "a", true, true)), 2);
+        observe(&mut st, Some(pod(1, "u1", "a", true, true)), 1);
+        observe(&mut st, Some(pod(2, "n2", "b", true, false)), 2);
+        assert!(st.violations.is_empty(), "{:?}", st.violations);
+        observe(&mut st, Some(pod(0, "u0", "a", true, true)), 0);
+        assert_eq!(st.violations.len(), 1, "{:?}", st.violations);
+
+        // Choice 1 is fine: the next batch once the whole batch is back.
+        let mut st = state(rule(2, 0, true));
+        observe(&mut st, Some(pod(2, "u2", "a", true, true)), 2);
+        observe(&mut st, Some(pod(1, "u1", "a", true, true)), 1);
+        observe(&mut st, Some(pod(1, "n1", "b", true, false)), 1);
+        observe(&mut st, Some(pod(2, "n2", "b", true, false)), 2);
+        observe(&mut st, Some(pod(0, "u0", "a", true, true)), 0);
+        assert!(st.violations.is_empty(), "{:?}", st.violations);
+        assert_eq!(st.update_order, [2, 1, 0]);
+    }
+
+    #[test]
+    fn in_place_updates_count_as_starts() {
+        let mut st = state(rule(1, 0, true));
+        observe(&mut st, Some(pod(2, "u2", "b", true, false)), 2);
+        observe(&mut st, Some(pod(1, "u1", "b", true, false)), 1);
+        assert_eq!(st.update_order, [2, 1]);
     }
 }

@@ -31,13 +31,16 @@ use std::{
 /// How long a watch waits for a state a working cluster reaches in a few seconds.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Images ending in `:stuck` run but never get ready.
+/// Images ending in `:stuck` run but never get ready; `:failing` fail 300ms after starting.
 const PROFILE: &str = r#"
 seed: 1
 rules:
   - name: stuck
     match: {image: "*:stuck"}
     fault: neverReady
+  - name: failing
+    match: {image: "*:failing"}
+    fault: {failAfter: {after: 300ms}}
 "#;
 
 const HASH: &str = "controller-revision-hash";
@@ -165,7 +168,7 @@ impl Env {
         &self,
         app: &str,
         what: &str,
-        pred: impl Fn(&BTreeMap<String, Pod>) -> bool,
+        mut pred: impl FnMut(&BTreeMap<String, Pod>) -> bool,
     ) -> BTreeMap<String, Pod> {
         let mut events = watcher(self.pod_api(), watcher::Config::default()).boxed();
         let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
@@ -302,12 +305,6 @@ fn describe(pods: &BTreeMap<String, Pod>) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn uids(pods: &BTreeMap<String, Pod>) -> BTreeMap<String, String> {
-    pods.iter()
-        .map(|(n, p)| (n.clone(), p.uid().unwrap()))
-        .collect()
 }
 
 /// A StatefulSet `name` of `replicas` pods running `image` (container `app`), under `policy`,
@@ -846,5 +843,660 @@ async fn the_statefulset_basics_tutorial_on_web_yaml() {
         "www-web-4",
     ])
     .await;
+    env.stop().await;
+}
+
+// ---- in-place updates (seed 004) ----
+
+fn in_place() -> Value {
+    json!({"updateStrategy": {"type": "RollingUpdate",
+        "rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 2}}})
+}
+
+fn with_claims() -> Value {
+    json!({"volumeClaimTemplates": [{"metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]})
+}
+
+/// What must not change when a pod is updated in place.
+fn identity(p: &Pod) -> (String, String, Option<String>, Option<String>, Vec<String>) {
+    let spec = p.spec.as_ref().unwrap();
+    let status = p.status.as_ref().unwrap();
+    let claims = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.clone())
+        .collect();
+    (
+        p.name_any(),
+        p.uid().unwrap(),
+        spec.node_name.clone(),
+        status.pod_ip.clone(),
+        claims,
+    )
+}
+
+fn restarts(p: &Pod) -> i32 {
+    p.status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0]
+        .restart_count
+}
+
+async fn in_place_rollout(ordered: bool) {
+    let env = Env::start().await;
+    let mut extra = in_place();
+    merge(&mut extra, with_claims());
+    env.apply(&statefulset("app", 4, "app:1", ordered, extra))
+        .await;
+    env.rollout_status("app").await;
+    let old = env.update_revision("app").await;
+    let before = env.settled("app", 4, &[(0, &old)]).await;
+    let rule = Rule {
+        start: 0,
+        replicas: 4,
+        partition: 0,
+        max_unavailable: 2,
+        ordered,
+        min_ready_seconds: 0,
+    };
+    let watch = env.watch("app", rule).await;
+
+    env.set_image("app", "app:2").await;
+    let new = env.update_revision("app").await;
+    env.rollout_status("app").await;
+    let after = env.settled("app", 4, &[(0, &new)]).await;
+    assert_eq!(watch.violations(), Vec::<String>::new());
+    assert_eq!(watch.max_unavailable_seen(), 2);
+    for (name, b) in &before {
+        let a = &after[name];
+        assert_eq!(identity(a), identity(b), "{name} updated in place");
+        assert_eq!(image_of(a), "app:2");
+        assert_eq!(
+            restarts(a),
+            restarts(b) + 1,
+            "{name}'s container restarted once"
+        );
+        let status = a
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .clone();
+        assert!(api::image::same(&status.image, "app:2"), "{status:?}");
+    }
+    let out = env
+        .kubectl(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=SuccessfulUpdatePodInPlace",
+        ])
+        .await;
+    assert!(out.contains("in place"), "{out}");
+    env.stop().await;
+}
+
+/// An image change under `InPlaceIfPossible` patches every pod in place: same UID, name, node,
+/// IP and claims, the container restarted once, within maxUnavailable and from the top down.
+mod in_place_image_update {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ordered_ready() {
+        super::in_place_rollout(true).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parallel() {
+        super::in_place_rollout(false).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_falls_back_to_recreate_for_other_changes_and_history_stays_right() {
+    let env = Env::start().await;
+    env.apply(&statefulset("app", 3, "app:1", false, in_place()))
+        .await;
+    env.rollout_status("app").await;
+    let first = env.update_revision("app").await;
+    let before = env.settled("app", 3, &[(0, &first)]).await;
+
+    // An env var: recreated.
+    env.kubectl(&["set", "env", "sts/app", "MODE=fast"]).await;
+    let second = env.update_revision("app").await;
+    env.rollout_status("app").await;
+    let after = env.settled("app", 3, &[(0, &second)]).await;
+    for (name, b) in &before {
+        assert_ne!(
+            b.uid(),
+            after[name].uid(),
+            "{name} recreated for an env change"
+        );
+    }
+
+    // An image and a label together: recreated too.
+    env.kubectl(&[
+        "patch",
+        "sts",
+        "app",
+        "-p",
+        &json!({"spec": {"template": {"metadata": {"labels": {"tier": "x"}},
+            "spec": {"containers": [{"name": "app", "image": "app:2"}]}}}})
+        .to_string(),
+    ])
+    .await;
+    let third = env.update_revision("app").await;
+    env.rollout_status("app").await;
+    let last = env.settled("app", 3, &[(0, &third)]).await;
+    for (name, a) in &after {
+        assert_ne!(
+            a.uid(),
+            last[name].uid(),
+            "{name} recreated for a label change"
+        );
+    }
+
+    // An image alone after that: in place again.
+    env.set_image("app", "app:3").await;
+    let fourth = env.update_revision("app").await;
+    env.rollout_status("app").await;
+    let end = env.settled("app", 3, &[(0, &fourth)]).await;
+    for (name, a) in &last {
+        assert_eq!(a.uid(), end[name].uid(), "{name} updated in place");
+    }
+    let out = env.kubectl(&["rollout", "history", "sts/app"]).await;
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("REVISION"))
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    let sts = env.sets().get("app").await.unwrap();
+    let st = sts.status.unwrap();
+    assert_eq!(st.current_revision.as_deref(), Some(fourth.as_str()));
+    assert_eq!(
+        (st.updated_replicas, st.current_replicas),
+        (Some(3), Some(3))
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_place_restart_onto_a_never_ready_image_stalls_and_undo_restores_it_in_place() {
+    let env = Env::start().await;
+    env.apply(&statefulset("app", 4, "app:1", true, in_place()))
+        .await;
+    env.rollout_status("app").await;
+    let good = env.update_revision("app").await;
+    let before = env.settled("app", 4, &[(0, &good)]).await;
+    let rule = Rule {
+        start: 0,
+        replicas: 4,
+        partition: 0,
+        max_unavailable: 2,
+        ordered: true,
+        min_ready_seconds: 0,
+    };
+    let watch = env.watch("app", rule).await;
+
+    env.set_image("app", "app:stuck").await;
+    let bad = env.update_revision("app").await;
+    // The first batch (app-3, app-2) restarts onto the bad image and never gets ready.
+    let stuck = env
+        .wait_pods("app", "the first batch stuck on the bad image", |pods| {
+            ["app-3", "app-2"].iter().all(|n| {
+                pods.get(*n).is_some_and(|p| {
+                    hash_of(p) == bad && !api::pod::is_ready(p) && restarts(p) == 1
+                })
+            })
+        })
+        .await;
+    let status = env.sets().get("app").await.unwrap().status.unwrap();
+    assert_eq!(status.updated_replicas, Some(2));
+    for n in ["app-0", "app-1"] {
+        assert_eq!(
+            hash_of(&stuck[n]),
+            good,
+            "{n} waits below the stalled batch"
+        );
+    }
+
+    let out = env.kubectl(&["rollout", "undo", "sts/app"]).await;
+    assert!(out.contains("rolled back"), "{out}");
+    env.rollout_status("app").await;
+    assert_eq!(env.update_revision("app").await, good);
+    let after = env.settled("app", 4, &[(0, &good)]).await;
+    for (name, b) in &before {
+        let a = &after[name];
+        assert_eq!(identity(a), identity(b), "{name} kept its identity");
+        assert_eq!(image_of(a), "app:1");
+    }
+    for n in ["app-3", "app-2"] {
+        assert_eq!(
+            restarts(&after[n]),
+            2,
+            "{n} restarted twice: onto the bad image and back"
+        );
+    }
+    assert_eq!(watch.violations(), Vec::<String>::new());
+    env.stop().await;
+}
+
+// ---- beyond upstream: recovery from a bad revision (upstream #67250) ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_ready_replaces_a_pod_stuck_on_a_bad_revision_once_the_template_is_fixed() {
+    let env = Env::start().await;
+    env.apply(&statefulset("app", 3, "app:1", true, json!({})))
+        .await;
+    env.rollout_status("app").await;
+    let good = env.update_revision("app").await;
+    env.settled("app", 3, &[(0, &good)]).await;
+
+    env.set_image("app", "app:stuck").await;
+    let bad = env.update_revision("app").await;
+    let stuck = env
+        .wait_pods("app", "app-2 stuck on the bad revision", |pods| {
+            pods.get("app-2")
+                .is_some_and(|p| hash_of(p) == bad && api::pod::phase(p) == "Running")
+        })
+        .await;
+    let stuck_uid = stuck["app-2"].uid();
+
+    // Upstream waits here for ever, until someone deletes app-2 by hand.
+    env.set_image("app", "app:2").await;
+    let fixed = env.update_revision("app").await;
+    env.rollout_status("app").await;
+    let after = env.settled("app", 3, &[(0, &fixed)]).await;
+    assert_ne!(after["app-2"].uid(), stuck_uid, "app-2 was replaced");
+    assert!(after.values().all(|p| image_of(p) == "app:2"));
+    env.stop().await;
+}
+
+// ---- a controller killed mid-rollout ----
+
+/// Starts `rollwright controllers --kubeconfig ...` as a child process.
+fn spawn_controllers(env: &Env) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_rollwright"))
+        .arg("controllers")
+        .arg("--kubeconfig")
+        .arg(env.c.kubeconfig())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("controllers start")
+}
+
+async fn controller_crash(ordered: bool) {
+    let mut env = Env::without_controllers().await;
+    env.start_scheduler();
+    let mut child = spawn_controllers(&env);
+    let mut extra = rolling(0, json!(2));
+    merge(&mut extra, with_claims());
+    env.apply(&statefulset("app", 5, "app:1", ordered, extra))
+        .await;
+    env.rollout_status("app").await;
+    let old = env.update_revision("app").await;
+    env.settled("app", 5, &[(0, &old)]).await;
+    let rule = Rule {
+        start: 0,
+        replicas: 5,
+        partition: 0,
+        max_unavailable: 2,
+        ordered,
+        min_ready_seconds: 0,
+    };
+    let watch = env.watch("app", rule).await;
+
+    // Without a scheduler the rollout freezes with the first new pod Pending.
+    env.stop_scheduler().await;
+    env.set_image("app", "app:2").await;
+    let new = env.update_revision("app").await;
+    env.wait_pods("app", "a new pod pending", |pods| {
+        pods.values().any(|p| hash_of(p) == new && !is_bound(p))
+    })
+    .await;
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("the controllers are gone");
+    env.start_scheduler();
+
+    // New controllers on the same server finish the rollout within the invariants.
+    let _child = spawn_controllers(&env);
+    env.rollout_status("app").await;
+    let pods = env.settled("app", 5, &[(0, &new)]).await;
+    assert!(pods.values().all(|p| image_of(p) == "app:2"));
+    assert_eq!(watch.violations(), Vec::<String>::new());
+    for o in 0..5 {
+        env.wait_bound(&format!("data-app-{o}")).await;
+    }
+    env.stop().await;
+}
+
+fn is_bound(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
+/// `kill -9` of a child `rollwright controllers` mid-rollout; a new one finishes the job.
+mod controller_killed_mid_rollout {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ordered_ready() {
+        super::controller_crash(true).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parallel() {
+        super::controller_crash(false).await;
+    }
+}
+
+// ---- volumes: retention, failed pods ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_follow_the_retention_policy_on_scale_down_and_deletion() {
+    let env = Env::start().await;
+    let mut extra = with_claims();
+    merge(
+        &mut extra,
+        json!({"persistentVolumeClaimRetentionPolicy": {"whenScaled": "Delete", "whenDeleted": "Delete"}}),
+    );
+    env.apply(&statefulset("app", 3, "app:1", false, extra))
+        .await;
+    env.rollout_status("app").await;
+    let mut volumes = BTreeMap::new();
+    for o in 0..3 {
+        volumes.insert(o, env.wait_bound(&format!("data-app-{o}")).await);
+    }
+    let claim = env.claims().get("data-app-0").await.unwrap();
+    let owner = &claim.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("StatefulSet", Some(true))
+    );
+
+    // whenScaled: Delete — the condemned ordinals' claims go with their pods, and their
+    // volumes (reclaim policy Delete) with the claims.
+    env.kubectl(&["scale", "sts", "app", "--replicas=1"]).await;
+    env.settled("app", 1, &[]).await;
+    env.wait_claims(&["data-app-0"]).await;
+    for o in 1..3 {
+        let name = volumes[&o].clone();
+        embedded::wait_until(
+            &env.volumes(),
+            "volume deleted",
+            TIMEOUT,
+            |_: &PersistentVolume| true,
+        )
+        .await
+        .ok();
+        wait_gone(&env.volumes(), &name).await;
+    }
+
+    // whenDeleted: Delete — the rest goes with the set.
+    env.kubectl(&["delete", "sts", "app"]).await;
+    env.wait_claims(&[]).await;
+    wait_gone(&env.volumes(), &volumes[&0]).await;
+
+    // whenScaled: Retain (the default) with whenDeleted: Delete — scale-down keeps claims, the
+    // set's deletion takes them all.
+    let mut extra = with_claims();
+    merge(
+        &mut extra,
+        json!({"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}),
+    );
+    env.apply(&statefulset("kept", 2, "app:1", false, extra))
+        .await;
+    env.rollout_status("kept").await;
+    env.kubectl(&["scale", "sts", "kept", "--replicas=1"]).await;
+    env.settled("kept", 1, &[]).await;
+    env.wait_claims(&["data-kept-0", "data-kept-1"]).await;
+    env.kubectl(&["delete", "sts", "kept"]).await;
+    env.wait_claims(&[]).await;
+    env.stop().await;
+}
+
+/// Waits until the named object is gone.
+async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(api.clone(), cfg).boxed();
+    let mut present = true;
+    let mut synced = false;
+    let ok = tokio::time::timeout(TIMEOUT, async {
+        while let Some(Ok(e)) = events.next().await {
+            match e {
+                watcher::Event::Init => present = false,
+                watcher::Event::InitApply(_) | watcher::Event::Apply(_) => present = true,
+                watcher::Event::Delete(_) => present = false,
+                watcher::Event::InitDone => synced = true,
+            }
+            if synced && !present {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(ok.is_ok(), "{name} still exists");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pod_is_recreated_with_the_same_identity_and_claims() {
+    let env = Env::start().await;
+    env.apply(&statefulset("app", 2, "app:1", true, with_claims()))
+        .await;
+    env.rollout_status("app").await;
+    let volume = env.wait_bound("data-app-1").await;
+    let before = env.settled("app", 2, &[]).await;
+    let timeline = Timeline::start(env.client.clone(), "app=app").await;
+
+    // app-1's new image fails 300ms after starting: it is deleted and recreated, again and
+    // again, always as app-1 on data-app-1.
+    env.kubectl(&[
+        "patch",
+        "sts",
+        "app",
+        "-p",
+        &json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 1}}}}).to_string(),
+    ])
+    .await;
+    env.set_image("app", "app:failing").await;
+    let mut uids = BTreeSet::new();
+    env.wait_pods("app", "app-1 failed and recreated twice", |pods| {
+        if let Some(p) = pods.get("app-1") {
+            uids.insert(p.uid().unwrap());
+        }
+        uids.len() >= 3
+    })
+    .await;
+    let events = env
+        .kubectl(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=RecreatingFailedPod",
+        ])
+        .await;
+    assert!(events.contains("recreating failed Pod app-1"), "{events}");
+    let recreated = timeline
+        .events()
+        .iter()
+        .filter(|(p, w)| p == "app-1" && *w == "created")
+        .count();
+    assert!(recreated >= 2, "{:?}", timeline.events());
+
+    // A good image again: app-1 settles, on the same claim and volume; app-0 never moved.
+    env.set_image("app", "app:2").await;
+    env.rollout_status("app").await;
+    let after = env.settled("app", 2, &[]).await;
+    assert_eq!(after["app-0"].uid(), before["app-0"].uid());
+    assert_eq!(identity(&after["app-1"]).4, vec!["data-app-1".to_string()]);
+    assert_eq!(env.wait_bound("data-app-1").await, volume);
+    env.stop().await;
+}
+
+// ---- pause, OnDelete, ordinals, history ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_set_replaces_no_old_pod_but_still_creates_missing_ordinals() {
+    let env = Env::start().await;
+    env.apply(&statefulset("app", 3, "app:1", false, rolling(0, json!(3))))
+        .await;
+    env.rollout_status("app").await;
+    let old = env.update_revision("app").await;
+    let before = env.settled("app", 3, &[(0, &old)]).await;
+
+    env.patch(
+        "app",
+        json!({"spec": {"updateStrategy": {"rollingUpdate": {"paused": true}}}}),
+    )
+    .await;
+    env.set_image("app", "app:2").await;
+    let new = env.update_revision("app").await;
+    // A missing ordinal is created (on the new revision) while old pods stay.
+    env.kubectl(&["scale", "sts", "app", "--replicas=4"]).await;
+    let during = env
+        .wait_pods("app", "app-3 created while paused", |pods| {
+            pods.get("app-3")
+                .is_some_and(|p| api::pod::is_ready(p) && hash_of(p) == new)
+        })
+        .await;
+    for o in 0..3 {
+        let n = format!("app-{o}");
+        assert_eq!(
+            during[&n].uid(),
+            before[&n].uid(),
+            "{n} untouched while paused"
+        );
+    }
+    // Deleted by hand while paused: recreated, as a missing ordinal.
+    env.kubectl(&["delete", "pod", "app-0"]).await;
+    env.wait_pods("app", "app-0 back", |pods| {
+        pods.get("app-0")
+            .is_some_and(|p| p.uid() != before["app-0"].uid() && api::pod::is_ready(p))
+    })
+    .await;
+    let still = env.settled("app", 4, &[]).await;
+    for o in 1..3 {
+        let n = format!("app-{o}");
+        assert_eq!(
+            still[&n].uid(),
+            before[&n].uid(),
+            "{n} untouched while paused"
+        );
+    }
+
+    // The annotation pauses too (a real cluster lacks the field).
+    env.patch(
+        "app",
+        json!({"metadata": {"annotations": {"rollwright.io/paused": "true"}},
+        "spec": {"updateStrategy": {"rollingUpdate": {"paused": false}}}}),
+    )
+    .await;
+    env.update_revision("app").await;
+    env.patch(
+        "app",
+        json!({"metadata": {"annotations": {"rollwright.io/paused": null}}}),
+    )
+    .await;
+    env.rollout_status("app").await;
+    env.settled("app", 4, &[(0, &new)]).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_delete_replaces_only_pods_deleted_by_hand() {
+    let env = Env::start().await;
+    env.apply(&statefulset(
+        "app",
+        3,
+        "app:1",
+        false,
+        json!({"updateStrategy": {"type": "OnDelete"}}),
+    ))
+    .await;
+    env.wait_sts("app", "3 ready", |s| {
+        s.status.as_ref().and_then(|st| st.ready_replicas) == Some(3)
+    })
+    .await;
+    let old = env.update_revision("app").await;
+    let before = env.settled("app", 3, &[(0, &old)]).await;
+    env.set_image("app", "app:2").await;
+    let new = env.update_revision("app").await;
+    env.kubectl(&["delete", "pod", "app-1"]).await;
+    let after = env
+        .wait_pods("app", "app-1 recreated on the new revision", |pods| {
+            pods.get("app-1")
+                .is_some_and(|p| hash_of(p) == new && api::pod::is_ready(p))
+        })
+        .await;
+    for n in ["app-0", "app-2"] {
+        assert_eq!(after[n].uid(), before[n].uid());
+    }
+    let st = env
+        .wait_sts("app", "counts", |s| {
+            s.status.as_ref().and_then(|st| st.updated_replicas) == Some(1)
+        })
+        .await
+        .status
+        .unwrap();
+    assert_eq!(st.current_replicas, Some(2));
+    assert_eq!(st.current_revision.as_deref(), Some(old.as_str()));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordinals_start_where_the_spec_says_and_history_is_cleaned_up() {
+    let env = Env::start().await;
+    env.apply(&statefulset(
+        "app",
+        2,
+        "app:1",
+        true,
+        json!({"ordinals": {"start": 5}, "revisionHistoryLimit": 1}),
+    ))
+    .await;
+    env.rollout_status("app").await;
+    let pods = env
+        .wait_pods("app", "app-5 and app-6", |pods| {
+            pods.keys().cloned().collect::<Vec<_>>() == ["app-5", "app-6"]
+                && pods.values().all(api::pod::is_ready)
+        })
+        .await;
+    assert_eq!(pods["app-6"].labels()["apps.kubernetes.io/pod-index"], "6");
+    for image in ["app:2", "app:3", "app:4"] {
+        env.set_image("app", image).await;
+        env.rollout_status("app").await;
+    }
+    let list = env
+        .c
+        .kubectl_json(&["get", "controllerrevisions", "-o", "json"])
+        .await;
+    let revisions: Vec<i64> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["revision"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        revisions.len(),
+        2,
+        "the current revision and one more: {revisions:?}"
+    );
+    assert!(
+        revisions.contains(&4) && revisions.contains(&3),
+        "{revisions:?}"
+    );
     env.stop().await;
 }
