@@ -268,10 +268,10 @@ fn check_gone(st: &mut State, pod: &Pod, ordinal: i32) {
 }
 
 fn update_started(st: &mut State, rule: &Rule, ordinal: i32, uid: String, revision: String) {
-    if st.in_flight.contains_key(&ordinal) {
+    if let Some(started) = st.in_flight.get_mut(&ordinal) {
         // Replaced again before it came back (a rollback, or a fix of a bad revision): the
         // same update, now heading for another revision.
-        st.in_flight.insert(ordinal, (uid, revision));
+        *started = (uid, revision);
         return;
     }
     st.update_order.push(ordinal);
