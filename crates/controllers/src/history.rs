@@ -13,6 +13,7 @@
 //! are pure functions; [`construct`] and friends do the API calls around them.
 
 use api::pod::controller_ref;
+use informer::{Cached, Shared};
 use k8s_openapi::{
     api::apps::v1::ControllerRevision,
     apimachinery::pkg::{apis::meta::v1::ObjectMeta, runtime::RawExtension},
@@ -26,7 +27,6 @@ use serde_json::{Value, json};
 use std::{
     collections::{BTreeMap, HashSet},
     fmt::Debug,
-    sync::Arc,
 };
 
 /// The label naming the revision a pod (or a revision itself) belongs to.
@@ -101,21 +101,26 @@ pub fn hash_of(meta: &ObjectMeta) -> Option<&str> {
 }
 
 /// The highest revision number among `revisions` (0 for none).
-pub fn max_revision<'a>(revisions: impl IntoIterator<Item = &'a Arc<ControllerRevision>>) -> i64 {
+pub fn max_revision<'a>(
+    revisions: impl IntoIterator<Item = &'a Shared<ControllerRevision>>,
+) -> i64 {
     revisions.into_iter().map(|r| r.revision).max().unwrap_or(0)
 }
 
 /// Revisions split into those recording `template` (normally one) and the others.
 pub fn split(
-    revisions: Vec<Arc<ControllerRevision>>,
+    revisions: Vec<Shared<ControllerRevision>>,
     template: &Value,
-) -> (Vec<Arc<ControllerRevision>>, Vec<Arc<ControllerRevision>>) {
+) -> (
+    Vec<Shared<ControllerRevision>>,
+    Vec<Shared<ControllerRevision>>,
+) {
     revisions.into_iter().partition(|r| matches(r, template))
 }
 
 /// Which of several revisions recording the current template survives: the highest revision,
 /// the last of equals (upstream's `dedupCurHistories`). Returns its index.
-pub fn keep_of_duplicates(current: &[Arc<ControllerRevision>]) -> Option<usize> {
+pub fn keep_of_duplicates(current: &[Shared<ControllerRevision>]) -> Option<usize> {
     let mut keep: Option<usize> = None;
     for (i, r) in current.iter().enumerate() {
         if keep.is_none_or(|k| r.revision >= current[k].revision) {
@@ -128,16 +133,16 @@ pub fn keep_of_duplicates(current: &[Arc<ControllerRevision>]) -> Option<usize> 
 /// The old revisions to delete so that at most `limit` remain, oldest (lowest revision) first,
 /// never one whose hash a live pod still carries (upstream's `cleanupHistory`).
 pub fn to_truncate(
-    old: &[Arc<ControllerRevision>],
+    old: &[Shared<ControllerRevision>],
     limit: i32,
     live_hashes: &HashSet<String>,
-) -> Vec<Arc<ControllerRevision>> {
+) -> Vec<Shared<ControllerRevision>> {
     let limit = usize::try_from(limit.max(0)).unwrap_or(0);
     let mut to_kill = old.len().saturating_sub(limit);
     if to_kill == 0 {
         return Vec::new();
     }
-    let mut sorted: Vec<&Arc<ControllerRevision>> = old.iter().collect();
+    let mut sorted: Vec<&Shared<ControllerRevision>> = old.iter().collect();
     sorted.sort_by_key(|r| r.revision);
     let mut out = Vec::new();
     for r in sorted {
@@ -147,7 +152,7 @@ pub fn to_truncate(
         if hash_of(&r.metadata).is_some_and(|h| live_hashes.contains(h)) {
             continue;
         }
-        out.push(Arc::clone(r));
+        out.push(Shared::clone(r));
         to_kill -= 1;
     }
     out
@@ -216,12 +221,12 @@ pub fn new_revision(owner: &Owner<'_>, revision: i64) -> ControllerRevision {
 #[derive(Clone, Debug)]
 pub struct Constructed {
     /// The revision recording the owner's template, with the highest revision number.
-    pub current: Arc<ControllerRevision>,
+    pub current: Shared<ControllerRevision>,
     /// Every other revision.
-    pub old: Vec<Arc<ControllerRevision>>,
+    pub old: Vec<Shared<ControllerRevision>>,
     /// Other revisions recording the current template; the caller moves their pods onto
     /// `current`'s hash and then calls [`delete_duplicates`].
-    pub duplicates: Vec<Arc<ControllerRevision>>,
+    pub duplicates: Vec<Shared<ControllerRevision>>,
 }
 
 impl Constructed {
@@ -240,7 +245,7 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 pub async fn construct(
     api: &Api<ControllerRevision>,
     owner: &Owner<'_>,
-    revisions: Vec<Arc<ControllerRevision>>,
+    revisions: Vec<Shared<ControllerRevision>>,
 ) -> Result<Constructed, Error> {
     let (mut current, old) = split(revisions, owner.template);
     let next = max_revision(&old) + 1;
@@ -256,7 +261,7 @@ pub async fn construct(
     if cur.revision < next {
         let name = cur.metadata.name.clone().unwrap_or_default();
         let patch = json!({"revision": next});
-        cur = Arc::new(
+        cur = Cached::shared(
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?,
         );
@@ -271,7 +276,7 @@ pub async fn construct(
 /// Deletes revisions (duplicates, or those [`to_truncate`] chose); one already gone is fine.
 pub async fn delete_revisions(
     api: &Api<ControllerRevision>,
-    revisions: &[Arc<ControllerRevision>],
+    revisions: &[Shared<ControllerRevision>],
 ) -> Result<(), Error> {
     for r in revisions {
         let name = r.metadata.name.clone().unwrap_or_default();
@@ -300,15 +305,15 @@ pub async fn snapshot(
     api: &Api<ControllerRevision>,
     owner: &Owner<'_>,
     revision: i64,
-) -> Result<Arc<ControllerRevision>, Error> {
+) -> Result<Shared<ControllerRevision>, Error> {
     let rev = new_revision(owner, revision);
     let name = rev.metadata.name.clone().unwrap_or_default();
     match api.create(&PostParams::default(), &rev).await {
-        Ok(created) => Ok(Arc::new(created)),
+        Ok(created) => Ok(Cached::shared(created)),
         Err(e) if is_status(&e, 409) => {
             let existing = api.get(&name).await?;
             if matches(&existing, owner.template) {
-                return Ok(Arc::new(existing));
+                return Ok(Cached::shared(existing));
             }
             Err(Error::Collision(name))
         }
@@ -357,9 +362,9 @@ where
 mod tests {
     use super::*;
 
-    fn rev(name: &str, revision: i64, image: &str) -> Arc<ControllerRevision> {
+    fn rev(name: &str, revision: i64, image: &str) -> Shared<ControllerRevision> {
         let template = json!({"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": image}]}});
-        Arc::new(ControllerRevision {
+        Cached::shared(ControllerRevision {
             metadata: ObjectMeta {
                 name: Some(format!("ds-{name}")),
                 labels: Some([(CONTROLLER_REVISION_HASH.to_string(), name.to_string())].into()),
@@ -393,7 +398,7 @@ mod tests {
     fn split_finds_the_current_revision() {
         let revs = vec![rev("a", 1, "v1"), rev("b", 2, "v2"), rev("c", 3, "v1")];
         let (cur, old) = split(revs, &template("v1"));
-        let names = |v: &[Arc<ControllerRevision>]| {
+        let names = |v: &[Shared<ControllerRevision>]| {
             v.iter()
                 .map(|r| r.metadata.name.clone().unwrap())
                 .collect::<Vec<_>>()

@@ -1,15 +1,33 @@
-//! The cluster's controllers, each talking to the API only through a `kube::Client` so they run
-//! unchanged in `rollwright up` and against a real cluster.
+//! The cluster's controllers. They talk to the API only through a `kube::Client` and read it only
+//! through the process's shared cache ([`informer::Informers`]), so they run unchanged in
+//! `rollwright up` and against a real cluster.
 //!
+//! - [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`]: the workload controllers.
+//! - [`volume`]: claims and volumes (default class, a simulated provisioner, binding, reclaim,
+//!   in-use protection).
 //! - [`gc`]: the garbage collector (owner references, cascading deletion).
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
-//! - [`runtime`]: the work queue and reconcile contract they share (and the workload
-//!   controllers will).
 //!
-//! Each controller is one future: [`run_gc`] and [`run_node_lifecycle`] run until dropped, so the
-//! binary spawns them (and stops them by aborting the task).
+//! # The contract every controller follows
+//!
+//! A controller is a struct implementing [`runtime::Controller`]:
+//! - `new(&Informers, Config) -> Arc<Self>` takes its [`informer::Informer`]s from the shared
+//!   cache (`informers.get::<Pod>()`: one watch per kind for the whole process, objects decoded
+//!   once and shared as [`informer::Shared`]) and makes its [`runtime::WorkQueue`];
+//! - [`Controller::watch`](runtime::Controller::watch) subscribes event handlers
+//!   ([`informer::Informer::subscribe`]) that map a [`informer::Change`] to the keys it cares
+//!   about (a pod's controller reference to its ReplicaSet's `namespace/name`) and queue them;
+//! - [`Controller::reconcile`](runtime::Controller::reconcile) reads the cache (the indexes:
+//!   [`informer::Store::controlled_by`], [`informer::Store::orphans`],
+//!   [`informer::Store::on_node`], ...), writes through the client and returns an
+//!   [`runtime::Action`]: a requeue only for what time alone changes, never to poll;
+//! - errors are retried with the key's back-off ([`runtime::Retry`]).
+//!
+//! [`runtime::run`] runs any controller that way; [`run`] starts the controllers chosen by name
+//! ([`Settings::enabled`], `--controllers=*,-garbagecollector` style), each under
+//! [`runtime::supervise`], which restarts a controller whose task panicked.
 
 #![warn(missing_docs)]
 
@@ -21,29 +39,133 @@ pub mod history;
 #[cfg(feature = "test-support")]
 pub mod invariants;
 pub mod node_lifecycle;
-pub mod owner_index;
 pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
 pub mod runtime;
+pub mod selection;
 #[cfg(feature = "test-support")]
 pub mod stateful_invariants;
 pub mod statefulset;
 pub mod volume;
 
-use kube::Client;
+use daemonset::DaemonSetController;
+use deployment::DeploymentController;
+use futures::future::BoxFuture;
+use gc::GarbageCollector;
+use informer::Informers;
+use node_lifecycle::NodeLifecycleController;
+use pod_gc::PodGarbageCollector;
+use replicaset::ReplicaSetController;
+use runtime::{Controller, supervisor::RESTART_BACKOFF};
+pub use selection::{Selection, UnknownController};
+use statefulset::StatefulSetController;
+use std::{collections::BTreeSet, future::Future, sync::Arc};
+use tokio::task::JoinSet;
+use volume::VolumeController;
 
-/// Runs the garbage collector until dropped. See [`gc::Config`] for the knobs.
-pub async fn run_gc(client: Client, config: gc::Config) {
-    gc::run(client, config).await
+/// Which controllers run, and each one's settings.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// The controllers to run (default: all).
+    pub enabled: Selection,
+    /// The ReplicaSet controller's.
+    pub replicaset: replicaset::Config,
+    /// The Deployment controller's.
+    pub deployment: deployment::Config,
+    /// The DaemonSet controller's.
+    pub daemonset: daemonset::Config,
+    /// The garbage collector's.
+    pub garbage_collector: gc::Config,
+    /// The pod garbage collector's.
+    pub pod_gc: pod_gc::Config,
+    /// The node lifecycle controller's.
+    pub node_lifecycle: node_lifecycle::Config,
+    /// The StatefulSet controller's.
+    pub statefulset: statefulset::Config,
+    /// The volume controller's.
+    pub volume: volume::Config,
 }
 
-/// Runs the pod garbage collector until dropped. See [`pod_gc::Config`] for the knobs.
-pub async fn run_pod_gc(client: Client, config: pod_gc::Config) {
-    pod_gc::run(client, config).await
+/// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
+type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
+/// Turns the settings into a controller's [`Start`].
+type Starter = fn(&Informers, &Settings) -> Start;
+
+/// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
+const CONTROLLERS: [(&str, Starter); 8] = [
+    (ReplicaSetController::NAME, |i, s| {
+        on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
+    }),
+    (DeploymentController::NAME, |i, s| {
+        on_cache(i, s.deployment.clone(), DeploymentController::new)
+    }),
+    (DaemonSetController::NAME, |i, s| {
+        on_cache(i, s.daemonset.clone(), DaemonSetController::new)
+    }),
+    (GarbageCollector::NAME, |i, s| {
+        on_cache(i, s.garbage_collector.clone(), GarbageCollector::new)
+    }),
+    (PodGarbageCollector::NAME, |i, s| {
+        on_cache(i, s.pod_gc.clone(), PodGarbageCollector::new)
+    }),
+    (NodeLifecycleController::NAME, |i, s| {
+        on_cache(i, s.node_lifecycle.clone(), NodeLifecycleController::new)
+    }),
+    (StatefulSetController::NAME, |i, s| {
+        on_cache(i, s.statefulset.clone(), StatefulSetController::new)
+    }),
+    (VolumeController::NAME, |i, s| {
+        on_cache(i, s.volume.clone(), VolumeController::new)
+    }),
+];
+
+/// Every controller's name.
+pub fn names() -> Vec<&'static str> {
+    CONTROLLERS.iter().map(|(name, _)| *name).collect()
 }
 
-/// Runs the node lifecycle controller until dropped. See [`node_lifecycle::Config`].
-pub async fn run_node_lifecycle(client: Client, config: node_lifecycle::Config) {
-    node_lifecycle::run(client, config).await
+/// The controllers `settings` enables.
+pub fn enabled(settings: &Settings) -> Result<BTreeSet<&'static str>, UnknownController> {
+    settings.enabled.resolve(&names())
+}
+
+/// Starts a controller: a fresh one each time (after a panic, the old one's queue and
+/// expectations are gone with it).
+fn on_cache<C: Controller, Cfg: Clone + Send + 'static>(
+    informers: &Informers,
+    config: Cfg,
+    new: fn(&Informers, Cfg) -> Arc<C>,
+) -> Start {
+    let informers = informers.clone();
+    Box::new(move || {
+        Box::pin(runtime::run(
+            new(&informers, config.clone()),
+            informers.clone(),
+        ))
+    })
+}
+
+/// The controllers `settings` enables, on the shared cache `informers`, each supervised; the
+/// future runs until dropped, which stops them all. An unknown name is an error before anything
+/// starts.
+pub fn run(
+    informers: &Informers,
+    settings: &Settings,
+) -> Result<impl Future<Output = ()> + Send + 'static, UnknownController> {
+    let enabled = enabled(settings)?;
+    let starts: Vec<(&'static str, Start)> = CONTROLLERS
+        .iter()
+        .filter(|(name, _)| enabled.contains(name))
+        .map(|(name, start)| (*name, start(informers, settings)))
+        .collect();
+    Ok(async move {
+        // Dropping the set (the controllers stopping) aborts every supervisor, and with it
+        // every controller task.
+        let mut set = JoinSet::new();
+        for (name, start) in starts {
+            set.spawn(runtime::supervise(name, RESTART_BACKOFF, start));
+        }
+        while set.join_next().await.is_some() {}
+    })
 }

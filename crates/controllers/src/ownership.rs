@@ -8,14 +8,14 @@
 //! cache, so an owner that is being deleted never adopts (upstream's `RecheckDeletionTimestamp`).
 
 use api::pod::controller_of;
+use informer::{Cached, Object, Shared};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{
-    Api, Resource,
+    Api,
     api::{Patch, PatchParams},
 };
-use serde::de::DeserializeOwned;
 use serde_json::json;
-use std::{fmt::Debug, future::Future, sync::Arc};
+use std::future::Future;
 
 /// What a controller does with one candidate child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,12 +54,13 @@ pub async fn claim<K, F, Fut>(
     api: &Api<K>,
     controller: &OwnerReference,
     owner_deleting: bool,
-    candidates: Vec<Arc<K>>,
+    candidates: Vec<Shared<K>>,
     matches: impl Fn(&K) -> bool,
     can_adopt: F,
-) -> Result<Vec<Arc<K>>, kube::Error>
+) -> Result<Vec<Shared<K>>, kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Object,
+    K::DynamicType: Default,
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<bool, kube::Error>>,
 {
@@ -96,7 +97,7 @@ where
                     .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
                     .await
                 {
-                    Ok(adopted) => claimed.push(Arc::new(adopted)),
+                    Ok(adopted) => claimed.push(Cached::shared(adopted)),
                     Err(e) if is_gone(&e) => {}
                     Err(e) => {
                         first_error.get_or_insert(e);

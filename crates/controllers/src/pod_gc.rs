@@ -14,16 +14,18 @@
 //! gets the `DisruptionTarget` condition, reason `DeletionByPodGC`), as upstream, so whatever
 //! holds a finalizer on it sees how it ended. Deletions use grace period 0.
 //!
-//! Watches of pods and nodes keep a compact [`Index`]; the decisions are pure functions over it,
-//! and only the periodic pass talks to the API server.
+//! Each pass takes a compact [`Index`] of the shared cache's pods and nodes; the decisions are
+//! pure functions over it, and only the pass talks to the API server. The controller's one key
+//! is requeued every period: the pass is periodic by nature (upstream's `gcCheckPeriod`).
 
+use crate::runtime::{Action, Controller, WorkQueue};
 use futures::StreamExt;
+use informer::{Informer, Informers, Subscription};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams, Preconditions},
-    runtime::{WatchStreamExt, watcher},
 };
 use serde_json::{Value, json};
 use std::{
@@ -31,7 +33,7 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
-use tokio::{sync::watch, time::Instant};
+use tokio::time::Instant;
 
 /// The taint an admin puts on a node whose pods may be force-deleted (upstream's
 /// `v1.TaintNodeOutOfService`).
@@ -344,104 +346,6 @@ pub fn failed_status_patch(uid: &str, orphaned: bool, now: Timestamp) -> Value {
     json!({"metadata": {"uid": uid}, "status": status})
 }
 
-fn guard(index: &Mutex<Index>) -> MutexGuard<'_, Index> {
-    // Index updates complete before anything can panic; a poisoned index is usable.
-    index.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs the pod garbage collector until the future is dropped. Passes start once both watches
-/// have listed, so no pod is judged against a half-known set of nodes.
-pub async fn run(client: Client, config: Config) {
-    let index = Arc::new(Mutex::new(Index::default()));
-    let (pods_synced, mut pods_ready) = watch::channel(false);
-    let (nodes_synced, mut nodes_ready) = watch::channel(false);
-    let pods = watch_pods(client.clone(), Arc::clone(&index), pods_synced);
-    let nodes = watch_nodes(client.clone(), Arc::clone(&index), nodes_synced);
-    let passes = async {
-        if pods_ready.wait_for(|s| *s).await.is_err() || nodes_ready.wait_for(|s| *s).await.is_err()
-        {
-            return;
-        }
-        tracing::info!("pod garbage collector synced");
-        let collector = Collector {
-            client: client.clone(),
-            config: config.clone(),
-            index: Arc::clone(&index),
-            quarantine: Quarantine::default(),
-        };
-        collector.run().await
-    };
-    tokio::join!(pods, nodes, passes);
-}
-
-/// Keeps `index.pods` in step with a pod watch.
-async fn watch_pods(client: Client, index: Arc<Mutex<Index>>, synced: watch::Sender<bool>) {
-    let api: Api<Pod> = Api::all(client);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut listing: Option<HashMap<PodKey, PodInfo>> = None;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init) => listing = Some(HashMap::new()),
-            Ok(watcher::Event::InitApply(pod)) => {
-                if let (Some(seen), Some((key, info))) = (listing.as_mut(), PodInfo::of(&pod)) {
-                    seen.insert(key, info);
-                }
-            }
-            Ok(watcher::Event::InitDone) => {
-                guard(&index).pods = listing.take().unwrap_or_default();
-                synced.send_replace(true);
-            }
-            Ok(watcher::Event::Apply(pod)) => {
-                if let Some((key, info)) = PodInfo::of(&pod) {
-                    guard(&index).pods.insert(key, info);
-                }
-            }
-            Ok(watcher::Event::Delete(pod)) => {
-                if let Some((key, _)) = PodInfo::of(&pod) {
-                    guard(&index).pods.remove(&key);
-                }
-            }
-            Err(error) => tracing::warn!(%error, "pod GC: pod watch failed; retrying"),
-        }
-    }
-}
-
-/// Keeps `index.nodes` in step with a node watch.
-async fn watch_nodes(client: Client, index: Arc<Mutex<Index>>, synced: watch::Sender<bool>) {
-    let api: Api<Node> = Api::all(client);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut listing: Option<HashMap<String, NodeInfo>> = None;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init) => listing = Some(HashMap::new()),
-            Ok(watcher::Event::InitApply(node)) => {
-                if let (Some(seen), Some((name, info))) = (listing.as_mut(), NodeInfo::of(&node)) {
-                    seen.insert(name, info);
-                }
-            }
-            Ok(watcher::Event::InitDone) => {
-                guard(&index).nodes = listing.take().unwrap_or_default();
-                synced.send_replace(true);
-            }
-            Ok(watcher::Event::Apply(node)) => {
-                if let Some((name, info)) = NodeInfo::of(&node) {
-                    guard(&index).nodes.insert(name, info);
-                }
-            }
-            Ok(watcher::Event::Delete(node)) => {
-                if let Some(name) = node.metadata.name {
-                    guard(&index).nodes.remove(&name);
-                }
-            }
-            Err(error) => tracing::warn!(%error, "pod GC: node watch failed; retrying"),
-        }
-    }
-}
-
 /// Why a pod is collected; it decides the status written before the deletion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cause {
@@ -451,36 +355,90 @@ enum Cause {
     UnscheduledTerminating,
 }
 
-/// The periodic pass and the API calls it makes.
-struct Collector {
+/// The pod garbage collector: the shared cache's pods and nodes, the nodes in quarantine, and
+/// the one key that runs its periodic pass.
+pub struct PodGarbageCollector {
     client: Client,
     config: Config,
-    index: Arc<Mutex<Index>>,
-    quarantine: Quarantine,
+    pods: Informer<Pod>,
+    nodes: Informer<Node>,
+    quarantine: Mutex<Quarantine>,
+    queue: WorkQueue<()>,
 }
 
-impl Collector {
-    async fn run(mut self) {
-        let mut ticks = tokio::time::interval(self.config.period);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            self.pass().await;
+impl Controller for PodGarbageCollector {
+    const NAME: &'static str = "podgc";
+    type Key = ();
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<()> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        1
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        // No handler: the pass reads the cache; the first one runs once it has listed.
+        self.queue.add(());
+        Vec::new()
+    }
+
+    async fn reconcile(self: &Arc<Self>, (): ()) -> Result<Action, Error> {
+        self.pass().await;
+        Ok(Action::requeue(self.config.period))
+    }
+}
+
+impl PodGarbageCollector {
+    /// The collector on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        Arc::new(Self {
+            client: informers.client().clone(),
+            pods: informers.get(),
+            nodes: informers.get(),
+            quarantine: Mutex::new(Quarantine::default()),
+            queue: WorkQueue::default(),
+            config,
+        })
+    }
+
+    /// The pods and nodes of the cache as the decisions read them.
+    fn index(&self) -> Index {
+        Index {
+            pods: self
+                .pods
+                .store()
+                .list()
+                .iter()
+                .filter_map(|p| PodInfo::of(p))
+                .collect(),
+            nodes: self
+                .nodes
+                .store()
+                .list()
+                .iter()
+                .filter_map(|n| NodeInfo::of(n))
+                .collect(),
         }
+    }
+
+    fn quarantine(&self) -> MutexGuard<'_, Quarantine> {
+        // Quarantine updates complete before anything can panic.
+        self.quarantine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One pass, in upstream's order: terminated, terminating out-of-service, orphaned,
     /// unscheduled terminating.
-    async fn pass(&mut self) {
-        let (terminated, out_of_service, missing, known) = {
-            let index = guard(&self.index);
-            (
-                terminated_excess(&index, self.config.terminated_pod_threshold),
-                terminating_out_of_service(&index),
-                missing_nodes(&index),
-                index.nodes.keys().cloned().collect::<HashSet<_>>(),
-            )
-        };
+    async fn pass(&self) {
+        let index = self.index();
+        let (terminated, out_of_service, missing, known) = (
+            terminated_excess(&index, self.config.terminated_pod_threshold),
+            terminating_out_of_service(&index),
+            missing_nodes(&index),
+            index.nodes.keys().cloned().collect::<HashSet<_>>(),
+        );
         if !terminated.is_empty() {
             tracing::info!(
                 pods = terminated.len(),
@@ -491,16 +449,18 @@ impl Collector {
         self.collect(out_of_service, Cause::TerminatingOutOfService)
             .await;
 
-        self.quarantine
-            .add(missing, Instant::now(), self.config.quarantine);
-        let due = self.quarantine.take_due(Instant::now());
+        let due = {
+            let mut quarantine = self.quarantine();
+            quarantine.add(missing, Instant::now(), self.config.quarantine);
+            quarantine.take_due(Instant::now())
+        };
         let gone = self.discover_deleted(due, &known).await;
         if !gone.is_empty() {
-            let orphaned = orphans(&guard(&self.index), &gone);
+            let orphaned = orphans(&self.index(), &gone);
             self.collect(orphaned, Cause::Orphaned).await;
         }
 
-        let unscheduled = unscheduled_terminating(&guard(&self.index));
+        let unscheduled = unscheduled_terminating(&self.index());
         self.collect(unscheduled, Cause::UnscheduledTerminating)
             .await;
     }

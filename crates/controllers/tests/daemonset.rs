@@ -62,11 +62,15 @@ impl Cluster {
             },
             ..Default::default()
         };
-        self.controller = Some(tokio::spawn(daemonset::run_daemonset(
-            self.client.clone(),
-            config,
-            std::future::pending(),
-        )));
+        let settings = controllers::Settings {
+            enabled: controllers::Selection::only(["daemonset"]),
+            daemonset: config,
+            ..Default::default()
+        };
+        let informers = informer::Informers::new(self.client.clone());
+        self.controller = Some(tokio::spawn(
+            controllers::run(&informers, &settings).unwrap(),
+        ));
     }
 
     /// Kills the controller the hard way, mid-whatever, as a crash would.

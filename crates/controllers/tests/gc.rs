@@ -21,10 +21,12 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 async fn start() -> (embedded::Embedded, Client) {
     let server = embedded::Embedded::memory().await.unwrap();
     let client = server.client();
-    tokio::spawn(controllers::run_gc(
-        client.clone(),
-        controllers::gc::Config::default(),
-    ));
+    let settings = controllers::Settings {
+        enabled: controllers::Selection::only(["garbagecollector"]),
+        ..Default::default()
+    };
+    let informers = informer::Informers::new(client.clone());
+    tokio::spawn(controllers::run(&informers, &settings).unwrap());
     (server, client)
 }
 

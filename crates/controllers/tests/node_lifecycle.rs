@@ -23,12 +23,25 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 async fn start(grace: Duration) -> (embedded::Embedded, Client) {
     let server = embedded::Embedded::memory().await.unwrap();
     let client = server.client();
-    let config = controllers::node_lifecycle::Config {
-        grace_period: grace,
+    spawn_node_lifecycle(
+        &client,
+        controllers::node_lifecycle::Config {
+            grace_period: grace,
+            ..Default::default()
+        },
+    );
+    (server, client)
+}
+
+/// Runs the node lifecycle controller alone on a shared cache of `client`.
+fn spawn_node_lifecycle(client: &Client, config: controllers::node_lifecycle::Config) {
+    let settings = controllers::Settings {
+        enabled: controllers::Selection::only(["nodelifecycle"]),
+        node_lifecycle: config,
         ..Default::default()
     };
-    tokio::spawn(controllers::run_node_lifecycle(client.clone(), config));
-    (server, client)
+    let informers = informer::Informers::new(client.clone());
+    tokio::spawn(controllers::run(&informers, &settings).unwrap());
 }
 
 fn conditions(pairs: &[(&str, &str)]) -> Value {
@@ -566,11 +579,13 @@ async fn a_ready_pod_found_on_a_node_that_is_already_unknown_is_marked() {
     pod(&client, "stranded", "n6", json!([])).await;
     set_pod_status(&client, "stranded", "Running", "True").await;
 
-    let config = controllers::node_lifecycle::Config {
-        grace_period: Duration::from_secs(300),
-        ..Default::default()
-    };
-    tokio::spawn(controllers::run_node_lifecycle(client.clone(), config));
+    spawn_node_lifecycle(
+        &client,
+        controllers::node_lifecycle::Config {
+            grace_period: Duration::from_secs(300),
+            ..Default::default()
+        },
+    );
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     embedded::wait_until(&pods, "stranded Ready=False", TIMEOUT, |p| {
         p.name_any() == "stranded" && pod_ready(p).as_deref() == Some("False")

@@ -18,13 +18,18 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 async fn start(threshold: usize) -> (embedded::Embedded, Client) {
     let server = embedded::Embedded::memory().await.unwrap();
     let client = server.client();
-    let config = controllers::pod_gc::Config {
-        period: Duration::from_millis(50),
-        quarantine: Duration::from_millis(200),
-        terminated_pod_threshold: threshold,
+    let settings = controllers::Settings {
+        enabled: controllers::Selection::only(["podgc"]),
+        pod_gc: controllers::pod_gc::Config {
+            period: Duration::from_millis(50),
+            quarantine: Duration::from_millis(200),
+            terminated_pod_threshold: threshold,
+            ..Default::default()
+        },
         ..Default::default()
     };
-    tokio::spawn(controllers::run_pod_gc(client.clone(), config));
+    let informers = informer::Informers::new(client.clone());
+    tokio::spawn(controllers::run(&informers, &settings).unwrap());
     (server, client)
 }
 

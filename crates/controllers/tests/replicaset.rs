@@ -104,11 +104,7 @@ async fn a_replica_set_creates_its_pods_and_reports_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_500_replicas_creates_exactly_500_pods_even_with_a_slow_watch() {
     // Every pod event reaches the controller's cache a millisecond late.
-    let config = controllers::replicaset::Config {
-        pod_watch_lag: std::time::Duration::from_millis(1),
-        ..Default::default()
-    };
-    let c = Cluster::replicaset_with(config).await;
+    let c = Cluster::replicaset_with_lag(std::time::Duration::from_millis(1)).await;
     let api: Api<ReplicaSet> = Api::default_namespaced(c.client.clone());
     api.create(&PostParams::default(), &replica_set("burst", 500))
         .await

@@ -1,7 +1,10 @@
 //! The cluster's moving parts besides the API server: simulated nodes, the scheduler and the
 //! controllers. Each runs on a `kube::Client`, so the same code starts them in-process for
-//! `rollwright up` and against any cluster for `rollwright nodes|scheduler|controllers`.
+//! `rollwright up` and against any cluster for `rollwright nodes|scheduler|controllers`. The
+//! scheduler and the controllers started together read one shared cache
+//! ([`informer::Informers`]): one watch per kind for the process.
 
+use informer::Informers;
 use kube::Client;
 use std::path::PathBuf;
 use tokio::{sync::watch, task::JoinSet};
@@ -19,12 +22,8 @@ pub struct Components {
     pub controllers: Option<ControllerSettings>,
 }
 
-/// Settings of the controllers that have any.
-#[derive(Clone, Debug, Default)]
-pub struct ControllerSettings {
-    /// The node lifecycle controller's (grace period before a silent node is `Unknown`).
-    pub node_lifecycle: controllers::node_lifecycle::Config,
-}
+/// Which controllers run (`--controllers`) and their settings.
+pub type ControllerSettings = controllers::Settings;
 
 impl Components {
     /// Everything, as `rollwright up` runs it, with `nodes` simulated nodes.
@@ -77,54 +76,22 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
         tasks.spawn(async move { scheduler::run(client, config, stop).await });
     }
     if let Some(settings) = &what.controllers {
-        for controller in controller_tasks(client.clone(), settings) {
-            let stop = shutdown_signal(&rx);
-            tasks.spawn(async move {
-                tokio::select! {
-                    _ = controller => {}
-                    _ = stop => {}
-                }
-            });
-        }
+        let informers = Informers::new(client.clone());
+        let controllers = controllers::run(&informers, settings)?;
+        let stop = shutdown_signal(&rx);
+        tasks.spawn(async move {
+            // Dropping the controllers (and the last handle on the cache) stops them and the
+            // watches.
+            tokio::select! {
+                _ = controllers => {}
+                _ = stop => {}
+            }
+        });
     }
     Ok(Running {
         tasks,
         shutdown: tx,
     })
-}
-
-/// The controllers, each a future that runs until dropped.
-fn controller_tasks(
-    client: Client,
-    settings: &ControllerSettings,
-) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
-    vec![
-        Box::pin(controllers::run_gc(client.clone(), Default::default())),
-        Box::pin(controllers::run_pod_gc(client.clone(), Default::default())),
-        Box::pin(controllers::run_node_lifecycle(
-            client.clone(),
-            settings.node_lifecycle.clone(),
-        )),
-        Box::pin(controllers::replicaset::run(
-            client.clone(),
-            Default::default(),
-        )),
-        Box::pin(controllers::deployment::run(
-            client.clone(),
-            Default::default(),
-        )),
-        Box::pin(controllers::statefulset::run(
-            client.clone(),
-            Default::default(),
-        )),
-        Box::pin(controllers::volume::run(client.clone(), Default::default())),
-        // Stopped by dropping, like the others.
-        Box::pin(controllers::daemonset::run_daemonset(
-            client,
-            Default::default(),
-            std::future::pending(),
-        )),
-    ]
 }
 
 impl Running {

@@ -36,6 +36,7 @@ fn fast() -> Components {
                 grace_period: Duration::from_secs(3),
                 ..Default::default()
             },
+            ..Default::default()
         }),
     }
 }

@@ -44,6 +44,7 @@ fn components() -> Components {
                 grace_period: Duration::from_secs(3),
                 ..Default::default()
             },
+            ..Default::default()
         }),
     }
 }

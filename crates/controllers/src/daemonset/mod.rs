@@ -3,10 +3,10 @@
 //! template history in ControllerRevisions ([`crate::history`]).
 //!
 //! Structure:
-//! - watches of DaemonSets, Nodes, Pods and ControllerRevisions feed in-memory indexes (pods and
-//!   revisions grouped by controller uid, so a sync costs O(nodes + this DaemonSet's pods), never
-//!   O(DaemonSets x nodes x pods)) and queue the DaemonSets an event concerns;
-//! - [`Controller::reconcile`] turns one key into API calls and an [`Action`]: it builds the
+//! - event handlers on the shared cache's DaemonSets, Nodes, Pods and ControllerRevisions queue
+//!   the DaemonSets an event concerns (the cache groups pods and revisions by controller uid, so
+//!   a sync costs O(nodes + this DaemonSet's pods), never O(DaemonSets x nodes x pods));
+//! - [`DaemonSetController`]'s reconcile turns one key into API calls and an [`Action`]: it builds the
 //!   history, then — only once its previous creations and deletions have been observed
 //!   ([`Expectations`]) — fixes each node ([`nodes`]), and only if that needed nothing, takes one
 //!   rolling update step ([`update`]); it always writes the status ([`status`]);
@@ -24,9 +24,8 @@ pub mod update;
 use crate::{
     expectations::Expectations,
     history::{self, CONTROLLER_REVISION_HASH},
-    owner_index::{Change, Ingest, Key, OwnerIndex, key as make_key, key_of},
     ownership,
-    runtime::{Action, Backoff, WorkQueue, run_workers},
+    runtime::{Action, Backoff, Controller, WorkQueue},
 };
 use api::{
     intstr::{IntOrPercent, scaled_value_or},
@@ -34,7 +33,10 @@ use api::{
     selector::LabelSelector,
 };
 use events::{EventType, Recorder};
-use futures::{StreamExt, future::join_all};
+use futures::future::join_all;
+use informer::{
+    Change, Informer, Informers, Key, Shared, Store, Subscription, key as make_key, key_of,
+};
 use k8s_openapi::{
     api::{
         apps::v1::{ControllerRevision, DaemonSet},
@@ -45,20 +47,15 @@ use k8s_openapi::{
 use kube::{
     Api, Client, ResourceExt,
     api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
-    runtime::{WatchStreamExt, watcher},
 };
 use nodes::{Eligibility, Placement};
 use serde_json::{Value, json};
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    future::Future,
-    sync::{
-        Arc, Mutex, RwLock,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex, RwLock},
     time::Duration,
 };
-use tokio::{sync::watch, time::Instant};
+use tokio::time::Instant;
 
 /// Opt-in annotation (`"true"`): pods on nodes that are NotReady or unreachable neither use up
 /// `maxUnavailable` nor block the rollout; they are updated when their node returns
@@ -324,29 +321,30 @@ impl FailedPodBackoff {
     }
 }
 
-/// The controller: indexes fed by the watches, the queue, and what syncs share.
-pub struct Controller {
+/// The controller: its handles on the shared cache, the queue, and what syncs share.
+pub struct DaemonSetController {
     client: Client,
     config: Config,
+    /// DaemonSets as dynamic objects: rollwright's `podUpdatePolicy` is not in the typed API.
+    daemon_sets: Informer<DynamicObject>,
+    /// Each DaemonSet read once per change, with what is derived from it.
     daemons: RwLock<HashMap<Key, Arc<Daemon>>>,
-    nodes: RwLock<BTreeMap<String, Arc<Node>>>,
-    pods: OwnerIndex<Pod>,
-    revisions: OwnerIndex<ControllerRevision>,
+    nodes: Informer<Node>,
+    pods: Informer<Pod>,
+    revisions: Informer<ControllerRevision>,
     expectations: Expectations,
     failed_backoff: FailedPodBackoff,
     queue: WorkQueue<Key>,
     recorder: Recorder,
-    /// Set once every watch has listed: before that, events only fill the indexes.
-    ready: AtomicBool,
 }
 
 /// What one sync works on, computed once.
 struct Sync<'a> {
     daemon: &'a Daemon,
     key: Key,
-    placements: Vec<(Arc<Node>, Placement)>,
-    pods: Vec<Arc<Pod>>,
-    by_node: BTreeMap<String, Vec<Arc<Pod>>>,
+    placements: Vec<(Shared<Node>, Placement)>,
+    pods: Vec<Shared<Pod>>,
+    by_node: BTreeMap<String, Vec<Shared<Pod>>>,
     hash: String,
     now: jiff::Timestamp,
 }
@@ -369,7 +367,7 @@ impl Sync<'_> {
         Some(Duration::try_from(d).unwrap_or(Duration::ZERO))
     }
 
-    fn pod(&self, name: &str) -> Option<&Arc<Pod>> {
+    fn pod(&self, name: &str) -> Option<&Shared<Pod>> {
         self.pods
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(name))
@@ -388,10 +386,50 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-impl Controller {
-    /// A controller on `client`; [`run_daemonset`] runs it.
-    pub fn new(client: Client, config: Config) -> Self {
-        Self {
+impl Controller for DaemonSetController {
+    const NAME: &'static str = "daemonset";
+    type Key = Key;
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<Key> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        self.config.workers
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        let (d, n, p, r) = (
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
+        );
+        vec![
+            self.daemon_sets.subscribe(move |c| d.on_daemonset(c)),
+            self.nodes.subscribe(move |c| match c {
+                Change::Added(new) => n.node_changed(None, Some(new.object())),
+                Change::Updated { old, new } => {
+                    n.node_changed(Some(old.object()), Some(new.object()))
+                }
+                Change::Deleted(old) => n.node_changed(Some(old.object()), None),
+            }),
+            self.pods.subscribe(move |c| p.on_pod(c)),
+            self.revisions.subscribe(move |c| r.on_revision(c)),
+        ]
+    }
+
+    async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
+        self.sync(key).await
+    }
+}
+
+impl DaemonSetController {
+    /// The controller on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
+        Arc::new(Self {
             recorder: Recorder::new(client.clone(), "daemonset-controller", None),
             client,
             queue: WorkQueue::new(config.backoff),
@@ -401,12 +439,12 @@ impl Controller {
                 entries: Mutex::new(HashMap::new()),
             },
             config,
+            daemon_sets: informers.dynamic(&ApiResource::erase::<DaemonSet>(&())),
             daemons: RwLock::new(HashMap::new()),
-            nodes: RwLock::new(BTreeMap::new()),
-            pods: OwnerIndex::default(),
-            revisions: OwnerIndex::default(),
-            ready: AtomicBool::new(false),
-        }
+            nodes: informers.get(),
+            pods: informers.get(),
+            revisions: informers.get(),
+        })
     }
 
     fn daemon(&self, key: &str) -> Option<Arc<Daemon>> {
@@ -439,10 +477,6 @@ impl Controller {
             .min()
     }
 
-    fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-
     // ---- watch events ----
 
     /// The DaemonSet a controller reference names, if we hold it (same uid).
@@ -465,71 +499,34 @@ impl Controller {
             .collect()
     }
 
-    fn on_daemonset(
-        &self,
-        event: watcher::Event<DynamicObject>,
-        listing: &mut Option<HashSet<Key>>,
-    ) -> bool {
-        let put = |obj: DynamicObject| -> Option<Key> {
-            let value = serde_json::to_value(&obj).ok()?;
-            match Daemon::from_json(value) {
-                Ok(d) => {
-                    let key = d.key();
-                    self.daemons
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key.clone(), Arc::new(d));
-                    Some(key)
-                }
-                Err(e) => {
-                    tracing::warn!(name = obj.name_any(), error = %e, "ignoring an unreadable DaemonSet");
-                    None
-                }
+    fn on_daemonset(&self, change: &Change<DynamicObject>) {
+        let obj = change.object();
+        let key = obj.key();
+        let mut daemons = self.daemons.write().unwrap_or_else(|e| e.into_inner());
+        match change {
+            Change::Deleted(_) => {
+                daemons.remove(&key);
             }
-        };
-        match event {
-            watcher::Event::Init => *listing = Some(HashSet::new()),
-            watcher::Event::InitApply(obj) => {
-                if let Some(key) = put(obj) {
-                    listing.get_or_insert_default().insert(key.clone());
-                    self.queue.add(key);
+            Change::Added(_) | Change::Updated { .. } => {
+                match serde_json::to_value(DynamicObject::clone(obj))
+                    .map_err(|e| e.to_string())
+                    .and_then(Daemon::from_json)
+                {
+                    Ok(d) => {
+                        daemons.insert(key.clone(), Arc::new(d));
+                    }
+                    Err(e) => {
+                        tracing::warn!(daemonset = %key, error = %e, "ignoring an unreadable DaemonSet");
+                        daemons.remove(&key);
+                    }
                 }
-            }
-            watcher::Event::InitDone => {
-                let seen = listing.take().unwrap_or_default();
-                let mut daemons = self.daemons.write().unwrap_or_else(|e| e.into_inner());
-                let gone: Vec<Key> = daemons
-                    .keys()
-                    .filter(|k| !seen.contains(*k))
-                    .cloned()
-                    .collect();
-                for k in gone {
-                    daemons.remove(&k);
-                    self.queue.add(k);
-                }
-                return true;
-            }
-            watcher::Event::Apply(obj) => {
-                if let Some(key) = put(obj) {
-                    self.queue.add(key);
-                }
-            }
-            watcher::Event::Delete(obj) => {
-                let key = key_of(&obj);
-                self.daemons
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&key);
-                self.queue.add(key);
             }
         }
-        false
+        drop(daemons);
+        self.queue.add(key);
     }
 
     fn node_changed(&self, old: Option<&Node>, new: Option<&Node>) {
-        if !self.is_ready() {
-            return;
-        }
         if let (Some(o), Some(n)) = (old, new) {
             // Heartbeats change only condition times: nothing a DaemonSet decides on.
             let taints = |x: &Node| x.spec.as_ref().and_then(|s| s.taints.clone());
@@ -553,54 +550,7 @@ impl Controller {
         }
     }
 
-    fn on_node(&self, event: watcher::Event<Node>, listing: &mut Option<HashSet<String>>) -> bool {
-        match event {
-            watcher::Event::Init => *listing = Some(HashSet::new()),
-            watcher::Event::InitApply(node) | watcher::Event::Apply(node) => {
-                let name = node.name_any();
-                if let Some(seen) = listing.as_mut() {
-                    seen.insert(name.clone());
-                }
-                let node = Arc::new(node);
-                let old = self
-                    .nodes
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(name, Arc::clone(&node));
-                self.node_changed(old.as_deref(), Some(&node));
-            }
-            watcher::Event::InitDone => {
-                let seen = listing.take().unwrap_or_default();
-                let gone: Vec<Arc<Node>> = {
-                    let mut nodes = self.nodes.write().unwrap_or_else(|e| e.into_inner());
-                    let names: Vec<String> = nodes
-                        .keys()
-                        .filter(|k| !seen.contains(*k))
-                        .cloned()
-                        .collect();
-                    names.iter().filter_map(|n| nodes.remove(n)).collect()
-                };
-                for node in gone {
-                    self.node_changed(Some(&node), None);
-                }
-                return true;
-            }
-            watcher::Event::Delete(node) => {
-                let old = self
-                    .nodes
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&node.name_any());
-                self.node_changed(Some(old.as_deref().unwrap_or(&node)), None);
-            }
-        }
-        false
-    }
-
-    fn on_pod(&self, change: Change<Pod>) {
-        if !self.is_ready() {
-            return;
-        }
+    fn on_pod(&self, change: &Change<Pod>) {
         let pod_key = |p: &Pod| key_of(p);
         match change {
             Change::Added(pod) => {
@@ -608,7 +558,7 @@ impl Controller {
                 match self.resolve(&ns, &pod.metadata) {
                     Some(key) if pod.metadata.deletion_timestamp.is_some() => {
                         self.expectations
-                            .deletion_observed(&delete_key(&key), &pod_key(&pod));
+                            .deletion_observed(&delete_key(&key), &pod_key(pod));
                         self.queue.add(key);
                     }
                     Some(key) => {
@@ -629,11 +579,11 @@ impl Controller {
                 if let Some(key) = &owner {
                     if new.metadata.deletion_timestamp.is_some() {
                         self.expectations
-                            .deletion_observed(&delete_key(key), &pod_key(&new));
+                            .deletion_observed(&delete_key(key), &pod_key(new));
                     }
                     if history::hash_of(&old.metadata) != history::hash_of(&new.metadata) {
                         self.expectations
-                            .deletion_observed(&in_place_key(key), &pod_key(&new));
+                            .deletion_observed(&in_place_key(key), &pod_key(new));
                     }
                     self.queue.add(key.clone());
                 }
@@ -654,20 +604,15 @@ impl Controller {
                 let ns = pod.namespace().unwrap_or_default();
                 if let Some(key) = self.resolve(&ns, &pod.metadata) {
                     self.expectations
-                        .deletion_observed(&delete_key(&key), &pod_key(&pod));
+                        .deletion_observed(&delete_key(&key), &pod_key(pod));
                     self.queue.add(key);
                 }
             }
         }
     }
 
-    fn on_revision(&self, change: Change<ControllerRevision>) {
-        if !self.is_ready() {
-            return;
-        }
-        let rev = match &change {
-            Change::Added(r) | Change::Deleted(r) | Change::Updated { new: r, .. } => r,
-        };
+    fn on_revision(&self, change: &Change<ControllerRevision>) {
+        let rev = change.object();
         let ns = rev.namespace().unwrap_or_default();
         match self.resolve(&ns, &rev.metadata) {
             Some(key) => self.queue.add(key),
@@ -689,7 +634,7 @@ impl Controller {
     ///   step only when no node needed fixing, so the two never overshoot together;
     /// - returns a requeue for the next moment time alone changes something, else waits for a
     ///   watch event.
-    pub async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
+    async fn sync(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
         let Some(daemon) = self.daemon(&key) else {
             for k in [key.clone(), delete_key(&key), in_place_key(&key)] {
                 self.expectations.forget(&k);
@@ -712,8 +657,8 @@ impl Controller {
             return Ok(Action::await_change());
         }
         let ns = ds.namespace().unwrap_or_default();
-        let pods = self.claim(&daemon, &self.pods).await?;
-        let revisions = self.claim(&daemon, &self.revisions).await?;
+        let pods = self.claim(&daemon, self.pods.store()).await?;
+        let revisions = self.claim(&daemon, self.revisions.store()).await?;
         let template = ds
             .spec
             .as_ref()
@@ -743,13 +688,16 @@ impl Controller {
             history::delete_duplicates(&revisions_api, &constructed).await?;
         }
 
-        let placements: Vec<(Arc<Node>, Placement)> = {
-            let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());
-            nodes
-                .values()
-                .map(|n| (Arc::clone(n), daemon.eligibility.check(n)))
-                .collect()
-        };
+        let mut nodes = self.nodes.store().list();
+        // In name order, as the nodes' creation and update order should not depend on hashing.
+        nodes.sort_unstable_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let placements: Vec<(Shared<Node>, Placement)> = nodes
+            .into_iter()
+            .map(|n| {
+                let p = daemon.eligibility.check(&n);
+                (n, p)
+            })
+            .collect();
         let by_node = nodes::group_by_node(&pods);
         let sync = Sync {
             daemon: &daemon,
@@ -804,18 +752,16 @@ impl Controller {
 
     /// Adopts the orphans of `index` the DaemonSet's selector matches and releases its children
     /// it no longer matches (pods and ControllerRevisions alike); returns what it controls.
-    async fn claim<K>(&self, daemon: &Daemon, index: &OwnerIndex<K>) -> Result<Vec<Arc<K>>, Error>
+    async fn claim<K>(&self, daemon: &Daemon, index: &Store<K>) -> Result<Vec<Shared<K>>, Error>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
+        K: informer::Object<Scope = k8s_openapi::NamespaceResourceScope>,
         K::DynamicType: Default,
     {
         let ns = daemon.ds.namespace().unwrap_or_default();
         let matches = |k: &K| daemon.selector.matches_labels(k.meta().labels.as_ref());
         let mut candidates = index.controlled_by(daemon.uid());
         candidates.extend(index.orphans(&ns).into_iter().filter(|k| matches(k)));
+
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let controller = controller_ref("apps/v1", "DaemonSet", &daemon.ds.metadata);
         let claimed = ownership::claim(&api, &controller, false, candidates, matches, || {
@@ -830,7 +776,7 @@ impl Controller {
     /// the kept hash, old ones included, which would hide them from the rolling update.)
     async fn merge_duplicates(
         &self,
-        pods: &[Arc<Pod>],
+        pods: &[Shared<Pod>],
         constructed: &history::Constructed,
     ) -> Result<(), Error> {
         let keep = constructed.hash();
@@ -1269,125 +1215,6 @@ impl Controller {
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-/// Follows one watch (kube's default back-off retries it for ever): `handle` takes each event
-/// and says whether the initial list is complete; `on_synced` runs the first time it is.
-async fn follow<K>(
-    api: Api<K>,
-    what: &'static str,
-    mut handle: impl FnMut(watcher::Event<K>) -> bool,
-    on_synced: impl Fn(),
-) where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let mut synced = false;
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(e) => {
-                if handle(e) && !synced {
-                    synced = true;
-                    on_synced();
-                }
-            }
-            Err(e) => tracing::debug!(error = %e, watch = what, "watch failed; retrying"),
-        }
-    }
-}
-
-/// Runs the DaemonSet controller on `client` until `shutdown` completes (or the future is
-/// dropped): four watches feed the indexes, and `config.workers` workers sync DaemonSets once
-/// every watch has listed. A sync cut short by shutdown is safe: the next controller finds the
-/// state on the server and finishes the job (seed 000: a crashed controller recovers).
-pub async fn run_daemonset(client: Client, config: Config, shutdown: impl Future<Output = ()>) {
-    let ctl = Arc::new(Controller::new(client.clone(), config));
-    let (synced_tx, mut synced_rx) = watch::channel(0usize);
-    let mark_synced = || synced_tx.send_modify(|n| *n += 1);
-
-    let daemonsets = {
-        let ctl = Arc::clone(&ctl);
-        let api: Api<DynamicObject> =
-            Api::all_with(client.clone(), &ApiResource::erase::<DaemonSet>(&()));
-        let mut listing = None;
-        follow(
-            api,
-            "daemonset",
-            move |e| ctl.on_daemonset(e, &mut listing),
-            &mark_synced,
-        )
-    };
-    let nodes = {
-        let ctl = Arc::clone(&ctl);
-        let api: Api<Node> = Api::all(client.clone());
-        let mut listing = None;
-        follow(
-            api,
-            "node",
-            move |e| ctl.on_node(e, &mut listing),
-            &mark_synced,
-        )
-    };
-    let pods = {
-        let ctl = Arc::clone(&ctl);
-        let api: Api<Pod> = Api::all(client.clone());
-        let mut ingest = Ingest::new(ctl.pods.clone());
-        follow(
-            api,
-            "pod",
-            move |e| {
-                for change in ingest.handle(e) {
-                    ctl.on_pod(change);
-                }
-                ingest.synced()
-            },
-            &mark_synced,
-        )
-    };
-    let revisions = {
-        let ctl = Arc::clone(&ctl);
-        let api: Api<ControllerRevision> = Api::all(client.clone());
-        let mut ingest = Ingest::new(ctl.revisions.clone());
-        follow(
-            api,
-            "controllerrevision",
-            move |e| {
-                for change in ingest.handle(e) {
-                    ctl.on_revision(change);
-                }
-                ingest.synced()
-            },
-            &mark_synced,
-        )
-    };
-    let workers = {
-        let ctl = Arc::clone(&ctl);
-        async move {
-            if synced_rx.wait_for(|n| *n >= 4).await.is_err() {
-                return;
-            }
-            ctl.ready.store(true, Ordering::Release);
-            for d in ctl.all_daemons() {
-                ctl.queue.add(d.key());
-            }
-            tracing::info!(
-                daemonsets = ctl.all_daemons().len(),
-                "daemonset controller synced"
-            );
-            let workers = ctl.config.workers;
-            run_workers("daemonset-controller", ctl.queue.clone(), workers, |key| {
-                let ctl = Arc::clone(&ctl);
-                async move { ctl.reconcile(key).await }
-            })
-            .await
-        }
-    };
-    tokio::select! {
-        _ = async { tokio::join!(daemonsets, nodes, pods, revisions, workers) } => {}
-        _ = shutdown => ctl.queue.shut_down(),
     }
 }
 

@@ -7,6 +7,7 @@
 //! daemon pod that does not fit stays Pending and still counts as desired.
 
 use api::pod::phase;
+use informer::Shared;
 use k8s_openapi::{
     api::core::v1::{
         Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
@@ -297,8 +298,8 @@ pub fn oldest_first(a: &Pod, b: &Pod) -> Ordering {
 /// The DaemonSet's pods grouped by the node they are on or meant for. Pods both terminal and
 /// being deleted are left out (nothing more to do with them); pods naming no node are grouped
 /// under `""`.
-pub fn group_by_node(pods: &[Arc<Pod>]) -> BTreeMap<String, Vec<Arc<Pod>>> {
-    let mut out: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+pub fn group_by_node(pods: &[Shared<Pod>]) -> BTreeMap<String, Vec<Shared<Pod>>> {
+    let mut out: BTreeMap<String, Vec<Shared<Pod>>> = BTreeMap::new();
     for pod in pods {
         let terminal = matches!(phase(pod), "Succeeded" | "Failed");
         if terminal && pod.metadata.deletion_timestamp.is_some() {
@@ -327,7 +328,7 @@ pub struct NodeActions {
 /// it is the replacement of an old pod that is still ready, as upstream.
 pub fn pods_should_be_on_node(
     placement: Placement,
-    pods: Option<&Vec<Arc<Pod>>>,
+    pods: Option<&Vec<Shared<Pod>>>,
     surge: bool,
     is_new: impl Fn(&Pod) -> bool,
     is_available: impl Fn(&Pod) -> bool,
@@ -338,7 +339,7 @@ pub fn pods_should_be_on_node(
         None if placement.should_run => out.create = true,
         None => {}
         Some(pods) if placement.should_continue_running => {
-            let mut running: Vec<&Arc<Pod>> = Vec::new();
+            let mut running: Vec<&Shared<Pod>> = Vec::new();
             for pod in pods
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -398,6 +399,7 @@ pub fn pods_should_be_on_node(
 )]
 mod tests {
     use super::*;
+    use informer::Cached;
     use k8s_openapi::{
         api::core::v1::{NodeSpec, PodCondition, PodStatus},
         apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -796,8 +798,15 @@ mod tests {
         assert_eq!(target_node(&Pod::default()), None);
     }
 
-    fn pod(name: &str, secs: i64, phase: &str, ready: bool, deleting: bool, new: bool) -> Arc<Pod> {
-        Arc::new(Pod {
+    fn pod(
+        name: &str,
+        secs: i64,
+        phase: &str,
+        ready: bool,
+        deleting: bool,
+        new: bool,
+    ) -> Shared<Pod> {
+        Cached::shared(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 creation_timestamp: Some(Time(jiff::Timestamp::from_second(secs).unwrap())),
@@ -830,7 +839,7 @@ mod tests {
             failed: failed.iter().map(|s| s.to_string()).collect(),
         };
         // (case, placement, pods, surge, want)
-        let cases: Vec<(&str, Placement, Option<Vec<Arc<Pod>>>, bool, NodeActions)> = vec![
+        let cases: Vec<(&str, Placement, Option<Vec<Shared<Pod>>>, bool, NodeActions)> = vec![
             (
                 "missing pod is created",
                 run,
@@ -965,14 +974,14 @@ mod tests {
 
     #[test]
     fn grouping_uses_the_target_node_and_drops_finished_deleted_pods() {
-        let mut pending = (*pod("p", 1, "Pending", false, false, true)).clone();
+        let mut pending = Pod::clone(&pod("p", 1, "Pending", false, false, true));
         pending.spec = Some(PodSpec {
             affinity: Some(pin_to_node(None, "n2")),
             ..Default::default()
         });
         let pods = vec![
             pod("a", 1, "Running", true, false, true),
-            Arc::new(pending),
+            Cached::shared(pending),
             pod("gone", 1, "Failed", false, true, true),
             pod("failed", 1, "Failed", false, false, true),
         ];

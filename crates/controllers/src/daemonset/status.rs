@@ -2,9 +2,10 @@
 //! counted per node: on a node with several daemon pods only the oldest counts.
 
 use super::nodes::{Placement, oldest_first};
+use informer::Shared;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 /// The counts `kubectl get ds` and `kubectl rollout status` read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,7 +63,7 @@ impl Counts {
 /// requeues itself then instead of polling.
 pub fn count<'a>(
     nodes: impl IntoIterator<Item = (&'a str, Placement)>,
-    nodes_to_pods: &BTreeMap<String, Vec<Arc<Pod>>>,
+    nodes_to_pods: &BTreeMap<String, Vec<Shared<Pod>>>,
     is_updated: impl Fn(&Pod) -> bool,
     until_available: impl Fn(&Pod) -> Option<Duration>,
 ) -> (Counts, Option<Duration>) {
@@ -103,6 +104,7 @@ pub fn count<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use informer::Cached;
     use k8s_openapi::{
         api::core::v1::PodSpec,
         apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
@@ -110,11 +112,11 @@ mod tests {
 
     /// Pods as `name:created:state` where state is `a` available, `r` ready (5s to go), `n` not
     /// ready; names starting with `u` are updated.
-    fn pods(spec: &[&str]) -> Vec<Arc<Pod>> {
+    fn pods(spec: &[&str]) -> Vec<Shared<Pod>> {
         spec.iter()
             .map(|s| {
                 let parts: Vec<&str> = s.split(':').collect();
-                Arc::new(Pod {
+                Cached::shared(Pod {
                     metadata: ObjectMeta {
                         name: Some(parts[0].into()),
                         creation_timestamp: Some(Time(
@@ -152,7 +154,7 @@ mod tests {
             ("n6", stay),
             ("n7", run),
         ];
-        let layout: BTreeMap<String, Vec<Arc<Pod>>> = [
+        let layout: BTreeMap<String, Vec<Shared<Pod>>> = [
             ("n1", pods(&["u1:1:a"])),
             ("n2", pods(&["o2:1:a"])),
             ("n3", pods(&["u3:5:a", "o3:2:n"])), // the older, not-ready pod counts

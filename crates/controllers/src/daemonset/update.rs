@@ -7,9 +7,10 @@
 //! With surge, a new pod is started beside an old available one on at most `maxSurge` nodes at a
 //! time, and the old pod goes once the new one is available.
 
+use informer::Shared;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
-use std::{collections::BTreeMap, sync::Arc};
+use std::collections::BTreeMap;
 
 /// Labels upstream puts on daemon pods: the revision hash and (for compatibility) the template
 /// generation.
@@ -44,7 +45,7 @@ pub struct Plan {
 pub struct Inputs<'a> {
     /// The DaemonSet's pods by node, with every node that should run a pod present (possibly
     /// with no pods).
-    pub nodes_to_pods: &'a BTreeMap<String, Vec<Arc<Pod>>>,
+    pub nodes_to_pods: &'a BTreeMap<String, Vec<Shared<Pod>>>,
     /// `maxSurge`, resolved against the desired count.
     pub max_surge: i32,
     /// `maxUnavailable`, resolved against the desired count.
@@ -56,7 +57,7 @@ pub struct Inputs<'a> {
 /// The newest and the old pod on a node, or `None` if the node has more than one of either
 /// (the per-node sync cleans those up first). Pods being deleted are ignored.
 pub fn updated_and_old<'p>(
-    pods: &'p [Arc<Pod>],
+    pods: &'p [Shared<Pod>],
     is_new: &impl Fn(&Pod) -> bool,
 ) -> Option<(Option<&'p Pod>, Option<&'p Pod>)> {
     let (mut new, mut old) = (None, None);
@@ -68,7 +69,7 @@ pub fn updated_and_old<'p>(
         if slot.is_some() {
             return None;
         }
-        *slot = Some(pod.as_ref());
+        *slot = Some(pod.object());
     }
     Some((new, old))
 }
@@ -230,6 +231,7 @@ pub fn restarting_in_place(pod: &Pod) -> bool {
 )]
 mod tests {
     use super::*;
+    use informer::Cached;
     use k8s_openapi::{
         api::core::v1::{Container, ContainerStatus, PodSpec},
         apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
@@ -237,7 +239,7 @@ mod tests {
     use serde_json::json;
 
     /// `o`/`n` old/new, `+` available, `-` not, `x` being deleted.
-    fn pods(spec: &str) -> Vec<Arc<Pod>> {
+    fn pods(spec: &str) -> Vec<Shared<Pod>> {
         spec.split(',')
             .filter(|s| !s.is_empty())
             .enumerate()
@@ -245,7 +247,7 @@ mod tests {
                 let mut chars = s.chars();
                 let kind = chars.next().unwrap();
                 let state = chars.next().unwrap();
-                Arc::new(Pod {
+                Cached::shared(Pod {
                     metadata: ObjectMeta {
                         name: Some(format!("{kind}{i}")),
                         labels: Some(
@@ -265,7 +267,7 @@ mod tests {
             .collect()
     }
 
-    fn layout(nodes: &[(&str, &str)]) -> BTreeMap<String, Vec<Arc<Pod>>> {
+    fn layout(nodes: &[(&str, &str)]) -> BTreeMap<String, Vec<Shared<Pod>>> {
         nodes
             .iter()
             .map(|(n, p)| {
@@ -273,10 +275,11 @@ mod tests {
                     n.to_string(),
                     pods(p)
                         .into_iter()
-                        .map(|mut pod| {
-                            Arc::make_mut(&mut pod).metadata.name =
+                        .map(|pod| {
+                            let mut pod = Pod::clone(&pod);
+                            pod.metadata.name =
                                 Some(format!("{n}-{}", pod.metadata.name.clone().unwrap()));
-                            pod
+                            Cached::shared(pod)
                         })
                         .collect(),
                 )

@@ -3,45 +3,45 @@
 //! or scale up the new ReplicaSet to full size.
 
 use super::{
-    Context, Error, progress,
+    DeploymentController, Error, progress,
     sync::{self, ReplicaSets},
     util::Rollout,
 };
-use api::pod::phase;
+use informer::Shared;
 use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet},
     core::v1::Pod,
 };
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 /// One Recreate step; returns when to look again for the progress deadline.
 pub async fn rollout(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     r: &Rollout,
     rs_list: &[ReplicaSet],
 ) -> Result<Option<Duration>, Error> {
-    let mut rss = sync::replica_sets(ctx, d, r, rs_list, false).await?;
+    let mut rss = sync::replica_sets(dc, d, r, rs_list, false).await?;
     let mut scaled_down = false;
     for old in rss.active_old() {
-        scaled_down |= sync::scale_named(ctx, d, r, &mut rss, &old.name, 0).await?;
+        scaled_down |= sync::scale_named(dc, d, r, &mut rss, &old.name, 0).await?;
     }
-    if scaled_down || old_pods_running(ctx, &rss) {
-        return sync::sync_rollout_status(ctx, d, r, &rss).await;
+    if scaled_down || old_pods_running(dc, &rss) {
+        return sync::sync_rollout_status(dc, d, r, &rss).await;
     }
     if rss.new.is_none() {
-        rss = sync::replica_sets(ctx, d, r, rs_list, true).await?;
+        rss = sync::replica_sets(dc, d, r, rs_list, true).await?;
     }
     if let Some(new) = rss.new_view() {
-        sync::scale_named(ctx, d, r, &mut rss, &new.name, r.replicas).await?;
+        sync::scale_named(dc, d, r, &mut rss, &new.name, r.replicas).await?;
     }
     if d.status.as_ref().is_some_and(|s| progress::complete(d, s)) {
-        sync::cleanup(ctx, d, &rss.old).await?;
+        sync::cleanup(dc, d, &rss.old).await?;
     }
-    sync::sync_rollout_status(ctx, d, r, &rss).await
+    sync::sync_rollout_status(dc, d, r, &rss).await
 }
 
-fn old_pods_running(ctx: &Context, rss: &ReplicaSets) -> bool {
+fn old_pods_running(dc: &DeploymentController, rss: &ReplicaSets) -> bool {
     if rss
         .old
         .iter()
@@ -51,15 +51,14 @@ fn old_pods_running(ctx: &Context, rss: &ReplicaSets) -> bool {
     }
     rss.old.iter().any(|rs| {
         let uid = rs.metadata.uid.clone().unwrap_or_default();
-        any_running(&ctx.pods.controlled_by(&uid))
+        any_running(&dc.pods.store().controlled_by(&uid))
     })
 }
 
 /// Whether any of `pods` may still be running (upstream's `oldPodsRunning`): only pods that have
 /// terminated (Succeeded or Failed) are known not to; Unknown ones might be.
-pub fn any_running(pods: &[Arc<Pod>]) -> bool {
-    pods.iter()
-        .any(|p| !matches!(phase(p), "Succeeded" | "Failed"))
+pub fn any_running(pods: &[Shared<Pod>]) -> bool {
+    pods.iter().any(|p| !p.facts().terminal)
 }
 
 #[cfg(test)]
@@ -70,7 +69,7 @@ mod tests {
     #[test]
     fn only_terminated_pods_are_not_running() {
         let pod = |phase: &str| {
-            Arc::new(Pod {
+            informer::Cached::shared(Pod {
                 status: Some(PodStatus {
                     phase: Some(phase.into()),
                     ..Default::default()
@@ -86,7 +85,7 @@ mod tests {
             ("an unknown pod might run", vec!["Unknown"], true),
         ];
         for (name, phases, want) in cases {
-            let pods: Vec<Arc<Pod>> = phases.into_iter().map(pod).collect();
+            let pods: Vec<Shared<Pod>> = phases.into_iter().map(pod).collect();
             assert_eq!(any_running(&pods), want, "{name}");
         }
     }

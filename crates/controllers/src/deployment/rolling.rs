@@ -5,7 +5,7 @@
 //! revisions once complete.
 
 use super::{
-    Context, Error, progress,
+    DeploymentController, Error, progress,
     sync::{self, ReplicaSets},
     util::{Rollout, RsView, by_creation, new_rs_replicas},
 };
@@ -14,27 +14,27 @@ use std::time::Duration;
 
 /// One rolling step; returns when to look again for the progress deadline.
 pub async fn rollout(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     r: &Rollout,
     rs_list: &[ReplicaSet],
 ) -> Result<Option<Duration>, Error> {
-    let mut rss = sync::replica_sets(ctx, d, r, rs_list, true).await?;
-    if reconcile_new(ctx, d, r, &mut rss).await? {
-        return sync::sync_rollout_status(ctx, d, r, &rss).await;
+    let mut rss = sync::replica_sets(dc, d, r, rs_list, true).await?;
+    if reconcile_new(dc, d, r, &mut rss).await? {
+        return sync::sync_rollout_status(dc, d, r, &rss).await;
     }
-    if reconcile_old(ctx, d, r, &mut rss).await? {
-        return sync::sync_rollout_status(ctx, d, r, &rss).await;
+    if reconcile_old(dc, d, r, &mut rss).await? {
+        return sync::sync_rollout_status(dc, d, r, &rss).await;
     }
     if d.status.as_ref().is_some_and(|s| progress::complete(d, s)) {
-        sync::cleanup(ctx, d, &rss.old).await?;
+        sync::cleanup(dc, d, &rss.old).await?;
     }
-    sync::sync_rollout_status(ctx, d, r, &rss).await
+    sync::sync_rollout_status(dc, d, r, &rss).await
 }
 
 /// Scales the new ReplicaSet toward `replicas` within the surge; whether it changed.
 async fn reconcile_new(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &Deployment,
     r: &Rollout,
     rss: &mut ReplicaSets,
@@ -50,12 +50,12 @@ async fn reconcile_new(
     } else {
         new_rs_replicas(r, &rss.all(), &new)
     };
-    sync::scale_named(ctx, d, r, rss, &new.name, target).await
+    sync::scale_named(dc, d, r, rss, &new.name, target).await
 }
 
 /// Scales old ReplicaSets down as far as availability allows; whether any changed.
 async fn reconcile_old(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &Deployment,
     r: &Rollout,
     rss: &mut ReplicaSets,
@@ -66,7 +66,7 @@ async fn reconcile_old(
     let plan = old_scale_down(r, &rss.active_old(), &new, &rss.all());
     let mut changed = false;
     for (name, size) in plan {
-        changed |= sync::scale_named(ctx, d, r, rss, &name, size).await?;
+        changed |= sync::scale_named(dc, d, r, rss, &name, size).await?;
     }
     Ok(changed)
 }

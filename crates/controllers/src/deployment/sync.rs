@@ -3,19 +3,19 @@
 //! is under way or paused), cleaning up old revisions, and writing the status.
 
 use super::{
-    Context, Error, progress,
+    DeploymentController, Error, progress,
     rollback::set_new_rs_annotations,
     util::{
         self, POD_TEMPLATE_HASH, REVISION, Rollout, RsView, by_revision, by_size_newer,
         by_size_older, spec_replicas,
     },
 };
-use crate::owner_index::key;
 use api::{
     hash::template_hash,
     pod::{controller_of, controller_ref},
 };
 use events::EventType;
+use informer::key;
 use k8s_openapi::{
     api::apps::v1::{Deployment, DeploymentCondition, ReplicaSet, ReplicaSetSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -68,17 +68,17 @@ impl ReplicaSets {
     }
 }
 
-fn rs_api(ctx: &Context, d: &Deployment) -> Api<ReplicaSet> {
-    Api::namespaced(ctx.client.clone(), &d.namespace().unwrap_or_default())
+fn rs_api(dc: &DeploymentController, d: &Deployment) -> Api<ReplicaSet> {
+    Api::namespaced(dc.client.clone(), &d.namespace().unwrap_or_default())
 }
 
-fn deployment_api(ctx: &Context, d: &Deployment) -> Api<Deployment> {
-    Api::namespaced(ctx.client.clone(), &d.namespace().unwrap_or_default())
+fn deployment_api(dc: &DeploymentController, d: &Deployment) -> Api<Deployment> {
+    Api::namespaced(dc.client.clone(), &d.namespace().unwrap_or_default())
 }
 
 /// Writes `d.status`, keeping `d` current with what the server stored.
-pub async fn write_status(ctx: &Context, d: &mut Deployment) -> Result<(), Error> {
-    let written = deployment_api(ctx, d)
+pub async fn write_status(dc: &DeploymentController, d: &mut Deployment) -> Result<(), Error> {
+    let written = deployment_api(dc, d)
         .replace_status(&d.name_any(), &PostParams::default(), d)
         .await?;
     *d = written;
@@ -88,7 +88,7 @@ pub async fn write_status(ctx: &Context, d: &mut Deployment) -> Result<(), Error
 /// Sets the Deployment's revision annotation (upstream writes it with the status; our status
 /// subresource keeps metadata, so it is a metadata patch of its own).
 async fn set_deployment_revision(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     revision: &str,
 ) -> Result<(), Error> {
@@ -96,7 +96,7 @@ async fn set_deployment_revision(
         return Ok(());
     }
     let patch = serde_json::json!({"metadata": {"annotations": {REVISION: revision}}});
-    let patched = deployment_api(ctx, d)
+    let patched = deployment_api(dc, d)
         .patch(
             &d.name_any(),
             &PatchParams::default(),
@@ -118,7 +118,7 @@ fn template_of(d: &Deployment) -> k8s_openapi::api::core::v1::PodTemplateSpec {
 /// Splits `rs_list` into the new ReplicaSet and the old ones, creating the new one if `create`
 /// and bringing revisions up to date (upstream's `getAllReplicaSetsAndSyncRevision`).
 pub async fn replica_sets(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     r: &Rollout,
     rs_list: &[ReplicaSet],
@@ -132,12 +132,12 @@ pub async fn replica_sets(
         .map(|(_, rs)| rs.clone())
         .collect();
     let existing = new_index.map(|i| rs_list[i].clone());
-    let new = new_replica_set(ctx, d, r, existing, &old, create).await?;
+    let new = new_replica_set(dc, d, r, existing, &old, create).await?;
     Ok(ReplicaSets { new, old })
 }
 
 async fn new_replica_set(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     r: &Rollout,
     existing: Option<ReplicaSet>,
@@ -167,14 +167,14 @@ async fn new_replica_set(
         if changed || spec.min_ready_seconds.unwrap_or(0) != min_ready {
             spec.min_ready_seconds = Some(min_ready);
             rs.metadata.annotations = Some(annotations);
-            let updated = rs_api(ctx, d)
+            let updated = rs_api(dc, d)
                 .replace(&rs.name_any(), &PostParams::default(), &rs)
                 .await?;
             return Ok(Some(updated));
         }
         // The Deployment's revision follows the one its new ReplicaSet already has.
         if let Some(revision) = rs.annotations().get(REVISION).cloned() {
-            set_deployment_revision(ctx, d, &revision).await?;
+            set_deployment_revision(dc, d, &revision).await?;
         }
         if progress::progress_deadline(d).is_some()
             && progress::get(d.status.as_ref(), progress::PROGRESSING).is_none()
@@ -188,7 +188,7 @@ async fn new_replica_set(
                 now,
             );
             progress::set(d.status.get_or_insert_with(Default::default), cond);
-            write_status(ctx, d).await?;
+            write_status(dc, d).await?;
         }
         return Ok(Some(rs));
     }
@@ -252,12 +252,12 @@ async fn new_replica_set(
     );
     new_rs.metadata.annotations = Some(annotations);
 
-    let api = rs_api(ctx, d);
+    let api = rs_api(dc, d);
     let reference = events::reference(d);
     let (created, already_existed) = match api.create(&PostParams::default(), &new_rs).await {
         Ok(created) => (created, false),
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            let found = match ctx
+            let found = match dc
                 .replica_sets
                 .get(&key(&d.namespace().unwrap_or_default(), &name))
             {
@@ -275,7 +275,7 @@ async fn new_replica_set(
                 // Another template already owns this name: salt the hash and try again.
                 let status = d.status.get_or_insert_with(Default::default);
                 status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
-                write_status(ctx, d).await?;
+                write_status(dc, d).await?;
                 return Err(Error::HashCollision(name));
             }
             (found, true)
@@ -295,9 +295,9 @@ async fn new_replica_set(
                 );
                 progress::set(d.status.get_or_insert_with(Default::default), cond);
                 // The create error is what matters; a failed status write is retried with it.
-                let _ = write_status(ctx, d).await;
+                let _ = write_status(dc, d).await;
             }
-            ctx.recorder.record(
+            dc.recorder.record(
                 &reference,
                 EventType::Warning,
                 progress::reason::FAILED_RS_CREATE,
@@ -307,14 +307,14 @@ async fn new_replica_set(
         }
     };
     if !already_existed && replicas > 0 {
-        ctx.recorder.record(
+        dc.recorder.record(
             &reference,
             EventType::Normal,
             "ScalingReplicaSet",
             format!("Scaled up replica set {name} from 0 to {replicas}"),
         );
     }
-    set_deployment_revision(ctx, d, &new_revision.to_string()).await?;
+    set_deployment_revision(dc, d, &new_revision.to_string()).await?;
     if !already_existed && progress::progress_deadline(d).is_some() {
         let msg = format!("Created new replica set {name:?}");
         let cond = progress::condition(
@@ -325,7 +325,7 @@ async fn new_replica_set(
             now,
         );
         progress::set(d.status.get_or_insert_with(Default::default), cond);
-        write_status(ctx, d).await?;
+        write_status(dc, d).await?;
     }
     Ok(Some(created))
 }
@@ -333,7 +333,7 @@ async fn new_replica_set(
 /// Scales `rs` to `new_scale` and brings its `desired-replicas`/`max-replicas` up to date,
 /// recording a `ScalingReplicaSet` event when the size changes. Returns the stored ReplicaSet.
 pub async fn scale_replica_set(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &Deployment,
     r: &Rollout,
     rs: &ReplicaSet,
@@ -352,11 +352,11 @@ pub async fn scale_replica_set(
     next.spec
         .get_or_insert_with(ReplicaSetSpec::default)
         .replicas = Some(new_scale);
-    let updated = rs_api(ctx, d)
+    let updated = rs_api(dc, d)
         .replace(&rs.name_any(), &PostParams::default(), &next)
         .await?;
     if old_scale != new_scale {
-        ctx.recorder.record(
+        dc.recorder.record(
             &events::reference(d),
             EventType::Normal,
             "ScalingReplicaSet",
@@ -371,7 +371,7 @@ pub async fn scale_replica_set(
 
 /// Scales `name` in `rss` to `new_scale` (up or down as it turns out); whether the size changed.
 pub async fn scale_named(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &Deployment,
     r: &Rollout,
     rss: &mut ReplicaSets,
@@ -386,7 +386,7 @@ pub async fn scale_named(
         return Ok(false);
     }
     let operation = if old_scale < new_scale { "up" } else { "down" };
-    *rs = scale_replica_set(ctx, d, r, rs, new_scale, operation).await?;
+    *rs = scale_replica_set(dc, d, r, rs, new_scale, operation).await?;
     Ok(true)
 }
 
@@ -461,7 +461,7 @@ fn proportion(rs: &RsView, r: &Rollout, to_add: i32, added: i32) -> i32 {
 /// the newest) takes all of it; a saturated new one empties the old ones; during a rolling
 /// rollout the change is spread proportionally.
 pub async fn scale(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &Deployment,
     r: &Rollout,
     rss: &mut ReplicaSets,
@@ -471,13 +471,13 @@ pub async fn scale(
     if let Some(target) = util::active_or_latest(new_view.as_ref(), &old_views) {
         let name = target.name.clone();
         if target.replicas != r.replicas {
-            scale_named(ctx, d, r, rss, &name, r.replicas).await?;
+            scale_named(dc, d, r, rss, &name, r.replicas).await?;
         }
         return Ok(());
     }
     if util::is_saturated(r.replicas, new_view.as_ref()) {
         for old in rss.active_old() {
-            scale_named(ctx, d, r, rss, &old.name, 0).await?;
+            scale_named(dc, d, r, rss, &old.name, 0).await?;
         }
         return Ok(());
     }
@@ -486,7 +486,7 @@ pub async fn scale(
         let (sizes, operation) = proportional_sizes(r, &active);
         for (name, size) in sizes {
             if let Some(rs) = rss.named_mut(&name) {
-                *rs = scale_replica_set(ctx, d, r, rs, size, operation).await?;
+                *rs = scale_replica_set(dc, d, r, rs, size, operation).await?;
             }
         }
     }
@@ -495,7 +495,11 @@ pub async fn scale(
 
 /// Deletes the oldest old ReplicaSets beyond `revisionHistoryLimit` that are fully scaled down
 /// and settled (upstream's `cleanupDeployment`).
-pub async fn cleanup(ctx: &Context, d: &Deployment, old: &[ReplicaSet]) -> Result<(), Error> {
+pub async fn cleanup(
+    dc: &DeploymentController,
+    d: &Deployment,
+    old: &[ReplicaSet],
+) -> Result<(), Error> {
     let Some(limit) = d
         .spec
         .as_ref()
@@ -513,7 +517,7 @@ pub async fn cleanup(ctx: &Context, d: &Deployment, old: &[ReplicaSet]) -> Resul
         return Ok(());
     }
     alive.sort_by(|a, b| by_revision(&RsView::of(a), &RsView::of(b)));
-    let api = rs_api(ctx, d);
+    let api = rs_api(dc, d);
     for rs in alive.into_iter().take(excess as usize) {
         let status = rs.status.as_ref();
         let settled = status.is_some_and(|s| {
@@ -534,7 +538,7 @@ pub async fn cleanup(ctx: &Context, d: &Deployment, old: &[ReplicaSet]) -> Resul
 /// Writes the status the ReplicaSets add up to, if it changed (upstream's
 /// `syncDeploymentStatus`).
 pub async fn sync_status(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     r: &Rollout,
     rss: &ReplicaSets,
@@ -548,7 +552,7 @@ pub async fn sync_status(
     );
     if d.status.as_ref() != Some(&status) {
         d.status = Some(status);
-        write_status(ctx, d).await?;
+        write_status(dc, d).await?;
     }
     Ok(())
 }
@@ -577,7 +581,7 @@ fn replica_failure(rss: &ReplicaSets) -> Option<DeploymentCondition> {
 /// Writes the status after a rollout step with its `Progressing` condition (upstream's
 /// `syncRolloutStatus`), and says when to look again for the progress deadline.
 pub async fn sync_rollout_status(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     r: &Rollout,
     rss: &ReplicaSets,
@@ -594,7 +598,7 @@ pub async fn sync_rollout_status(
     let requeue = progress::requeue_after(d, &status, now);
     if d.status.as_ref() != Some(&status) {
         d.status = Some(status);
-        write_status(ctx, d).await?;
+        write_status(dc, d).await?;
     }
     Ok(requeue)
 }
@@ -602,17 +606,17 @@ pub async fn sync_rollout_status(
 /// Scaling while paused or between rollouts (upstream's `sync`): no new ReplicaSet, sizes
 /// follow `spec.replicas`, old revisions are cleaned up while paused.
 pub async fn sync(
-    ctx: &Context,
+    dc: &DeploymentController,
     d: &mut Deployment,
     r: &Rollout,
     rs_list: &[ReplicaSet],
 ) -> Result<(), Error> {
-    let mut rss = replica_sets(ctx, d, r, rs_list, false).await?;
-    scale(ctx, d, r, &mut rss).await?;
+    let mut rss = replica_sets(dc, d, r, rs_list, false).await?;
+    scale(dc, d, r, &mut rss).await?;
     if d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false) {
-        cleanup(ctx, d, &rss.old).await?;
+        cleanup(dc, d, &rss.old).await?;
     }
-    sync_status(ctx, d, r, &rss).await
+    sync_status(dc, d, r, &rss).await
 }
 
 /// Whether `spec.replicas` changed since the active ReplicaSets were last sized (upstream's

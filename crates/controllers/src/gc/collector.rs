@@ -2,12 +2,13 @@
 //! the graph (pure [`plan`]) and writing through the API.
 
 use super::{
-    Error, SharedGraph,
+    Config, Error, SharedGraph,
     graph::{FOREGROUND_DELETION, Identity, Node, ORPHAN, OwnerState, Uid, Work},
     lock,
     resources::{Kind, resolve},
 };
 use crate::runtime::{Action, WorkQueue};
+use informer::Informers;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
     Api, Client,
@@ -100,31 +101,19 @@ enum Lookup {
     Unresolvable,
 }
 
-/// The collector's worker state.
-pub(crate) struct Collector {
-    client: Client,
-    kinds: Vec<Kind>,
-    graph: SharedGraph,
-    queue: WorkQueue<Work>,
+/// The garbage collector: the graph the shared cache's events keep, its queue of work items,
+/// and the client it looks owners up and deletes with.
+pub struct GarbageCollector {
+    pub(crate) client: Client,
+    pub(crate) config: Config,
+    pub(crate) informers: Informers,
+    pub(crate) graph: SharedGraph,
+    pub(crate) queue: WorkQueue<Work>,
 }
 
-impl Collector {
-    pub(crate) fn new(
-        client: Client,
-        kinds: Vec<Kind>,
-        graph: SharedGraph,
-        queue: WorkQueue<Work>,
-    ) -> Self {
-        Self {
-            client,
-            kinds,
-            graph,
-            queue,
-        }
-    }
-
+impl GarbageCollector {
     /// Processes one work item.
-    pub(crate) async fn reconcile(&self, work: Work) -> Result<Action, Error> {
+    pub(crate) async fn process(&self, work: Work) -> Result<Action, Error> {
         match work {
             Work::AttemptToDelete(uid) => self.attempt_to_delete(&uid).await,
             Work::Orphan(uid) => self.orphan(&uid).await,
@@ -133,7 +122,7 @@ impl Collector {
     }
 
     fn api(&self, identity: &Identity) -> Option<(Api<PartialObjectMeta<DynamicObject>>, &Kind)> {
-        let kind = resolve(&self.kinds, &identity.api_version, &identity.kind)?;
+        let kind = resolve(&self.config.kinds, &identity.api_version, &identity.kind)?;
         let api = match (&identity.namespace, kind.namespaced) {
             (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
             (None, true) => return None,

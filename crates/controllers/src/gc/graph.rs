@@ -304,26 +304,6 @@ impl Graph {
         }
     }
 
-    /// After a relist of one kind: objects of that kind the list did not contain were deleted
-    /// while the watch was down.
-    pub fn retain_listed(
-        &mut self,
-        api_version: &str,
-        kind: &str,
-        listed: &HashSet<Uid>,
-    ) -> Vec<Work> {
-        let stale: Vec<Uid> = self
-            .nodes
-            .values()
-            .filter(|n| {
-                n.observed && n.identity.api_version == api_version && n.identity.kind == kind
-            })
-            .filter(|n| !listed.contains(&n.identity.uid))
-            .map(|n| n.identity.uid.clone())
-            .collect();
-        stale.iter().flat_map(|uid| self.remove(uid)).collect()
-    }
-
     fn add_dependent(
         &mut self,
         owner: &OwnerReference,
@@ -558,17 +538,5 @@ mod tests {
         // A later reference to the same gone owner is garbage at once.
         let work = g.upsert(obj("q", vec![owner("rs", false)], false, &[]));
         assert_eq!(work, vec![del("q")]);
-    }
-
-    #[test]
-    fn a_relist_removes_what_was_deleted_meanwhile() {
-        let mut g = Graph::new();
-        g.upsert(obj("rs", vec![], false, &[]));
-        g.upsert(obj("p", vec![owner("rs", false)], false, &[]));
-        g.upsert(obj("q", vec![], false, &[]));
-        let listed: HashSet<Uid> = ["p".to_string(), "rs".to_string()].into();
-        assert_eq!(g.retain_listed("v1", "Pod", &listed), vec![]);
-        assert!(g.get("q").is_none());
-        assert!(g.get("p").is_some());
     }
 }

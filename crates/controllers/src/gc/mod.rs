@@ -3,9 +3,9 @@
 //! dependents are gone (Foreground), and strips an owner's references from its dependents before
 //! releasing it (Orphan).
 //!
-//! Metadata-only watches of every [`Kind`] feed one [`Graph`] (uid -> owners and dependents);
-//! each change yields the [`Work`] it makes necessary, which workers take from a
-//! [`WorkQueue`](crate::runtime::WorkQueue). Decisions are made on the graph; an owner the graph
+//! The shared cache's objects of every [`Kind`] feed one [`Graph`] (uid -> owners and
+//! dependents); each change yields the [`Work`] it makes necessary, which workers take from a
+//! [`WorkQueue`]. Decisions are made on the graph; an owner the graph
 //! has not seen is looked up live by name (a recreated object with another uid counts as absent);
 //! every write carries the object's `resourceVersion` as precondition, so a decision on stale
 //! data fails with a conflict and is retried on fresh data instead of doing harm.
@@ -14,23 +14,21 @@ pub mod collector;
 pub mod graph;
 pub mod resources;
 
+pub use collector::GarbageCollector;
 pub use graph::{Graph, Work};
 pub use resources::{Kind, default_kinds};
 
-use crate::runtime::{Backoff, WorkQueue, run_workers};
-use collector::Collector;
-use futures::StreamExt;
-use graph::{Identity, Observed, Uid};
-use kube::{
-    Api, Client,
-    api::{DynamicObject, PartialObjectMeta},
-    runtime::{WatchStreamExt, watcher},
+use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use graph::{Identity, Observed};
+use informer::{Change, Informer, Informers, Object, Subscription};
+use k8s_openapi::{
+    api::{
+        apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet},
+        core::v1::{Node, PersistentVolumeClaim, Pod},
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
-use std::{
-    collections::HashSet,
-    sync::{Arc, Mutex},
-};
-use tokio::sync::watch;
+use std::sync::{Arc, Mutex};
 
 /// Why the collector could not act on an item (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -81,117 +79,94 @@ pub(crate) fn lock(graph: &SharedGraph) -> std::sync::MutexGuard<'_, Graph> {
     graph.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs the garbage collector until the future is dropped. Workers start once every watch has
-/// listed its kind, so nothing is judged on a half-built graph.
-pub async fn run(client: Client, config: Config) {
-    let graph: SharedGraph = Arc::new(Mutex::new(Graph::new()));
-    let queue = WorkQueue::new(config.backoff);
-    let (synced_tx, mut synced_rx) = watch::channel(false);
-    let collector = Collector::new(
-        client.clone(),
-        config.kinds.clone(),
-        Arc::clone(&graph),
-        queue.clone(),
-    );
-    let ingest = ingest(
-        client,
-        config.kinds.clone(),
-        Arc::clone(&graph),
-        queue.clone(),
-        synced_tx,
-    );
-    let workers = async {
-        if synced_rx.wait_for(|s| *s).await.is_err() {
-            return;
-        }
-        tracing::info!(objects = lock(&graph).len(), "garbage collector synced");
-        run_workers("garbage-collector", queue.clone(), config.workers, |w| {
-            collector.reconcile(w)
+impl Controller for GarbageCollector {
+    const NAME: &'static str = "garbagecollector";
+    type Key = Work;
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<Work> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        self.config.workers
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        self.config
+            .kinds
+            .iter()
+            .map(|kind| self.follow_kind(kind))
+            .collect()
+    }
+
+    async fn reconcile(self: &Arc<Self>, work: Work) -> Result<Action, Error> {
+        self.process(work).await
+    }
+}
+
+impl GarbageCollector {
+    /// The collector on the shared cache; its graph fills from the cache's events.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        Arc::new(Self {
+            client: informers.client().clone(),
+            queue: WorkQueue::new(config.backoff),
+            graph: Arc::new(Mutex::new(Graph::new())),
+            informers: informers.clone(),
+            config,
         })
-        .await
-    };
-    tokio::join!(ingest, workers);
+    }
+
+    /// Feeds the graph from the cache's objects of `kind`: the typed informer the other
+    /// controllers share where there is one, a dynamic one otherwise (DaemonSets are cached as
+    /// dynamic objects, which keeps rollwright's `podUpdatePolicy`).
+    fn follow_kind(self: &Arc<Self>, kind: &Kind) -> Subscription {
+        let i = &self.informers;
+        let r = &kind.resource;
+        match (r.group.as_str(), r.kind.as_str()) {
+            ("", "Pod") => self.follow(&i.get::<Pod>(), kind),
+            ("", "Node") => self.follow(&i.get::<Node>(), kind),
+            ("", "PersistentVolumeClaim") => self.follow(&i.get::<PersistentVolumeClaim>(), kind),
+            ("apps", "ReplicaSet") => self.follow(&i.get::<ReplicaSet>(), kind),
+            ("apps", "Deployment") => self.follow(&i.get::<Deployment>(), kind),
+            ("apps", "StatefulSet") => self.follow(&i.get::<StatefulSet>(), kind),
+            ("apps", "ControllerRevision") => self.follow(&i.get::<ControllerRevision>(), kind),
+            _ => self.follow(&i.dynamic(r), kind),
+        }
+    }
+
+    fn follow<K: Object>(self: &Arc<Self>, informer: &Informer<K>, kind: &Kind) -> Subscription {
+        let (gc, kind) = (Arc::clone(self), kind.clone());
+        informer.subscribe(move |change| {
+            let work = match change {
+                Change::Added(o) | Change::Updated { new: o, .. } => observe(&kind, o.meta())
+                    .map(|obs| lock(&gc.graph).upsert(obs))
+                    .unwrap_or_default(),
+                Change::Deleted(o) => match &o.meta().uid {
+                    Some(uid) => lock(&gc.graph).remove(uid),
+                    None => Vec::new(),
+                },
+            };
+            for w in work {
+                gc.queue.add(w);
+            }
+        })
+    }
 }
 
 /// The parts of an object's metadata the graph needs, if it has a uid.
-fn observe(kind: &Kind, obj: PartialObjectMeta<DynamicObject>) -> Option<Observed> {
-    let meta = obj.metadata;
+fn observe(kind: &Kind, meta: &ObjectMeta) -> Option<Observed> {
     Some(Observed {
         identity: Identity {
             api_version: kind.resource.api_version.clone(),
             kind: kind.resource.kind.clone(),
-            namespace: meta.namespace,
-            name: meta.name?,
-            uid: meta.uid?,
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone()?,
+            uid: meta.uid.clone()?,
         },
-        owners: meta.owner_references.unwrap_or_default(),
+        owners: meta.owner_references.clone().unwrap_or_default(),
         deleting: meta.deletion_timestamp.is_some(),
-        finalizers: meta.finalizers.unwrap_or_default(),
-        resource_version: meta.resource_version,
+        finalizers: meta.finalizers.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone(),
     })
-}
-
-/// Applies the events of every kind's watch to the graph and queues the resulting work.
-async fn ingest(
-    client: Client,
-    kinds: Vec<Kind>,
-    graph: SharedGraph,
-    queue: WorkQueue<Work>,
-    synced: watch::Sender<bool>,
-) {
-    let streams = kinds.iter().enumerate().map(|(i, kind)| {
-        let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), &kind.resource);
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .map(move |event| (i, event))
-            .boxed()
-    });
-    let mut events = futures::stream::select_all(streams);
-    let mut listing: Vec<Option<HashSet<Uid>>> = vec![None; kinds.len()];
-    let mut listed_once = vec![false; kinds.len()];
-    while let Some((i, event)) = events.next().await {
-        let kind = &kinds[i];
-        let work = match event {
-            Ok(watcher::Event::Init) => {
-                listing[i] = Some(HashSet::new());
-                Vec::new()
-            }
-            Ok(watcher::Event::InitApply(obj)) => match observe(kind, obj) {
-                Some(o) => {
-                    if let Some(seen) = listing[i].as_mut() {
-                        seen.insert(o.identity.uid.clone());
-                    }
-                    lock(&graph).upsert(o)
-                }
-                None => Vec::new(),
-            },
-            Ok(watcher::Event::InitDone) => {
-                let seen = listing[i].take().unwrap_or_default();
-                let work = lock(&graph).retain_listed(
-                    &kind.resource.api_version,
-                    &kind.resource.kind,
-                    &seen,
-                );
-                listed_once[i] = true;
-                if listed_once.iter().all(|l| *l) {
-                    synced.send_replace(true);
-                }
-                work
-            }
-            Ok(watcher::Event::Apply(obj)) => observe(kind, obj)
-                .map(|o| lock(&graph).upsert(o))
-                .unwrap_or_default(),
-            Ok(watcher::Event::Delete(obj)) => match obj.metadata.uid {
-                Some(uid) => lock(&graph).remove(&uid),
-                None => Vec::new(),
-            },
-            Err(error) => {
-                tracing::warn!(kind = %kind.resource.kind, %error, "garbage collector watch failed; retrying");
-                Vec::new()
-            }
-        };
-        for w in work {
-            queue.add(w);
-        }
-    }
 }

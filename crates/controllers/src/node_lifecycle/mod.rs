@@ -10,18 +10,20 @@
 //! - pods on a node whose `Ready` leaves `True`, and pods that land on such a node, are marked
 //!   NotReady ([`readiness`]), so workload controllers stop counting them as available.
 //!
-//! Three queues: node names (health, taints and marking a node's pods NotReady; requeued for the
-//! moment the lease would expire), pod keys for eviction (requeued for the toleration deadline)
-//! and pod keys for readiness (a pod landing on a node that is not Ready). Nothing polls.
+//! One queue of three kinds of [`Item`]: nodes (health, taints and marking a node's pods
+//! NotReady; requeued for the moment the lease would expire), pods to evict (requeued for the
+//! toleration deadline) and pods to mark NotReady (a pod landing on a node that is not Ready).
+//! Nodes, leases and pods come from the shared cache. Nothing polls.
 
 pub mod eviction;
 pub mod health;
 pub mod pods;
 pub mod readiness;
 
-use crate::runtime::{Action, Backoff, WorkQueue, run_workers};
+use crate::runtime::{Action, Backoff, Controller, WorkQueue};
 use eviction::{NoExecuteTaints, Verdict};
 use futures::StreamExt;
+use informer::{Change, Informer, Informers, Subscription};
 use jiff::Timestamp;
 use k8s_openapi::api::{
     coordination::v1::Lease,
@@ -30,20 +32,14 @@ use k8s_openapi::api::{
 use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams, Preconditions},
-    runtime::{
-        WatchStreamExt,
-        reflector::{self, ObjectRef, Store},
-        watcher,
-    },
 };
-use pods::{PodIndex, PodInfo, PodKey};
+use pods::{PodInfo, PodKey};
 use serde_json::json;
 use std::{
     collections::HashSet,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
-use tokio::sync::watch as signal;
 
 /// Why a node or pod could not be reconciled (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -88,156 +84,128 @@ fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-struct Controller {
+/// What the controller's queue holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Item {
+    /// A node's health, taints and the marking of its pods.
+    Node(String),
+    /// A pod that may have to be evicted for a NoExecute taint.
+    Eviction(PodKey),
+    /// A pod that landed on a node that may not be Ready.
+    Readiness(PodKey),
+}
+
+/// The node lifecycle controller: nodes, leases and pods from the shared cache, and the
+/// NoExecute taints and NotReady transitions it has seen.
+pub struct NodeLifecycleController {
     client: Client,
     config: Config,
-    nodes: Store<Node>,
-    leases: Store<Lease>,
-    pods: Mutex<PodIndex>,
+    nodes: Informer<Node>,
+    leases: Informer<Lease>,
+    pods: Informer<Pod>,
     taints: Mutex<NoExecuteTaints>,
-    health: WorkQueue<String>,
-    evictions: WorkQueue<PodKey>,
-    /// Pods that landed on a node that is not Ready.
-    readiness: WorkQueue<PodKey>,
+    queue: WorkQueue<Item>,
     /// Nodes whose pods are still to be marked NotReady: added when this controller sees `Ready`
     /// leave `True`, removed once every pod is marked or the node is Ready again (upstream's
     /// `nodesToRetry`), so a failed marking is retried though the transition is past.
     unready: Mutex<HashSet<String>>,
-    /// Turns true once the pod index holds the first listing: marking a node's pods before that
-    /// would miss them.
-    pods_listed: signal::Sender<bool>,
     recorder: events::Recorder,
     node_recorder: events::Recorder,
 }
 
-/// Runs the node lifecycle controller until the future is dropped.
-pub async fn run(client: Client, config: Config) {
-    let (nodes, nodes_writer) = reflector::store::<Node>();
-    let (leases, leases_writer) = reflector::store::<Lease>();
-    let ctl = Arc::new(Controller {
-        recorder: events::Recorder::new(client.clone(), COMPONENT, None),
-        node_recorder: events::Recorder::new(client.clone(), NODE_COMPONENT, None),
-        health: WorkQueue::new(config.backoff),
-        evictions: WorkQueue::new(config.backoff),
-        readiness: WorkQueue::new(config.backoff),
-        unready: Mutex::new(HashSet::new()),
-        pods_listed: signal::channel(false).0,
-        pods: Mutex::new(PodIndex::default()),
-        taints: Mutex::new(NoExecuteTaints::default()),
-        nodes,
-        leases,
-        client,
-        config,
-    });
+impl Controller for NodeLifecycleController {
+    const NAME: &'static str = "nodelifecycle";
+    type Key = Item;
+    type Error = Error;
 
-    let node_events = {
-        let ctl = Arc::clone(&ctl);
-        let api: Api<Node> = Api::all(ctl.client.clone());
-        async move {
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .reflect(nodes_writer)
-                .boxed();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => {
-                        ctl.node_changed(&node)
+    fn queue(&self) -> &WorkQueue<Item> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        self.config.workers
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        let (n, l, p) = (Arc::clone(self), Arc::clone(self), Arc::clone(self));
+        vec![
+            self.nodes.subscribe(move |c| match c {
+                Change::Added(node) | Change::Updated { new: node, .. } => n.node_changed(node),
+                Change::Deleted(node) => {
+                    if let Some(name) = node.metadata.name.as_deref() {
+                        guard(&n.taints).forget(name);
+                        guard(&n.unready).remove(name);
                     }
-                    Ok(watcher::Event::Delete(node)) => {
-                        if let Some(name) = node.metadata.name.as_deref() {
-                            guard(&ctl.taints).forget(name);
-                            guard(&ctl.unready).remove(name);
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "node watch failed; retrying"),
                 }
-            }
-        }
-    };
-    let lease_events = {
-        let ctl = Arc::clone(&ctl);
-        let api: Api<Lease> = Api::namespaced(ctl.client.clone(), &ctl.config.lease_namespace);
-        async move {
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .reflect(leases_writer)
-                .boxed();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(
-                        watcher::Event::Apply(lease)
-                        | watcher::Event::InitApply(lease)
-                        | watcher::Event::Delete(lease),
-                    ) => {
-                        if let Some(name) = lease.metadata.name {
-                            ctl.health.add(name);
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "lease watch failed; retrying"),
+            }),
+            self.leases.subscribe(move |c| {
+                let lease = c.object();
+                if lease.metadata.namespace.as_deref() == Some(&l.config.lease_namespace)
+                    && let Some(name) = &lease.metadata.name
+                {
+                    l.queue.add(Item::Node(name.clone()));
                 }
-            }
+            }),
+            self.pods.subscribe(move |c| p.pod_changed(c)),
+        ]
+    }
+
+    async fn reconcile(self: &Arc<Self>, item: Item) -> Result<Action, Error> {
+        match item {
+            Item::Node(name) => self.reconcile_node(name).await,
+            Item::Eviction(key) => self.reconcile_pod(key).await,
+            Item::Readiness(key) => self.reconcile_readiness(key).await,
         }
-    };
-    let pod_events = {
-        let ctl = Arc::clone(&ctl);
-        async move { ctl.watch_pods().await }
-    };
-    let health_workers = {
-        let ctl = Arc::clone(&ctl);
-        async move {
-            // Judging a node before its lease is known would mark it Unknown by mistake, and
-            // before its pods are known would leave them Ready.
-            let mut listed = ctl.pods_listed.subscribe();
-            if ctl.nodes.wait_until_ready().await.is_err()
-                || ctl.leases.wait_until_ready().await.is_err()
-                || listed.wait_for(|done| *done).await.is_err()
-            {
-                return;
-            }
-            let workers = ctl.config.workers;
-            run_workers("node-lifecycle", ctl.health.clone(), workers, |name| {
-                ctl.reconcile_node(name)
-            })
-            .await
-        }
-    };
-    let eviction_workers = {
-        let ctl = Arc::clone(&ctl);
-        async move {
-            let workers = ctl.config.workers;
-            run_workers("taint-eviction", ctl.evictions.clone(), workers, |key| {
-                ctl.reconcile_pod(key)
-            })
-            .await
-        }
-    };
-    let readiness_workers = {
-        let ctl = Arc::clone(&ctl);
-        async move {
-            // A pod is judged by its node's Ready condition: wait until nodes are known.
-            if ctl.nodes.wait_until_ready().await.is_err() {
-                return;
-            }
-            let workers = ctl.config.workers;
-            run_workers("pod-readiness", ctl.readiness.clone(), workers, |key| {
-                ctl.reconcile_readiness(key)
-            })
-            .await
-        }
-    };
-    tokio::join!(
-        node_events,
-        lease_events,
-        pod_events,
-        health_workers,
-        eviction_workers,
-        readiness_workers
-    );
+    }
 }
 
-impl Controller {
+impl NodeLifecycleController {
+    /// The controller on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
+        Arc::new(Self {
+            recorder: events::Recorder::new(client.clone(), COMPONENT, None),
+            node_recorder: events::Recorder::new(client.clone(), NODE_COMPONENT, None),
+            queue: WorkQueue::new(config.backoff),
+            unready: Mutex::new(HashSet::new()),
+            taints: Mutex::new(NoExecuteTaints::default()),
+            nodes: informers.get(),
+            leases: informers.get(),
+            pods: informers.get(),
+            client,
+            config,
+        })
+    }
+
+    /// What eviction and readiness read of the pod under `key`, if it is bound.
+    fn pod_info(&self, key: &PodKey) -> Option<PodInfo> {
+        let pod = self.pods.get(&key.to_string())?;
+        PodInfo::of(&pod).map(|(_, info)| info)
+    }
+
+    /// A pod changed: one on a node with NoExecute taints is examined for eviction, one that
+    /// landed on a node that may not be Ready for readiness.
+    fn pod_changed(&self, change: &Change<Pod>) {
+        let (old, new) = match change {
+            Change::Added(new) => (None, new),
+            Change::Updated { old, new } => (Some(old), new),
+            Change::Deleted(_) => return,
+        };
+        let Some((key, info)) = PodInfo::of(new) else {
+            return;
+        };
+        let before = old.and_then(|o| PodInfo::of(o)).map(|(_, i)| i);
+        if readiness::landed(before.as_ref(), &info)
+            && readiness::should_mark(&info)
+            && self.may_be_not_ready(&info.node)
+        {
+            self.queue.add(Item::Readiness(key.clone()));
+        }
+        if !info.deleting && !guard(&self.taints).of(&info.node).is_empty() {
+            self.queue.add(Item::Eviction(key));
+        }
+    }
+
     /// A node changed: re-examine its health, and its pods if its NoExecute taints changed.
     fn node_changed(&self, node: &Node) {
         let Some(name) = node.metadata.name.clone() else {
@@ -254,79 +222,30 @@ impl Controller {
             (changed, !t.of(&name).is_empty())
         };
         if changed && tainted {
-            for key in guard(&self.pods).on_node(&name) {
-                self.evictions.add(key);
+            for pod in self.pods.store().on_node(&name) {
+                if let Some((key, _)) = PodInfo::of(&pod) {
+                    self.queue.add(Item::Eviction(key));
+                }
             }
         }
-        self.health.add(name);
-    }
-
-    /// Keeps the pod index current; a pod on a node with NoExecute taints is examined.
-    async fn watch_pods(&self) {
-        let api: Api<Pod> = Api::all(self.client.clone());
-        let mut stream = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        let mut listing: Option<HashSet<PodKey>> = None;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Init) => listing = Some(HashSet::new()),
-                Ok(watcher::Event::InitDone) => {
-                    let listed = listing.take().unwrap_or_default();
-                    guard(&self.pods).retain(&listed);
-                    self.pods_listed.send_replace(true);
-                }
-                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                    let Some((key, info)) = PodInfo::of(&pod) else {
-                        if let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name)
-                        {
-                            guard(&self.pods).remove(&PodKey {
-                                namespace: ns,
-                                name,
-                            });
-                        }
-                        continue;
-                    };
-                    if let Some(seen) = listing.as_mut() {
-                        seen.insert(key.clone());
-                    }
-                    let examine = !info.deleting && !guard(&self.taints).of(&info.node).is_empty();
-                    let ready_on = readiness::should_mark(&info).then(|| info.node.clone());
-                    let landed = guard(&self.pods).upsert_landed(key.clone(), info);
-                    if landed
-                        && let Some(node) = ready_on
-                        && self.may_be_not_ready(&node)
-                    {
-                        self.readiness.add(key.clone());
-                    }
-                    if examine {
-                        self.evictions.add(key);
-                    }
-                }
-                Ok(watcher::Event::Delete(pod)) => {
-                    if let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) {
-                        guard(&self.pods).remove(&PodKey {
-                            namespace: ns,
-                            name,
-                        });
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "pod watch failed; retrying"),
-            }
-        }
+        self.queue.add(Item::Node(name));
     }
 
     /// Health of one node: mark it Unknown if its lease expired, then make its managed taints
     /// match its conditions. Requeued for the moment its lease would expire.
     async fn reconcile_node(&self, name: String) -> Result<Action, Error> {
-        let Some(cached) = self.nodes.get(&ObjectRef::new(&name)) else {
+        let Some(cached) = self.nodes.get(&name) else {
             return Ok(Action::await_change());
         };
         let lease = self
             .leases
-            .get(&ObjectRef::new(&name).within(&self.config.lease_namespace));
+            .get(&informer::key(&self.config.lease_namespace, &name));
         let now = Timestamp::now();
-        let expires = health::expiry(&cached, lease.as_deref(), self.config.grace_period);
+        let expires = health::expiry(
+            &cached,
+            lease.as_ref().map(|l| l.object()),
+            self.config.grace_period,
+        );
         let silent = expires.is_none_or(|at| at <= now);
         let api: Api<Node> = Api::all(self.client.clone());
         let mut node = Node::clone(&cached);
@@ -405,7 +324,7 @@ impl Controller {
     /// Eviction of one pod: delete it if a NoExecute taint of its node is not (or no longer)
     /// tolerated; requeue it for its toleration deadline otherwise.
     async fn reconcile_pod(&self, key: PodKey) -> Result<Action, Error> {
-        let Some(info) = guard(&self.pods).get(&key).cloned() else {
+        let Some(info) = self.pod_info(&key) else {
             return Ok(Action::await_change());
         };
         if info.deleting {
@@ -427,20 +346,20 @@ impl Controller {
     /// Ready, or not known yet (the readiness worker looks again once nodes are listed).
     fn may_be_not_ready(&self, node: &str) -> bool {
         self.nodes
-            .get(&ObjectRef::new(node))
+            .get(node)
             .is_none_or(|n| readiness::node_is_not_ready(readiness::node_ready(&n)))
     }
 
     /// A pod that landed on a node: mark it NotReady if the node's `Ready` is not `True`.
     async fn reconcile_readiness(&self, key: PodKey) -> Result<Action, Error> {
-        let Some(info) = guard(&self.pods).get(&key).cloned() else {
+        let Some(info) = self.pod_info(&key) else {
             return Ok(Action::await_change());
         };
         if !readiness::should_mark(&info) {
             return Ok(Action::await_change());
         }
         // A node not (yet) known is not judged, as upstream; its transition marks its pods.
-        let Some(node) = self.nodes.get(&ObjectRef::new(&info.node)) else {
+        let Some(node) = self.nodes.get(&info.node) else {
             return Ok(Action::await_change());
         };
         if readiness::node_is_not_ready(readiness::node_ready(&node)) {
@@ -452,17 +371,14 @@ impl Controller {
     /// Marks every Ready pod of `node` NotReady, `workers` writes at a time. Fails with the
     /// first error after trying them all, so the node's retry only meets the pods left.
     async fn mark_node_pods_not_ready(&self, node: &str) -> Result<(), Error> {
-        let targets: Vec<(PodKey, PodInfo)> = {
-            let index = guard(&self.pods);
-            index
-                .on_node(node)
-                .into_iter()
-                .filter_map(|key| {
-                    let info = index.get(&key)?;
-                    readiness::should_mark(info).then(|| (key, info.clone()))
-                })
-                .collect()
-        };
+        let targets: Vec<(PodKey, PodInfo)> = self
+            .pods
+            .store()
+            .on_node(node)
+            .iter()
+            .filter_map(|pod| PodInfo::of(pod))
+            .filter(|(_, info)| readiness::should_mark(info))
+            .collect();
         if targets.is_empty() {
             return Ok(());
         }

@@ -1,12 +1,8 @@
-//! The pods the node lifecycle controller needs, indexed by node: only what eviction and readiness
-//! read (uid, version, node, tolerations, whether it is going, Ready or finished), so 100,000 pods
-//! cost little memory and a tainted or silent node finds its pods without scanning the others.
+//! What eviction and readiness read of a bound pod (uid, version, node, tolerations, whether it
+//! is going, Ready or finished), taken from the shared cache, which also finds a node's pods.
 
 use k8s_openapi::api::core::v1::{Pod, Toleration};
-use std::{
-    collections::{HashMap, HashSet},
-    fmt,
-};
+use std::fmt;
 
 /// A pod's `namespace/name`: the key of the eviction and readiness queues.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,125 +70,12 @@ impl PodInfo {
     }
 }
 
-/// Bound pods by key and by node.
-#[derive(Default, Debug)]
-pub struct PodIndex {
-    pods: HashMap<PodKey, PodInfo>,
-    by_node: HashMap<String, HashSet<PodKey>>,
-}
-
-impl PodIndex {
-    /// Records a pod (replacing what was known of it).
-    pub fn upsert(&mut self, key: PodKey, info: PodInfo) {
-        self.remove(&key);
-        self.by_node
-            .entry(info.node.clone())
-            .or_default()
-            .insert(key.clone());
-        self.pods.insert(key, info);
-    }
-
-    /// Forgets a pod.
-    pub fn remove(&mut self, key: &PodKey) {
-        if let Some(old) = self.pods.remove(key)
-            && let Some(set) = self.by_node.get_mut(&old.node)
-        {
-            set.remove(key);
-            if set.is_empty() {
-                self.by_node.remove(&old.node);
-            }
-        }
-    }
-
-    /// After a relist: forgets every pod the list did not contain.
-    pub fn retain(&mut self, listed: &HashSet<PodKey>) {
-        let stale: Vec<PodKey> = self
-            .pods
-            .keys()
-            .filter(|k| !listed.contains(*k))
-            .cloned()
-            .collect();
-        for key in stale {
-            self.remove(&key);
-        }
-    }
-
-    /// Records a pod and tells whether it just landed on its node (see
-    /// [`super::readiness::landed`]), in one look-up.
-    pub fn upsert_landed(&mut self, key: PodKey, info: PodInfo) -> bool {
-        let landed = super::readiness::landed(self.pods.get(&key), &info);
-        self.upsert(key, info);
-        landed
-    }
-
-    /// The pod at `key`.
-    pub fn get(&self, key: &PodKey) -> Option<&PodInfo> {
-        self.pods.get(key)
-    }
-
-    /// The pods bound to `node`.
-    pub fn on_node(&self, node: &str) -> Vec<PodKey> {
-        self.by_node
-            .get(node)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// How many pods are indexed.
-    pub fn len(&self) -> usize {
-        self.pods.len()
-    }
-
-    /// Whether no pod is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn key(n: &str) -> PodKey {
-        PodKey {
-            namespace: "default".into(),
-            name: n.into(),
-        }
-    }
-
-    fn info(node: &str) -> PodInfo {
-        PodInfo {
-            uid: None,
-            resource_version: None,
-            node: node.into(),
-            tolerations: vec![],
-            deleting: false,
-            ready: false,
-            terminal: false,
-        }
-    }
-
     #[test]
-    fn pods_are_found_by_node_and_move_with_their_binding() {
-        let mut ix = PodIndex::default();
-        ix.upsert(key("a"), info("n1"));
-        ix.upsert(key("b"), info("n1"));
-        ix.upsert(key("c"), info("n2"));
-        let mut on1 = ix.on_node("n1");
-        on1.sort();
-        assert_eq!(on1, [key("a"), key("b")]);
-        ix.upsert(key("a"), info("n2"));
-        assert_eq!(ix.on_node("n1"), [key("b")]);
-        assert_eq!(ix.on_node("n2").len(), 2);
-        ix.remove(&key("b"));
-        assert!(ix.on_node("n1").is_empty());
-        ix.retain(&[key("c")].into());
-        assert_eq!(ix.len(), 1);
-        assert_eq!(ix.on_node("n2"), [key("c")]);
-    }
-
-    #[test]
-    fn only_bound_pods_are_indexed() {
+    fn only_bound_pods_have_info() {
         let mut pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
             "spec": {"containers": [], "tolerations": [{"key": "k", "operator": "Exists"}]}
@@ -235,15 +118,5 @@ mod tests {
                 "{phase} {ready}"
             );
         }
-    }
-
-    #[test]
-    fn a_pod_lands_once_per_node() {
-        let mut ix = PodIndex::default();
-        assert!(ix.upsert_landed(key("a"), info("n1")));
-        assert!(!ix.upsert_landed(key("a"), info("n1")));
-        assert!(ix.upsert_landed(key("a"), info("n2")));
-        ix.remove(&key("a"));
-        assert!(ix.upsert_landed(key("a"), info("n2")));
     }
 }

@@ -3,28 +3,29 @@
 //! longer match, and reports `replicas`, `fullyLabeledReplicas`, `readyReplicas`,
 //! `availableReplicas`, `observedGeneration` and the `ReplicaFailure` condition.
 //!
-//! - Watches of ReplicaSets and pods feed [`OwnerIndex`]es (pods grouped by controller uid, so a
-//!   sync looks at its own pods only) and queue ReplicaSet keys on a [`WorkQueue`].
+//! - Event handlers on the shared cache's ReplicaSets and pods queue ReplicaSet keys; the cache
+//!   groups pods by controller uid, so a sync looks at its own pods only.
 //! - [`Expectations`] keep a sync from acting on a cache that has not yet seen the sync's own
-//!   creations and deletions; the pod watch lowers them.
-//! - [`reconcile`] is the contract: one ReplicaSet in, an [`Action`] (requeue for the time until
-//!   a ready pod becomes available, never to poll) or an error (retried with backoff) out.
+//!   creations and deletions; the pod handler lowers them.
+//! - [`ReplicaSetController`] implements the [`Controller`] contract: one ReplicaSet in, an
+//!   [`Action`] (requeue for the time until a ready pod becomes available, never to poll) or an
+//!   error (retried with backoff) out.
 
 pub mod ranking;
 pub mod status;
 
 use crate::{
     expectations::Expectations,
-    owner_index::{Change, Ingest, Key, OwnerIndex, key, key_of, split_key},
     ownership,
-    runtime::{Action, Backoff, WorkQueue, run_workers},
+    runtime::{Action, Backoff, Controller, WorkQueue},
 };
 use api::{
-    pod::{controller_of, controller_ref, is_active},
+    pod::{controller_of, controller_ref},
     selector::LabelSelector,
 };
 use events::{EventType, Recorder};
-use futures::{StreamExt, future::join_all};
+use futures::future::join_all;
+use informer::{Change, Informer, Informers, Key, Shared, Subscription, key, key_of, split_key};
 use k8s_openapi::{
     api::{apps::v1::ReplicaSet, core::v1::Pod},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -32,10 +33,8 @@ use k8s_openapi::{
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, PostParams},
-    runtime::{WatchStreamExt, watcher},
 };
 use std::{sync::Arc, time::Duration};
-use tokio::sync::watch;
 
 /// The event source name, as upstream's.
 pub const COMPONENT: &str = "replicaset-controller";
@@ -57,9 +56,6 @@ pub struct Config {
     pub burst_replicas: usize,
     /// Retry delays of failed syncs.
     pub backoff: Backoff,
-    /// A delay before each pod event is applied: zero in production; tests set it to play a
-    /// slow watch, which is what expectations protect against.
-    pub pod_watch_lag: Duration,
 }
 
 impl Default for Config {
@@ -68,19 +64,21 @@ impl Default for Config {
             workers: 5,
             burst_replicas: 500,
             backoff: Backoff::default(),
-            pod_watch_lag: Duration::ZERO,
         }
     }
 }
 
-/// What every sync shares.
-pub struct Context {
+/// The ReplicaSet controller: the shared cache's ReplicaSets and pods, its queue of ReplicaSet
+/// keys, and the expectations that keep a sync from acting on a cache that has not yet seen the
+/// sync's own creations and deletions.
+pub struct ReplicaSetController {
     client: Client,
     config: Config,
-    replica_sets: OwnerIndex<ReplicaSet>,
-    pods: OwnerIndex<Pod>,
+    replica_sets: Informer<ReplicaSet>,
+    pods: Informer<Pod>,
     expectations: Expectations,
     recorder: Recorder,
+    queue: WorkQueue<Key>,
 }
 
 fn error_message(e: &kube::Error) -> String {
@@ -90,218 +88,184 @@ fn error_message(e: &kube::Error) -> String {
     }
 }
 
-/// Runs the ReplicaSet controller until dropped (like every controller of this crate). Syncs
-/// start once both watches have listed (upstream's `WaitForCacheSync`), so nothing is decided on
-/// a half-filled cache.
-pub async fn run(client: Client, config: Config) {
-    let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), COMPONENT, None),
-        client,
-        config,
-        replica_sets: OwnerIndex::default(),
-        pods: OwnerIndex::default(),
-        expectations: Expectations::default(),
-    });
-    let queue: WorkQueue<Key> = WorkQueue::new(ctx.config.backoff);
-    let (synced_tx, mut synced_rx) = watch::channel(false);
-    let ingest = ingest(Arc::clone(&ctx), queue.clone(), synced_tx);
-    let workers = async {
-        if synced_rx.wait_for(|s| *s).await.is_err() {
-            return;
-        }
-        run_workers("replicaset", queue.clone(), ctx.config.workers, |k: Key| {
-            let ctx = Arc::clone(&ctx);
-            async move {
-                match ctx.replica_sets.get(&k) {
-                    Some(rs) => reconcile(rs, ctx).await,
-                    None => {
-                        ctx.expectations.forget(&k);
-                        Ok(Action::await_change())
-                    }
-                }
+impl Controller for ReplicaSetController {
+    const NAME: &'static str = "replicaset";
+    type Key = Key;
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<Key> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        self.config.workers
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        let on_rs = Arc::clone(self);
+        let on_pod = Arc::clone(self);
+        vec![
+            self.replica_sets
+                .subscribe(move |c| on_rs.replica_set_changed(c)),
+            self.pods.subscribe(move |c| on_pod.pod_changed(c)),
+        ]
+    }
+
+    async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
+        match self.replica_sets.get(&key) {
+            Some(rs) => self.sync(rs).await,
+            None => {
+                self.expectations.forget(&key);
+                Ok(Action::await_change())
             }
+        }
+    }
+}
+
+impl ReplicaSetController {
+    /// The controller on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
+        Arc::new(Self {
+            recorder: Recorder::new(client.clone(), COMPONENT, None),
+            queue: WorkQueue::new(config.backoff),
+            replica_sets: informers.get(),
+            pods: informers.get(),
+            expectations: Expectations::default(),
+            client,
+            config,
         })
-        .await
-    };
-    tokio::join!(ingest, workers);
-}
+    }
 
-enum Event {
-    ReplicaSet(Result<watcher::Event<ReplicaSet>, watcher::Error>),
-    Pod(Result<watcher::Event<Pod>, watcher::Error>),
-}
+    // ---- event handlers (upstream's addPod/updatePod/deletePod and the ReplicaSet handlers) ----
 
-/// Applies watch events to the indexes and expectations, and queues the ReplicaSets they concern
-/// (upstream's `addPod`/`updatePod`/`deletePod` and the ReplicaSet handlers).
-async fn ingest(ctx: Arc<Context>, queue: WorkQueue<Key>, synced: watch::Sender<bool>) {
-    let rs_events = watcher(
-        Api::<ReplicaSet>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .map(Event::ReplicaSet)
-    .boxed();
-    let pod_events = watcher(
-        Api::<Pod>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .map(Event::Pod)
-    .boxed();
-    let mut events = futures::stream::select(rs_events, pod_events);
-    let mut rs_ingest = Ingest::new(ctx.replica_sets.clone());
-    let mut pod_ingest = Ingest::new(ctx.pods.clone());
-    while let Some(event) = events.next().await {
-        match event {
-            Event::ReplicaSet(Ok(e)) => {
-                for change in rs_ingest.handle(e) {
-                    match change {
-                        Change::Added(rs) | Change::Updated { new: rs, .. } => {
-                            queue.add(key_of(rs.as_ref()))
+    fn replica_set_changed(&self, change: &Change<ReplicaSet>) {
+        let k = change.object().key();
+        if let Change::Deleted(_) = change {
+            self.expectations.forget(&k);
+        }
+        self.queue.add(k);
+    }
+
+    /// The ReplicaSet a controller reference names, if the cache holds it with that uid.
+    fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
+        let r = controller_of(meta)?;
+        if r.kind != "ReplicaSet" {
+            return None;
+        }
+        let k = key(namespace, &r.name);
+        let rs = self.replica_sets.get(&k)?;
+        (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(k)
+    }
+
+    /// The ReplicaSets in the pod's namespace whose selector matches it (for orphans).
+    fn matching_replica_sets(&self, pod: &Pod) -> Vec<Key> {
+        let ns = pod.namespace().unwrap_or_default();
+        self.replica_sets
+            .store()
+            .in_namespace(&ns)
+            .iter()
+            .filter(|rs| {
+                LabelSelector::from_label_selector(
+                    &rs.spec
+                        .as_ref()
+                        .map(|s| s.selector.clone())
+                        .unwrap_or_default(),
+                )
+                .is_ok_and(|sel| {
+                    !sel.is_empty() && sel.matches_labels(pod.metadata.labels.as_ref())
+                })
+            })
+            .map(|rs| rs.key())
+            .collect()
+    }
+
+    fn pod_deleted(&self, pod: &Pod) {
+        let ns = pod.namespace().unwrap_or_default();
+        if let Some(k) = self.resolve(&ns, &pod.metadata) {
+            self.expectations.deletion_observed(&k, &key_of(pod));
+            self.queue.add(k);
+        }
+    }
+
+    fn pod_changed(&self, change: &Change<Pod>) {
+        match change {
+            Change::Added(pod) => {
+                if pod.facts().deleting {
+                    // A restarted controller may first see a pod already being deleted.
+                    return self.pod_deleted(pod);
+                }
+                let ns = pod.namespace().unwrap_or_default();
+                match self.resolve(&ns, &pod.metadata) {
+                    Some(k) => {
+                        self.expectations.creation_observed(&k);
+                        self.queue.add(k);
+                    }
+                    None if controller_of(&pod.metadata).is_none() => {
+                        for k in self.matching_replica_sets(pod) {
+                            self.queue.add(k);
                         }
-                        Change::Deleted(rs) => {
-                            let k = key_of(rs.as_ref());
-                            ctx.expectations.forget(&k);
-                            queue.add(k);
+                    }
+                    None => {}
+                }
+            }
+            Change::Updated { old, new } => {
+                if change.is_resync() {
+                    return;
+                }
+                let labels_changed = old.metadata.labels != new.metadata.labels;
+                if new.facts().deleting {
+                    // Graceful deletion: the pod is as good as gone for the ReplicaSet now.
+                    self.pod_deleted(new);
+                    if labels_changed {
+                        self.pod_deleted(old);
+                    }
+                    return;
+                }
+                let ns = new.namespace().unwrap_or_default();
+                let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
+                if ref_changed && let Some(k) = self.resolve(&ns, &old.metadata) {
+                    self.queue.add(k);
+                }
+                match self.resolve(&ns, &new.metadata) {
+                    Some(k) => self.queue.add(k),
+                    None if controller_of(&new.metadata).is_none()
+                        && (labels_changed || ref_changed) =>
+                    {
+                        for k in self.matching_replica_sets(new) {
+                            self.queue.add(k);
                         }
                     }
+                    None => {}
                 }
             }
-            Event::Pod(Ok(e)) => {
-                if !ctx.config.pod_watch_lag.is_zero() {
-                    tokio::time::sleep(ctx.config.pod_watch_lag).await;
-                }
-                for change in pod_ingest.handle(e) {
-                    on_pod_change(&ctx, &queue, change);
-                }
-            }
-            Event::ReplicaSet(Err(error)) | Event::Pod(Err(error)) => {
-                tracing::warn!(%error, "replicaset controller watch failed; retrying");
-            }
-        }
-        if rs_ingest.synced() && pod_ingest.synced() && !*synced.borrow() {
-            synced.send_replace(true);
+            Change::Deleted(pod) => self.pod_deleted(pod),
         }
     }
-}
 
-/// The ReplicaSet a controller reference names, if the index holds it with that uid.
-fn resolve(ctx: &Context, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
-    let r = controller_of(meta)?;
-    if r.kind != "ReplicaSet" {
-        return None;
-    }
-    let k = key(namespace, &r.name);
-    let rs = ctx.replica_sets.get(&k)?;
-    (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(k)
-}
-
-/// The ReplicaSets in the pod's namespace whose selector matches it (for orphans).
-fn matching_replica_sets(ctx: &Context, pod: &Pod) -> Vec<Key> {
-    let ns = pod.namespace().unwrap_or_default();
-    ctx.replica_sets
-        .in_namespace(&ns)
-        .iter()
-        .filter(|rs| {
-            LabelSelector::from_label_selector(
-                &rs.spec
-                    .as_ref()
-                    .map(|s| s.selector.clone())
-                    .unwrap_or_default(),
-            )
-            .is_ok_and(|sel| !sel.is_empty() && sel.matches_labels(pod.metadata.labels.as_ref()))
-        })
-        .map(|rs| key_of(rs.as_ref()))
-        .collect()
-}
-
-fn pod_deleted(ctx: &Context, queue: &WorkQueue<Key>, pod: &Pod) {
-    let ns = pod.namespace().unwrap_or_default();
-    if let Some(k) = resolve(ctx, &ns, &pod.metadata) {
-        ctx.expectations.deletion_observed(&k, &key_of(pod));
-        queue.add(k);
-    }
-}
-
-fn on_pod_change(ctx: &Context, queue: &WorkQueue<Key>, change: Change<Pod>) {
-    match change {
-        Change::Added(pod) => {
-            if pod.metadata.deletion_timestamp.is_some() {
-                // A restarted controller may first see a pod already being deleted.
-                return pod_deleted(ctx, queue, &pod);
+    /// Syncs one ReplicaSet: claims its pods, creates or deletes pods if its expectations are
+    /// met, and writes its status.
+    async fn sync(&self, rs: Shared<ReplicaSet>) -> Result<Action, Error> {
+        let rs_key = rs.key();
+        let (ns, name) = split_key(&rs_key);
+        let needs_sync = self.expectations.satisfied(&rs_key);
+        let spec = rs.spec.clone().unwrap_or_default();
+        let selector = match LabelSelector::from_label_selector(&spec.selector) {
+            Ok(s) => s,
+            Err(error) => {
+                // Validation prevents this; retrying would not help.
+                tracing::warn!(replicaset = %rs_key, %error, "invalid selector");
+                return Ok(Action::await_change());
             }
-            let ns = pod.namespace().unwrap_or_default();
-            match resolve(ctx, &ns, &pod.metadata) {
-                Some(k) => {
-                    ctx.expectations.creation_observed(&k);
-                    queue.add(k);
-                }
-                None if controller_of(&pod.metadata).is_none() => {
-                    for k in matching_replica_sets(ctx, &pod) {
-                        queue.add(k);
-                    }
-                }
-                None => {}
-            }
-        }
-        Change::Updated { old, new } => {
-            if old.metadata.resource_version == new.metadata.resource_version {
-                return;
-            }
-            let labels_changed = old.metadata.labels != new.metadata.labels;
-            if new.metadata.deletion_timestamp.is_some() {
-                // Graceful deletion: the pod is as good as gone for the ReplicaSet now.
-                pod_deleted(ctx, queue, &new);
-                if labels_changed {
-                    pod_deleted(ctx, queue, &old);
-                }
-                return;
-            }
-            let ns = new.namespace().unwrap_or_default();
-            let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
-            if ref_changed && let Some(k) = resolve(ctx, &ns, &old.metadata) {
-                queue.add(k);
-            }
-            match resolve(ctx, &ns, &new.metadata) {
-                Some(k) => queue.add(k),
-                None if controller_of(&new.metadata).is_none()
-                    && (labels_changed || ref_changed) =>
-                {
-                    for k in matching_replica_sets(ctx, &new) {
-                        queue.add(k);
-                    }
-                }
-                None => {}
-            }
-        }
-        Change::Deleted(pod) => pod_deleted(ctx, queue, &pod),
-    }
-}
-
-/// Syncs one ReplicaSet: claims its pods, creates or deletes pods if its expectations are met,
-/// and writes its status.
-pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let rs_key = key_of(rs.as_ref());
-    let (ns, name) = split_key(&rs_key);
-    let needs_sync = ctx.expectations.satisfied(&rs_key);
-    let spec = rs.spec.clone().unwrap_or_default();
-    let selector = match LabelSelector::from_label_selector(&spec.selector) {
-        Ok(s) => s,
-        Err(error) => {
-            // Validation prevents this; retrying would not help.
-            tracing::warn!(replicaset = %rs_key, %error, "invalid selector");
-            return Ok(Action::await_change());
-        }
-    };
-    let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let mut candidates: Vec<Arc<Pod>> = ctx.pods.controlled_by(&uid);
-    candidates.extend(ctx.pods.orphans(ns));
-    candidates.retain(|p| is_active(p));
-    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
-    let controller = controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
-    let rs_api: Api<ReplicaSet> = Api::namespaced(ctx.client.clone(), ns);
-    let pods =
-        ownership::claim(
+        };
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let mut candidates = self.pods.store().controlled_by(&uid);
+        candidates.extend(self.pods.store().orphans(ns));
+        candidates.retain(|p| p.facts().active);
+        let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let controller = controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
+        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let pods = ownership::claim(
             &pods_api,
             &controller,
             rs.metadata.deletion_timestamp.is_some(),
@@ -315,60 +279,172 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action,
         )
         .await?;
 
-    let desired = spec.replicas.unwrap_or(1).max(0) as usize;
-    let mut failure = None;
-    if needs_sync
-        && rs.metadata.deletion_timestamp.is_none()
-        && let Err(e) = manage_replicas(&ctx, &rs, &rs_key, &pods, desired).await
-    {
-        let reason = if pods.len() < desired {
-            "FailedCreate"
-        } else {
-            "FailedDelete"
-        };
-        failure = Some((reason, e));
+        let desired = spec.replicas.unwrap_or(1).max(0) as usize;
+        let mut failure = None;
+        if needs_sync
+            && rs.metadata.deletion_timestamp.is_none()
+            && let Err(e) = self.manage_replicas(&rs, &rs_key, &pods, desired).await
+        {
+            let reason = if pods.len() < desired {
+                "FailedCreate"
+            } else {
+                "FailedDelete"
+            };
+            failure = Some((reason, e));
+        }
+
+        let now = jiff::Timestamp::now();
+        let template_labels = spec
+            .template
+            .as_ref()
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.labels.as_ref());
+        let counts = status::count(
+            &pods,
+            template_labels,
+            spec.min_ready_seconds.unwrap_or(0),
+            now,
+        );
+        let next = status::next_status(
+            rs.status.as_ref(),
+            &counts,
+            rs.metadata.generation,
+            failure
+                .as_ref()
+                .map(|(reason, e)| (*reason, error_message(e))),
+            now,
+        );
+        if rs.status.as_ref() != Some(&next) {
+            let mut updated = ReplicaSet::clone(&rs);
+            updated.status = Some(next);
+            rs_api
+                .replace_status(name, &PostParams::default(), &updated)
+                .await?;
+        }
+        if let Some((_, e)) = failure {
+            return Err(e.into());
+        }
+        if !needs_sync && let Some(after) = self.expectations.expires_in(&rs_key) {
+            return Ok(Action::requeue(after));
+        }
+        Ok(match counts.next_available {
+            // Availability is measured in whole seconds of lastTransitionTime; a few milliseconds
+            // late is fine, early would need another round.
+            Some(d) => Action::requeue(d.unsigned_abs() + Duration::from_millis(10)),
+            None => Action::await_change(),
+        })
     }
 
-    let now = jiff::Timestamp::now();
-    let template_labels = spec
-        .template
-        .as_ref()
-        .and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.labels.as_ref());
-    let counts = status::count(
-        &pods,
-        template_labels,
-        spec.min_ready_seconds.unwrap_or(0),
-        now,
-    );
-    let next = status::next_status(
-        rs.status.as_ref(),
-        &counts,
-        rs.metadata.generation,
-        failure
-            .as_ref()
-            .map(|(reason, e)| (*reason, error_message(e))),
-        now,
-    );
-    if rs.status.as_ref() != Some(&next) {
-        let mut updated = (*rs).clone();
-        updated.status = Some(next);
-        rs_api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await?;
+    /// Creates or deletes pods so that `pods` approaches `desired`, at most `burst_replicas` at a
+    /// time, recording expectations first.
+    async fn manage_replicas(
+        &self,
+        rs: &ReplicaSet,
+        rs_key: &str,
+        pods: &[Shared<Pod>],
+        desired: usize,
+    ) -> Result<(), kube::Error> {
+        let ns = rs.namespace().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let reference = events::reference(rs);
+        if pods.len() < desired {
+            let diff = (desired - pods.len()).min(self.config.burst_replicas);
+            self.expectations.expect_creations(rs_key, diff);
+            let template = pod_from_template(rs);
+            let (created, error) = status::slow_start(diff, 1, || {
+                let api = api.clone();
+                let template = template.clone();
+                async move { api.create(&PostParams::default(), &template).await }
+            })
+            .await;
+            for pod in &created {
+                self.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "SuccessfulCreate",
+                    format!("Created pod: {}", pod.name_any()),
+                );
+            }
+            // Pods never created will never be observed.
+            self.expectations
+                .lower_creations(rs_key, diff - created.len());
+            if let Some(e) = error {
+                self.recorder.record(
+                    &reference,
+                    EventType::Warning,
+                    "FailedCreate",
+                    format!("Error creating: {}", error_message(&e)),
+                );
+                return Err(e);
+            }
+        } else if pods.len() > desired {
+            let diff = (pods.len() - desired).min(self.config.burst_replicas);
+            let related = self.related_pods(rs, pods);
+            let victims = ranking::pods_to_delete(pods, &related, diff);
+            self.expectations
+                .expect_deletions(rs_key, victims.iter().map(|p| p.key()));
+            let results = join_all(victims.iter().map(|pod| {
+                let api = api.clone();
+                async move {
+                    (
+                        pod,
+                        api.delete(&pod.name_any(), &DeleteParams::default()).await,
+                    )
+                }
+            }))
+            .await;
+            let mut first_error = None;
+            for (pod, result) in results {
+                match result {
+                    Ok(_) => self.recorder.record(
+                        &reference,
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        format!("Deleted pod: {}", pod.name_any()),
+                    ),
+                    Err(e) => {
+                        self.expectations.deletion_observed(rs_key, &pod.key());
+                        if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                            self.recorder.record(
+                                &reference,
+                                EventType::Warning,
+                                "FailedDelete",
+                                format!("Error deleting: {}", error_message(&e)),
+                            );
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                }
+            }
+            if let Some(e) = first_error {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
-    if let Some((_, e)) = failure {
-        return Err(e.into());
+
+    /// The active pods of `rs` and of every ReplicaSet with the same controller: a Deployment's
+    /// scale-down spreads over nodes as a whole (upstream's `getIndirectlyRelatedPods`).
+    fn related_pods(&self, rs: &ReplicaSet, own: &[Shared<Pod>]) -> Vec<Shared<Pod>> {
+        let Some(owner) = controller_of(&rs.metadata) else {
+            return own.to_vec();
+        };
+        let mut related = own.to_vec();
+        for sibling in self.replica_sets.store().controlled_by(&owner.uid) {
+            if sibling.metadata.uid == rs.metadata.uid {
+                continue;
+            }
+            let uid = sibling.metadata.uid.clone().unwrap_or_default();
+            related.extend(
+                self.pods
+                    .store()
+                    .controlled_by(&uid)
+                    .into_iter()
+                    .filter(|p| p.facts().active),
+            );
+        }
+        related
     }
-    if !needs_sync && let Some(after) = ctx.expectations.expires_in(&rs_key) {
-        return Ok(Action::requeue(after));
-    }
-    Ok(match counts.next_available {
-        // Availability is measured in whole seconds of lastTransitionTime; a few milliseconds
-        // late is fine, early would need another round.
-        Some(d) => Action::requeue(d.unsigned_abs() + Duration::from_millis(10)),
-        None => Action::await_change(),
-    })
 }
 
 /// A pod for `rs` from its template (upstream's `GetPodFromTemplate`).
@@ -392,115 +468,4 @@ fn pod_from_template(rs: &ReplicaSet) -> Pod {
         spec: template.spec,
         status: None,
     }
-}
-
-/// Creates or deletes pods so that `pods` approaches `desired`, at most `burst_replicas` at a
-/// time, recording expectations first.
-async fn manage_replicas(
-    ctx: &Context,
-    rs: &ReplicaSet,
-    rs_key: &str,
-    pods: &[Arc<Pod>],
-    desired: usize,
-) -> Result<(), kube::Error> {
-    let ns = rs.namespace().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let reference = events::reference(rs);
-    if pods.len() < desired {
-        let diff = (desired - pods.len()).min(ctx.config.burst_replicas);
-        ctx.expectations.expect_creations(rs_key, diff);
-        let template = pod_from_template(rs);
-        let (created, error) = status::slow_start(diff, 1, || {
-            let api = api.clone();
-            let template = template.clone();
-            async move { api.create(&PostParams::default(), &template).await }
-        })
-        .await;
-        for pod in &created {
-            ctx.recorder.record(
-                &reference,
-                EventType::Normal,
-                "SuccessfulCreate",
-                format!("Created pod: {}", pod.name_any()),
-            );
-        }
-        // Pods never created will never be observed.
-        ctx.expectations
-            .lower_creations(rs_key, diff - created.len());
-        if let Some(e) = error {
-            ctx.recorder.record(
-                &reference,
-                EventType::Warning,
-                "FailedCreate",
-                format!("Error creating: {}", error_message(&e)),
-            );
-            return Err(e);
-        }
-    } else if pods.len() > desired {
-        let diff = (pods.len() - desired).min(ctx.config.burst_replicas);
-        let related = related_pods(ctx, rs, pods);
-        let victims = ranking::pods_to_delete(pods, &related, diff);
-        ctx.expectations
-            .expect_deletions(rs_key, victims.iter().map(|p| key_of(p.as_ref())));
-        let results = join_all(victims.iter().map(|pod| {
-            let api = api.clone();
-            async move {
-                (
-                    pod,
-                    api.delete(&pod.name_any(), &DeleteParams::default()).await,
-                )
-            }
-        }))
-        .await;
-        let mut first_error = None;
-        for (pod, result) in results {
-            match result {
-                Ok(_) => ctx.recorder.record(
-                    &reference,
-                    EventType::Normal,
-                    "SuccessfulDelete",
-                    format!("Deleted pod: {}", pod.name_any()),
-                ),
-                Err(e) => {
-                    ctx.expectations
-                        .deletion_observed(rs_key, &key_of(pod.as_ref()));
-                    if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                        ctx.recorder.record(
-                            &reference,
-                            EventType::Warning,
-                            "FailedDelete",
-                            format!("Error deleting: {}", error_message(&e)),
-                        );
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-        }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-/// The active pods of `rs` and of every ReplicaSet with the same controller: a Deployment's
-/// scale-down spreads over nodes as a whole (upstream's `getIndirectlyRelatedPods`).
-fn related_pods(ctx: &Context, rs: &ReplicaSet, own: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
-    let Some(owner) = controller_of(&rs.metadata) else {
-        return own.to_vec();
-    };
-    let mut related = own.to_vec();
-    for sibling in ctx.replica_sets.controlled_by(&owner.uid) {
-        if sibling.metadata.uid == rs.metadata.uid {
-            continue;
-        }
-        let uid = sibling.metadata.uid.clone().unwrap_or_default();
-        related.extend(
-            ctx.pods
-                .controlled_by(&uid)
-                .into_iter()
-                .filter(|p| is_active(p)),
-        );
-    }
-    related
 }

@@ -5,6 +5,7 @@
 //! first, newer first.
 
 use api::pod::{phase, ready_since};
+use informer::Shared;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use std::{cmp::Ordering, collections::HashMap, sync::Arc};
@@ -106,7 +107,11 @@ pub fn facts(pod: &Pod, pods_per_node: &HashMap<&str, usize>) -> PodFacts {
 
 /// The `count` pods of `pods` to delete first; `related` are the active pods of this ReplicaSet
 /// and of every ReplicaSet with the same controller (they decide which nodes are doubled up).
-pub fn pods_to_delete(pods: &[Arc<Pod>], related: &[Arc<Pod>], count: usize) -> Vec<Arc<Pod>> {
+pub fn pods_to_delete(
+    pods: &[Shared<Pod>],
+    related: &[Shared<Pod>],
+    count: usize,
+) -> Vec<Shared<Pod>> {
     if count >= pods.len() {
         return pods.to_vec();
     }
@@ -114,7 +119,7 @@ pub fn pods_to_delete(pods: &[Arc<Pod>], related: &[Arc<Pod>], count: usize) -> 
     for p in related {
         *per_node.entry(node_of(p)).or_default() += 1;
     }
-    let mut ranked: Vec<(PodFacts, &Arc<Pod>)> =
+    let mut ranked: Vec<(PodFacts, &Shared<Pod>)> =
         pods.iter().map(|p| (facts(p, &per_node), p)).collect();
     ranked.sort_by(|a, b| deletion_order(&a.0, &b.0));
     ranked

@@ -1,7 +1,7 @@
 //! A ReplicaSet's status from its pods (upstream's `calculateStatus`), and the slow-start batches
 //! it creates pods in.
 
-use api::pod::{is_ready, until_available};
+use informer::Shared;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::{
     api::{
@@ -10,7 +10,7 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::Time,
 };
-use std::{collections::BTreeMap, future::Future, sync::Arc};
+use std::{collections::BTreeMap, future::Future};
 
 /// The condition a ReplicaSet carries while it cannot create or delete pods.
 pub const REPLICA_FAILURE: &str = "ReplicaFailure";
@@ -30,9 +30,10 @@ pub struct PodCounts {
     pub next_available: Option<SignedDuration>,
 }
 
-/// Counts `pods` against the template's labels and `min_ready_seconds` at `now`.
+/// Counts `pods` against the template's labels and `min_ready_seconds` at `now`, from the
+/// facts the cache derived once per pod event.
 pub fn count(
-    pods: &[Arc<Pod>],
+    pods: &[Shared<Pod>],
     template_labels: Option<&BTreeMap<String, String>>,
     min_ready_seconds: i32,
     now: Timestamp,
@@ -48,10 +49,11 @@ pub fn count(
         if fully {
             c.fully_labeled += 1;
         }
-        if is_ready(pod) {
+        let facts = pod.facts();
+        if facts.is_ready() {
             c.ready += 1;
         }
-        match until_available(pod, min_ready_seconds, now) {
+        match facts.until_available(min_ready_seconds, now) {
             Some(d) if d.is_zero() => c.available += 1,
             Some(d) => c.next_available = Some(c.next_available.map_or(d, |n| n.min(d))),
             None => {}
@@ -136,7 +138,7 @@ mod tests {
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn pod(labels: &[(&str, &str)], ready_at: Option<i64>) -> Arc<Pod> {
+    fn pod(labels: &[(&str, &str)], ready_at: Option<i64>) -> Shared<Pod> {
         let mut p = Pod::default();
         p.metadata.labels = Some(
             labels
@@ -155,7 +157,7 @@ mod tests {
             }),
             ..Default::default()
         });
-        Arc::new(p)
+        informer::Cached::shared(p)
     }
 
     #[test]

@@ -1,15 +1,18 @@
-//! The machinery every controller in this crate shares: a rate-limited work queue and a small
-//! reconcile contract over it.
+//! The machinery every controller shares: the [`Controller`] contract, [`run`] (the one way a
+//! controller runs), the rate-limited [`WorkQueue`] and [`supervise`] (restart after a panic).
 //!
 //! We do not build on `kube::runtime::Controller`: it reconciles one object kind keyed by
-//! `ObjectRef<K>`, while the garbage collector's items are graph nodes of any kind and the node
-//! lifecycle controller drives two queues (nodes, pods) from three watches. A queue keyed by any
-//! `K` with client-go's semantics (pending keys deduplicated, a key is never processed twice at
-//! once, per-key exponential backoff, delayed adds) serves all of them, and the workload
-//! controllers to come (keyed by `namespace/name`) reuse it unchanged.
+//! `ObjectRef<K>` and owns its watches, while ours read one shared cache
+//! ([`informer::Informers`]) and some are keyed otherwise (the garbage collector by graph item,
+//! node lifecycle by node and pod). A queue keyed by any `K` with client-go's semantics serves
+//! them all.
 
+pub mod action;
+pub mod controller;
 pub mod queue;
-pub mod worker;
+pub mod supervisor;
 
+pub use action::Action;
+pub use controller::{Controller, Retry, run};
 pub use queue::{Backoff, WorkQueue};
-pub use worker::{Action, run_workers};
+pub use supervisor::supervise;

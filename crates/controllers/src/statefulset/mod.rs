@@ -23,16 +23,14 @@ pub mod update;
 pub mod volumes;
 
 use crate::{
-    history,
-    owner_index::{Change, Ingest, Key, OwnerIndex, key as make_key, key_of},
-    ownership,
-    runtime::{Action, Backoff, WorkQueue, run_workers},
+    history, ownership,
+    runtime::{Action, Backoff, Controller, WorkQueue},
 };
 use api::{
     pod::{controller_of, controller_ref},
     selector::LabelSelector,
 };
-use futures::StreamExt;
+use informer::{Change, Informer, Informers, Key, Shared, Subscription, key as make_key, key_of};
 use k8s_openapi::{
     api::{
         apps::v1::{ControllerRevision, StatefulSet},
@@ -43,20 +41,15 @@ use k8s_openapi::{
 use kube::{
     Api, Client, ResourceExt,
     api::{ApiResource, DynamicObject},
-    runtime::{WatchStreamExt, watcher},
 };
 use pods::Ordinals;
 use serde_json::Value;
 use std::{
-    collections::{HashMap, HashSet},
-    sync::{
-        Arc, RwLock,
-        atomic::{AtomicBool, Ordering},
-    },
+    collections::HashMap,
+    sync::{Arc, RwLock},
     time::Duration,
 };
 use sync::{Children, Syncer, delete_key, in_place_key, revision_of};
-use tokio::sync::watch;
 
 /// `"true"` pauses the set's rolling update on a real cluster, whose API lacks rollwright's
 /// `spec.updateStrategy.rollingUpdate.paused`: no pod of an old revision is replaced while
@@ -255,256 +248,53 @@ pub enum Error {
     },
 }
 
-/// The controller: indexes fed by the watches, the queue, and the [`Syncer`].
-pub struct Controller {
+/// The controller: its handles on the shared cache, the queue, and the [`Syncer`].
+pub struct StatefulSetController {
     client: Client,
     config: Config,
+    /// StatefulSets as dynamic objects: rollwright's `podUpdatePolicy` and `paused` are not in
+    /// the typed API.
+    stateful_sets: Informer<DynamicObject>,
+    /// Each set read once per change, with what is derived from it.
     sets: RwLock<HashMap<Key, Arc<Set>>>,
-    pods: OwnerIndex<Pod>,
-    revisions: OwnerIndex<ControllerRevision>,
-    claims: OwnerIndex<PersistentVolumeClaim>,
+    pods: Informer<Pod>,
+    revisions: Informer<ControllerRevision>,
+    claims: Informer<PersistentVolumeClaim>,
     syncer: Syncer,
     queue: WorkQueue<Key>,
-    /// Set once every watch has listed: before that, events only fill the indexes.
-    ready: AtomicBool,
 }
 
-impl Controller {
-    /// A controller on `client`; [`run`] runs it.
-    pub fn new(client: Client, config: Config) -> Self {
-        Self {
-            syncer: Syncer::new(client.clone(), &config),
-            queue: WorkQueue::new(config.backoff),
-            client,
-            config,
-            sets: RwLock::default(),
-            pods: OwnerIndex::default(),
-            revisions: OwnerIndex::default(),
-            claims: OwnerIndex::default(),
-            ready: AtomicBool::new(false),
-        }
+impl Controller for StatefulSetController {
+    const NAME: &'static str = "statefulset";
+    type Key = Key;
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<Key> {
+        &self.queue
     }
 
-    fn set(&self, key: &Key) -> Option<Arc<Set>> {
-        self.sets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
+    fn workers(&self) -> usize {
+        self.config.workers
     }
 
-    fn all_sets(&self) -> Vec<Arc<Set>> {
-        self.sets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-
-    /// The set a controller reference names, if we hold it (same uid).
-    fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
-        let r = controller_of(meta)?;
-        if r.kind != "StatefulSet" {
-            return None;
-        }
-        let key = make_key(namespace, &r.name);
-        self.set(&key).filter(|s| s.uid() == r.uid).map(|_| key)
-    }
-
-    /// Sets in `namespace` whose selector matches `labels` (for orphans and claims).
-    fn matching(&self, namespace: &str, meta: &ObjectMeta) -> Vec<Key> {
-        self.all_sets()
-            .iter()
-            .filter(|s| s.sts.metadata.namespace.as_deref() == Some(namespace))
-            .filter(|s| !s.selector.is_empty() && s.selector.matches_labels(meta.labels.as_ref()))
-            .map(|s| s.key())
-            .collect()
-    }
-
-    fn on_set(
-        &self,
-        event: watcher::Event<DynamicObject>,
-        listing: &mut Option<HashSet<Key>>,
-    ) -> bool {
-        let put = |obj: DynamicObject| -> Option<Key> {
-            let value = serde_json::to_value(&obj).ok()?;
-            match Set::from_json(value) {
-                Ok(s) => {
-                    let key = s.key();
-                    self.sets
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key.clone(), Arc::new(s));
-                    Some(key)
-                }
-                Err(e) => {
-                    tracing::warn!(name = obj.name_any(), error = %e, "ignoring an unreadable StatefulSet");
-                    None
-                }
-            }
-        };
-        match event {
-            watcher::Event::Init => *listing = Some(HashSet::new()),
-            watcher::Event::InitApply(obj) => {
-                if let Some(key) = put(obj) {
-                    listing.get_or_insert_default().insert(key.clone());
-                    self.queue.add(key);
-                }
-            }
-            watcher::Event::InitDone => {
-                let seen = listing.take().unwrap_or_default();
-                let mut sets = self.sets.write().unwrap_or_else(|e| e.into_inner());
-                let gone: Vec<Key> = sets
-                    .keys()
-                    .filter(|k| !seen.contains(*k))
-                    .cloned()
-                    .collect();
-                for k in gone {
-                    sets.remove(&k);
-                    self.queue.add(k);
-                }
-                return true;
-            }
-            watcher::Event::Apply(obj) => {
-                if let Some(key) = put(obj) {
-                    self.queue.add(key);
-                }
-            }
-            watcher::Event::Delete(obj) => {
-                let key = key_of(&obj);
-                self.sets
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&key);
-                self.queue.add(key);
-            }
-        }
-        false
-    }
-
-    fn on_pod(&self, change: Change<Pod>) {
-        if !self.is_ready() {
-            return;
-        }
-        let expectations = self.syncer.expectations();
-        match change {
-            Change::Added(pod) => {
-                let ns = pod.namespace().unwrap_or_default();
-                match self.resolve(&ns, &pod.metadata) {
-                    Some(key) => {
-                        if pod.metadata.deletion_timestamp.is_some() {
-                            expectations
-                                .deletion_observed(&delete_key(&key), &key_of(pod.as_ref()));
-                        } else {
-                            expectations.creation_observed(&key);
-                        }
-                        self.queue.add(key);
-                    }
-                    None if controller_of(&pod.metadata).is_none() => {
-                        for key in self.matching(&ns, &pod.metadata) {
-                            self.queue.add(key);
-                        }
-                    }
-                    None => {}
-                }
-            }
-            Change::Updated { old, new } => {
-                let ns = new.namespace().unwrap_or_default();
-                let owner = self.resolve(&ns, &new.metadata);
-                if let Some(key) = &owner {
-                    if new.metadata.deletion_timestamp.is_some() {
-                        expectations.deletion_observed(&delete_key(key), &key_of(new.as_ref()));
-                    }
-                    if revision_of(&old) != revision_of(&new) {
-                        expectations.deletion_observed(&in_place_key(key), &key_of(new.as_ref()));
-                    }
-                    self.queue.add(key.clone());
-                }
-                if let Some(key) = self
-                    .resolve(&ns, &old.metadata)
-                    .filter(|k| Some(k) != owner.as_ref())
-                {
-                    self.queue.add(key);
-                }
-                if controller_of(&new.metadata).is_none() {
-                    for key in self.matching(&ns, &new.metadata) {
-                        self.queue.add(key);
-                    }
-                }
-            }
-            Change::Deleted(pod) => {
-                let ns = pod.namespace().unwrap_or_default();
-                if let Some(key) = self.resolve(&ns, &pod.metadata) {
-                    expectations.deletion_observed(&delete_key(&key), &key_of(pod.as_ref()));
-                    self.queue.add(key);
-                }
-            }
-        }
-    }
-
-    /// A revision or claim changed: its controller, or the sets whose selector matches it.
-    fn on_child(&self, meta: &ObjectMeta) {
-        if !self.is_ready() {
-            return;
-        }
-        let ns = meta.namespace.clone().unwrap_or_default();
-        match self.resolve(&ns, meta) {
-            Some(key) => self.queue.add(key),
-            None => {
-                for key in self.matching(&ns, meta) {
-                    self.queue.add(key);
-                }
-            }
-        }
-    }
-
-    async fn can_adopt(&self, set: &Set) -> Result<bool, kube::Error> {
-        // Re-read from the server, not the cache: a set being deleted must not adopt.
-        let api: Api<StatefulSet> = Api::namespaced(
-            self.client.clone(),
-            &set.sts.namespace().unwrap_or_default(),
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        let (s, p, r, c) = (
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
         );
-        let fresh = api.get(set.name()).await?;
-        Ok(fresh.metadata.uid.as_deref() == Some(set.uid())
-            && fresh.metadata.deletion_timestamp.is_none())
+        vec![
+            self.stateful_sets.subscribe(move |ch| s.on_set(ch)),
+            self.pods.subscribe(move |ch| p.on_pod(ch)),
+            self.revisions
+                .subscribe(move |ch| r.on_child(&ch.object().metadata)),
+            self.claims
+                .subscribe(move |ch| c.on_child(&ch.object().metadata)),
+        ]
     }
 
-    /// Adopts the orphans of `index` that `matches` and releases children that no longer do;
-    /// returns what the set controls.
-    async fn claim<K>(
-        &self,
-        set: &Set,
-        index: &OwnerIndex<K>,
-        matches: impl Fn(&K) -> bool,
-    ) -> Result<Vec<Arc<K>>, Error>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
-    {
-        let ns = set.sts.namespace().unwrap_or_default();
-        let mut candidates = index.controlled_by(set.uid());
-        candidates.extend(index.orphans(&ns).into_iter().filter(|k| matches(k)));
-        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
-        let controller = controller_ref("apps/v1", "StatefulSet", &set.sts.metadata);
-        let deleting = set.sts.metadata.deletion_timestamp.is_some();
-        Ok(
-            ownership::claim(&api, &controller, deleting, candidates, matches, || {
-                self.can_adopt(set)
-            })
-            .await?,
-        )
-    }
-
-    /// Reads the set under `key` and its children, then syncs it ([`Syncer::sync`]).
-    pub async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
+    async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
         let Some(set) = self.set(&key) else {
             self.syncer.forget(&key);
             return Ok(Action::await_change());
@@ -529,6 +319,7 @@ impl Controller {
         let ns = set.sts.namespace().unwrap_or_default();
         let claims = self
             .claims
+            .store()
             .in_namespace(&ns)
             .into_iter()
             .map(|c| (c.name_any(), c))
@@ -546,142 +337,196 @@ impl Controller {
     }
 }
 
-/// Follows one watch (kube's default back-off retries it for ever): `handle` takes each event
-/// and says whether the initial list is complete; `on_synced` runs the first time it is.
-async fn follow<K>(
-    api: Api<K>,
-    what: &'static str,
-    mut handle: impl FnMut(watcher::Event<K>) -> bool,
-    on_synced: impl Fn(),
-) where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let mut synced = false;
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(e) => {
-                if handle(e) && !synced {
-                    synced = true;
-                    on_synced();
+impl StatefulSetController {
+    /// The controller on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
+        Arc::new(Self {
+            syncer: Syncer::new(client.clone(), &config),
+            queue: WorkQueue::new(config.backoff),
+            client,
+            config,
+            stateful_sets: informers.dynamic(&ApiResource::erase::<StatefulSet>(&())),
+            sets: RwLock::default(),
+            pods: informers.get(),
+            revisions: informers.get(),
+            claims: informers.get(),
+        })
+    }
+
+    fn set(&self, key: &str) -> Option<Arc<Set>> {
+        self.sets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn all_sets(&self) -> Vec<Arc<Set>> {
+        self.sets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The set a controller reference names, if we hold it (same uid).
+    fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
+        let r = controller_of(meta)?;
+        if r.kind != "StatefulSet" {
+            return None;
+        }
+        let key = make_key(namespace, &r.name);
+        self.set(&key).filter(|s| s.uid() == r.uid).map(|_| key)
+    }
+
+    /// Sets in `namespace` whose selector matches `labels` (for orphans and claims).
+    fn matching(&self, namespace: &str, meta: &ObjectMeta) -> Vec<Key> {
+        self.all_sets()
+            .iter()
+            .filter(|s| s.sts.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|s| !s.selector.is_empty() && s.selector.matches_labels(meta.labels.as_ref()))
+            .map(|s| s.key())
+            .collect()
+    }
+
+    fn on_set(&self, change: &Change<DynamicObject>) {
+        let obj = change.object();
+        let key = obj.key();
+        let mut sets = self.sets.write().unwrap_or_else(|e| e.into_inner());
+        match change {
+            Change::Deleted(_) => {
+                sets.remove(&key);
+            }
+            Change::Added(_) | Change::Updated { .. } => {
+                match serde_json::to_value(DynamicObject::clone(obj))
+                    .map_err(|e| e.to_string())
+                    .and_then(Set::from_json)
+                {
+                    Ok(s) => {
+                        sets.insert(key.clone(), Arc::new(s));
+                    }
+                    Err(e) => {
+                        tracing::warn!(statefulset = %key, error = %e, "ignoring an unreadable StatefulSet");
+                        sets.remove(&key);
+                    }
                 }
             }
-            Err(e) => tracing::debug!(error = %e, watch = what, "watch failed; retrying"),
+        }
+        drop(sets);
+        self.queue.add(key);
+    }
+
+    fn on_pod(&self, change: &Change<Pod>) {
+        let expectations = self.syncer.expectations();
+        match change {
+            Change::Added(pod) => {
+                let ns = pod.namespace().unwrap_or_default();
+                match self.resolve(&ns, &pod.metadata) {
+                    Some(key) => {
+                        if pod.metadata.deletion_timestamp.is_some() {
+                            expectations
+                                .deletion_observed(&delete_key(&key), &key_of(pod.object()));
+                        } else {
+                            expectations.creation_observed(&key);
+                        }
+                        self.queue.add(key);
+                    }
+                    None if controller_of(&pod.metadata).is_none() => {
+                        for key in self.matching(&ns, &pod.metadata) {
+                            self.queue.add(key);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            Change::Updated { old, new } => {
+                if change.is_resync() {
+                    return;
+                }
+                let ns = new.namespace().unwrap_or_default();
+                let owner = self.resolve(&ns, &new.metadata);
+                if let Some(key) = &owner {
+                    if new.metadata.deletion_timestamp.is_some() {
+                        expectations.deletion_observed(&delete_key(key), &key_of(new.object()));
+                    }
+                    if revision_of(old) != revision_of(new) {
+                        expectations.deletion_observed(&in_place_key(key), &key_of(new.object()));
+                    }
+                    self.queue.add(key.clone());
+                }
+                if let Some(key) = self
+                    .resolve(&ns, &old.metadata)
+                    .filter(|k| Some(k) != owner.as_ref())
+                {
+                    self.queue.add(key);
+                }
+                if controller_of(&new.metadata).is_none() {
+                    for key in self.matching(&ns, &new.metadata) {
+                        self.queue.add(key);
+                    }
+                }
+            }
+            Change::Deleted(pod) => {
+                let ns = pod.namespace().unwrap_or_default();
+                if let Some(key) = self.resolve(&ns, &pod.metadata) {
+                    expectations.deletion_observed(&delete_key(&key), &key_of(pod.object()));
+                    self.queue.add(key);
+                }
+            }
         }
     }
-}
 
-/// Feeds `index` from a watch of `K`, calling `changed` for each change once listed.
-async fn follow_index<K>(
-    client: Client,
-    index: OwnerIndex<K>,
-    what: &'static str,
-    changed: impl Fn(Change<K>),
-    on_synced: impl Fn(),
-) where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
-    let mut ingest = Ingest::new(index);
-    follow(
-        Api::all(client),
-        what,
-        move |e| {
-            for change in ingest.handle(e) {
-                changed(change);
+    /// A revision or claim changed: its controller, or the sets whose selector matches it.
+    fn on_child(&self, meta: &ObjectMeta) {
+        let ns = meta.namespace.clone().unwrap_or_default();
+        match self.resolve(&ns, meta) {
+            Some(key) => self.queue.add(key),
+            None => {
+                for key in self.matching(&ns, meta) {
+                    self.queue.add(key);
+                }
             }
-            ingest.synced()
-        },
-        on_synced,
-    )
-    .await
-}
-
-/// Runs the StatefulSet controller on `client` until dropped: four watches (StatefulSets, Pods,
-/// ControllerRevisions, PersistentVolumeClaims) feed the indexes, and `config.workers` workers
-/// sync sets once every watch has listed. A sync cut short is safe: the next controller finds
-/// the state on the server and finishes the job.
-pub async fn run(client: Client, config: Config) {
-    let ctl = Arc::new(Controller::new(client.clone(), config));
-    let (synced_tx, mut synced_rx) = watch::channel(0usize);
-    let mark_synced = || synced_tx.send_modify(|n| *n += 1);
-    let sets = {
-        let ctl = Arc::clone(&ctl);
-        let api: Api<DynamicObject> =
-            Api::all_with(client.clone(), &ApiResource::erase::<StatefulSet>(&()));
-        let mut listing = None;
-        follow(
-            api,
-            "statefulset",
-            move |e| ctl.on_set(e, &mut listing),
-            &mark_synced,
-        )
-    };
-    let pods = {
-        let c = Arc::clone(&ctl);
-        follow_index(
-            client.clone(),
-            ctl.pods.clone(),
-            "pod",
-            move |ch| c.on_pod(ch),
-            &mark_synced,
-        )
-    };
-    let revisions = {
-        let c = Arc::clone(&ctl);
-        follow_index(
-            client.clone(),
-            ctl.revisions.clone(),
-            "controllerrevision",
-            move |ch| c.on_child(&changed_object(&ch).metadata),
-            &mark_synced,
-        )
-    };
-    let claims = {
-        let c = Arc::clone(&ctl);
-        follow_index(
-            client.clone(),
-            ctl.claims.clone(),
-            "persistentvolumeclaim",
-            move |ch| c.on_child(&changed_object(&ch).metadata),
-            &mark_synced,
-        )
-    };
-    let workers = {
-        let ctl = Arc::clone(&ctl);
-        async move {
-            if synced_rx.wait_for(|n| *n >= 4).await.is_err() {
-                return;
-            }
-            ctl.ready.store(true, Ordering::Release);
-            for s in ctl.all_sets() {
-                ctl.queue.add(s.key());
-            }
-            let workers = ctl.config.workers;
-            run_workers(
-                "statefulset-controller",
-                ctl.queue.clone(),
-                workers,
-                |key| {
-                    let ctl = Arc::clone(&ctl);
-                    async move { ctl.reconcile(key).await }
-                },
-            )
-            .await
         }
-    };
-    tokio::join!(sets, pods, revisions, claims, workers);
-}
+    }
 
-fn changed_object<K>(change: &Change<K>) -> &Arc<K> {
-    match change {
-        Change::Added(o) | Change::Deleted(o) | Change::Updated { new: o, .. } => o,
+    async fn can_adopt(&self, set: &Set) -> Result<bool, kube::Error> {
+        // Re-read from the server, not the cache: a set being deleted must not adopt.
+        let api: Api<StatefulSet> = Api::namespaced(
+            self.client.clone(),
+            &set.sts.namespace().unwrap_or_default(),
+        );
+        let fresh = api.get(set.name()).await?;
+        Ok(fresh.metadata.uid.as_deref() == Some(set.uid())
+            && fresh.metadata.deletion_timestamp.is_none())
+    }
+
+    /// Adopts the orphans of `informer` that `matches` and releases children that no longer
+    /// do; returns what the set controls.
+    async fn claim<K>(
+        &self,
+        set: &Set,
+        informer: &Informer<K>,
+        matches: impl Fn(&K) -> bool,
+    ) -> Result<Vec<Shared<K>>, Error>
+    where
+        K: informer::Object<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        let ns = set.sts.namespace().unwrap_or_default();
+        let store = informer.store();
+        let mut candidates = store.controlled_by(set.uid());
+        candidates.extend(store.orphans(&ns).into_iter().filter(|k| matches(k)));
+        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
+        let controller = controller_ref("apps/v1", "StatefulSet", &set.sts.metadata);
+        let deleting = set.sts.metadata.deletion_timestamp.is_some();
+        Ok(
+            ownership::claim(&api, &controller, deleting, candidates, matches, || {
+                self.can_adopt(set)
+            })
+            .await?,
+        )
     }
 }
 

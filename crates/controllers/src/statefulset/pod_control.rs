@@ -5,6 +5,7 @@
 
 use super::{Error, Set, pods, volumes};
 use events::{EventType, Recorder};
+use informer::Shared;
 use k8s_openapi::{
     api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod},
     apimachinery::pkg::apis::meta::v1::OwnerReference,
@@ -14,7 +15,6 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
 };
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 /// Whether an API error has this HTTP status.
 pub fn is_status(e: &kube::Error, code: u16) -> bool {
@@ -73,7 +73,7 @@ impl<'a> PodControl<'a> {
     pub async fn create_claims(
         &self,
         ordinal: i32,
-        existing: impl Fn(&str) -> Option<Arc<PersistentVolumeClaim>>,
+        existing: impl Fn(&str) -> Option<Shared<PersistentVolumeClaim>>,
     ) -> Result<(), Error> {
         let pod = pods::pod_name(self.set.name(), ordinal);
         for claim in volumes::claims_for(&self.set.sts, ordinal) {

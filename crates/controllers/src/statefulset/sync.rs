@@ -11,11 +11,11 @@ use super::{
     status, update, volumes,
 };
 use crate::{
-    daemonset::update::restarting_in_place, expectations::Expectations, history,
-    owner_index::key_of, runtime::Action,
+    daemonset::update::restarting_in_place, expectations::Expectations, history, runtime::Action,
 };
 use events::{EventType, Recorder};
 use futures::future::join_all;
+use informer::{Shared, key_of};
 use k8s_openapi::{
     api::{
         apps::v1::{ControllerRevision, StatefulSet},
@@ -38,11 +38,11 @@ use std::{
 #[derive(Clone, Debug, Default)]
 pub struct Children {
     /// The pods the set controls.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Shared<Pod>>,
     /// The ControllerRevisions it controls.
-    pub revisions: Vec<Arc<ControllerRevision>>,
+    pub revisions: Vec<Shared<ControllerRevision>>,
     /// The claims of its namespace, by name.
-    pub claims: HashMap<String, Arc<PersistentVolumeClaim>>,
+    pub claims: HashMap<String, Shared<PersistentVolumeClaim>>,
 }
 
 /// The key under which deletions a sync issued are expected.
@@ -77,11 +77,11 @@ impl Requeue {
 /// The revisions one sync works with.
 struct Revisions {
     /// The revision of the set's template (upstream's `updateRevision`).
-    update: Arc<ControllerRevision>,
+    update: Shared<ControllerRevision>,
     /// The revision the set rolls away from (`status.currentRevision`, or `update`).
-    current: Arc<ControllerRevision>,
+    current: Shared<ControllerRevision>,
     /// Every revision the set controls, by name.
-    by_name: HashMap<String, Arc<ControllerRevision>>,
+    by_name: HashMap<String, Shared<ControllerRevision>>,
     /// What [`history::construct`] found.
     constructed: history::Constructed,
 }
@@ -96,7 +96,7 @@ struct View<'a> {
     revisions: &'a Revisions,
     update_name: String,
     current_name: String,
-    claims: &'a HashMap<String, Arc<PersistentVolumeClaim>>,
+    claims: &'a HashMap<String, Shared<PersistentVolumeClaim>>,
     now: jiff::Timestamp,
 }
 
@@ -115,7 +115,7 @@ impl View<'_> {
         pod: &Pod,
         ordinal: i32,
         scaled_down: bool,
-    ) -> Vec<(Arc<PersistentVolumeClaim>, Vec<OwnerReference>)> {
+    ) -> Vec<(Shared<PersistentVolumeClaim>, Vec<OwnerReference>)> {
         volumes::template_names(&self.set.sts)
             .filter_map(|t| {
                 let claim = self
@@ -197,8 +197,8 @@ impl View<'_> {
 /// How one ordinal's pod is replaced.
 #[derive(Clone)]
 enum Replacement {
-    Delete(Arc<Pod>),
-    InPlace(Arc<Pod>, Value),
+    Delete(Shared<Pod>),
+    InPlace(Shared<Pod>, Value),
 }
 
 /// The controller's writing half: it turns one set and its children into API calls. The
@@ -247,7 +247,7 @@ impl Syncer {
     async fn revisions(
         &self,
         set: &Set,
-        revisions: Vec<Arc<ControllerRevision>>,
+        revisions: Vec<Shared<ControllerRevision>>,
     ) -> Result<Revisions, Error> {
         let key = set.key();
         let ns = set.sts.namespace().unwrap_or_default();
@@ -268,7 +268,7 @@ impl Syncer {
             collision_count,
         };
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
-        let mut by_name: HashMap<String, Arc<ControllerRevision>> = revisions
+        let mut by_name: HashMap<String, Shared<ControllerRevision>> = revisions
             .iter()
             .map(|r| (name_of(r), Arc::clone(r)))
             .collect();
@@ -326,8 +326,8 @@ impl Syncer {
             now: jiff::Timestamp::now(),
         };
         let ordinals = set.ordinals();
-        let mut kept: BTreeMap<i32, Arc<Pod>> = BTreeMap::new();
-        let mut condemned: BTreeMap<i32, Arc<Pod>> = BTreeMap::new();
+        let mut kept: BTreeMap<i32, Shared<Pod>> = BTreeMap::new();
+        let mut condemned: BTreeMap<i32, Shared<Pod>> = BTreeMap::new();
         for pod in &children.pods {
             match pods::ordinal_of(set.name(), pod) {
                 Some(o) if ordinals.contains(o) => {
@@ -384,8 +384,8 @@ impl Syncer {
         &self,
         view: &View<'_>,
         plan: &ScalePlan,
-        kept: &BTreeMap<i32, Arc<Pod>>,
-        condemned: &BTreeMap<i32, Arc<Pod>>,
+        kept: &BTreeMap<i32, Shared<Pod>>,
+        condemned: &BTreeMap<i32, Shared<Pod>>,
     ) -> Result<(), Error> {
         let set = view.set;
         let key = set.key();
@@ -523,7 +523,7 @@ impl Syncer {
         errors
     }
 
-    fn replacement(&self, view: &View<'_>, pod: &Arc<Pod>) -> Replacement {
+    fn replacement(&self, view: &View<'_>, pod: &Shared<Pod>) -> Replacement {
         match view.in_place_patch(pod) {
             Some(patch) => Replacement::InPlace(Arc::clone(pod), patch),
             None => Replacement::Delete(Arc::clone(pod)),
@@ -597,7 +597,7 @@ impl Syncer {
         &self,
         view: &View<'_>,
         replicas: &[Slot],
-        kept: &BTreeMap<i32, Arc<Pod>>,
+        kept: &BTreeMap<i32, Shared<Pod>>,
         acted: &HashSet<i32>,
     ) -> Result<(), Error> {
         let set = view.set;
@@ -646,7 +646,7 @@ impl Syncer {
 
     /// Deletes revisions beyond `revisionHistoryLimit`, oldest first, never the current or
     /// update revision nor one a pod is labelled with (upstream's `truncateHistory`).
-    async fn truncate_history(&self, view: &View<'_>, pods: &[Arc<Pod>]) -> Result<(), Error> {
+    async fn truncate_history(&self, view: &View<'_>, pods: &[Shared<Pod>]) -> Result<(), Error> {
         let limit = view
             .set
             .sts
@@ -658,7 +658,7 @@ impl Syncer {
         live.insert(&view.update_name);
         live.insert(&view.current_name);
         let constructed = &view.revisions.constructed;
-        let old: Vec<Arc<ControllerRevision>> = constructed
+        let old: Vec<Shared<ControllerRevision>> = constructed
             .old
             .iter()
             .chain(&constructed.duplicates)
@@ -681,7 +681,7 @@ impl Syncer {
     async fn write_status<'p>(
         &self,
         view: &View<'_>,
-        pods: impl Iterator<Item = &'p Arc<Pod>>,
+        pods: impl Iterator<Item = &'p Shared<Pod>>,
         requeue: &mut Requeue,
     ) -> Result<(), Error> {
         let set = view.set;

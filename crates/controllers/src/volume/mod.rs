@@ -11,13 +11,12 @@ pub mod class;
 pub mod protection;
 pub mod provision;
 
-use crate::{
-    owner_index::{Key, key as make_key, key_of, split_key},
-    runtime::{Action, Backoff, WorkQueue, run_workers},
-};
+use crate::runtime::{Action, Backoff, Controller, WorkQueue};
 use binding::{ClaimStep, VolumeStep};
 use events::{EventType, Recorder};
-use futures::StreamExt;
+use informer::{
+    Change, Informer, Informers, Key, Shared, Subscription, key as make_key, split_key,
+};
 use k8s_openapi::api::{
     core::v1::{PersistentVolume, PersistentVolumeClaim, Pod},
     storage::v1::StorageClass,
@@ -25,17 +24,12 @@ use k8s_openapi::api::{
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
-    runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
 use std::{
     collections::{HashMap, HashSet},
-    sync::{
-        Arc, RwLock,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, RwLock},
 };
-use tokio::sync::Notify;
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -72,11 +66,9 @@ pub enum Item {
     Volume(String),
 }
 
+/// What the handlers derive from the cache for the syncs.
 #[derive(Default)]
-struct Caches {
-    claims: HashMap<Key, Arc<PersistentVolumeClaim>>,
-    volumes: HashMap<String, Arc<PersistentVolume>>,
-    classes: HashMap<String, Arc<StorageClass>>,
+struct Links {
     /// The volume whose `claimRef` names each claim (`namespace/name`).
     volume_of_claim: HashMap<Key, String>,
     /// Claims naming each volume in `spec.volumeName`.
@@ -100,126 +92,197 @@ fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
         .filter(|n| !n.is_empty())
 }
 
-/// The controller: caches fed by four watches, one queue of claims and volumes.
-pub struct Controller {
+/// The controller: its handles on the shared cache, the links between claims, volumes and pods,
+/// and one queue of claims and volumes.
+pub struct VolumeController {
     client: Client,
-    caches: RwLock<Caches>,
+    config: Config,
+    claims: Informer<PersistentVolumeClaim>,
+    volumes: Informer<PersistentVolume>,
+    classes: Informer<StorageClass>,
+    pods: Informer<Pod>,
+    links: RwLock<Links>,
     queue: WorkQueue<Item>,
     recorder: Recorder,
 }
 
-impl Controller {
-    /// A controller on `client`.
-    pub fn new(client: Client, config: &Config) -> Self {
-        Self {
+impl Controller for VolumeController {
+    const NAME: &'static str = "persistentvolume-binder";
+    type Key = Item;
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<Item> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        self.config.workers
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        let (c, v, s, p) = (
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
+        );
+        vec![
+            self.claims.subscribe(move |ch| c.on_claim(ch)),
+            self.volumes.subscribe(move |ch| v.on_volume(ch)),
+            self.classes.subscribe(move |_| s.on_class()),
+            self.pods.subscribe(move |ch| p.on_pod(ch)),
+        ]
+    }
+
+    async fn reconcile(self: &Arc<Self>, item: Item) -> Result<Action, Error> {
+        match item {
+            Item::Claim(key) => self.sync_claim(&key).await,
+            Item::Volume(name) => self.sync_volume(&name).await,
+        }
+        .map(|()| Action::await_change())
+    }
+}
+
+impl VolumeController {
+    /// The controller on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
+        Arc::new(Self {
             recorder: Recorder::new(client.clone(), "persistentvolume-controller", None),
             client,
-            caches: RwLock::default(),
             queue: WorkQueue::new(config.backoff),
+            config,
+            claims: informers.get(),
+            volumes: informers.get(),
+            classes: informers.get(),
+            pods: informers.get(),
+            links: RwLock::default(),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Links> {
+        self.links.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Links> {
+        self.links.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn on_claim(&self, change: &Change<PersistentVolumeClaim>) {
+        if change.is_resync() {
+            return;
         }
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Caches> {
-        self.caches.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Caches> {
-        self.caches.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn put_claim(&self, claim: Option<PersistentVolumeClaim>, key: Key) {
-        let mut c = self.write();
-        let old = c.claims.remove(&key);
-        if let Some(v) = old.as_deref().and_then(bound_volume)
-            && let Some(set) = c.claims_of_volume.get_mut(&v)
-        {
-            set.remove(&key);
-        }
-        let mut queue = vec![Item::Claim(key.clone())];
-        if let Some(claim) = claim {
-            if let Some(v) = bound_volume(&claim) {
-                c.claims_of_volume
+        let key = change.object().key();
+        let (old, new) = match change {
+            Change::Added(n) => (None, Some(n)),
+            Change::Updated { old, new } => (Some(old), Some(new)),
+            Change::Deleted(o) => (Some(o), None),
+        };
+        let before = old.and_then(|o| bound_volume(o));
+        let after = new.and_then(|n| bound_volume(n));
+        let mut links = self.write();
+        if before != after {
+            if let Some(v) = &before
+                && let Some(set) = links.claims_of_volume.get_mut(v)
+            {
+                set.remove(&key);
+                if set.is_empty() {
+                    links.claims_of_volume.remove(v);
+                }
+            }
+            if let Some(v) = &after {
+                links
+                    .claims_of_volume
                     .entry(v.clone())
                     .or_default()
                     .insert(key.clone());
-                queue.push(Item::Volume(v));
             }
-            c.claims.insert(key.clone(), Arc::new(claim));
         }
-        if let Some(v) = c.volume_of_claim.get(&key) {
+        let mut queue = vec![Item::Claim(key.clone())];
+        queue.extend(before.into_iter().chain(after).map(Item::Volume));
+        if let Some(v) = links.volume_of_claim.get(&key) {
             queue.push(Item::Volume(v.clone()));
         }
-        if let Some(v) = old.as_deref().and_then(bound_volume) {
-            queue.push(Item::Volume(v));
-        }
-        drop(c);
+        drop(links);
         for item in queue {
             self.queue.add(item);
         }
     }
 
-    fn put_volume(&self, volume: Option<PersistentVolume>, name: String) {
-        let mut c = self.write();
-        if let Some(old) = c.volumes.remove(&name)
-            && let Some(k) = claim_ref_key(&old)
-            && c.volume_of_claim.get(&k) == Some(&name)
+    fn on_volume(&self, change: &Change<PersistentVolume>) {
+        if change.is_resync() {
+            return;
+        }
+        let name = change.object().name_any();
+        let (old, new) = match change {
+            Change::Added(n) => (None, Some(n)),
+            Change::Updated { old, new } => (Some(old), Some(new)),
+            Change::Deleted(o) => (Some(o), None),
+        };
+        let before = old.and_then(|o| claim_ref_key(o));
+        let after = new.and_then(|n| claim_ref_key(n));
+        let mut links = self.write();
+        if let Some(k) = &before
+            && links.volume_of_claim.get(k) == Some(&name)
         {
-            c.volume_of_claim.remove(&k);
+            links.volume_of_claim.remove(k);
+        }
+        if let Some(k) = &after {
+            links.volume_of_claim.insert(k.clone(), name.clone());
         }
         let mut queue = vec![Item::Volume(name.clone())];
-        if let Some(v) = volume {
-            if let Some(k) = claim_ref_key(&v) {
-                c.volume_of_claim.insert(k.clone(), name.clone());
-                queue.push(Item::Claim(k));
-            }
-            c.volumes.insert(name.clone(), Arc::new(v));
-        }
-        for k in c.claims_of_volume.get(&name).into_iter().flatten() {
+        queue.extend(before.into_iter().chain(after).map(Item::Claim));
+        for k in links.claims_of_volume.get(&name).into_iter().flatten() {
             queue.push(Item::Claim(k.clone()));
         }
-        drop(c);
+        drop(links);
         for item in queue {
             self.queue.add(item);
         }
     }
 
-    fn put_class(&self, class: Option<StorageClass>, name: String) {
-        let mut c = self.write();
-        match class {
-            Some(class) => c.classes.insert(name, Arc::new(class)),
-            None => c.classes.remove(&name),
-        };
-        // A new (default) class may be what waiting claims need.
-        let waiting: Vec<Key> = c
-            .claims
-            .iter()
-            .filter(|(_, claim)| bound_volume(claim).is_none())
-            .map(|(k, _)| k.clone())
-            .collect();
-        drop(c);
-        for k in waiting {
-            self.queue.add(Item::Claim(k));
+    /// A class changed: waiting claims may have a (default) class now.
+    fn on_class(&self) {
+        for claim in self.claims.store().list() {
+            if bound_volume(&claim).is_none() {
+                self.queue.add(Item::Claim(claim.key()));
+            }
         }
     }
 
-    fn put_pod(&self, pod: Option<&Pod>, key: Key) {
-        let ns = split_key(&key).0.to_string();
-        let mut c = self.write();
-        let before = c.mounts.remove(&key).unwrap_or_default();
-        let after: Vec<Key> = pod
-            .filter(|p| protection::may_use_volumes(p))
-            .map(|p| protection::claims_of(p).map(|n| make_key(&ns, n)).collect())
-            .unwrap_or_default();
+    fn on_pod(&self, change: &Change<Pod>) {
+        if change.is_resync() {
+            return;
+        }
+        let pod = change.object();
+        let key = pod.key();
+        let ns = pod.namespace().unwrap_or_default();
+        let after: Vec<Key> = match change {
+            Change::Deleted(_) => Vec::new(),
+            _ if !protection::may_use_volumes(pod) => Vec::new(),
+            _ => protection::claims_of(pod)
+                .map(|n| make_key(&ns, n))
+                .collect(),
+        };
+        let mut links = self.write();
+        let before = links.mounts.remove(&key).unwrap_or_default();
+        if before.is_empty() && after.is_empty() {
+            return;
+        }
         for k in &before {
-            if let Some(users) = c.users.get_mut(k) {
+            if let Some(users) = links.users.get_mut(k) {
                 users.remove(&key);
                 if users.is_empty() {
-                    c.users.remove(k);
+                    links.users.remove(k);
                 }
             }
         }
         for k in &after {
-            c.users.entry(k.clone()).or_default().insert(key.clone());
+            links
+                .users
+                .entry(k.clone())
+                .or_default()
+                .insert(key.clone());
         }
         let changed: Vec<Key> = before
             .iter()
@@ -228,47 +291,36 @@ impl Controller {
             .cloned()
             .collect();
         if !after.is_empty() {
-            c.mounts.insert(key, after);
+            links.mounts.insert(key, after);
         }
-        drop(c);
+        drop(links);
         for k in changed {
             self.queue.add(Item::Claim(k));
         }
     }
 
-    /// Brings one claim or volume a step closer to bound (or released).
-    pub async fn reconcile(&self, item: Item) -> Result<Action, Error> {
-        match item {
-            Item::Claim(key) => self.sync_claim(&key).await,
-            Item::Volume(name) => self.sync_volume(&name).await,
-        }
-        .map(|()| Action::await_change())
-    }
-
     async fn sync_claim(&self, key: &str) -> Result<(), Error> {
-        let (claim, class, default, volume, in_use) = {
-            let c = self.read();
-            let Some(claim) = c.claims.get(key).cloned() else {
-                return Ok(());
-            };
-            let class = claim
-                .spec
-                .as_ref()
-                .and_then(|s| s.storage_class_name.as_deref())
-                .and_then(|n| c.classes.get(n))
-                .cloned();
-            let default =
-                class::default_class(c.classes.values().map(|c| c.as_ref())).map(str::to_string);
-            let volume = bound_volume(&claim)
-                .or_else(|| c.volume_of_claim.get(key).cloned())
-                .and_then(|n| c.volumes.get(&n))
-                .cloned();
-            let in_use = c.users.get(key).is_some_and(|u| !u.is_empty());
-            (claim, class, default, volume, in_use)
+        let Some(claim) = self.claims.get(key) else {
+            return Ok(());
         };
+        let class: Option<Shared<StorageClass>> = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+            .and_then(|n| self.classes.get(n));
+        let classes = self.classes.store().list();
+        let default = class::default_class(classes.iter().map(|c| c.object())).map(str::to_string);
+        let (volume_name, in_use) = {
+            let links = self.read();
+            (
+                bound_volume(&claim).or_else(|| links.volume_of_claim.get(key).cloned()),
+                links.users.get(key).is_some_and(|u| !u.is_empty()),
+            )
+        };
+        let volume = volume_name.and_then(|n| self.volumes.get(&n));
         let (ns, name) = split_key(key);
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
-        let reference = events::reference(claim.as_ref());
+        let reference = events::reference(claim.object());
         if let Some(finalizers) = protection::finalizers(&claim, in_use) {
             let patch = json!({"metadata": {
                 "finalizers": finalizers,
@@ -281,9 +333,9 @@ impl Controller {
         }
         match binding::claim_step(
             &claim,
-            class.as_deref(),
+            class.as_ref().map(|c| c.object()),
             default.as_deref(),
-            volume.as_deref(),
+            volume.as_ref().map(|v| v.object()),
         ) {
             ClaimStep::Nothing => Ok(()),
             ClaimStep::SetClass(class) => {
@@ -380,24 +432,21 @@ impl Controller {
     }
 
     async fn sync_volume(&self, name: &str) -> Result<(), Error> {
-        let (volume, claim, waiting) = {
-            let c = self.read();
-            let Some(volume) = c.volumes.get(name).cloned() else {
-                return Ok(());
-            };
-            let claim = claim_ref_key(&volume).and_then(|k| c.claims.get(&k).cloned());
-            let waiting: Vec<Arc<PersistentVolumeClaim>> = c
-                .claims_of_volume
-                .get(name)
-                .into_iter()
-                .flatten()
-                .filter_map(|k| c.claims.get(k).cloned())
-                .collect();
-            (volume, claim, waiting)
+        let Some(volume) = self.volumes.get(name) else {
+            return Ok(());
         };
+        let claim = claim_ref_key(&volume).and_then(|k| self.claims.get(&k));
+        let waiting: Vec<Shared<PersistentVolumeClaim>> = self
+            .read()
+            .claims_of_volume
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.claims.get(k))
+            .collect();
         let api: Api<PersistentVolume> = Api::all(self.client.clone());
-        let refs: Vec<&PersistentVolumeClaim> = waiting.iter().map(|c| c.as_ref()).collect();
-        match binding::volume_step(&volume, claim.as_deref(), &refs) {
+        let refs: Vec<&PersistentVolumeClaim> = waiting.iter().map(|c| c.object()).collect();
+        match binding::volume_step(&volume, claim.as_ref().map(|c| c.object()), &refs) {
             VolumeStep::Nothing => Ok(()),
             VolumeStep::MarkPhase(phase) => {
                 let patch = json!({"status": {"phase": phase}});
@@ -421,7 +470,7 @@ impl Controller {
                 Err(e) if is_status(&e, 404) => Ok(()),
                 Err(e) => {
                     self.recorder.record(
-                        &events::reference(volume.as_ref()),
+                        &events::reference(volume.object()),
                         EventType::Warning,
                         "VolumeFailedDelete",
                         e.to_string(),
@@ -445,123 +494,4 @@ fn ignore_gone<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
         Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// Follows a watch of `K`, passing each object (or its deletion) to `put`; `listed` is
-/// notified once the first list is complete.
-async fn follow<K>(
-    api: Api<K>,
-    what: &'static str,
-    put: impl Fn(Option<K>, String),
-    key: impl Fn(&K) -> String,
-    listed: &AtomicUsize,
-    notify: &Notify,
-) where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut seen: Option<HashSet<String>> = None;
-    let mut known: HashSet<String> = HashSet::new();
-    let mut counted = false;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init) => seen = Some(HashSet::new()),
-            Ok(watcher::Event::InitApply(o)) => {
-                let k = key(&o);
-                seen.get_or_insert_default().insert(k.clone());
-                known.insert(k.clone());
-                put(Some(o), k);
-            }
-            Ok(watcher::Event::InitDone) => {
-                let seen = seen.take().unwrap_or_default();
-                for gone in known
-                    .iter()
-                    .filter(|k| !seen.contains(*k))
-                    .cloned()
-                    .collect::<Vec<_>>()
-                {
-                    known.remove(&gone);
-                    put(None, gone);
-                }
-                if !counted {
-                    counted = true;
-                    listed.fetch_add(1, Ordering::AcqRel);
-                    notify.notify_waiters();
-                }
-            }
-            Ok(watcher::Event::Apply(o)) => {
-                let k = key(&o);
-                known.insert(k.clone());
-                put(Some(o), k);
-            }
-            Ok(watcher::Event::Delete(o)) => {
-                let k = key(&o);
-                known.remove(&k);
-                put(None, k);
-            }
-            Err(e) => tracing::debug!(error = %e, watch = what, "watch failed; retrying"),
-        }
-    }
-}
-
-/// Runs the volume controller on `client` until dropped: watches of claims, volumes, classes
-/// and pods feed the caches; workers start once all four have listed.
-pub async fn run(client: Client, config: Config) {
-    let ctl = Arc::new(Controller::new(client.clone(), &config));
-    let listed = AtomicUsize::new(0);
-    let notify = Notify::new();
-    let claims = follow(
-        Api::<PersistentVolumeClaim>::all(client.clone()),
-        "persistentvolumeclaim",
-        |o, k| ctl.put_claim(o, k),
-        key_of,
-        &listed,
-        &notify,
-    );
-    let volumes = follow(
-        Api::<PersistentVolume>::all(client.clone()),
-        "persistentvolume",
-        |o, k| ctl.put_volume(o, k),
-        |o| o.name_any(),
-        &listed,
-        &notify,
-    );
-    let classes = follow(
-        Api::<StorageClass>::all(client.clone()),
-        "storageclass",
-        |o, k| ctl.put_class(o, k),
-        |o| o.name_any(),
-        &listed,
-        &notify,
-    );
-    let pods = follow(
-        Api::<Pod>::all(client.clone()),
-        "pod",
-        |o, k| ctl.put_pod(o.as_ref(), k),
-        key_of,
-        &listed,
-        &notify,
-    );
-    let workers = async {
-        loop {
-            let wait = notify.notified();
-            if listed.load(Ordering::Acquire) >= 4 {
-                break;
-            }
-            wait.await;
-        }
-        run_workers(
-            "volume-controller",
-            ctl.queue.clone(),
-            config.workers,
-            |item| {
-                let ctl = Arc::clone(&ctl);
-                async move { ctl.reconcile(item).await }
-            },
-        )
-        .await
-    };
-    tokio::join!(claims, volumes, classes, pods, workers);
 }

@@ -49,14 +49,18 @@ impl Cluster {
 
     /// The ReplicaSet controller only.
     pub async fn replicaset_only() -> Self {
-        Self::replicaset_with(Default::default()).await
+        Self::replicaset_with_lag(Duration::ZERO).await
     }
 
-    /// The ReplicaSet controller only, configured.
-    pub async fn replicaset_with(config: controllers::replicaset::Config) -> Self {
+    /// The ReplicaSet controller only, on a cache whose watch events arrive `lag` late.
+    pub async fn replicaset_with_lag(lag: Duration) -> Self {
         let server = embedded::Embedded::memory().await.unwrap();
         let client = server.client();
-        let rs = tokio::spawn(controllers::replicaset::run(client.clone(), config));
+        let settings = controllers::Settings {
+            enabled: controllers::Selection::only(["replicaset"]),
+            ..Default::default()
+        };
+        let rs = spawn_controllers(&client, &settings, lag);
         Cluster {
             server,
             client: client.clone(),
@@ -66,19 +70,12 @@ impl Cluster {
     }
 
     pub fn start_controllers(&mut self) {
-        let c = self.client.clone();
+        let settings = controllers::Settings {
+            enabled: controllers::Selection::only(["replicaset", "deployment", "garbagecollector"]),
+            ..Default::default()
+        };
         self.controllers
-            .push(tokio::spawn(controllers::replicaset::run(
-                c.clone(),
-                Default::default(),
-            )));
-        self.controllers
-            .push(tokio::spawn(controllers::deployment::run(
-                c.clone(),
-                Default::default(),
-            )));
-        self.controllers
-            .push(tokio::spawn(controllers::run_gc(c, Default::default())));
+            .push(spawn_controllers(&self.client, &settings, Duration::ZERO));
     }
 
     pub fn kill_controllers(&mut self) {
@@ -90,6 +87,17 @@ impl Cluster {
     pub fn deployments(&self) -> Api<Deployment> {
         Api::default_namespaced(self.client.clone())
     }
+}
+
+/// Runs the controllers `settings` enables on a shared cache of `client` whose watch events
+/// arrive `lag` late; aborting the task stops them and their watches.
+pub fn spawn_controllers(
+    client: &Client,
+    settings: &controllers::Settings,
+    lag: Duration,
+) -> JoinHandle<()> {
+    let informers = informer::Informers::with_lag(client.clone(), lag);
+    tokio::spawn(controllers::run(&informers, settings).unwrap())
 }
 
 /// A kubelet stand-in: every pod whose image is not blocked becomes Running and Ready.

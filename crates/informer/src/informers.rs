@@ -1,0 +1,174 @@
+//! The process's set of informers (client-go's `SharedInformerFactory`): the first reader of a
+//! kind starts its watch, every later reader shares it. Dropping the last clone of
+//! [`Informers`] stops every watch.
+
+use crate::{informer::Informer, object::Object};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject},
+    runtime::{WatchStreamExt, watcher},
+};
+use std::{
+    any::{Any, TypeId},
+    collections::HashMap,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+use tokio::{sync::watch, task::AbortHandle};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Slot {
+    Typed(TypeId),
+    Dynamic { group: String, kind: String },
+}
+
+struct Inner {
+    client: Client,
+    lag: Duration,
+    slots: Mutex<HashMap<Slot, Box<dyn Any + Send + Sync>>>,
+    synced: Mutex<Vec<watch::Receiver<bool>>>,
+    tasks: Mutex<Vec<AbortHandle>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().unwrap_or_else(|e| e.into_inner()) {
+            task.abort();
+        }
+    }
+}
+
+fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section completes its change before anything can panic.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One watch per kind for the whole process, decoded once and shared; clones share it.
+#[derive(Clone)]
+pub struct Informers {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Informers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informers")
+            .field("kinds", &guard(&self.inner.slots).len())
+            .finish()
+    }
+}
+
+impl Informers {
+    /// Informers whose watches go through `client`.
+    pub fn new(client: Client) -> Self {
+        Self::with_lag(client, Duration::ZERO)
+    }
+
+    /// Informers that apply every watch event `lag` late: for tests that play a slow watch
+    /// (which is what controller expectations guard against).
+    pub fn with_lag(client: Client, lag: Duration) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                lag,
+                slots: Mutex::new(HashMap::new()),
+                synced: Mutex::new(Vec::new()),
+                tasks: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// The client the watches use (and the controllers write with).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The informer of kind `K`, starting its watch if this is the first ask. Must be called
+    /// within a Tokio runtime.
+    pub fn get<K>(&self) -> Informer<K>
+    where
+        K: Object,
+        K::DynamicType: Default,
+    {
+        let api = Api::<K>::all(self.inner.client.clone());
+        let kind = K::kind(&Default::default()).into_owned();
+        self.slot(Slot::Typed(TypeId::of::<K>()), api, kind)
+    }
+
+    /// The informer of a kind known only at run time (the garbage collector's extra kinds).
+    pub fn dynamic(&self, resource: &ApiResource) -> Informer<DynamicObject> {
+        let slot = Slot::Dynamic {
+            group: resource.group.clone(),
+            kind: resource.kind.clone(),
+        };
+        let api = Api::<DynamicObject>::all_with(self.inner.client.clone(), resource);
+        self.slot(slot, api, resource.kind.clone())
+    }
+
+    fn slot<K: Object>(&self, slot: Slot, api: Api<K>, kind: String) -> Informer<K> {
+        let mut slots = guard(&self.inner.slots);
+        if let Some(existing) = slots.get(&slot)
+            && let Some(informer) = existing.downcast_ref::<Informer<K>>()
+        {
+            return informer.clone();
+        }
+        let (informer, feeder) = Informer::<K>::new();
+        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let task = tokio::spawn(feeder.follow(kind, events, self.inner.lag));
+        guard(&self.inner.tasks).push(task.abort_handle());
+        guard(&self.inner.synced).push(informer.synced_signal());
+        slots.insert(slot, Box::new(informer.clone()));
+        informer
+    }
+
+    /// Waits until every informer started so far has listed (upstream's `WaitForCacheSync`):
+    /// deciding on a half-filled cache would, say, recreate pods that exist.
+    pub async fn wait_synced(&self) {
+        let signals: Vec<watch::Receiver<bool>> = guard(&self.inner.synced).clone();
+        for mut rx in signals {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    }
+
+    /// Whether every informer started so far has listed.
+    pub fn has_synced(&self) -> bool {
+        guard(&self.inner.synced).iter().all(|rx| *rx.borrow())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Namespace, Node};
+    use kube::api::PostParams;
+
+    #[tokio::test]
+    async fn one_watch_per_kind_shared_by_every_reader() {
+        let server = embedded::Embedded::memory().await.unwrap();
+        let informers = Informers::new(server.client());
+        let a = informers.get::<Node>();
+        let b = informers.get::<Node>();
+        let _ns = informers.get::<Namespace>();
+        assert_eq!(guard(&informers.inner.tasks).len(), 2);
+        informers.wait_synced().await;
+        let api: Api<Node> = Api::all(server.client());
+        let mut node = Node::default();
+        node.metadata.name = Some("one".into());
+        api.create(&PostParams::default(), &node).await.unwrap();
+        let seen = Arc::new(tokio::sync::Notify::new());
+        let _sub = {
+            let seen = Arc::clone(&seen);
+            a.subscribe(move |c| {
+                if c.object().metadata.name.as_deref() == Some("one") {
+                    seen.notify_one();
+                }
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(10), seen.notified())
+            .await
+            .unwrap();
+        // The second reader holds the very same object, decoded once.
+        let (x, y) = (a.get("one").unwrap(), b.get("one").unwrap());
+        assert!(Arc::ptr_eq(&x, &y));
+    }
+}
