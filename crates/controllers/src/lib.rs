@@ -2,7 +2,9 @@
 //! through the process's shared cache ([`informer::Informers`]), so they run unchanged in
 //! `rollwright up` and against a real cluster.
 //!
-//! - [`replicaset`], [`deployment`], [`daemonset`]: the workload controllers.
+//! - [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`]: the workload controllers.
+//! - [`volume`]: claims and volumes (default class, a simulated provisioner, binding, reclaim,
+//!   in-use protection).
 //! - [`gc`]: the garbage collector (owner references, cascading deletion).
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
@@ -46,6 +48,10 @@ pub mod replicaset;
 pub mod runtime;
 pub mod selection;
 pub mod serviceaccount;
+#[cfg(feature = "test-support")]
+pub mod stateful_invariants;
+pub mod statefulset;
+pub mod volume;
 
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
@@ -59,8 +65,10 @@ use replicaset::ReplicaSetController;
 use runtime::{Controller, supervisor::RESTART_BACKOFF};
 pub use selection::{Selection, UnknownController};
 use serviceaccount::ServiceAccountController;
+use statefulset::StatefulSetController;
 use std::{collections::BTreeSet, future::Future, sync::Arc};
 use tokio::task::JoinSet;
+use volume::VolumeController;
 
 /// Which controllers run, and each one's settings.
 #[derive(Clone, Debug, Default)]
@@ -83,6 +91,10 @@ pub struct Settings {
     pub serviceaccount: serviceaccount::Config,
     /// The namespace controller's.
     pub namespace: namespace::Config,
+    /// The StatefulSet controller's.
+    pub statefulset: statefulset::Config,
+    /// The volume controller's.
+    pub volume: volume::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -91,7 +103,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 8] = [
+const CONTROLLERS: [(&str, Starter); 10] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -115,6 +127,12 @@ const CONTROLLERS: [(&str, Starter); 8] = [
     }),
     (NamespaceController::NAME, |i, s| {
         on_cache(i, s.namespace.clone(), NamespaceController::new)
+    }),
+    (StatefulSetController::NAME, |i, s| {
+        on_cache(i, s.statefulset.clone(), StatefulSetController::new)
+    }),
+    (VolumeController::NAME, |i, s| {
+        on_cache(i, s.volume.clone(), VolumeController::new)
     }),
 ];
 

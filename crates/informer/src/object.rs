@@ -6,6 +6,7 @@ use k8s_openapi::api::{
     apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet},
     coordination::v1::Lease,
     core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount},
+    storage::v1::StorageClass,
 };
 use kube::{Resource, api::DynamicObject};
 use serde::de::DeserializeOwned;
@@ -203,6 +204,7 @@ plain_objects!(
     PersistentVolumeClaim,
     PersistentVolume,
     ServiceAccount,
+    StorageClass,
     DynamicObject,
 );
 

@@ -10,11 +10,12 @@ use crate::{
     profile::Profile,
     resync::{self, Resync},
     stats::Stats,
+    volumes::VolumeGate,
     writer::{Key, Write, Writer},
 };
 use events::{EventType, Recorder};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolumeClaim, Pod};
 use kube::{
     Api, Client, ResourceExt,
     runtime::{WatchStreamExt, watcher},
@@ -85,6 +86,8 @@ pub(crate) struct Engine {
     /// Bound pods whose node is not simulated (yet), by node; they start when it appears.
     parked: HashMap<String, HashMap<String, PodView>>,
     parked_node: HashMap<String, String>,
+    /// Bound pods waiting for their claims to bind.
+    volumes: VolumeGate,
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     /// The deadline each pod is queued for; older heap entries for it are stale.
     pod_timer: HashMap<String, Instant>,
@@ -120,6 +123,7 @@ impl Engine {
             pods: HashMap::new(),
             parked: HashMap::new(),
             parked_node: HashMap::new(),
+            volumes: VolumeGate::default(),
             timers: BinaryHeap::new(),
             pod_timer: HashMap::new(),
         }
@@ -136,17 +140,25 @@ impl Engine {
         .default_backoff();
         let pod_events =
             watcher(pods, watcher::Config::default().fields("spec.nodeName!=")).default_backoff();
-        self.run_streams(node_events, pod_events, shutdown).await;
+        let claim_events = watcher(
+            Api::<PersistentVolumeClaim>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff();
+        self.run_streams(node_events, pod_events, claim_events, shutdown)
+            .await;
     }
 
     async fn run_streams(
         &mut self,
         node_events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
         pod_events: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
+        claim_events: impl Stream<Item = Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>,
         shutdown: impl Future<Output = ()>,
     ) {
         let mut node_events = pin!(node_events);
         let mut pod_events = pin!(pod_events);
+        let mut claim_events = pin!(claim_events);
         let mut shutdown = pin!(shutdown);
         let mut nodes_relisting: Option<HashSet<String>> = None;
         let mut pods_relisting: Option<HashSet<String>> = None;
@@ -165,6 +177,11 @@ impl Engine {
                 ev = pod_events.next() => match ev {
                     Some(Ok(ev)) => self.on_pod_event(ev, &mut pods_relisting),
                     Some(Err(e)) => tracing::warn!(error = %e, "pod watch"),
+                    None => return,
+                },
+                ev = claim_events.next() => match ev {
+                    Some(Ok(ev)) => self.on_claim_event(ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "claim watch"),
                     None => return,
                 },
                 _ = sleep, if next.is_some() => self.fire_timers(),
@@ -220,6 +237,7 @@ impl Engine {
                         .pods
                         .keys()
                         .chain(self.parked_node.keys())
+                        .chain(self.volumes.held())
                         .filter(|u| !seen.contains(*u))
                         .cloned()
                         .collect();
@@ -518,7 +536,14 @@ impl Engine {
                 pod.reported.saw(seen);
             }
             self.resync_pod(&uid);
-        } else if self.nodes.contains_key(&view.node) {
+        } else if let Some(view) = self.volumes.admit(view) {
+            self.place(view);
+        }
+    }
+
+    /// Starts a pod whose volumes are ready, or parks it until its node is simulated.
+    fn place(&mut self, view: PodView) {
+        if self.nodes.contains_key(&view.node) {
             self.start_pod(&view);
         } else {
             self.parked_node.insert(view.uid.clone(), view.node.clone());
@@ -526,6 +551,21 @@ impl Engine {
                 .entry(view.node.clone())
                 .or_default()
                 .insert(view.uid.clone(), view);
+        }
+    }
+
+    fn on_claim_event(&mut self, ev: watcher::Event<PersistentVolumeClaim>) {
+        let (claim, bound) = match ev {
+            watcher::Event::Apply(c) | watcher::Event::InitApply(c) => {
+                let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+                (c, bound)
+            }
+            watcher::Event::Delete(c) => (c, false),
+            watcher::Event::Init | watcher::Event::InitDone => return,
+        };
+        let ns = claim.namespace().unwrap_or_default();
+        for view in self.volumes.claim_changed(&ns, &claim.name_any(), bound) {
+            self.place(view);
         }
     }
 
@@ -719,6 +759,7 @@ impl Engine {
     }
 
     fn forget_pod(&mut self, uid: &str) {
+        self.volumes.forget(uid);
         if let Some(node) = self.parked_node.remove(uid)
             && let Some(m) = self.parked.get_mut(&node)
         {

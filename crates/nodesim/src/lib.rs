@@ -18,6 +18,7 @@ pub mod pod;
 pub mod profile;
 pub mod resync;
 pub mod stats;
+pub mod volumes;
 mod writer;
 
 pub use config::{

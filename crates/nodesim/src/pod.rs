@@ -89,6 +89,8 @@ pub struct PodView {
     pub scheduled: Option<Value>,
     /// The stored status, for adopting a pod this process did not start.
     pub status: Option<Value>,
+    /// The PersistentVolumeClaims it mounts (it starts once they are bound).
+    pub claims: Vec<String>,
 }
 
 impl PodView {
@@ -131,6 +133,13 @@ impl PodView {
                 .cloned(),
             scheduled,
             status: status.and_then(|s| serde_json::to_value(s).ok()),
+            claims: spec
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| v.persistent_volume_claim.as_ref())
+                .map(|c| c.claim_name.clone())
+                .collect(),
         })
     }
 

@@ -23,6 +23,7 @@ pub mod resources;
 pub mod scheduler;
 pub mod score;
 pub mod taints;
+pub mod volume_binding;
 
 pub use config::SchedulerConfig;
 pub use scheduler::run;

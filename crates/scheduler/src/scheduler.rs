@@ -13,6 +13,7 @@ use crate::{
     node_info::NodeInfo,
     pod_info::{PodInfo, is_terminal, wants_scheduling},
     queue::{Backoff, QueuedPod, SchedulingQueue},
+    volume_binding::VolumeBinding,
 };
 use events::{EventType, Recorder};
 use informer::{Change, Informer, Informers, Shared};
@@ -56,9 +57,13 @@ pub async fn run(informers: Informers, config: SchedulerConfig, shutdown: impl F
             let _ = tx.send(Event::Pod(c.clone()));
         }),
     ];
-    Scheduler::new(informers.client().clone(), config, pods, nodes)
-        .run(events, shutdown)
-        .await;
+    // Claims, volumes and classes come from watches of the volume binding's own.
+    let (volumes, volume_watches) = VolumeBinding::start(informers.client().clone());
+    tokio::select! {
+        () = Scheduler::new(informers.client().clone(), config, pods, nodes, volumes)
+            .run(events, shutdown) => {}
+        () = volume_watches => {}
+    }
 }
 
 struct BindDone {
@@ -76,6 +81,7 @@ struct Scheduler {
     recorder: Recorder,
     pods: Informer<Pod>,
     nodes: Informer<Node>,
+    volumes: VolumeBinding,
     cache: Cache,
     queue: SchedulingQueue,
     next_start: usize,
@@ -88,6 +94,7 @@ impl Scheduler {
         config: SchedulerConfig,
         pods: Informer<Pod>,
         nodes: Informer<Node>,
+        volumes: VolumeBinding,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), config.scheduler_name.clone(), None);
         let queue = SchedulingQueue::new(Backoff {
@@ -100,6 +107,7 @@ impl Scheduler {
             recorder,
             pods,
             nodes,
+            volumes,
             cache: Cache::default(),
             queue,
             next_start: 0,
@@ -109,6 +117,7 @@ impl Scheduler {
 
     async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, shutdown: impl Future) {
         let mut shutdown = pin!(shutdown);
+        let volumes_changed = self.volumes.changed();
         let mut flush = tokio::time::interval(self.config.flush_interval);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -129,6 +138,10 @@ impl Scheduler {
                     Event::Node(change) => self.node_event(change),
                     Event::Pod(change) => self.pod_event(change),
                 },
+                () = volumes_changed.notified() => {
+                    // A claim, volume or class changed: pods waiting for one may fit now.
+                    self.queue.move_all_unschedulable(Instant::now());
+                }
                 _ = flush.tick() => {
                     let now = Instant::now();
                     self.queue.flush_unschedulable_leftover(now, self.config.max_in_unschedulable);
@@ -236,7 +249,12 @@ impl Scheduler {
             self.queue.remove(&queued.uid);
             return;
         }
-        let info = PodInfo::new(&pod);
+        let mut info = PodInfo::new(&pod);
+        let volumes = match self.volumes.prepare(&pod) {
+            Ok(v) => v,
+            Err(message) => return self.unschedulable(queued, &pod, message),
+        };
+        volumes.constrain(&mut info);
         match algorithm::schedule(
             &info,
             &self.cache,
@@ -247,8 +265,12 @@ impl Scheduler {
                 self.cache.assume(&queued.uid, Placement::new(&info, &node));
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
                 let reference = events::reference(pod.object());
+                let client = self.client.clone();
                 self.binds.spawn(async move {
-                    let result = bind(&api, &queued.name, &node).await;
+                    let result = match volumes.select_node(&client, &node).await {
+                        Ok(()) => bind(&api, &queued.name, &node).await,
+                        Err(e) => Err(e),
+                    };
                     BindDone {
                         uid: queued.uid,
                         namespace: queued.namespace,
@@ -259,34 +281,35 @@ impl Scheduler {
                     }
                 });
             }
-            Decision::Unschedulable(message) => {
-                tracing::debug!(pod = %info.key, %message, "unschedulable");
-                self.queue
-                    .unschedulable(&queued.uid, Instant::now(), fingerprint(&pod));
-                self.recorder.record(
-                    &events::reference(pod.object()),
-                    EventType::Warning,
-                    "FailedScheduling",
-                    message.clone(),
-                );
-                if let Some(patch) =
-                    condition::unschedulable_patch(&pod, &message, jiff::Timestamp::now())
+            Decision::Unschedulable(message) => self.unschedulable(queued, &pod, message),
+        }
+    }
+
+    /// Puts a pod that fits nowhere (yet) aside, with an event and its `PodScheduled` condition.
+    fn unschedulable(&mut self, queued: QueuedPod, pod: &Shared<Pod>, message: String) {
+        tracing::debug!(pod = %queued.name, %message, "unschedulable");
+        self.queue
+            .unschedulable(&queued.uid, Instant::now(), fingerprint(pod));
+        self.recorder.record(
+            &events::reference(pod.object()),
+            EventType::Warning,
+            "FailedScheduling",
+            message.clone(),
+        );
+        if let Some(patch) = condition::unschedulable_patch(pod, &message, jiff::Timestamp::now()) {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
+            tokio::spawn(async move {
+                if let Err(e) = api
+                    .patch_status(
+                        &queued.name,
+                        &PatchParams::default(),
+                        &Patch::Strategic(&patch),
+                    )
+                    .await
                 {
-                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
-                    tokio::spawn(async move {
-                        if let Err(e) = api
-                            .patch_status(
-                                &queued.name,
-                                &PatchParams::default(),
-                                &Patch::Strategic(&patch),
-                            )
-                            .await
-                        {
-                            tracing::debug!(pod = %queued.name, error = %e, "PodScheduled condition not written");
-                        }
-                    });
+                    tracing::debug!(pod = %queued.name, error = %e, "PodScheduled condition not written");
                 }
-            }
+            });
         }
     }
 

@@ -152,12 +152,19 @@ pub fn validate_persistent_volume_claim(obj: &Value) -> Vec<FieldError> {
 
 /// A claim's spec is fixed once created, except its requests and binding to a volume.
 pub fn validate_persistent_volume_claim_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    // A claim that names no class may be given one (upstream's retroactive default class).
+    let classless = field(old, "spec")
+        .and_then(|s| field(s, "storageClassName"))
+        .is_none_or(Value::is_null);
     let strip = |obj: &Value, binding_allowed: bool| {
         let mut spec = normalize(field(obj, "spec").unwrap_or(&Value::Null));
         if let Some(map) = spec.as_object_mut() {
             map.remove("volumeAttributesClassName");
             if binding_allowed {
                 map.remove("volumeName");
+            }
+            if classless {
+                map.remove("storageClassName");
             }
             if let Some(resources) = map.get_mut("resources").and_then(Value::as_object_mut) {
                 resources.remove("requests");
@@ -340,6 +347,17 @@ mod tests {
         rebound["spec"]["volumeName"] = json!("pv-2");
         assert_eq!(
             strings(validate_persistent_volume_claim_update(&rebound, &bound)),
+            vec![format!("spec: Forbidden: {PVC_UPDATE_FORBIDDEN}")]
+        );
+        let mut classed = good.clone();
+        classed["spec"]["storageClassName"] = json!("standard");
+        assert!(validate_persistent_volume_claim_update(&classed, &good).is_empty());
+        let mut reclassed = classed.clone();
+        reclassed["spec"]["storageClassName"] = json!("fast");
+        assert_eq!(
+            strings(validate_persistent_volume_claim_update(
+                &reclassed, &classed
+            )),
             vec![format!("spec: Forbidden: {PVC_UPDATE_FORBIDDEN}")]
         );
     }

@@ -1,0 +1,598 @@
+//! The StatefulSet controller, as upstream's `pkg/controller/statefulset`: pods with a stable
+//! identity (`<set>-<ordinal>`) and stable storage (a claim per template and ordinal), created
+//! and deleted in order or in parallel, rolled from the highest ordinal down to the partition
+//! within `maxUnavailable` (seed 003), in place when only images change (seed 004), with the
+//! template history in ControllerRevisions ([`crate::history`]).
+//!
+//! Structure, like the Deployment's:
+//! - this file dispatches: it reads the set ([`Set`]) and turns one sync's decisions into API
+//!   calls;
+//! - [`pods`]: identity and the order of creation and deletion (the scaling pass);
+//! - [`update`]: the rolling update (partition, maxUnavailable, in-place);
+//! - [`status`]: the counts and revisions in `status`;
+//! - [`volumes`]: claims from `volumeClaimTemplates` and their retention policy.
+//!
+//! Beyond upstream: in-place updates, pausing a rollout ([`PAUSED`]), and replacing a pod stuck
+//! not ready on an old revision once the template moves on (upstream #67250).
+
+pub mod pod_control;
+pub mod pods;
+pub mod status;
+pub mod sync;
+pub mod update;
+pub mod volumes;
+
+use crate::{
+    history, ownership,
+    runtime::{Action, Backoff, Controller, WorkQueue},
+};
+use api::{
+    pod::{controller_of, controller_ref},
+    selector::LabelSelector,
+};
+use informer::{Change, Informer, Informers, Key, Shared, Subscription, key as make_key, key_of};
+use k8s_openapi::{
+    api::{
+        apps::v1::{ControllerRevision, StatefulSet},
+        core::v1::{PersistentVolumeClaim, Pod},
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ApiResource, DynamicObject},
+};
+use pods::Ordinals;
+use serde_json::Value;
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+use sync::{Children, Syncer, delete_key, in_place_key, revision_of};
+
+/// `"true"` pauses the set's rolling update on a real cluster, whose API lacks rollwright's
+/// `spec.updateStrategy.rollingUpdate.paused`: no pod of an old revision is replaced while
+/// paused; missing ordinals are still created.
+pub const PAUSED: &str = "rollwright.io/paused";
+/// `InPlaceIfPossible` here (or in `spec.updateStrategy.rollingUpdate.podUpdatePolicy`) lets a
+/// rolling update that changes only images patch pods instead of recreating them.
+pub use crate::daemonset::POD_UPDATE_POLICY;
+
+/// A StatefulSet as the controller keeps it: the typed object plus what is derived from it once
+/// per change.
+#[derive(Clone, Debug)]
+pub struct Set {
+    /// The object.
+    pub sts: StatefulSet,
+    /// Its selector, parsed.
+    pub selector: LabelSelector,
+    /// Whether image-only updates patch pods in place.
+    pub in_place: bool,
+    /// Whether its rolling update is paused.
+    pub paused: bool,
+}
+
+impl Set {
+    /// Reads a StatefulSet from its JSON, keeping the rollwright fields the typed API lacks.
+    pub fn from_json(value: Value) -> Result<Self, String> {
+        let rolling = value.pointer("/spec/updateStrategy/rollingUpdate");
+        let annotation = |name: &str| {
+            value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(name))
+                .and_then(Value::as_str)
+        };
+        let policy = rolling
+            .and_then(|r| r.get("podUpdatePolicy"))
+            .and_then(Value::as_str);
+        // The API server defaults the field to `Recreate`, so either saying InPlaceIfPossible
+        // opts in.
+        let in_place = [policy, annotation(POD_UPDATE_POLICY)].contains(&Some("InPlaceIfPossible"));
+        let paused = rolling
+            .and_then(|r| r.get("paused"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || annotation(PAUSED) == Some("true");
+        let sts: StatefulSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        let selector = LabelSelector::from_label_selector(
+            &sts.spec
+                .as_ref()
+                .map(|s| s.selector.clone())
+                .unwrap_or_default(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Self {
+            sts,
+            selector,
+            in_place,
+            paused,
+        })
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> Key {
+        key_of(&self.sts)
+    }
+
+    /// The set's name.
+    pub fn name(&self) -> &str {
+        self.sts.metadata.name.as_deref().unwrap_or("")
+    }
+
+    /// The set's uid.
+    pub fn uid(&self) -> &str {
+        self.sts.metadata.uid.as_deref().unwrap_or("")
+    }
+
+    /// The ordinals it keeps.
+    pub fn ordinals(&self) -> Ordinals {
+        let spec = self.sts.spec.as_ref();
+        Ordinals {
+            start: spec
+                .and_then(|s| s.ordinals.as_ref())
+                .and_then(|o| o.start)
+                .unwrap_or(0)
+                .max(0),
+            replicas: spec.and_then(|s| s.replicas).unwrap_or(1).max(0),
+        }
+    }
+
+    /// `OrderedReady` (the default) rather than `Parallel`.
+    pub fn ordered(&self) -> bool {
+        self.sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.pod_management_policy.as_deref())
+            != Some("Parallel")
+    }
+
+    /// `RollingUpdate` (the default) rather than `OnDelete`.
+    pub fn rolling(&self) -> bool {
+        self.sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.type_.as_deref())
+            .is_none_or(|t| t == "RollingUpdate")
+    }
+
+    /// The lowest ordinal a rolling update may replace: `start + partition`.
+    pub fn partition_ordinal(&self) -> i32 {
+        let partition = self
+            .sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.rolling_update.as_ref())
+            .and_then(|r| r.partition)
+            .unwrap_or(0)
+            .max(0);
+        self.ordinals().start.saturating_add(partition)
+    }
+
+    /// `maxUnavailable` resolved against `replicas` ([`update::max_unavailable`]).
+    pub fn max_unavailable(&self) -> Result<i32, api::intstr::IntOrPercentError> {
+        let value = self
+            .sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.rolling_update.as_ref())
+            .and_then(|r| r.max_unavailable.as_ref())
+            .and_then(|v| serde_json::to_value(v).ok());
+        update::max_unavailable(value.as_ref(), self.ordinals().replicas)
+    }
+
+    /// `minReadySeconds`.
+    pub fn min_ready_seconds(&self) -> i32 {
+        self.sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+    }
+
+    /// Whether a rolling update may replace pods of old revisions now.
+    pub fn replaces_old_pods(&self) -> bool {
+        self.rolling() && !self.paused
+    }
+}
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Concurrent syncs of different sets (upstream: 5).
+    pub workers: usize,
+    /// Retry delays of failed syncs.
+    pub backoff: Backoff,
+    /// How long unobserved creations, deletions and in-place updates hold a set back at most.
+    pub expectations_ttl: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: 5,
+            backoff: Backoff::default(),
+            expectations_ttl: crate::expectations::EXPECTATIONS_TTL,
+        }
+    }
+}
+
+/// Why a sync failed (it is retried with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("API request failed: {0}")]
+    Api(#[from] kube::Error),
+    /// The history could not be brought up to date.
+    #[error(transparent)]
+    History(#[from] history::Error),
+    /// The set cannot be acted on as it stands.
+    #[error("StatefulSet {0}: {1}")]
+    Invalid(Key, String),
+    /// A claim of an earlier life of the ordinal is still being deleted; the pod waits for it
+    /// to go so that it does not start on storage about to vanish.
+    #[error("PersistentVolumeClaim {0} is being deleted; its pod waits")]
+    ClaimTerminating(String),
+    /// Some pod writes failed.
+    #[error("{failed} pod operations for StatefulSet {key} failed, the first: {first}")]
+    Pods {
+        /// The set.
+        key: Key,
+        /// How many failed.
+        failed: usize,
+        /// The first failure.
+        first: String,
+    },
+}
+
+/// The controller: its handles on the shared cache, the queue, and the [`Syncer`].
+pub struct StatefulSetController {
+    client: Client,
+    config: Config,
+    /// StatefulSets as dynamic objects: rollwright's `podUpdatePolicy` and `paused` are not in
+    /// the typed API.
+    stateful_sets: Informer<DynamicObject>,
+    /// Each set read once per change, with what is derived from it.
+    sets: RwLock<HashMap<Key, Arc<Set>>>,
+    pods: Informer<Pod>,
+    revisions: Informer<ControllerRevision>,
+    claims: Informer<PersistentVolumeClaim>,
+    syncer: Syncer,
+    queue: WorkQueue<Key>,
+}
+
+impl Controller for StatefulSetController {
+    const NAME: &'static str = "statefulset";
+    type Key = Key;
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<Key> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        self.config.workers
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        let (s, p, r, c) = (
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
+            Arc::clone(self),
+        );
+        vec![
+            self.stateful_sets.subscribe(move |ch| s.on_set(ch)),
+            self.pods.subscribe(move |ch| p.on_pod(ch)),
+            self.revisions
+                .subscribe(move |ch| r.on_child(&ch.object().metadata)),
+            self.claims
+                .subscribe(move |ch| c.on_child(&ch.object().metadata)),
+        ]
+    }
+
+    async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
+        let Some(set) = self.set(&key) else {
+            self.syncer.forget(&key);
+            return Ok(Action::await_change());
+        };
+        let name = set.name().to_string();
+        let member = |meta: &ObjectMeta| {
+            set.selector.matches_labels(meta.labels.as_ref())
+                && meta
+                    .name
+                    .as_deref()
+                    .and_then(pods::parent_and_ordinal)
+                    .is_some_and(|(parent, _)| parent == name)
+        };
+        let pods = self
+            .claim(&set, &self.pods, |p: &Pod| member(&p.metadata))
+            .await?;
+        let revisions = self
+            .claim(&set, &self.revisions, |r: &ControllerRevision| {
+                set.selector.matches_labels(r.metadata.labels.as_ref())
+            })
+            .await?;
+        let ns = set.sts.namespace().unwrap_or_default();
+        let claims = self
+            .claims
+            .store()
+            .in_namespace(&ns)
+            .into_iter()
+            .map(|c| (c.name_any(), c))
+            .collect();
+        self.syncer
+            .sync(
+                &set,
+                Children {
+                    pods,
+                    revisions,
+                    claims,
+                },
+            )
+            .await
+    }
+}
+
+impl StatefulSetController {
+    /// The controller on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
+        Arc::new(Self {
+            syncer: Syncer::new(client.clone(), &config),
+            queue: WorkQueue::new(config.backoff),
+            client,
+            config,
+            stateful_sets: informers.dynamic(&ApiResource::erase::<StatefulSet>(&())),
+            sets: RwLock::default(),
+            pods: informers.get(),
+            revisions: informers.get(),
+            claims: informers.get(),
+        })
+    }
+
+    fn set(&self, key: &str) -> Option<Arc<Set>> {
+        self.sets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn all_sets(&self) -> Vec<Arc<Set>> {
+        self.sets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The set a controller reference names, if we hold it (same uid).
+    fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
+        let r = controller_of(meta)?;
+        if r.kind != "StatefulSet" {
+            return None;
+        }
+        let key = make_key(namespace, &r.name);
+        self.set(&key).filter(|s| s.uid() == r.uid).map(|_| key)
+    }
+
+    /// Sets in `namespace` whose selector matches `labels` (for orphans and claims).
+    fn matching(&self, namespace: &str, meta: &ObjectMeta) -> Vec<Key> {
+        self.all_sets()
+            .iter()
+            .filter(|s| s.sts.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|s| !s.selector.is_empty() && s.selector.matches_labels(meta.labels.as_ref()))
+            .map(|s| s.key())
+            .collect()
+    }
+
+    fn on_set(&self, change: &Change<DynamicObject>) {
+        let obj = change.object();
+        let key = obj.key();
+        let mut sets = self.sets.write().unwrap_or_else(|e| e.into_inner());
+        match change {
+            Change::Deleted(_) => {
+                sets.remove(&key);
+            }
+            Change::Added(_) | Change::Updated { .. } => {
+                match serde_json::to_value(DynamicObject::clone(obj))
+                    .map_err(|e| e.to_string())
+                    .and_then(Set::from_json)
+                {
+                    Ok(s) => {
+                        sets.insert(key.clone(), Arc::new(s));
+                    }
+                    Err(e) => {
+                        tracing::warn!(statefulset = %key, error = %e, "ignoring an unreadable StatefulSet");
+                        sets.remove(&key);
+                    }
+                }
+            }
+        }
+        drop(sets);
+        self.queue.add(key);
+    }
+
+    fn on_pod(&self, change: &Change<Pod>) {
+        let expectations = self.syncer.expectations();
+        match change {
+            Change::Added(pod) => {
+                let ns = pod.namespace().unwrap_or_default();
+                match self.resolve(&ns, &pod.metadata) {
+                    Some(key) => {
+                        if pod.metadata.deletion_timestamp.is_some() {
+                            expectations
+                                .deletion_observed(&delete_key(&key), &key_of(pod.object()));
+                        } else {
+                            expectations.creation_observed(&key);
+                        }
+                        self.queue.add(key);
+                    }
+                    None if controller_of(&pod.metadata).is_none() => {
+                        for key in self.matching(&ns, &pod.metadata) {
+                            self.queue.add(key);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            Change::Updated { old, new } => {
+                if change.is_resync() {
+                    return;
+                }
+                let ns = new.namespace().unwrap_or_default();
+                let owner = self.resolve(&ns, &new.metadata);
+                if let Some(key) = &owner {
+                    if new.metadata.deletion_timestamp.is_some() {
+                        expectations.deletion_observed(&delete_key(key), &key_of(new.object()));
+                    }
+                    if revision_of(old) != revision_of(new) {
+                        expectations.deletion_observed(&in_place_key(key), &key_of(new.object()));
+                    }
+                    self.queue.add(key.clone());
+                }
+                if let Some(key) = self
+                    .resolve(&ns, &old.metadata)
+                    .filter(|k| Some(k) != owner.as_ref())
+                {
+                    self.queue.add(key);
+                }
+                if controller_of(&new.metadata).is_none() {
+                    for key in self.matching(&ns, &new.metadata) {
+                        self.queue.add(key);
+                    }
+                }
+            }
+            Change::Deleted(pod) => {
+                let ns = pod.namespace().unwrap_or_default();
+                if let Some(key) = self.resolve(&ns, &pod.metadata) {
+                    expectations.deletion_observed(&delete_key(&key), &key_of(pod.object()));
+                    self.queue.add(key);
+                }
+            }
+        }
+    }
+
+    /// A revision or claim changed: its controller, or the sets whose selector matches it.
+    fn on_child(&self, meta: &ObjectMeta) {
+        let ns = meta.namespace.clone().unwrap_or_default();
+        match self.resolve(&ns, meta) {
+            Some(key) => self.queue.add(key),
+            None => {
+                for key in self.matching(&ns, meta) {
+                    self.queue.add(key);
+                }
+            }
+        }
+    }
+
+    async fn can_adopt(&self, set: &Set) -> Result<bool, kube::Error> {
+        // Re-read from the server, not the cache: a set being deleted must not adopt.
+        let api: Api<StatefulSet> = Api::namespaced(
+            self.client.clone(),
+            &set.sts.namespace().unwrap_or_default(),
+        );
+        let fresh = api.get(set.name()).await?;
+        Ok(fresh.metadata.uid.as_deref() == Some(set.uid())
+            && fresh.metadata.deletion_timestamp.is_none())
+    }
+
+    /// Adopts the orphans of `informer` that `matches` and releases children that no longer
+    /// do; returns what the set controls.
+    async fn claim<K>(
+        &self,
+        set: &Set,
+        informer: &Informer<K>,
+        matches: impl Fn(&K) -> bool,
+    ) -> Result<Vec<Shared<K>>, Error>
+    where
+        K: informer::Object<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        let ns = set.sts.namespace().unwrap_or_default();
+        let store = informer.store();
+        let mut candidates = store.controlled_by(set.uid());
+        candidates.extend(store.orphans(&ns).into_iter().filter(|k| matches(k)));
+        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
+        let controller = controller_ref("apps/v1", "StatefulSet", &set.sts.metadata);
+        let deleting = set.sts.metadata.deletion_timestamp.is_some();
+        Ok(
+            ownership::claim(&api, &controller, deleting, candidates, matches, || {
+                self.can_adopt(set)
+            })
+            .await?,
+        )
+    }
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::type_complexity,
+    reason = "table-driven cases spell out their columns"
+)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn set(spec: Value, annotations: Value) -> Set {
+        let mut full = json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u", "annotations": annotations},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "serviceName": "web",
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}
+        });
+        if let (Value::Object(base), Value::Object(extra)) = (&mut full["spec"], spec) {
+            base.extend(extra);
+        }
+        Set::from_json(full).unwrap()
+    }
+
+    #[test]
+    fn reads_policy_strategy_and_the_rollwright_switches() {
+        let plain = set(json!({}), json!({}));
+        assert!(plain.ordered() && plain.rolling() && !plain.in_place && !plain.paused);
+        assert_eq!(
+            plain.ordinals(),
+            Ordinals {
+                start: 0,
+                replicas: 1
+            }
+        );
+        assert_eq!(plain.partition_ordinal(), 0);
+        assert_eq!(plain.max_unavailable().unwrap(), 1);
+
+        let s = set(
+            json!({"replicas": 10, "podManagementPolicy": "Parallel", "ordinals": {"start": 5},
+                   "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                       "partition": 3, "maxUnavailable": "25%", "podUpdatePolicy": "InPlaceIfPossible", "paused": true}}}),
+            json!({}),
+        );
+        assert!(!s.ordered() && s.in_place && s.paused && !s.replaces_old_pods());
+        assert_eq!(
+            s.ordinals(),
+            Ordinals {
+                start: 5,
+                replicas: 10
+            }
+        );
+        assert_eq!(s.partition_ordinal(), 8);
+        assert_eq!(s.max_unavailable().unwrap(), 2);
+
+        let annotated = set(
+            json!({"updateStrategy": {"type": "OnDelete"}}),
+            json!({PAUSED: "true", POD_UPDATE_POLICY: "InPlaceIfPossible"}),
+        );
+        assert!(annotated.paused && annotated.in_place && !annotated.rolling());
+        let defaulted = set(
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "Recreate"}}}),
+            json!({POD_UPDATE_POLICY: "InPlaceIfPossible"}),
+        );
+        assert!(defaulted.in_place);
+    }
+}

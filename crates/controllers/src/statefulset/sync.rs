@@ -1,0 +1,745 @@
+//! One sync of one StatefulSet (upstream's `UpdateStatefulSet` in `stateful_set_control.go`):
+//! the history first, then the scaling pass and the rolling update step on the same snapshot,
+//! history truncation, and the status. The decisions are the pure functions of [`super::pods`],
+//! [`super::update`], [`super::volumes`] and [`super::status`]; this module reads the snapshot
+//! into their terms and carries their answers out through [`super::pod_control`].
+
+use super::{
+    Config, Error, Set,
+    pod_control::{PodControl, is_status},
+    pods::{self, Facts, ScalePlan, Slot, Step},
+    status, update, volumes,
+};
+use crate::{
+    daemonset::update::restarting_in_place, expectations::Expectations, history, runtime::Action,
+};
+use events::{EventType, Recorder};
+use futures::future::join_all;
+use informer::{Shared, key_of};
+use k8s_openapi::{
+    api::{
+        apps::v1::{ControllerRevision, StatefulSet},
+        core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec},
+    },
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams},
+};
+use serde_json::{Value, json};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
+
+/// What a sync reads of a set's children from the caches.
+#[derive(Clone, Debug, Default)]
+pub struct Children {
+    /// The pods the set controls.
+    pub pods: Vec<Shared<Pod>>,
+    /// The ControllerRevisions it controls.
+    pub revisions: Vec<Shared<ControllerRevision>>,
+    /// The claims of its namespace, by name.
+    pub claims: HashMap<String, Shared<PersistentVolumeClaim>>,
+}
+
+/// The key under which deletions a sync issued are expected.
+pub fn delete_key(key: &str) -> String {
+    format!("{key}#delete")
+}
+
+/// The key under which in-place updates a sync issued are expected.
+pub fn in_place_key(key: &str) -> String {
+    format!("{key}#in-place")
+}
+
+/// The revision a pod is labelled with (a ControllerRevision's name, as upstream).
+pub fn revision_of(pod: &Pod) -> &str {
+    history::hash_of(&pod.metadata).unwrap_or("")
+}
+
+/// The shortest of several requeue deadlines.
+#[derive(Default)]
+struct Requeue(Option<Duration>);
+
+impl Requeue {
+    fn after(&mut self, d: Duration) {
+        self.0 = Some(self.0.map_or(d, |c| c.min(d)));
+    }
+
+    fn action(self) -> Action {
+        self.0.map_or_else(Action::await_change, Action::requeue)
+    }
+}
+
+/// The revisions one sync works with.
+struct Revisions {
+    /// The revision of the set's template (upstream's `updateRevision`).
+    update: Shared<ControllerRevision>,
+    /// The revision the set rolls away from (`status.currentRevision`, or `update`).
+    current: Shared<ControllerRevision>,
+    /// Every revision the set controls, by name.
+    by_name: HashMap<String, Shared<ControllerRevision>>,
+    /// What [`history::construct`] found.
+    constructed: history::Constructed,
+}
+
+fn name_of(r: &ControllerRevision) -> String {
+    r.metadata.name.clone().unwrap_or_default()
+}
+
+/// One sync's view of a set: what it decides on, derived once.
+struct View<'a> {
+    set: &'a Set,
+    revisions: &'a Revisions,
+    update_name: String,
+    current_name: String,
+    claims: &'a HashMap<String, Shared<PersistentVolumeClaim>>,
+    now: jiff::Timestamp,
+}
+
+impl View<'_> {
+    fn ready(&self, pod: &Pod) -> bool {
+        api::pod::phase(pod) == "Running" && api::pod::is_ready(pod) && !restarting_in_place(pod)
+    }
+
+    fn available(&self, pod: &Pod) -> bool {
+        self.ready(pod) && api::pod::is_available(pod, self.set.min_ready_seconds(), self.now)
+    }
+
+    /// The claims of `ordinal` whose owners the retention policy would change.
+    fn claims_to_own(
+        &self,
+        pod: &Pod,
+        ordinal: i32,
+        scaled_down: bool,
+    ) -> Vec<(Shared<PersistentVolumeClaim>, Vec<OwnerReference>)> {
+        volumes::template_names(&self.set.sts)
+            .filter_map(|t| {
+                let claim = self
+                    .claims
+                    .get(&volumes::claim_name(t, self.set.name(), ordinal))?;
+                let owners = volumes::owner_update(claim, &self.set.sts, pod, scaled_down)?;
+                Some((Arc::clone(claim), owners))
+            })
+            .collect()
+    }
+
+    /// Whether a claim `ordinal`'s pod mounts is missing.
+    fn claims_missing(&self, ordinal: i32) -> bool {
+        volumes::template_names(&self.set.sts).any(|t| {
+            !self
+                .claims
+                .contains_key(&volumes::claim_name(t, self.set.name(), ordinal))
+        })
+    }
+
+    fn facts(&self, pod: &Pod, ordinal: i32, kept: bool) -> Facts {
+        let ready = self.ready(pod);
+        let updated = revision_of(pod) == self.update_name;
+        let claims_off = !self.claims_to_own(pod, ordinal, !kept).is_empty();
+        Facts {
+            finished: matches!(api::pod::phase(pod), "Failed" | "Succeeded"),
+            terminating: api::pod::is_terminating(pod),
+            ready,
+            available: self.available(pod),
+            needs_repair: claims_off
+                || (kept
+                    && (!pods::identity_matches(&self.set.sts, pod)
+                        || self.claims_missing(ordinal))),
+            replaceable: kept
+                && self.set.replaces_old_pods()
+                && ordinal >= self.set.partition_ordinal()
+                && !updated,
+        }
+    }
+
+    /// The template and revision name a new pod of `ordinal` gets: below the partition the
+    /// current revision's, else the update revision's (upstream's `newVersionedStatefulSetPod`).
+    fn template_for(&self, ordinal: i32) -> (PodTemplateSpec, &str) {
+        let spec_template = || {
+            self.set
+                .sts
+                .spec
+                .as_ref()
+                .map(|s| s.template.clone())
+                .unwrap_or_default()
+        };
+        if self.set.rolling() && ordinal < self.set.partition_ordinal() {
+            let current = history::revision_template(&self.revisions.current)
+                .and_then(|t| serde_json::from_value(t).ok())
+                .unwrap_or_else(spec_template);
+            (current, &self.current_name)
+        } else {
+            (spec_template(), &self.update_name)
+        }
+    }
+
+    /// The in-place patch that moves `pod` to the update revision, if the set allows it and
+    /// only images differ.
+    fn in_place_patch(&self, pod: &Pod) -> Option<Value> {
+        if !self.set.in_place {
+            return None;
+        }
+        let old = history::revision_template(self.revisions.by_name.get(revision_of(pod))?)?;
+        let new = history::revision_template(&self.revisions.update)?;
+        update::in_place_patch(
+            &old,
+            &new,
+            &self.update_name,
+            pod.metadata.resource_version.as_deref(),
+        )
+    }
+}
+
+/// How one ordinal's pod is replaced.
+#[derive(Clone)]
+enum Replacement {
+    Delete(Shared<Pod>),
+    InPlace(Shared<Pod>, Value),
+}
+
+/// The controller's writing half: it turns one set and its children into API calls. The
+/// watches that feed it live in [`run`].
+pub struct Syncer {
+    client: Client,
+    recorder: Recorder,
+    expectations: Expectations,
+}
+
+impl Syncer {
+    /// A syncer on `client`.
+    pub fn new(client: Client, config: &Config) -> Self {
+        Self {
+            recorder: Recorder::new(client.clone(), "statefulset-controller", None),
+            client,
+            expectations: Expectations::new(config.expectations_ttl),
+        }
+    }
+
+    /// The expectations the watch handlers lower.
+    pub fn expectations(&self) -> &Expectations {
+        &self.expectations
+    }
+
+    /// Forgets what it expected of a set that is gone.
+    pub fn forget(&self, key: &str) {
+        for k in [key.to_string(), delete_key(key), in_place_key(key)] {
+            self.expectations.forget(&k);
+        }
+    }
+
+    fn satisfied(&self, key: &str) -> bool {
+        [key.to_string(), delete_key(key), in_place_key(key)]
+            .iter()
+            .all(|k| self.expectations.satisfied(k))
+    }
+
+    fn expectations_expire_in(&self, key: &str) -> Option<Duration> {
+        [key.to_string(), delete_key(key), in_place_key(key)]
+            .iter()
+            .filter_map(|k| self.expectations.expires_in(k))
+            .min()
+    }
+
+    async fn revisions(
+        &self,
+        set: &Set,
+        revisions: Vec<Shared<ControllerRevision>>,
+    ) -> Result<Revisions, Error> {
+        let key = set.key();
+        let ns = set.sts.namespace().unwrap_or_default();
+        let template = set
+            .sts
+            .spec
+            .as_ref()
+            .map(|s| serde_json::to_value(&s.template))
+            .transpose()
+            .map_err(|e| Error::Invalid(key.clone(), e.to_string()))?
+            .unwrap_or(Value::Null);
+        let collision_count = set.sts.status.as_ref().and_then(|s| s.collision_count);
+        let owner = history::Owner {
+            meta: &set.sts.metadata,
+            api_version: "apps/v1",
+            kind: "StatefulSet",
+            template: &template,
+            collision_count,
+        };
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
+        let mut by_name: HashMap<String, Shared<ControllerRevision>> = revisions
+            .iter()
+            .map(|r| (name_of(r), Arc::clone(r)))
+            .collect();
+        let constructed = match history::construct(&api, &owner, revisions).await {
+            Err(history::Error::Collision(name)) => {
+                let sets: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
+                history::bump_collision_count(&sets, set.name(), collision_count).await?;
+                return Err(history::Error::Collision(name).into());
+            }
+            other => other?,
+        };
+        let update = Arc::clone(&constructed.current);
+        by_name.insert(name_of(&update), Arc::clone(&update));
+        let current = set
+            .sts
+            .status
+            .as_ref()
+            .and_then(|s| s.current_revision.as_deref())
+            .and_then(|n| by_name.get(n))
+            .cloned()
+            .unwrap_or_else(|| Arc::clone(&update));
+        Ok(Revisions {
+            update,
+            current,
+            by_name,
+            constructed,
+        })
+    }
+
+    /// Brings `set` one step closer to its spec. The contract:
+    /// - the history is brought up to date first (the update revision exists before any pod
+    ///   is labelled with it);
+    /// - nothing is created, deleted or patched while the cache has not yet shown the previous
+    ///   sync's own writes ([`Expectations`]); the status is refreshed anyway;
+    /// - the scaling pass ([`pods::plan_scaling`]) runs before the rolling update step
+    ///   ([`update::plan`]), and the update step only if the scaling pass did not stop at a pod
+    ///   (`OrderedReady`), on the same snapshot: the scaling pass never makes an available pod
+    ///   unavailable, so the update step's count stays right;
+    /// - returns a requeue for the next moment time alone changes something
+    ///   (`minReadySeconds`, stale expectations), else waits for a watch event.
+    pub async fn sync(&self, set: &Set, children: Children) -> Result<Action, Error> {
+        let key = set.key();
+        if set.sts.metadata.deletion_timestamp.is_some() {
+            // The garbage collector takes the pods; their claims follow the retention policy
+            // through the owner references already in place.
+            return Ok(Action::await_change());
+        }
+        let revisions = self.revisions(set, children.revisions).await?;
+        let view = View {
+            set,
+            revisions: &revisions,
+            update_name: name_of(&revisions.update),
+            current_name: name_of(&revisions.current),
+            claims: &children.claims,
+            now: jiff::Timestamp::now(),
+        };
+        let ordinals = set.ordinals();
+        let mut kept: BTreeMap<i32, Shared<Pod>> = BTreeMap::new();
+        let mut condemned: BTreeMap<i32, Shared<Pod>> = BTreeMap::new();
+        for pod in &children.pods {
+            match pods::ordinal_of(set.name(), pod) {
+                Some(o) if ordinals.contains(o) => {
+                    kept.insert(o, Arc::clone(pod));
+                }
+                Some(o) => {
+                    condemned.insert(o, Arc::clone(pod));
+                }
+                None => {}
+            }
+        }
+        let replicas: Vec<Slot> = ordinals
+            .iter()
+            .map(|o| Slot {
+                ordinal: o,
+                pod: kept.get(&o).map(|p| view.facts(p, o, true)),
+            })
+            .collect();
+        let gone: Vec<Slot> = condemned
+            .iter()
+            .rev()
+            .map(|(o, p)| Slot {
+                ordinal: *o,
+                pod: Some(view.facts(p, *o, false)),
+            })
+            .collect();
+
+        let mut requeue = Requeue::default();
+        let mut result = Ok(());
+        if self.satisfied(&key) {
+            let plan = pods::plan_scaling(set.ordered(), &replicas, &gone);
+            let acted = plan.steps.iter().map(|s| ordinal_of_step(*s)).collect();
+            result = self.scale(&view, &plan, &kept, &condemned).await;
+            if result.is_ok() && plan.blocked_at.is_none() && set.replaces_old_pods() {
+                result = self.roll(&view, &replicas, &kept, &acted).await;
+            }
+            if result.is_ok() {
+                result = self.truncate_history(&view, &children.pods).await;
+            }
+        } else if let Some(d) = self.expectations_expire_in(&key) {
+            requeue.after(d);
+        }
+        let status = self
+            .write_status(&view, kept.values().chain(condemned.values()), &mut requeue)
+            .await;
+        result?;
+        status?;
+        Ok(requeue.action())
+    }
+
+    /// Carries out the scaling pass: repairs, creations and replacements first, then (if they
+    /// all succeeded) the deletions of condemned pods.
+    async fn scale(
+        &self,
+        view: &View<'_>,
+        plan: &ScalePlan,
+        kept: &BTreeMap<i32, Shared<Pod>>,
+        condemned: &BTreeMap<i32, Shared<Pod>>,
+    ) -> Result<(), Error> {
+        let set = view.set;
+        let key = set.key();
+        let control = PodControl::new(&self.client, &self.recorder, set);
+        let mut errors: Vec<String> = Vec::new();
+        let mut creates = Vec::new();
+        let mut replacements = Vec::new();
+        let mut condemn = Vec::new();
+        for step in &plan.steps {
+            match *step {
+                Step::Create(o) => creates.push(o),
+                Step::Recreate(o) => {
+                    if let Some(p) = kept.get(&o) {
+                        self.recorder.record(
+                            &events::reference(&set.sts),
+                            EventType::Warning,
+                            "RecreatingFailedPod",
+                            format!(
+                                "StatefulSet {}/{} is recreating failed Pod {}",
+                                set.sts.namespace().unwrap_or_default(),
+                                set.name(),
+                                p.name_any()
+                            ),
+                        );
+                        replacements.push(Replacement::Delete(Arc::clone(p)));
+                    }
+                }
+                Step::Replace(o) => {
+                    if let Some(p) = kept.get(&o) {
+                        replacements.push(self.replacement(view, p));
+                    }
+                }
+                Step::Condemn(o) => {
+                    if let Some(p) = condemned.get(&o) {
+                        condemn.push(Replacement::Delete(Arc::clone(p)));
+                    }
+                }
+                Step::Repair(o) => {
+                    let (pod, scaled_down) = match (kept.get(&o), condemned.get(&o)) {
+                        (Some(p), _) => (p, false),
+                        (None, Some(p)) => (p, true),
+                        (None, None) => continue,
+                    };
+                    if let Err(e) = self.repair(view, &control, pod, o, scaled_down).await {
+                        errors.push(e.to_string());
+                    }
+                }
+            }
+        }
+        errors.extend(self.create(view, &control, &creates).await);
+        errors.extend(
+            self.replace(&key, set.ordered(), &control, replacements)
+                .await,
+        );
+        if errors.is_empty() {
+            errors.extend(self.replace(&key, set.ordered(), &control, condemn).await);
+        }
+        match errors.first() {
+            None => Ok(()),
+            Some(first) => Err(Error::Pods {
+                key,
+                failed: errors.len(),
+                first: first.clone(),
+            }),
+        }
+    }
+
+    /// Fixes a pod's identity labels, creates its missing claims, and sets its claims' owners.
+    async fn repair(
+        &self,
+        view: &View<'_>,
+        control: &PodControl<'_>,
+        pod: &Pod,
+        ordinal: i32,
+        scaled_down: bool,
+    ) -> Result<(), Error> {
+        if !scaled_down {
+            if !pods::identity_matches(&view.set.sts, pod) {
+                control.repair_identity(pod, ordinal).await?;
+            }
+            if view.claims_missing(ordinal) {
+                control
+                    .create_claims(ordinal, |n| view.claims.get(n).cloned())
+                    .await?;
+            }
+        }
+        for (claim, owners) in view.claims_to_own(pod, ordinal, scaled_down) {
+            control.set_claim_owners(&claim, owners).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates the pods of `ordinals` (claims first), in slow-start batches (1, 2, 4, ...) as
+    /// upstream's `slowStartBatch`, stopping at the first batch with a failure.
+    async fn create(
+        &self,
+        view: &View<'_>,
+        control: &PodControl<'_>,
+        ordinals: &[i32],
+    ) -> Vec<String> {
+        const MAX_BATCH: usize = 500;
+        let key = view.set.key();
+        let mut errors = Vec::new();
+        self.expectations.expect_creations(&key, ordinals.len());
+        let mut pos = 0;
+        let mut batch = 1;
+        while pos < ordinals.len() {
+            let end = (pos + batch).min(ordinals.len());
+            let results = join_all(ordinals[pos..end].iter().map(|&o| async move {
+                control
+                    .create_claims(o, |n| view.claims.get(n).cloned())
+                    .await?;
+                let (template, revision) = view.template_for(o);
+                control
+                    .create_pod(&pods::new_pod(&view.set.sts, &template, revision, o))
+                    .await
+            }))
+            .await;
+            let failed: Vec<String> = results
+                .into_iter()
+                .filter_map(|r| r.err().map(|e| e.to_string()))
+                .collect();
+            for _ in &failed {
+                self.expectations.creation_observed(&key);
+            }
+            pos = end;
+            if !failed.is_empty() {
+                self.expectations
+                    .lower_creations(&key, ordinals.len() - pos);
+                errors.extend(failed);
+                break;
+            }
+            batch = (batch * 2).min(MAX_BATCH);
+        }
+        errors
+    }
+
+    fn replacement(&self, view: &View<'_>, pod: &Shared<Pod>) -> Replacement {
+        match view.in_place_patch(pod) {
+            Some(patch) => Replacement::InPlace(Arc::clone(pod), patch),
+            None => Replacement::Delete(Arc::clone(pod)),
+        }
+    }
+
+    /// Deletes or patches pods, all at once; returns the failures.
+    async fn replace(
+        &self,
+        key: &str,
+        ordered: bool,
+        control: &PodControl<'_>,
+        work: Vec<Replacement>,
+    ) -> Vec<String> {
+        let pod_key = |p: &Pod| key_of(p);
+        let deletions: Vec<String> = work
+            .iter()
+            .filter_map(|r| match r {
+                Replacement::Delete(p) => Some(pod_key(p)),
+                Replacement::InPlace(..) => None,
+            })
+            .collect();
+        let patches: Vec<String> = work
+            .iter()
+            .filter_map(|r| match r {
+                Replacement::InPlace(p, _) => Some(pod_key(p)),
+                Replacement::Delete(_) => None,
+            })
+            .collect();
+        self.expectations
+            .expect_deletions(&delete_key(key), deletions);
+        self.expectations
+            .expect_deletions(&in_place_key(key), patches);
+        let one = |r: &Replacement| {
+            let r = r.clone();
+            async move {
+                match r {
+                    Replacement::Delete(p) => {
+                        (delete_key(key), pod_key(&p), control.delete_pod(&p).await)
+                    }
+                    Replacement::InPlace(p, patch) => (
+                        in_place_key(key),
+                        pod_key(&p),
+                        control.update_in_place(&p, &patch).await,
+                    ),
+                }
+            }
+        };
+        // Under OrderedReady even one batch goes in order, highest ordinal first.
+        let results = if ordered {
+            let mut results = Vec::with_capacity(work.len());
+            for r in &work {
+                results.push(one(r).await);
+            }
+            results
+        } else {
+            join_all(work.iter().map(one)).await
+        };
+        let mut errors = Vec::new();
+        for (expectation, pod, result) in results {
+            if let Err(e) = result {
+                self.expectations.deletion_observed(&expectation, &pod);
+                errors.push(e.to_string());
+            }
+        }
+        errors
+    }
+
+    /// The rolling update step: replaces the pods [`update::plan`] picks.
+    async fn roll(
+        &self,
+        view: &View<'_>,
+        replicas: &[Slot],
+        kept: &BTreeMap<i32, Shared<Pod>>,
+        acted: &HashSet<i32>,
+    ) -> Result<(), Error> {
+        let set = view.set;
+        let key = set.key();
+        let max_unavailable = set
+            .max_unavailable()
+            .map_err(|e| Error::Invalid(key.clone(), format!("maxUnavailable: {e}")))?;
+        let members: Vec<update::Member> = replicas
+            .iter()
+            .map(|s| {
+                let mut slot = *s;
+                if acted.contains(&s.ordinal)
+                    && let Some(p) = slot.pod.as_mut()
+                {
+                    // Being replaced already: unavailable, and not to be picked again.
+                    p.terminating = true;
+                }
+                update::Member {
+                    slot,
+                    updated: kept
+                        .get(&s.ordinal)
+                        .is_none_or(|p| revision_of(p) == view.update_name),
+                }
+            })
+            .collect();
+        let targets = update::plan(&members, set.partition_ordinal(), max_unavailable);
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let control = PodControl::new(&self.client, &self.recorder, set);
+        let work = targets
+            .iter()
+            .filter_map(|o| kept.get(o))
+            .map(|p| self.replacement(view, p))
+            .collect();
+        let errors = self.replace(&key, set.ordered(), &control, work).await;
+        match errors.first() {
+            None => Ok(()),
+            Some(first) => Err(Error::Pods {
+                key,
+                failed: errors.len(),
+                first: first.clone(),
+            }),
+        }
+    }
+
+    /// Deletes revisions beyond `revisionHistoryLimit`, oldest first, never the current or
+    /// update revision nor one a pod is labelled with (upstream's `truncateHistory`).
+    async fn truncate_history(&self, view: &View<'_>, pods: &[Shared<Pod>]) -> Result<(), Error> {
+        let limit = view
+            .set
+            .sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10);
+        let mut live: HashSet<&str> = pods.iter().map(|p| revision_of(p)).collect();
+        live.insert(&view.update_name);
+        live.insert(&view.current_name);
+        let constructed = &view.revisions.constructed;
+        let old: Vec<Shared<ControllerRevision>> = constructed
+            .old
+            .iter()
+            .chain(&constructed.duplicates)
+            .filter(|r| !live.contains(name_of(r).as_str()))
+            .cloned()
+            .collect();
+        let doomed = history::to_truncate(&old, limit, &HashSet::new());
+        if !doomed.is_empty() {
+            let api: Api<ControllerRevision> = Api::namespaced(
+                self.client.clone(),
+                &view.set.sts.namespace().unwrap_or_default(),
+            );
+            history::delete_revisions(&api, &doomed).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the status if it changed, and asks for a requeue when a ready pod will become
+    /// available.
+    async fn write_status<'p>(
+        &self,
+        view: &View<'_>,
+        pods: impl Iterator<Item = &'p Shared<Pod>>,
+        requeue: &mut Requeue,
+    ) -> Result<(), Error> {
+        let set = view.set;
+        let min_ready = set.min_ready_seconds();
+        let mut counted = Vec::new();
+        for pod in pods {
+            let ready = view.ready(pod);
+            if ready
+                && let Some(d) = api::pod::until_available(pod, min_ready, view.now)
+                && !d.is_zero()
+            {
+                requeue.after(Duration::try_from(d).unwrap_or(Duration::ZERO));
+            }
+            counted.push(status::Counted {
+                ready,
+                available: view.available(pod),
+                terminating: api::pod::is_terminating(pod),
+                current: revision_of(pod) == view.current_name,
+                updated: revision_of(pod) == view.update_name,
+            });
+        }
+        let mut st = status::Status::count(counted, &view.current_name, &view.update_name);
+        st.complete_rolling_update(set.rolling(), set.ordinals().replicas);
+        st.collision_count = set
+            .sts
+            .status
+            .as_ref()
+            .and_then(|s| s.collision_count)
+            .unwrap_or(0);
+        st.observed_generation = set.sts.metadata.generation;
+        if !st.differs_from(set.sts.status.as_ref()) {
+            return Ok(());
+        }
+        let api: Api<StatefulSet> = Api::namespaced(
+            self.client.clone(),
+            &set.sts.namespace().unwrap_or_default(),
+        );
+        match api
+            .patch_status(
+                set.name(),
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": st.to_json()})),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn ordinal_of_step(step: Step) -> i32 {
+    match step {
+        Step::Create(o)
+        | Step::Recreate(o)
+        | Step::Repair(o)
+        | Step::Replace(o)
+        | Step::Condemn(o) => o,
+    }
+}
