@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use serde_json::{Value, json};
 
-use super::Workload;
+use super::{Workload, no_warnings};
 use crate::{
     registry::{Kind, Subresource},
     table::{
@@ -24,6 +24,7 @@ pub(super) fn kind() -> Kind {
             defaults: api::defaults::daemon_set,
             validate: api::validation::apps::validate_daemon_set,
             immutable: api::validation::apps::validate_selector_update,
+            warnings: no_warnings,
         })
         .printer(Printer::Columns { columns, row })
 }

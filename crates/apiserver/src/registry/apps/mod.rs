@@ -41,6 +41,12 @@ struct Workload {
     defaults: fn(&mut Value),
     validate: fn(&Value) -> Vec<FieldError>,
     immutable: fn(&Value, &Value) -> Vec<FieldError>,
+    warnings: fn(&Value) -> Vec<String>,
+}
+
+/// No warnings.
+fn no_warnings(_: &Value) -> Vec<String> {
+    Vec::new()
 }
 
 impl Strategy for Workload {
@@ -60,6 +66,10 @@ impl Strategy for Workload {
 
     fn generation(&self) -> Generation {
         Generation::Spec
+    }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        (self.warnings)(obj)
     }
 }
 

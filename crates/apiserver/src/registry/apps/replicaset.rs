@@ -4,7 +4,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::{Value, json};
 
-use super::{Workload, replicas};
+use super::{Workload, no_warnings, replicas};
 use crate::{
     registry::{Kind, Subresource},
     table::{
@@ -23,6 +23,7 @@ pub(super) fn kind() -> Kind {
             defaults: api::defaults::replica_set,
             validate: api::validation::apps::validate_replica_set,
             immutable: api::validation::apps::validate_selector_update,
+            warnings: no_warnings,
         })
         .selectable_fields(&["status.replicas"])
         .printer(Printer::Columns { columns, row })
