@@ -35,6 +35,8 @@ pub enum Reset {
     Spec,
     /// `metadata.labels` (Deployments).
     Labels,
+    /// `metadata.annotations` (CustomResourceDefinitions).
+    Annotations,
     /// `metadata.deletionTimestamp` (pods).
     DeletionTimestamp,
     /// `metadata.ownerReferences` (pods: old kubelets corrupted them).
