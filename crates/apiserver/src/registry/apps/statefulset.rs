@@ -5,8 +5,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use serde_json::{Value, json};
 
-use super::{Workload, replicas};
-
+use super::{replicas, workload};
 use crate::{
     registry::{Kind, Subresource},
     table::{
@@ -58,12 +57,14 @@ pub(super) fn kind() -> Kind {
         .short_names(&["sts"])
         .categories(&["all"])
         .subresources(&[Subresource::Status, Subresource::Scale])
-        .strategy(Workload {
-            defaults: api::defaults::stateful_set,
-            validate: api::validation::apps::validate_stateful_set,
-            immutable: api::validation::apps::validate_stateful_set_update,
-            warnings: max_unavailable_warnings,
-        })
+        .strategy(
+            workload(
+                api::defaults::stateful_set,
+                api::validation::apps::validate_stateful_set,
+                api::validation::apps::validate_stateful_set_update,
+            )
+            .warnings(max_unavailable_warnings),
+        )
         .printer(Printer::Columns { columns, row })
 }
 
