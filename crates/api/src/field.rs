@@ -22,6 +22,8 @@ pub enum ErrorType {
     Duplicate,
     /// A value is longer than allowed.
     TooLong,
+    /// A list has more items than allowed.
+    TooMany,
     /// A value refers to something that does not exist (e.g. a volume mount naming no volume).
     NotFound,
 }
@@ -36,6 +38,7 @@ impl ErrorType {
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TooMany => "FieldValueTooMany",
             ErrorType::NotFound => "FieldValueNotFound",
         }
     }
@@ -49,6 +52,7 @@ impl ErrorType {
             ErrorType::Forbidden => "Forbidden",
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
             ErrorType::NotFound => "Not found",
         }
     }

@@ -82,6 +82,12 @@ pub(crate) fn validate_update(
     errs
 }
 
+/// The errors as upstream prints them, for the submodules' tests.
+#[cfg(test)]
+fn messages(errs: Vec<FieldError>) -> Vec<String> {
+    errs.iter().map(ToString::to_string).collect()
+}
+
 // ---- JSON accessors shared by the submodules ----
 
 /// A present, non-null field.

@@ -210,6 +210,7 @@ fn reset(new: &mut Value, old: &Value, part: Reset) {
     match part {
         Reset::Spec => copy(new, &[], "spec"),
         Reset::Labels => copy(new, &["metadata"], "labels"),
+        Reset::Annotations => copy(new, &["metadata"], "annotations"),
         Reset::DeletionTimestamp => copy(new, &["metadata"], "deletionTimestamp"),
         Reset::OwnerReferences => copy(new, &["metadata"], "ownerReferences"),
         Reset::AllButStatus => {

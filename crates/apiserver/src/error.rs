@@ -50,12 +50,14 @@ impl ApiError {
         .with_details(json!({"name": name, "group": def.group, "kind": def.plural}))
     }
 
-    /// 404 for a path that names no resource.
+    /// 404 for a path that names no resource, worded as upstream's (the path is not repeated:
+    /// kubectl prints the message as is).
     pub fn no_route(path: &str) -> Self {
+        tracing::debug!(path, "no route");
         Self::new(
             404,
             "NotFound",
-            format!("the server could not find the requested resource ({path})"),
+            "the server could not find the requested resource",
         )
         .with_details(json!({}))
     }

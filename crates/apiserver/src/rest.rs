@@ -492,7 +492,11 @@ impl ApiServer {
             let ns = t.namespace.as_deref().unwrap_or_default();
             service_account::admit_pod(self, ns, &requested_name, &mut obj).await?;
         }
-        let created = self.store_create(&def, obj, params.dry_run()?).await?;
+        let dry_run = params.dry_run()?;
+        let created = self.store_create(&def, obj, dry_run).await?;
+        if !dry_run {
+            self.after_write(&def, &created);
+        }
         Ok(with_warnings(
             object_response(&t.def, &def, StatusCode::CREATED, &created, out),
             &warnings,
@@ -692,6 +696,9 @@ impl ApiServer {
             )
             .await?;
         warnings.extend(strategy_warnings);
+        if !params.dry_run()? {
+            self.after_outcome(&def, &outcome);
+        }
         Ok(with_warnings(
             self.write_response(&t.def, &def, outcome, out),
             &warnings,
@@ -714,6 +721,14 @@ impl ApiServer {
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let view = &t.def;
         let def = self.storage_of(view);
+        if bt == BodyType::StrategicMergePatch
+            && matches!(view.schema, Some(crate::registry::Schema::Custom { .. }))
+        {
+            // Custom resources have no patch strategies; upstream refuses this patch type.
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json (custom resources accept json-patch, merge-patch and apply-patch)",
+            ));
+        }
         let mut warnings = Vec::new();
         let outcome = self
             .guaranteed_update(
@@ -748,10 +763,72 @@ impl ApiServer {
                 },
             )
             .await?;
+        if !params.dry_run()? {
+            self.after_outcome(&def, &outcome);
+        }
         Ok(with_warnings(
             self.write_response(view, &def, outcome, out),
             &warnings,
         ))
+    }
+
+    /// What a stored write changes beyond the object: a CustomResourceDefinition's kinds are
+    /// served (or no longer served) as soon as it is written.
+    fn after_write(&self, def: &Kind, obj: &Value) {
+        if crate::registry::apiextensions::is_definition(def) {
+            crate::registry::apiextensions::register(self.registry(), obj);
+        }
+    }
+
+    fn after_outcome(&self, def: &Kind, outcome: &Outcome) {
+        match outcome {
+            Outcome::Written(v) => self.after_write(def, v),
+            Outcome::Deleted(v) if crate::registry::apiextensions::is_definition(def) => {
+                crate::registry::apiextensions::unregister(self.registry(), v)
+            }
+            _ => {}
+        }
+    }
+
+    /// Deletes a CustomResourceDefinition: first every object of the kinds it defines (as
+    /// upstream's `customresourcecleanup` finalizer does), then the definition, which then
+    /// serves nothing.
+    async fn delete_definition(
+        &self,
+        def: &Kind,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Outcome> {
+        self.sync_cache().await?;
+        let crd = self
+            .cache
+            .get(def, None, name)
+            .ok_or_else(|| ApiError::not_found(def, name))?
+            .value();
+        let group = crd["spec"]["group"].as_str().unwrap_or_default();
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+        if !opts.dry_run
+            && let Some(custom) = self.registry().owner(group, plural)
+        {
+            let each = DeleteOptions {
+                propagation: Some("Background".into()),
+                ..Default::default()
+            };
+            let (items, _) = self.cache.list(&custom, None);
+            for e in items {
+                let ns = Some(e.namespace.as_str()).filter(|s| !s.is_empty());
+                if let Err(err) = self.delete_object(&custom, ns, &e.name, &each).await
+                    && err.code != 404
+                {
+                    tracing::warn!(name = %e.name, error = %err, "custom resource cleanup");
+                }
+            }
+        }
+        let outcome = self.delete_object(def, None, name, opts).await?;
+        if !opts.dry_run {
+            self.after_outcome(def, &outcome);
+        }
+        Ok(outcome)
     }
 
     /// An update that removes the last finalizer of an object being deleted deletes it (for a
@@ -795,6 +872,8 @@ impl ApiServer {
         let def = self.storage_of(&t.def);
         let outcome = if is_namespaces(&def) {
             self.delete_namespace(name, &opts).await?
+        } else if crate::registry::apiextensions::is_definition(&def) {
+            self.delete_definition(&def, name, &opts).await?
         } else {
             self.delete_object(&def, t.namespace.as_deref(), name, &opts)
                 .await?

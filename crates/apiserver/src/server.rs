@@ -64,7 +64,9 @@ impl ApiServer {
     /// Loads the cache from `store`, follows it in the background, and creates the system
     /// namespaces if they are missing.
     pub async fn start(store: Arc<dyn Store>, opts: ServerOptions) -> Result<Self, ApiError> {
-        let cache = Arc::new(Cache::new(opts.history, Arc::new(Registry::new())));
+        let registry = Arc::new(Registry::new());
+        crate::registry::apiextensions::register_stored(&registry, store.as_ref()).await?;
+        let cache = Arc::new(Cache::new(opts.history, registry));
         cache.prime(store.as_ref()).await?;
         tokio::spawn(cache.clone().run(store.clone()));
         let server = Self {

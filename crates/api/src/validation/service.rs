@@ -184,9 +184,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn msgs(errs: Vec<FieldError>) -> Vec<String> {
-        errs.iter().map(ToString::to_string).collect()
-    }
+    use crate::validation::messages as msgs;
 
     #[test]
     fn services() {

@@ -26,6 +26,7 @@
 //! go through [`Registry::register`] and are served at once.
 
 mod admissionregistration;
+pub mod apiextensions;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -33,6 +34,7 @@ mod certificates;
 pub mod conversion;
 mod coordination;
 mod core;
+mod custom;
 mod discovery;
 mod events;
 mod kind;
@@ -78,6 +80,7 @@ pub fn builtin() -> Vec<Kind> {
     kinds.extend(rbac::kinds());
     kinds.extend(storage::kinds());
     kinds.extend(admissionregistration::kinds());
+    kinds.extend(apiextensions::kinds());
     kinds.extend(scheduling::kinds());
     kinds.extend(coordination::kinds());
     kinds.extend(discovery::kinds());

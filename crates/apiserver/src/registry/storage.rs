@@ -28,10 +28,12 @@ pub(super) fn kinds() -> Vec<Kind> {
                 columns: storage_class_columns,
                 row: storage_class_row,
             }),
-        Kind::of::<CSIDriver>().printer(Printer::Columns {
-            columns: csi_driver_columns,
-            row: csi_driver_row,
-        }),
+        Kind::of::<CSIDriver>()
+            .strategy(Rules::new().defaults(csi_driver_defaults))
+            .printer(Printer::Columns {
+                columns: csi_driver_columns,
+                row: csi_driver_row,
+            }),
         Kind::of::<CSINode>().printer(Printer::Columns {
             columns: || {
                 vec![
@@ -83,6 +85,33 @@ pub(super) fn kinds() -> Vec<Kind> {
                 row: volume_attachment_row,
             }),
     ]
+}
+
+/// Upstream's `SetDefaults_CSIDriver`.
+fn csi_driver_defaults(obj: &mut Value) {
+    if !obj["spec"].is_object() {
+        obj["spec"] = json!({});
+    }
+    let spec = &mut obj["spec"];
+    for (key, value) in [
+        ("attachRequired", json!(true)),
+        ("podInfoOnMount", json!(false)),
+        ("storageCapacity", json!(false)),
+        ("fsGroupPolicy", json!("ReadWriteOnceWithFSType")),
+        ("requiresRepublish", json!(false)),
+        ("seLinuxMount", json!(false)),
+    ] {
+        if spec.get(key).is_none_or(Value::is_null) {
+            spec[key] = value;
+        }
+    }
+    if spec
+        .get("volumeLifecycleModes")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        spec["volumeLifecycleModes"] = json!(["Persistent"]);
+    }
 }
 
 fn csi_driver_columns() -> Vec<Column> {

@@ -35,6 +35,8 @@ pub enum Reset {
     Spec,
     /// `metadata.labels` (Deployments).
     Labels,
+    /// `metadata.annotations` (CustomResourceDefinitions).
+    Annotations,
     /// `metadata.deletionTimestamp` (pods).
     DeletionTimestamp,
     /// `metadata.ownerReferences` (pods: old kubelets corrupted them).
@@ -143,6 +145,8 @@ pub struct Rules {
     pub immutable: fn(&Value, &Value) -> Vec<FieldError>,
     /// When the generation moves.
     pub generation: Generation,
+    /// Warnings about an accepted object.
+    pub warnings: fn(&Value) -> Vec<String>,
 }
 
 fn no_defaults(_: &mut Value) {}
@@ -155,6 +159,10 @@ fn nothing_immutable(_: &Value, _: &Value) -> Vec<FieldError> {
     Vec::new()
 }
 
+fn no_warnings(_: &Value) -> Vec<String> {
+    Vec::new()
+}
+
 impl Rules {
     /// No defaults, no rules.
     pub const fn new() -> Self {
@@ -163,6 +171,7 @@ impl Rules {
             validate: no_errors,
             immutable: nothing_immutable,
             generation: Generation::Untracked,
+            warnings: no_warnings,
         }
     }
 
@@ -187,6 +196,12 @@ impl Rules {
     /// With a generation policy.
     pub const fn generation(mut self, g: Generation) -> Self {
         self.generation = g;
+        self
+    }
+
+    /// With warnings.
+    pub const fn warnings(mut self, f: fn(&Value) -> Vec<String>) -> Self {
+        self.warnings = f;
         self
     }
 }
@@ -214,5 +229,9 @@ impl Strategy for Rules {
 
     fn generation(&self) -> Generation {
         self.generation
+    }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        (self.warnings)(obj)
     }
 }

@@ -63,6 +63,11 @@ const STATUS_WRITES: &[(&str, &str, [bool; 5])] = &[
         "ValidatingAdmissionPolicy",
         [false, true, true, true, true],
     ),
+    (
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        [false, false, false, true, false],
+    ),
 ];
 
 /// A minimal object of `def` the strategy accepts, with a spec to change.
@@ -101,6 +106,12 @@ fn minimal(def: &Kind) -> Value {
         ("policy", _) => json!({"maxUnavailable": 1}),
         ("storage.k8s.io", "VolumeAttachment") => json!({"attacher": "x", "nodeName": "n",
             "source": {"persistentVolumeName": "pv"}}),
+        ("apiextensions.k8s.io", _) => {
+            obj["metadata"]["name"] = json!("xs.example.com");
+            json!({"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "X", "plural": "xs"},
+                "versions": [{"name": "v1", "served": true, "storage": true}]})
+        }
         _ => json!({}),
     };
     obj["spec"] = spec;

@@ -5,8 +5,10 @@
 //! (pkg/printers/internalversion) for every served kind. Like upstream's server, every row carries
 //! all cells, the `-o wide` ones (priority 1) included; kubectl hides those unless asked.
 
+mod custom;
 mod format;
 
+pub use custom::CustomColumn;
 pub(crate) use format::*;
 
 use jiff::Timestamp;
@@ -55,6 +57,8 @@ pub enum Printer {
         /// One object's row at a time (ages relative to it).
         row: fn(&Value, Timestamp) -> Row,
     },
+    /// A CustomResourceDefinition version's `additionalPrinterColumns` after Name.
+    Custom(Vec<CustomColumn>),
 }
 
 impl Printer {
@@ -70,7 +74,29 @@ impl Printer {
                 ),
             ],
             Printer::Columns { columns, .. } => columns(),
+            Printer::Custom(_) => vec![NAME],
         }
+    }
+
+    /// The `columnDefinitions` of a table.
+    fn definitions(&self) -> Vec<Value> {
+        let mut defs: Vec<Value> = self
+            .columns()
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name,
+                    "type": c.ty,
+                    "format": c.format,
+                    "description": c.description(),
+                    "priority": c.priority,
+                })
+            })
+            .collect();
+        if let Printer::Custom(columns) = self {
+            defs.extend(columns.iter().map(CustomColumn::definition));
+        }
+        defs
     }
 
     fn row(&self, obj: &Value, now: Timestamp) -> Row {
@@ -85,6 +111,11 @@ impl Printer {
                 None,
             ),
             Printer::Columns { row, .. } => row(obj, now),
+            Printer::Custom(columns) => {
+                let mut cells = vec![name_cell(obj)];
+                cells.extend(columns.iter().map(|c| c.cell(obj, now)));
+                plain(cells)
+            }
         }
     }
 }
@@ -113,19 +144,7 @@ pub fn table(
     include_object: IncludeObject,
     list_meta: Value,
 ) -> Value {
-    let columns = def.printer.columns();
-    let column_definitions: Vec<Value> = columns
-        .iter()
-        .map(|c| {
-            json!({
-                "name": c.name,
-                "type": c.ty,
-                "format": c.format,
-                "description": c.description(),
-                "priority": c.priority,
-            })
-        })
-        .collect();
+    let column_definitions = def.printer.definitions();
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {

@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use serde_json::{Value, json};
 
-use super::Workload;
+use super::workload;
 use crate::{
     registry::{Kind, Subresource},
     table::{
@@ -20,11 +20,11 @@ pub(super) fn kind() -> Kind {
         .short_names(&["ds"])
         .categories(&["all"])
         .subresources(&[Subresource::Status])
-        .strategy(Workload {
-            defaults: api::defaults::daemon_set,
-            validate: api::validation::apps::validate_daemon_set,
-            immutable: api::validation::apps::validate_selector_update,
-        })
+        .strategy(workload(
+            api::defaults::daemon_set,
+            api::validation::apps::validate_daemon_set,
+            api::validation::apps::validate_selector_update,
+        ))
         .printer(Printer::Columns { columns, row })
 }
 

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::{Value, json};
 
-use super::{Generation, Kind, Rules, Strategy};
+use super::{Generation, Kind, Rules};
 use crate::table::{
     AGE, Column, Desc, NAME, Printer, Row, age_cell, col, controller_name, i, name_cell, plain,
 };
@@ -36,31 +36,17 @@ pub(super) fn kinds() -> Vec<Kind> {
 }
 
 /// The rules every apps/v1 workload shares: its own defaults and validation, an immutable
-/// selector, and a generation that follows `spec`.
-struct Workload {
+/// selector (or more), and a generation that follows `spec`.
+fn workload(
     defaults: fn(&mut Value),
     validate: fn(&Value) -> Vec<FieldError>,
     immutable: fn(&Value, &Value) -> Vec<FieldError>,
-}
-
-impl Strategy for Workload {
-    fn defaults(&self, obj: &mut Value) {
-        (self.defaults)(obj)
-    }
-
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        (self.validate)(obj)
-    }
-
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = (self.validate)(new);
-        errs.extend((self.immutable)(new, old));
-        errs
-    }
-
-    fn generation(&self) -> Generation {
-        Generation::Spec
-    }
+) -> Rules {
+    Rules::new()
+        .defaults(defaults)
+        .validate(validate)
+        .immutable(immutable)
+        .generation(Generation::Spec)
 }
 
 /// `spec.replicas`, which defaulting sets to 1 when absent.

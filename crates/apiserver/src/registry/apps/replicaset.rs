@@ -4,7 +4,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::{Value, json};
 
-use super::{Workload, replicas};
+use super::{replicas, workload};
 use crate::{
     registry::{Kind, Subresource},
     table::{
@@ -19,11 +19,11 @@ pub(super) fn kind() -> Kind {
         .short_names(&["rs"])
         .categories(&["all"])
         .subresources(&[Subresource::Status, Subresource::Scale])
-        .strategy(Workload {
-            defaults: api::defaults::replica_set,
-            validate: api::validation::apps::validate_replica_set,
-            immutable: api::validation::apps::validate_selector_update,
-        })
+        .strategy(workload(
+            api::defaults::replica_set,
+            api::validation::apps::validate_replica_set,
+            api::validation::apps::validate_selector_update,
+        ))
         .selectable_fields(&["status.replicas"])
         .printer(Printer::Columns { columns, row })
 }

@@ -4,6 +4,7 @@
 use api::field::FieldError;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use crate::{
@@ -28,18 +29,44 @@ pub(super) fn config_map() -> Kind {
 
 /// The secrets kind.
 pub(super) fn secret() -> Kind {
-    Kind::of::<Secret>()
-        .strategy(
-            Rules::new()
-                .defaults(api::defaults::secret)
-                .validate(api::validation::config::validate_secret)
-                .immutable(validate_secret_update),
-        )
-        .selectable_fields(&["type"])
-        .printer(Printer::Columns {
-            columns: secret_columns,
-            row: secret_row,
-        })
+    let mut kind = Kind::of::<Secret>();
+    kind.typecheck = Some(secret_shape);
+    kind.strategy(
+        Rules::new()
+            .defaults(api::defaults::secret)
+            .validate(api::validation::config::validate_secret)
+            .immutable(validate_secret_update),
+    )
+    .selectable_fields(&["type"])
+    .printer(Printer::Columns {
+        columns: secret_columns,
+        row: secret_row,
+    })
+}
+
+/// A Secret decodes as upstream's does: `data` values are base64, and a bad one is reported as
+/// Go's decoder reports it.
+fn secret_shape(obj: &Value) -> Result<(), String> {
+    use base64::Engine as _;
+    for v in get(obj, &["data"])
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
+        let Some(text) = v.as_str() else { continue };
+        if let Err(e) = base64::engine::general_purpose::STANDARD.decode(text) {
+            let at = match e {
+                base64::DecodeError::InvalidByte(at, _)
+                | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                base64::DecodeError::InvalidLength(len) => len,
+                base64::DecodeError::InvalidPadding => text.len(),
+            };
+            return Err(format!("illegal base64 data at input byte {at}"));
+        }
+    }
+    Secret::deserialize(obj)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn validate_secret_update(new: &Value, old: &Value) -> Vec<FieldError> {

@@ -1,0 +1,237 @@
+//! apiextensions.k8s.io/v1 CustomResourceDefinitions: validated, Established at once, and their
+//! kinds added to the registry the moment they are written (and removed with them).
+
+use api::field::FieldError;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::{Value, json};
+
+use super::{Generation, Kind, Registry, Reset, Strategy, Subresource, custom};
+use crate::object;
+
+/// The apiextensions.k8s.io kinds.
+pub(super) fn kinds() -> Vec<Kind> {
+    vec![
+        Kind::of::<CustomResourceDefinition>()
+            .short_names(&["crd", "crds"])
+            .categories(&["api-extensions"])
+            .subresources(&[Subresource::Status])
+            .strategy(DefinitionStrategy),
+    ]
+}
+
+/// Whether `def` is the CustomResourceDefinition kind.
+pub fn is_definition(def: &Kind) -> bool {
+    def.is("apiextensions.k8s.io", "CustomResourceDefinition")
+}
+
+/// Serves what `crd` defines (replacing what an earlier version of it defined); a definition
+/// being deleted serves nothing.
+pub fn register(registry: &Registry, crd: &Value) {
+    let group = crd["spec"]["group"].as_str().unwrap_or_default();
+    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+    registry.remove(group, plural);
+    if object::is_deleting(crd) {
+        return;
+    }
+    for kind in custom::kinds_of(crd) {
+        registry.register(kind);
+    }
+}
+
+/// Serves the definitions already stored (at start, before the watch cache fills, so that the
+/// custom resources stored with them are recognized).
+pub async fn register_stored(
+    registry: &Registry,
+    store: &dyn store::Store,
+) -> Result<(), store::StoreError> {
+    let (items, _) = store
+        .list("/registry/apiextensions.k8s.io/customresourcedefinitions/")
+        .await?;
+    for kv in items {
+        if let Ok(crd) = serde_json::from_slice::<Value>(&kv.value) {
+            register(registry, &crd);
+        }
+    }
+    Ok(())
+}
+
+/// Stops serving what `crd` defined.
+pub fn unregister(registry: &Registry, crd: &Value) {
+    let group = crd["spec"]["group"].as_str().unwrap_or_default();
+    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+    registry.remove(group, plural);
+}
+
+/// Upstream's `pkg/registry/customresourcedefinition/strategy.go`, plus the naming and
+/// establishing controllers' verdicts, given at once.
+struct DefinitionStrategy;
+
+impl Strategy for DefinitionStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        obj["status"] = established(obj, &[]);
+    }
+
+    fn defaults(&self, obj: &mut Value) {
+        if !obj["spec"].is_object() {
+            return;
+        }
+        let spec = &mut obj["spec"];
+        if spec.get("conversion").is_none_or(Value::is_null) {
+            spec["conversion"] = json!({"strategy": "None"});
+        }
+        if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
+            let kind = names
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if !kind.is_empty() {
+                names
+                    .entry("singular")
+                    .or_insert_with(|| json!(kind.to_lowercase()));
+                names
+                    .entry("listKind")
+                    .or_insert_with(|| json!(format!("{kind}List")));
+            }
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_definition(obj)
+    }
+
+    fn generation(&self) -> Generation {
+        Generation::Spec
+    }
+
+    fn status_resets(&self) -> &'static [Reset] {
+        // "Status updates are for only for updating status, not objectmeta."
+        &[
+            Reset::Spec,
+            Reset::Labels,
+            Reset::Annotations,
+            Reset::OwnerReferences,
+        ]
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        let stored: Vec<Value> = old
+            .pointer("/status/storedVersions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        new["status"] = established(new, &stored);
+    }
+}
+
+/// The status of an accepted definition: its names accepted, Established, the storage version
+/// among the stored ones.
+fn established(crd: &Value, stored: &[Value]) -> Value {
+    let now = object::now_rfc3339();
+    let mut stored_versions = stored.to_vec();
+    for v in crd["spec"]["versions"].as_array().into_iter().flatten() {
+        if v["storage"].as_bool() == Some(true) && !stored_versions.contains(&v["name"]) {
+            stored_versions.push(v["name"].clone());
+        }
+    }
+    json!({
+        "acceptedNames": crd["spec"]["names"],
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ],
+        "storedVersions": stored_versions,
+    })
+}
+
+/// The rules clients trip over (upstream's `ValidateCustomResourceDefinition`): the name is
+/// `<plural>.<group>`, names are set, exactly one storage version, a known scope.
+fn validate_definition(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let spec = &obj["spec"];
+    let group = spec["group"].as_str().unwrap_or_default();
+    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
+    let name = object::name(obj);
+    if group.is_empty() {
+        errs.push(FieldError::required("spec.group", ""));
+    } else if !group.contains('.') {
+        errs.push(FieldError::invalid(
+            "spec.group",
+            json!(group),
+            "should be a domain with at least one dot",
+        ));
+    }
+    if plural.is_empty() {
+        errs.push(FieldError::required("spec.names.plural", ""));
+    }
+    if spec["names"]["kind"].as_str().is_none_or(str::is_empty) {
+        errs.push(FieldError::required("spec.names.kind", ""));
+    }
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            json!(name),
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    match spec["scope"].as_str().unwrap_or_default() {
+        "Namespaced" | "Cluster" => {}
+        other => errs.push(FieldError::not_supported(
+            "spec.scope",
+            json!(other),
+            &["Cluster", "Namespaced"],
+        )),
+    }
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        errs.push(FieldError::required(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
+    }
+    let storage = versions
+        .iter()
+        .filter(|v| v["storage"].as_bool() == Some(true))
+        .count();
+    if !versions.is_empty() && storage != 1 {
+        errs.push(FieldError::invalid(
+            "spec.versions",
+            Value::Array(versions.clone()),
+            "must have exactly one version marked as storage version",
+        ));
+    }
+    errs
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_are_established_and_register_their_kinds() {
+        let mut crd = json!({"metadata": {"name": "widgets.example.com"}, "spec": {"group": "example.com",
+            "scope": "Namespaced", "names": {"kind": "Widget", "plural": "widgets"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        DefinitionStrategy.prepare_for_create(&mut crd);
+        DefinitionStrategy.defaults(&mut crd);
+        assert!(DefinitionStrategy.validate(&crd).is_empty());
+        assert_eq!(crd["status"]["conditions"][1]["type"], "Established");
+        assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+        assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
+        let registry = Registry::new();
+        register(&registry, &crd);
+        assert!(registry.find("example.com", "v1", "widgets").is_some());
+        unregister(&registry, &crd);
+        assert!(registry.find("example.com", "v1", "widgets").is_none());
+        let mut wrong = crd.clone();
+        wrong["metadata"]["name"] = json!("widget");
+        assert_eq!(
+            DefinitionStrategy.validate(&wrong)[0].to_string(),
+            "metadata.name: Invalid value: \"widget\": must be spec.names.plural+\".\"+spec.group"
+        );
+    }
+}
