@@ -511,3 +511,74 @@ async fn a_paused_daemonset_rollout_replaces_nothing_but_serves_new_nodes() {
     assert!(now.iter().all(|p| image(p) == "agent:2"));
     rig.stop().await;
 }
+
+/// Needs the StatefulSet controller, which is on branch `statefulset`: run with `--ignored`
+/// once both are merged (then drop the `ignore`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the StatefulSet controller (branch statefulset)"]
+async fn a_paused_statefulset_rollout_replaces_nothing_but_creates_missing_ordinals() {
+    let rig = cluster().await;
+    let c = &rig.c;
+    rig.apply(&json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {
+            "serviceName": "db", "replicas": 3,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                         "spec": {"containers": [{"name": "db", "image": "db:1"}]}}
+        }
+    }))
+    .await;
+    c.rollwright(&["rollout", "status", "sts/db", "--timeout", "60s"])
+        .await;
+    let pods: Api<Pod> = Api::namespaced(rig.client.clone(), "default");
+    let uids = |list: &[Pod]| {
+        let mut u: Vec<String> = list.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        u.sort();
+        u
+    };
+    let before = pods
+        .list(&ListParams::default().labels("app=db"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(before.len(), 3);
+    let paused = c.rollwright(&["rollout", "pause", "sts/db"]).await;
+    assert!(
+        paused.starts_with("statefulset.apps/db paused ("),
+        "{paused}"
+    );
+    c.rollwright(&["set", "image", "sts/db", "db=db:2"]).await;
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        Api::namespaced(rig.client.clone(), "default");
+    wait_for(&sets, "db", "observed new generation", |s| {
+        s.status.as_ref().and_then(|s| s.observed_generation) == s.metadata.generation
+    })
+    .await;
+    // A missing ordinal is still created while paused.
+    c.rollwright(&["scale", "sts/db", "--replicas", "4"]).await;
+    wait_for(&sets, "db", "four ready pods", |s| {
+        s.status
+            .as_ref()
+            .is_some_and(|s| s.ready_replicas == Some(4))
+    })
+    .await;
+    let now = pods
+        .list(&ListParams::default().labels("app=db"))
+        .await
+        .unwrap()
+        .items;
+    let old: Vec<Pod> = now.into_iter().filter(|p| image(p) == "db:1").collect();
+    assert_eq!(uids(&old), uids(&before), "a pod was replaced while paused");
+    c.rollwright(&["rollout", "resume", "sts/db"]).await;
+    c.rollwright(&["rollout", "status", "sts/db", "--timeout", "60s"])
+        .await;
+    let now = pods
+        .list(&ListParams::default().labels("app=db"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(now.len(), 4);
+    assert!(now.iter().all(|p| image(p) == "db:2"));
+    rig.stop().await;
+}
