@@ -444,7 +444,9 @@ mod tests {
         let ds = daemonset().unwrap_or_default();
         let spec = ds.spec.unwrap_or_default();
         assert_eq!(
-            spec.template.spec.unwrap_or_default().containers[0].image.as_deref(),
+            spec.template.spec.unwrap_or_default().containers[0]
+                .image
+                .as_deref(),
             Some(IMAGE)
         );
         let d = deployment(2_000).unwrap_or_default();
