@@ -60,8 +60,8 @@ impl ApiServer {
     /// namespaces if they are missing.
     pub async fn start(store: Arc<dyn Store>, opts: ServerOptions) -> Result<Self, ApiError> {
         let cache = Arc::new(Cache::new(opts.history));
-        cache.prime(store.as_ref()).await?;
-        tokio::spawn(cache.clone().run(store.clone()));
+        let rev = cache.prime(store.as_ref()).await?;
+        tokio::spawn(cache.clone().run(store.clone(), rev));
         let server = Self {
             store,
             cache,

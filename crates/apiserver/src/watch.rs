@@ -131,7 +131,14 @@ impl ApiServer {
                             st.pending.push_back(line("ERROR", &status));
                             st.done = true;
                         }
-                        Err(RecvError::Closed) => { st.done = true; }
+                        // The cache relisted from the store (or is going away): its history
+                        // restarted, so this watcher cannot be told what changed; like upstream's
+                        // cacher, end it so that its client relists.
+                        Err(RecvError::Closed) => {
+                            let status = ApiError::expired("the watch cache was reinitialized from storage; please relist").status();
+                            st.pending.push_back(line("ERROR", &status));
+                            st.done = true;
+                        }
                     },
                     _ = tick, if st.bookmarks => {
                         // Every event up to the revision read before checking the channel is

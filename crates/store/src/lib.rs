@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod faulty;
 pub mod memory;
 pub mod sqlite;
 mod window;
@@ -136,4 +137,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// The revision of the last acknowledged write.
     fn revision(&self) -> Revision;
+
+    /// Whether the store can take writes now (the API server's `etcd` health check): `Ok`, or why
+    /// not. A backend that failed may probe itself here, so that the check turns healthy again by
+    /// itself once the cause (a full disk, say) is gone.
+    async fn check(&self) -> Result<()> {
+        Ok(())
+    }
 }
