@@ -107,7 +107,8 @@ impl ControlPlane {
         } else {
             opts.bind.to_string()
         };
-        std::fs::write(&kubeconfig, credentials.kubeconfig(&host, addr.port()))
+        // It holds the admin token: readable by its owner only, from the moment it exists.
+        apiserver::tls::write_private(&kubeconfig, &credentials.kubeconfig(&host, addr.port()))
             .with_context(|| format!("writing {}", kubeconfig.display()))?;
         let (tx, rx) = oneshot::channel::<()>();
         let tls = credentials.server_config()?;
