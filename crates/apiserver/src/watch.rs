@@ -33,7 +33,14 @@ struct WatchState {
     live: tokio::sync::broadcast::Receiver<Arc<CacheEvent>>,
     server: ApiServer,
     bookmarks: bool,
+    /// The revision of the last event taken from the cache, sent or filtered out: everything of
+    /// this resource up to it has been seen.
     last_rev: u64,
+    /// The last revision the client was told of (an event or a bookmark).
+    sent_rev: u64,
+    /// When the next BOOKMARK is due; kept across loop passes so a stream of filtered-out events
+    /// does not keep pushing it back.
+    next_bookmark: tokio::time::Instant,
     deadline: tokio::time::Instant,
     done: bool,
     _open: crate::metrics::OpenWatch,
@@ -101,6 +108,8 @@ impl ApiServer {
             server: self.clone(),
             bookmarks,
             last_rev,
+            sent_rev: last_rev,
+            next_bookmark: tokio::time::Instant::now() + BOOKMARK_EVERY,
             deadline: tokio::time::Instant::now() + timeout,
             done: false,
             _open: self.metrics.open_watch(t.def.plural),
@@ -113,7 +122,6 @@ impl ApiServer {
                 if st.done {
                     return None;
                 }
-                let tick = tokio::time::sleep(BOOKMARK_EVERY);
                 tokio::select! {
                     _ = tokio::time::sleep_until(st.deadline) => { st.done = true; }
                     ev = st.live.recv() => match ev {
@@ -123,6 +131,7 @@ impl ApiServer {
                             }
                             st.last_rev = ev.entry.rev;
                             if let Some(b) = encode_event(st.def, &st.filter, &ev, st.out) {
+                                st.sent_rev = ev.entry.rev;
                                 st.pending.push_back(b);
                             }
                         }
@@ -140,12 +149,16 @@ impl ApiServer {
                             st.done = true;
                         }
                     },
-                    _ = tick, if st.bookmarks => {
-                        // Every event up to the revision read before checking the channel is
-                        // already received (the cache sends before it publishes a revision).
+                    _ = tokio::time::sleep_until(st.next_bookmark), if st.bookmarks => {
+                        st.next_bookmark = tokio::time::Instant::now() + BOOKMARK_EVERY;
+                        // With nothing queued, every event up to the revision read before checking
+                        // the channel is already received (the cache sends before it publishes a
+                        // revision); otherwise the last event taken is as far as it is known.
                         let rev = st.server.cache.revision();
-                        if st.live.is_empty() && rev > st.last_rev {
+                        let rev = if st.live.is_empty() { rev.max(st.last_rev) } else { st.last_rev };
+                        if rev > st.sent_rev {
                             st.last_rev = rev;
+                            st.sent_rev = rev;
                             st.pending.push_back(bookmark(st.def, rev, false));
                         }
                     }
