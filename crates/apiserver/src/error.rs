@@ -162,6 +162,16 @@ impl ApiError {
         )
     }
 
+    /// 429 from the max-in-flight filter: the server is busy, retry after `seconds`.
+    pub fn too_many_requests(seconds: u32) -> Self {
+        Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        )
+        .with_details(json!({"retryAfterSeconds": seconds}))
+    }
+
     /// 500; the server's fault, not the client's.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(

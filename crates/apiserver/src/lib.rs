@@ -9,6 +9,7 @@ pub mod admission;
 pub mod cache;
 pub mod discovery;
 pub mod error;
+pub mod inflight;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
@@ -23,4 +24,4 @@ pub mod tls;
 mod typecheck;
 mod watch;
 
-pub use server::{ApiServer, ServerOptions, serve_tls};
+pub use server::{ApiServer, ConnectionLimits, ServerOptions, serve_tls, serve_tls_with};

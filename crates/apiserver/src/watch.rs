@@ -43,7 +43,7 @@ struct WatchState {
     next_bookmark: tokio::time::Instant,
     deadline: tokio::time::Instant,
     done: bool,
-    _open: crate::metrics::OpenWatch,
+    _open: crate::metrics::GaugeGuard,
 }
 
 impl ApiServer {

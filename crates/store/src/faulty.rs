@@ -24,6 +24,8 @@ pub struct FaultyStore {
     writes_held: watch::Sender<bool>,
     /// While `true`, lists wait before reaching `inner`.
     lists_held: watch::Sender<bool>,
+    /// How many writes wait at the held gate now.
+    writes_waiting: watch::Sender<usize>,
 }
 
 #[derive(Default)]
@@ -43,6 +45,7 @@ impl FaultyStore {
             watch_breaks: watch::channel(0).0,
             writes_held: watch::channel(false).0,
             lists_held: watch::channel(false).0,
+            writes_waiting: watch::channel(0).0,
         }
     }
 
@@ -87,8 +90,16 @@ impl FaultyStore {
         self.faults().reads.clone().map_or(Ok(()), Err)
     }
 
+    /// Waits until `n` writes wait at the gate [`FaultyStore::hold_writes`] closed.
+    pub async fn until_writes_waiting(&self, n: usize) {
+        let mut rx = self.writes_waiting.subscribe();
+        let _ = rx.wait_for(|waiting| *waiting >= n).await;
+    }
+
     async fn before_write(&self) -> Result<()> {
+        self.writes_waiting.send_modify(|n| *n += 1);
         wait_released(&self.writes_held).await;
+        self.writes_waiting.send_modify(|n| *n -= 1);
         self.write_fault()
     }
 }

@@ -93,6 +93,35 @@ pub async fn call_raw(
     (status, bytes)
 }
 
+/// One request against `router`; the status with the `Retry-After` header, and the body as JSON.
+pub async fn call_full(
+    router: &Router,
+    method: Method,
+    uri: &str,
+    body: Option<Value>,
+) -> ((StatusCode, Option<String>), Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(body.map_or(Body::empty(), |b| Body::from(b.to_string())))
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        (status, retry_after),
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
 /// Opens a streaming GET on `router` and returns its lines.
 pub async fn stream(router: &Router, uri: &str) -> Lines {
     let req = Request::builder().uri(uri).body(Body::empty()).unwrap();
