@@ -29,6 +29,9 @@ struct WatchState {
     def: &'static ResourceDef,
     filter: Filter,
     out: Output,
+    /// Replayed history or the current objects, still to be sent.
+    initial: std::vec::IntoIter<Arc<CacheEvent>>,
+    /// Encoded lines to send after them.
     pending: std::collections::VecDeque<Bytes>,
     live: tokio::sync::broadcast::Receiver<Arc<CacheEvent>>,
     server: ApiServer,
@@ -82,13 +85,11 @@ impl ApiServer {
             }
         };
         let mut pending = std::collections::VecDeque::new();
-        let mut last_rev = from.unwrap_or(sub.rev);
-        for ev in &sub.initial {
-            if let Some(b) = encode_event(t.def, &filter, ev, out) {
-                pending.push_back(b);
-            }
-            last_rev = last_rev.max(ev.entry.rev);
-        }
+        let mut last_rev = sub
+            .initial
+            .iter()
+            .map(|ev| ev.entry.rev)
+            .fold(from.unwrap_or(sub.rev), u64::max);
         let bookmarks = request::flag(&params.allow_watch_bookmarks);
         if initial_events {
             last_rev = sub.rev;
@@ -103,6 +104,7 @@ impl ApiServer {
             def: t.def,
             filter,
             out,
+            initial: sub.initial.into_iter(),
             pending,
             live: sub.live,
             server: self.clone(),
@@ -116,8 +118,16 @@ impl ApiServer {
         };
         let body = stream::unfold(state, |mut st| async move {
             loop {
+                // The initial events are encoded one at a time as the client takes them, so a
+                // watcher holds one copy of its collection's pointers, not of its bytes.
+                if let Some(ev) = st.initial.next() {
+                    match encode_event(st.def, &st.filter, &ev, st.out) {
+                        Some(b) => return Some((Ok::<Bytes, std::io::Error>(b), st)),
+                        None => continue,
+                    }
+                }
                 if let Some(b) = st.pending.pop_front() {
-                    return Some((Ok::<Bytes, std::io::Error>(b), st));
+                    return Some((Ok(b), st));
                 }
                 if st.done {
                     return None;

@@ -20,14 +20,13 @@ use std::{
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicU64, Ordering},
-        mpsc,
     },
     thread,
 };
 
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     Event, EventKind, EventStream, KeyValue, Result, Revision, Store, StoreError,
@@ -71,6 +70,10 @@ pub struct SqliteOptions {
     /// The most writes one transaction takes (default 4,096): bounds the latency a huge queue adds
     /// to the first write in it, while still sharing one fsync among many writes.
     pub max_batch: usize,
+    /// The most writes waiting for the writer thread (default 8,192): past it, callers wait to
+    /// queue, so a burst the disk cannot keep up with holds memory bounded (the API server's
+    /// in-flight limit then turns clients away).
+    pub queue: usize,
 }
 
 impl Default for SqliteOptions {
@@ -78,6 +81,7 @@ impl Default for SqliteOptions {
         Self {
             window: DEFAULT_CAPACITY,
             max_batch: 4096,
+            queue: 8192,
         }
     }
 }
@@ -129,7 +133,7 @@ impl SqliteStore {
             revision: AtomicU64::new(revision),
             commits: AtomicU64::new(0),
         });
-        let (requests, queue) = mpsc::channel();
+        let (requests, queue) = mpsc::channel(opts.queue.max(1));
         let writer = Writer {
             conn,
             revision,
@@ -161,6 +165,7 @@ impl SqliteStore {
             .as_ref()
             .ok_or(StoreError::Closed)?
             .send(Request { write, reply })
+            .await
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
@@ -282,9 +287,9 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, queue: mpsc::Receiver<Request>) {
+    fn run(mut self, mut queue: mpsc::Receiver<Request>) {
         let mut batch = Vec::new();
-        while let Ok(first) = queue.recv() {
+        while let Some(first) = queue.blocking_recv() {
             batch.push(first);
             // Everything that queued while the last commit was syncing joins this one.
             while batch.len() < self.max_batch {
