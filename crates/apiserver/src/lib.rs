@@ -9,6 +9,7 @@ pub mod admission;
 pub mod cache;
 pub mod discovery;
 pub mod error;
+mod expiry;
 pub mod inflight;
 pub mod metrics;
 pub mod object;
@@ -24,4 +25,6 @@ pub mod tls;
 mod typecheck;
 mod watch;
 
-pub use server::{ApiServer, ConnectionLimits, ServerOptions, serve_tls, serve_tls_with};
+pub use server::{
+    ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, serve_tls, serve_tls_with,
+};

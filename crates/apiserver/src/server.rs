@@ -44,6 +44,9 @@ pub struct ServerOptions {
     /// Requests served at once over [`ApiServer::router`] (clients in this process are not
     /// limited: they are the cluster's own controllers).
     pub in_flight: InFlightLimits,
+    /// How long an Event lives after its last write (upstream's `--event-ttl`, 1 h); `None`
+    /// keeps Events forever.
+    pub event_ttl: Option<Duration>,
 }
 
 impl Default for ServerOptions {
@@ -53,9 +56,13 @@ impl Default for ServerOptions {
             history: 100_000,
             history_bytes: crate::cache::DEFAULT_HISTORY_BYTES,
             in_flight: InFlightLimits::default(),
+            event_ttl: Some(DEFAULT_EVENT_TTL),
         }
     }
 }
+
+/// Upstream's default `--event-ttl`.
+pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
 
 /// How the server treats connections, so that clients that connect and then dawdle (a
 /// slowloris) cannot hold it: Go's `http.Server` bounds the same things for upstream.
@@ -104,6 +111,9 @@ impl ApiServer {
         let cache = Arc::new(Cache::with_limits(opts.history, opts.history_bytes));
         let rev = cache.prime(store.as_ref()).await?;
         tokio::spawn(cache.clone().run(store.clone(), rev));
+        if let Some(ttl) = opts.event_ttl {
+            tokio::spawn(crate::expiry::sweep_events(store.clone(), ttl));
+        }
         let server = Self {
             store,
             cache,

@@ -31,6 +31,8 @@ pub struct Options {
     pub port: u16,
     /// Store backend.
     pub store: StoreKind,
+    /// How long an Event is kept after its last write (`--event-ttl`).
+    pub event_ttl: std::time::Duration,
     /// The parts to run beside the API server, on in-process clients.
     pub components: crate::components::Components,
 }
@@ -42,6 +44,7 @@ impl Default for Options {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 6443,
             store: StoreKind::Sqlite,
+            event_ttl: apiserver::DEFAULT_EVENT_TTL,
             components: Default::default(),
         }
     }
@@ -87,6 +90,7 @@ impl ControlPlane {
             store,
             ServerOptions {
                 token: Some(credentials.token.clone()),
+                event_ttl: Some(opts.event_ttl),
                 ..Default::default()
             },
         )

@@ -33,6 +33,18 @@ struct ServeArgs {
     /// Store backend.
     #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
     store: StoreKind,
+    /// How long an Event is kept after its last write (e.g. 1h, 30m, 90s), as upstream's
+    /// --event-ttl.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    event_ttl: std::time::Duration,
+}
+
+/// A duration as Go and kubectl write them (`1h`, `30m`, `1h30m`, `90s`).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<jiff::SignedDuration>()
+        .ok()
+        .and_then(|d| std::time::Duration::try_from(d).ok())
+        .ok_or_else(|| format!("{s:?} is not a duration; write it as 1h, 30m or 90s"))
 }
 
 #[derive(clap::Args, Clone)]
@@ -221,6 +233,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         bind: args.bind,
         port: args.port,
         store: args.store,
+        event_ttl: args.event_ttl,
         components,
     })
     .await?;
@@ -320,5 +333,29 @@ async fn shutdown_signal() -> std::io::Result<()> {
     tokio::select! {
         r = tokio::signal::ctrl_c() => r,
         _ = term.recv() => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_go_writes_them() {
+        let cases = [
+            ("1h", Some(3600)),
+            ("30m", Some(1800)),
+            ("1h30m", Some(5400)),
+            ("90s", Some(90)),
+            ("-1h", None),
+            ("soon", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(
+                parse_duration(text).ok().map(|d| d.as_secs()),
+                want,
+                "{text}"
+            );
+        }
     }
 }

@@ -282,6 +282,7 @@ impl InProcess {
             apiserver::ServerOptions {
                 token: Some(credentials.token.clone()),
                 history,
+                ..Default::default()
             },
         )
         .await

@@ -175,6 +175,16 @@ impl Store for FaultyStore {
         self.inner.list(prefix).await
     }
 
+    async fn written_before(
+        &self,
+        prefix: &str,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> Result<Vec<(String, Revision)>> {
+        self.read_fault()?;
+        self.inner.written_before(prefix, before, limit).await
+    }
+
     fn watch(&self, prefix: &str, from: Revision) -> Result<EventStream> {
         let mut breaks = self.watch_breaks.subscribe();
         breaks.borrow_and_update();

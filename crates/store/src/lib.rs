@@ -97,6 +97,12 @@ pub enum StoreError {
     Closed,
 }
 
+/// Milliseconds since the Unix epoch, as the stores record when each key was written.
+pub(crate) fn unix_millis(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// Result of a store operation.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -137,6 +143,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// The revision of the last acknowledged write.
     fn revision(&self) -> Revision;
+
+    /// Keys under `prefix` last written before `before` (wall-clock time), with their revisions,
+    /// at most `limit` of them: what a time-to-live sweep deletes. The caller deletes with
+    /// compare-and-swap on the revision, so a key written meanwhile is kept (as an etcd lease is
+    /// renewed by each write upstream makes to an Event).
+    async fn written_before(
+        &self,
+        prefix: &str,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> Result<Vec<(String, Revision)>>;
 
     /// Whether the store can take writes now (the API server's `etcd` health check): `Ok`, or why
     /// not. A backend that failed may probe itself here, so that the check turns healthy again by

@@ -53,8 +53,16 @@ const SELECT_KEY: &str = "SELECT value, create_rev, mod_rev FROM kv WHERE key = 
 const SELECT_FROM: &str =
     "SELECT key, value, create_rev, mod_rev FROM kv WHERE key >= ?1 ORDER BY key";
 const SELECT_REVISION: &str = "SELECT revision FROM meta WHERE id = 0";
-const UPSERT: &str = "INSERT INTO kv (key, value, create_rev, mod_rev) VALUES (?1, ?2, ?3, ?4)
-    ON CONFLICT (key) DO UPDATE SET value = excluded.value, mod_rev = excluded.mod_rev";
+const UPSERT: &str = "INSERT INTO kv (key, value, create_rev, mod_rev, mod_time)
+    VALUES (?1, ?2, ?3, ?4, ?5)
+    ON CONFLICT (key) DO UPDATE SET
+        value = excluded.value, mod_rev = excluded.mod_rev, mod_time = excluded.mod_time";
+/// When each key was last written (Unix milliseconds), for time-to-live sweeps; files made before
+/// it existed get it with 0 ("long ago") for every key.
+const HAS_MOD_TIME: &str = "SELECT COUNT(*) FROM pragma_table_info('kv') WHERE name = 'mod_time'";
+const ADD_MOD_TIME: &str = "ALTER TABLE kv ADD COLUMN mod_time INTEGER NOT NULL DEFAULT 0";
+const SELECT_WRITTEN_BEFORE: &str = "SELECT key, mod_rev FROM kv
+    WHERE key >= ?1 AND mod_time < ?2 ORDER BY key";
 const DELETE: &str = "DELETE FROM kv WHERE key = ?1";
 const UPDATE_REVISION: &str = "UPDATE meta SET revision = ?1 WHERE id = 0";
 
@@ -262,6 +270,30 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn written_before(
+        &self,
+        prefix: &str,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> Result<Vec<(String, Revision)>> {
+        let prefix = prefix.to_owned();
+        let before = crate::unix_millis(before);
+        self.read(move |conn| {
+            let mut select = conn.prepare_cached(SELECT_WRITTEN_BEFORE)?;
+            let mut rows = select.query(params![prefix, before])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let key: String = row.get(0)?;
+                if !key.starts_with(&prefix) || out.len() >= limit {
+                    break;
+                }
+                out.push((key, row.get(1)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     fn watch(&self, prefix: &str, from: Revision) -> Result<EventStream> {
         self.shared.window.watch(prefix, from)
     }
@@ -370,6 +402,7 @@ impl Writer {
         {
             let mut select = tx.prepare_cached(SELECT_KEY)?;
             let mut upsert = tx.prepare_cached(UPSERT)?;
+            let now = crate::unix_millis(std::time::SystemTime::now());
             let mut delete = tx.prepare_cached(DELETE)?;
             for write in writes {
                 let key = write.key();
@@ -385,6 +418,7 @@ impl Writer {
                                 &kv.value[..],
                                 kv.create_revision,
                                 kv.mod_revision,
+                                now,
                             ])?,
                             EventKind::Delete => delete.execute([&kv.key])?,
                         };
@@ -461,6 +495,12 @@ fn open_writer(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(fail)?;
     conn.execute_batch(SCHEMA).map_err(fail)?;
+    let has_mod_time: i64 = conn
+        .query_row(HAS_MOD_TIME, [], |row| row.get(0))
+        .map_err(fail)?;
+    if has_mod_time == 0 {
+        conn.execute(ADD_MOD_TIME, []).map_err(fail)?;
+    }
     Ok(conn)
 }
 

@@ -537,6 +537,32 @@ async fn watch_ends_when_the_store_closes(backend: Backend) {
     assert_eq!(stream.next().await, None);
 }
 
+async fn written_before_finds_keys_by_last_write(backend: Backend) {
+    let f = backend.open();
+    let s = f.store.as_ref();
+    for key in ["/e/a", "/e/b", "/p/a"] {
+        s.create(key, v("1")).await.unwrap();
+    }
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    let long_ago = std::time::UNIX_EPOCH;
+    // (written before, limit, the keys and revisions found)
+    type Case<'a> = (std::time::SystemTime, usize, &'a [(&'a str, Revision)]);
+    let cases: &[Case] = &[
+        (later, 10, &[("/e/a", 1), ("/e/b", 2)]),
+        (later, 1, &[("/e/a", 1)]),
+        (long_ago, 10, &[]),
+    ];
+    for (before, limit, want) in cases {
+        let got = s.written_before("/e/", *before, *limit).await.unwrap();
+        let got: Vec<(&str, Revision)> = got.iter().map(|(k, r)| (k.as_str(), *r)).collect();
+        assert_eq!(&got, want, "limit {limit}");
+    }
+    s.update("/e/b", v("2"), None).await.unwrap();
+    s.delete("/e/a", None).await.unwrap();
+    let got = s.written_before("/e/", later, 10).await.unwrap();
+    assert_eq!(got, vec![("/e/b".to_string(), 4)]);
+}
+
 macro_rules! contract {
     ($($check:ident),* $(,)?) => {
         mod memory {
@@ -570,7 +596,38 @@ contract!(
     cas_increments_are_linearizable,
     concurrent_creates_of_one_key,
     watch_ends_when_the_store_closes,
+    written_before_finds_keys_by_last_write,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_opens_a_file_from_before_write_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL,
+                create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL);
+             CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL);
+             INSERT INTO meta VALUES (0, 1);
+             INSERT INTO kv VALUES ('/e/old', x'31', 1, 1);",
+        )
+        .unwrap();
+    }
+    let s = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+    // Keys from before write times were recorded count as written long ago.
+    let epoch_and_a_bit = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1);
+    let got = s.written_before("/e/", epoch_and_a_bit, 10).await.unwrap();
+    assert_eq!(got, vec![("/e/old".to_string(), 1)]);
+    s.create("/e/new", v("1")).await.unwrap();
+    assert_eq!(
+        s.written_before("/e/", epoch_and_a_bit, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_reopen_keeps_data_and_revision() {
