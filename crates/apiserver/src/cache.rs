@@ -169,7 +169,7 @@ const BROADCAST_CAPACITY: usize = 1 << 14;
 pub const DEFAULT_HISTORY_BYTES: usize = 64 << 20;
 /// The first wait before relisting after a failed list, doubled on each failure up to the most.
 const RELIST_FIRST_DELAY: Duration = Duration::from_millis(200);
-const RELIST_MAX_DELAY: Duration = Duration::from_secs(30);
+const RELIST_MAX_DELAY: Duration = Duration::from_secs(10);
 
 /// How a watcher starts.
 pub struct Subscription {

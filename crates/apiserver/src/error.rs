@@ -181,6 +181,11 @@ impl ApiError {
         )
     }
 
+    /// 503: the server cannot serve this now (its store is gone).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     /// 504 for a wait that ran out (e.g. the cache not catching up).
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)
@@ -210,6 +215,9 @@ impl From<store::StoreError> for ApiError {
             store::StoreError::Compacted { requested, oldest } => {
                 ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
             }
+            store::StoreError::Closed => ApiError::unavailable(
+                "the store is not taking requests (the server is shutting down, or its store stopped)",
+            ),
             other => ApiError::internal(other.to_string()),
         }
     }

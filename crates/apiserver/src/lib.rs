@@ -10,6 +10,7 @@ pub mod cache;
 pub mod discovery;
 pub mod error;
 mod expiry;
+mod health;
 pub mod inflight;
 pub mod metrics;
 pub mod object;

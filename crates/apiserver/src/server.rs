@@ -5,6 +5,7 @@ use crate::{
     cache::Cache,
     discovery,
     error::{ApiError, ApiResult},
+    health,
     inflight::{self, InFlight, InFlightLimits},
     metrics::Metrics,
     openapi,
@@ -185,16 +186,15 @@ impl ApiServer {
                 "/version",
                 get(|| async { axum::Json(discovery::version()) }),
             )
-            .route("/healthz", get(health))
-            .route("/livez", get(health))
-            .route("/readyz", get(health))
+            .route("/healthz", get(health::healthz))
+            .route("/healthz/{check}", get(health::healthz_check))
+            .route("/livez", get(health::livez))
+            .route("/livez/{check}", get(health::livez_check))
+            .route("/readyz", get(health::readyz))
+            .route("/readyz/{check}", get(health::readyz_check))
             .merge(api)
             .with_state(self.clone())
     }
-}
-
-async fn health() -> &'static str {
-    "ok"
 }
 
 async fn authenticate(State(s): State<ApiServer>, req: Request, next: Next) -> Response {

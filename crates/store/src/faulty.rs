@@ -26,6 +26,8 @@ pub struct FaultyStore {
     lists_held: watch::Sender<bool>,
     /// How many writes wait at the held gate now.
     writes_waiting: watch::Sender<usize>,
+    /// Lists asked for so far.
+    lists: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -46,6 +48,7 @@ impl FaultyStore {
             writes_held: watch::channel(false).0,
             lists_held: watch::channel(false).0,
             writes_waiting: watch::channel(0).0,
+            lists: Default::default(),
         }
     }
 
@@ -88,6 +91,11 @@ impl FaultyStore {
 
     fn read_fault(&self) -> Result<()> {
         self.faults().reads.clone().map_or(Ok(()), Err)
+    }
+
+    /// How many lists were asked for so far (failed ones included).
+    pub fn lists(&self) -> usize {
+        self.lists.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Waits until `n` writes wait at the gate [`FaultyStore::hold_writes`] closed.
@@ -170,6 +178,8 @@ impl Store for FaultyStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
+        self.lists
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         wait_released(&self.lists_held).await;
         self.read_fault()?;
         self.inner.list(prefix).await

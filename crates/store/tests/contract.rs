@@ -715,3 +715,36 @@ async fn sqlite_refuses_a_second_writer_on_one_file() {
     assert_eq!(second.get("/b").await.unwrap(), None);
     assert_eq!(first.create("/c", v("1")).await.unwrap().mod_revision, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_past_its_quota_fails_writes_keeps_reads_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SqliteOptions {
+        max_size: Some(256 << 10),
+        ..SqliteOptions::default()
+    };
+    let s = SqliteStore::open(&dir.path().join("store.db"), opts).unwrap();
+    let value = Bytes::from(vec![b'x'; 2000]);
+    let mut written = Vec::new();
+    let error = loop {
+        let key = format!("/k/{:04}", written.len());
+        match s.create(&key, value.clone()).await {
+            Ok(_) => written.push(key),
+            Err(e) => break e,
+        }
+        assert!(written.len() < 1000, "the quota never filled");
+    };
+    assert!(
+        matches!(&error, StoreError::Backend(m) if m.contains("full")),
+        "{error}"
+    );
+    assert!(s.check().await.is_err(), "unhealthy while full");
+    let (kvs, _) = s.list("/k/").await.unwrap();
+    assert_eq!(kvs.len(), written.len(), "reads keep working");
+
+    for key in &written[..written.len() / 2] {
+        s.delete(key, None).await.unwrap();
+    }
+    s.check().await.unwrap();
+    s.create("/k/after", value).await.unwrap();
+}
