@@ -212,8 +212,14 @@ async fn authenticate(State(s): State<ApiServer>, req: Request, next: Next) -> R
     next.run(req).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Compares a presented token with the expected one in time that depends only on the expected
+/// token's length, so that timing tells an attacker nothing about how much of a guess was right.
+fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
+    let mut diff = given.len() ^ expected.len();
+    for (i, e) in expected.iter().enumerate() {
+        diff |= usize::from(given.get(i).copied().unwrap_or(0) ^ e);
+    }
+    diff == 0
 }
 
 fn wants_aggregated(headers: &HeaderMap) -> bool {
@@ -540,3 +546,27 @@ async fn serve_connection(
 
 #[allow(unused_imports)]
 use tower::ServiceExt as _;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_only_when_equal() {
+        let cases: &[(&str, bool)] = &[
+            ("s3cret-token", true),
+            ("s3cret-tokeN", false),
+            ("s3cret-toke", false),
+            ("s3cret-token-", false),
+            ("", false),
+            ("x3cret-token", false),
+        ];
+        for (given, want) in cases {
+            assert_eq!(
+                constant_time_eq(given.as_bytes(), b"s3cret-token"),
+                *want,
+                "{given}"
+            );
+        }
+    }
+}
