@@ -35,16 +35,8 @@ struct ServeArgs {
     store: StoreKind,
     /// How long an Event is kept after its last write (e.g. 1h, 30m, 90s), as upstream's
     /// --event-ttl.
-    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = rollwright::duration::parse)]
     event_ttl: std::time::Duration,
-}
-
-/// A duration as Go and kubectl write them (`1h`, `30m`, `1h30m`, `90s`).
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    s.parse::<jiff::SignedDuration>()
-        .ok()
-        .and_then(|d| std::time::Duration::try_from(d).ok())
-        .ok_or_else(|| format!("{s:?} is not a duration; write it as 1h, 30m or 90s"))
 }
 
 #[derive(clap::Args, Clone)]
@@ -67,6 +59,10 @@ enum Command {
         /// Fault profile for simulated pods (YAML; see crates/nodesim/PROFILE.md).
         #[arg(long)]
         profile: Option<PathBuf>,
+        /// Run the controllers in this process (`--controllers=false` leaves them to a separate
+        /// `rollwright controllers`, which can then be stopped and started on its own).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        controllers: bool,
     },
     /// Run the API server alone.
     Apiserver(ServeArgs),
@@ -92,6 +88,10 @@ enum Command {
         #[command(subcommand)]
         scenario: rollwright::bench::Scenario,
     },
+    /// Roll Deployments and DaemonSets while SIGKILLing the control plane or the controllers at
+    /// random moments; print rollouts completed, restarts, acknowledged writes lost, invariant
+    /// violations, duplicate daemon pods and time to recover (see RELIABILITY.md).
+    Chaos(rollwright::chaos::Args),
 }
 
 #[derive(Subcommand)]
@@ -176,7 +176,14 @@ async fn run() -> anyhow::Result<()> {
             serve: args,
             nodes,
             profile,
-        } => serve(args, Components::all(nodes, profile)).await,
+            controllers,
+        } => {
+            let mut parts = Components::all(nodes, profile);
+            if !controllers {
+                parts.controllers = None;
+            }
+            serve(args, parts).await
+        }
         Command::Apiserver(args) => serve(args, Components::default()).await,
         Command::Controllers(c) => {
             run_parts(
@@ -224,6 +231,7 @@ async fn run() -> anyhow::Result<()> {
             ..
         } => node_op(&cluster, op).await,
         Command::Bench { scenario } => rollwright::bench::run(scenario).await,
+        Command::Chaos(args) => rollwright::chaos::run(args).await,
     }
 }
 
@@ -333,29 +341,5 @@ async fn shutdown_signal() -> std::io::Result<()> {
     tokio::select! {
         r = tokio::signal::ctrl_c() => r,
         _ = term.recv() => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_as_go_writes_them() {
-        let cases = [
-            ("1h", Some(3600)),
-            ("30m", Some(1800)),
-            ("1h30m", Some(5400)),
-            ("90s", Some(90)),
-            ("-1h", None),
-            ("soon", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(
-                parse_duration(text).ok().map(|d| d.as_secs()),
-                want,
-                "{text}"
-            );
-        }
     }
 }
