@@ -135,10 +135,20 @@ fn deployment(d: &Deployment, snap: &Snapshot, armed: &mut BTreeSet<String>) -> 
         .filter(|rs| controller(&rs.metadata, "Deployment") == Some(name(&d.metadata)))
         .map(|rs| name(&rs.metadata))
         .collect();
+    // Pods are the Deployment's by its selector, not through the ReplicaSets: the two watches
+    // are separate streams, and a pod may arrive before the ReplicaSet that owns it.
+    let selector = spec.selector.match_labels.clone().unwrap_or_default();
     let pods: Vec<&Pod> = snap
         .pods
         .values()
-        .filter(|p| controller(&p.metadata, "ReplicaSet").is_some_and(|rs| sets.contains(rs)))
+        .filter(|p| controller(&p.metadata, "ReplicaSet").is_some())
+        .filter(|p| {
+            let labels = p.metadata.labels.as_ref();
+            !selector.is_empty()
+                && selector
+                    .iter()
+                    .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        })
         .collect();
     let strategy = spec.strategy.as_ref();
     let mut broken = Vec::new();
@@ -358,7 +368,7 @@ mod tests {
     fn deployment(strategy: serde_json::Value) -> Deployment {
         serde_json::from_value(json!({
             "metadata": {"name": "web"},
-            "spec": {"replicas": 3, "selector": {}, "strategy": strategy,
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "strategy": strategy,
                 "template": {"spec": {"containers": []}}}
         }))
         .unwrap_or_default()
@@ -393,7 +403,7 @@ mod tests {
                     pod(
                         n,
                         ("ReplicaSet", rs_name),
-                        json!({"pod-template-hash": hash}),
+                        json!({"app": "web", "pod-template-hash": hash}),
                         "node-0",
                         *ready,
                         *terminating,
