@@ -84,6 +84,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(Role::Watch(w)) = args.role {
         return watcher::run(w).await;
     }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // Interrupted, the campaign is dropped, and with it the children (they are killed on drop).
+    tokio::select! {
+        result = campaign(args) => result,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
+        _ = term.recv() => anyhow::bail!("terminated"),
+    }
+}
+
+async fn campaign(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let seed = args.seed.unwrap_or_else(rand::random);
     let temp = match &args.data_dir {
