@@ -19,6 +19,8 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
         ("", "Namespace") => namespace(root),
         ("", "Node") => node(root),
         ("", "PersistentVolumeClaim") => persistent_volume_claim(root),
+        ("", "PersistentVolume") => persistent_volume(root),
+        ("storage.k8s.io", "StorageClass") => storage_class(root),
         ("apps", "Deployment") => deployment(root),
         ("apps", "ReplicaSet") => replica_set(root),
         ("apps", "StatefulSet") => stateful_set(root),
@@ -363,6 +365,23 @@ fn persistent_volume_claim(root: &mut Map<String, Value>) {
     }
 }
 
+fn persistent_volume(root: &mut Map<String, Value>) {
+    if let Some(spec) = child(root, "spec") {
+        default_str(spec, "persistentVolumeReclaimPolicy", "Retain");
+        default_ptr(spec, "volumeMode", json!("Filesystem"));
+    }
+    if let Some(status) = child(root, "status") {
+        default_str(status, "phase", "Pending");
+    }
+}
+
+// ---- storage.k8s.io/v1 ----
+
+fn storage_class(root: &mut Map<String, Value>) {
+    default_ptr(root, "reclaimPolicy", json!("Delete"));
+    default_ptr(root, "volumeBindingMode", json!("Immediate"));
+}
+
 // ---- apps/v1 ----
 
 /// Defaults of a workload's `spec.template`.
@@ -420,10 +439,18 @@ fn daemon_set(root: &mut Map<String, Value>) {
         {
             default_ptr(rolling, "maxUnavailable", json!(1));
             default_ptr(rolling, "maxSurge", json!(0));
+            rollwright_extensions(rolling);
         }
     }
     default_ptr(spec, "revisionHistoryLimit", json!(10));
     template(spec);
+}
+
+/// rollwright's extension fields of a DaemonSet's or StatefulSet's `rollingUpdate`: pods are
+/// recreated unless in-place updates are asked for, and a rollout is not paused.
+fn rollwright_extensions(rolling: &mut Map<String, Value>) {
+    default_str(rolling, "podUpdatePolicy", "Recreate");
+    default_ptr(rolling, "paused", json!(false));
 }
 
 fn stateful_set(root: &mut Map<String, Value>) {
@@ -445,6 +472,7 @@ fn stateful_set(root: &mut Map<String, Value>) {
             && let Some(rolling) = existing(strategy, "rollingUpdate")
         {
             default_ptr(rolling, "partition", json!(0));
+            rollwright_extensions(rolling);
         }
     }
     if let Some(policy) = child(spec, "persistentVolumeClaimRetentionPolicy") {
@@ -541,7 +569,7 @@ mod tests {
                 json!({"spec": {"template": template_input()}}),
                 json!({"spec": {
                     "template": template_output(),
-                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0, "podUpdatePolicy": "Recreate", "paused": false}},
                     "revisionHistoryLimit": 10,
                 }}),
             ),
@@ -570,7 +598,7 @@ mod tests {
                         "status": {"phase": "Pending"},
                     }],
                     "podManagementPolicy": "OrderedReady",
-                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "podUpdatePolicy": "Recreate", "paused": false}},
                     "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
                     "replicas": 1,
                     "revisionHistoryLimit": 10,

@@ -17,6 +17,7 @@ mod meta;
 mod names;
 mod pod;
 mod repr;
+pub mod storage;
 
 use crate::field::{FieldError, Path};
 use serde_json::{Map, Value};
@@ -35,6 +36,8 @@ pub fn validate_create(group: &str, kind: &str, obj: &Value) -> Vec<FieldError> 
         ("apps", "StatefulSet") => apps::validate_stateful_set(obj),
         ("apps", "ControllerRevision") => apps::validate_controller_revision(obj),
         ("coordination.k8s.io", "Lease") => core_kinds::validate_lease(obj),
+        ("", "PersistentVolume") => storage::validate_persistent_volume(obj),
+        ("storage.k8s.io", "StorageClass") => storage::validate_storage_class(obj),
         _ => Vec::new(),
     }
 }
@@ -55,6 +58,12 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         ("apps", "StatefulSet") => errs.extend(apps::validate_stateful_set_update(new, old)),
         ("apps", "ControllerRevision") => {
             errs.extend(apps::validate_controller_revision_update(new, old))
+        }
+        ("", "PersistentVolume") => {
+            errs.extend(storage::validate_persistent_volume_update(new, old))
+        }
+        ("storage.k8s.io", "StorageClass") => {
+            errs.extend(storage::validate_storage_class_update(new, old))
         }
         _ => {}
     }

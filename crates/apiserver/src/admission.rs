@@ -161,6 +161,9 @@ fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
         }
         ("", "Namespace") => json!({"phase": "Active"}),
         ("", "PersistentVolumeClaim") => json!({"phase": "Pending"}),
+        ("", "PersistentVolume") => {
+            json!({"phase": "Pending", "lastPhaseTransitionTime": object::now_rfc3339()})
+        }
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") => json!({}),
         // Nodes may be created with their status (kubelets register that way); the rest have none.
         _ => return,

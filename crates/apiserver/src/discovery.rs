@@ -336,7 +336,7 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["apps", "coordination.k8s.io"]);
+        assert_eq!(names, ["apps", "coordination.k8s.io", "storage.k8s.io"]);
         let apps = &l["groups"][0];
         assert_eq!(
             apps["preferredVersion"],
@@ -500,7 +500,7 @@ mod tests {
             .iter()
             .map(|i| i["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["apps", "coordination.k8s.io"]);
+        assert_eq!(names, ["apps", "coordination.k8s.io", "storage.k8s.io"]);
         let nodes_scope = core["items"][0]["versions"][0]["resources"]
             .as_array()
             .unwrap()

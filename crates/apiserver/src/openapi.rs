@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use k8s_openapi::api::{apps, autoscaling, coordination, core, policy};
+use k8s_openapi::api::{apps, autoscaling, coordination, core, policy, storage};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
@@ -128,6 +128,18 @@ const KINDS: &[(&str, &str, &str, Register)] = &[
         reg::<core::v1::PersistentVolumeClaim>,
     ),
     ("", "v1", "Binding", reg::<core::v1::Binding>),
+    (
+        "",
+        "v1",
+        "PersistentVolume",
+        reg::<core::v1::PersistentVolume>,
+    ),
+    (
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        reg::<storage::v1::StorageClass>,
+    ),
     ("apps", "v1", "Deployment", reg::<apps::v1::Deployment>),
     ("apps", "v1", "ReplicaSet", reg::<apps::v1::ReplicaSet>),
     ("apps", "v1", "StatefulSet", reg::<apps::v1::StatefulSet>),
@@ -342,7 +354,7 @@ const PATCH_META: &[(&str, &str, &str, Option<&str>)] = &[
     ),
 ];
 
-/// rollwright's `podUpdatePolicy` lives in these rolling-update structs.
+/// rollwright's `podUpdatePolicy` and `paused` live in these rolling-update structs.
 const POD_UPDATE_POLICY_IN: &[&str] = &[
     "io.k8s.api.apps.v1.RollingUpdateDaemonSet",
     "io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy",
@@ -479,6 +491,13 @@ fn add_pod_update_policy(schemas: &mut Map<String, Value>) {
                 json!({
                     "description": "rollwright extension: how pods move to a new revision. \"Recreate\" (default) deletes and recreates them; \"InPlaceIfPossible\" updates container images in place when only images changed.",
                     "type": "string",
+                }),
+            );
+            props.insert(
+                "paused".into(),
+                json!({
+                    "description": "rollwright extension: while true the controller replaces no pod of an old revision; pods for new nodes or missing ordinals are still created. Defaults to false.",
+                    "type": "boolean",
                 }),
             );
         }
@@ -1269,7 +1288,12 @@ mod tests {
         let keys: Vec<&str> = paths.keys().map(String::as_str).collect();
         assert_eq!(
             keys,
-            ["api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"]
+            [
+                "api/v1",
+                "apis/apps/v1",
+                "apis/coordination.k8s.io/v1",
+                "apis/storage.k8s.io/v1"
+            ]
         );
         let url = paths["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap();
         let hash = group_version_hash("apis/apps/v1").unwrap();

@@ -515,6 +515,90 @@ fn columns(def: &ResourceDef) -> Vec<Column> {
                 Field("io.k8s.api.core.v1.PersistentVolumeClaimSpec", "volumeMode"),
             ),
         ],
+        ("", "PersistentVolume") => vec![
+            NAME,
+            col(
+                "Capacity",
+                "string",
+                0,
+                Field("io.k8s.api.core.v1.PersistentVolumeSpec", "capacity"),
+            ),
+            col(
+                "Access Modes",
+                "string",
+                0,
+                Field("io.k8s.api.core.v1.PersistentVolumeSpec", "accessModes"),
+            ),
+            col(
+                "Reclaim Policy",
+                "string",
+                0,
+                Field(
+                    "io.k8s.api.core.v1.PersistentVolumeSpec",
+                    "persistentVolumeReclaimPolicy",
+                ),
+            ),
+            col(
+                "Status",
+                "string",
+                0,
+                Field("io.k8s.api.core.v1.PersistentVolumeStatus", "phase"),
+            ),
+            col(
+                "Claim",
+                "string",
+                0,
+                Field("io.k8s.api.core.v1.PersistentVolumeSpec", "claimRef"),
+            ),
+            col("StorageClass", "string", 0, Text("StorageClass of the pv")),
+            col(
+                "VolumeAttributesClass",
+                "string",
+                0,
+                Text("VolumeAttributesClass of the pv"),
+            ),
+            col(
+                "Reason",
+                "string",
+                0,
+                Field("io.k8s.api.core.v1.PersistentVolumeStatus", "reason"),
+            ),
+            AGE,
+            col(
+                "VolumeMode",
+                "string",
+                1,
+                Field("io.k8s.api.core.v1.PersistentVolumeSpec", "volumeMode"),
+            ),
+        ],
+        ("storage.k8s.io", "StorageClass") => vec![
+            NAME,
+            col(
+                "Provisioner",
+                "string",
+                0,
+                Field("io.k8s.api.storage.v1.StorageClass", "provisioner"),
+            ),
+            col(
+                "ReclaimPolicy",
+                "string",
+                0,
+                Field("io.k8s.api.storage.v1.StorageClass", "reclaimPolicy"),
+            ),
+            col(
+                "VolumeBindingMode",
+                "string",
+                0,
+                Field("io.k8s.api.storage.v1.StorageClass", "volumeBindingMode"),
+            ),
+            col(
+                "AllowVolumeExpansion",
+                "string",
+                0,
+                Field("io.k8s.api.storage.v1.StorageClass", "allowVolumeExpansion"),
+            ),
+            AGE,
+        ],
         // Upstream's fallback for kinds without a printer.
         _ => vec![
             NAME,
@@ -610,6 +694,8 @@ fn cells(def: &ResourceDef, obj: &Value, now: Timestamp) -> (Vec<Value>, Option<
             vec![name, json!(s(obj, &["spec", "holderIdentity"])), age]
         }
         ("", "PersistentVolumeClaim") => pvc_cells(obj, name, age),
+        ("", "PersistentVolume") => pv_cells(obj, name, age),
+        ("storage.k8s.io", "StorageClass") => storage_class_cells(obj, age),
         _ => vec![
             name,
             obj.pointer("/metadata/creationTimestamp")
@@ -1187,6 +1273,81 @@ fn pvc_cells(pvc: &Value, name: Value, age: Value) -> Vec<Value> {
     ]
 }
 
+fn pv_cells(pv: &Value, name: Value, age: Value) -> Vec<Value> {
+    let deleting = get(pv, &["metadata", "deletionTimestamp"]).is_some_and(|d| !d.is_null());
+    let phase = if deleting {
+        "Terminating"
+    } else {
+        s(pv, &["status", "phase"])
+    };
+    let claim = match get(pv, &["spec", "claimRef"]).filter(|c| c.is_object()) {
+        Some(c) => format!("{}/{}", s(c, &["namespace"]), s(c, &["name"])),
+        None => String::new(),
+    };
+    let capacity = get(pv, &["spec", "capacity", "storage"])
+        .and_then(Value::as_str)
+        .unwrap_or("0")
+        .to_string();
+    let class = get(
+        pv,
+        &[
+            "metadata",
+            "annotations",
+            "volume.beta.kubernetes.io/storage-class",
+        ],
+    )
+    .and_then(Value::as_str)
+    .unwrap_or_else(|| s(pv, &["spec", "storageClassName"]));
+    let or_unset = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| "<unset>".into())
+    };
+    vec![
+        name,
+        json!(capacity),
+        json!(access_modes(arr(pv, &["spec", "accessModes"]))),
+        json!(s(pv, &["spec", "persistentVolumeReclaimPolicy"])),
+        json!(phase),
+        json!(claim),
+        json!(class),
+        json!(or_unset(get(pv, &["spec", "volumeAttributesClassName"]))),
+        json!(s(pv, &["status", "reason"])),
+        age,
+        json!(or_unset(get(pv, &["spec", "volumeMode"]))),
+    ]
+}
+
+/// The annotation that marks the cluster's default StorageClass.
+const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+
+fn storage_class_cells(sc: &Value, age: Value) -> Vec<Value> {
+    let mut name = s(sc, &["metadata", "name"]).to_string();
+    if s(sc, &["metadata", "annotations", DEFAULT_CLASS]) == "true" {
+        name.push_str(" (default)");
+    }
+    let or = |v: &str, default: &str| {
+        if v.is_empty() {
+            default.to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    vec![
+        json!(name),
+        json!(s(sc, &["provisioner"])),
+        json!(or(s(sc, &["reclaimPolicy"]), "Delete")),
+        json!(or(s(sc, &["volumeBindingMode"]), "Immediate")),
+        json!(
+            get(sc, &["allowVolumeExpansion"])
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+                .to_string()
+        ),
+        age,
+    ]
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
@@ -1676,6 +1837,45 @@ mod tests {
                 "<unset>",
                 "<unknown>",
                 "<unset>"
+            ])
+        );
+    }
+
+    #[test]
+    fn storage_cells_cases() {
+        let pv = json!({"metadata": {"name": "pv-1", "creationTimestamp": "2024-05-01T11:59:00Z"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "standard",
+                "claimRef": {"namespace": "default", "name": "www-web-0"}, "volumeMode": "Filesystem"},
+            "status": {"phase": "Bound"}});
+        assert_eq!(
+            Value::Array(row("", "PersistentVolume", pv)),
+            json!([
+                "pv-1",
+                "1Gi",
+                "RWO",
+                "Delete",
+                "Bound",
+                "default/www-web-0",
+                "standard",
+                "<unset>",
+                "",
+                "60s",
+                "Filesystem"
+            ])
+        );
+        let sc = json!({"metadata": {"name": "standard", "creationTimestamp": "2024-05-01T11:00:00Z",
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "rollwright.io/simulated", "volumeBindingMode": "WaitForFirstConsumer"});
+        assert_eq!(
+            Value::Array(row("storage.k8s.io", "StorageClass", sc)),
+            json!([
+                "standard (default)",
+                "rollwright.io/simulated",
+                "Delete",
+                "WaitForFirstConsumer",
+                "false",
+                "60m"
             ])
         );
     }

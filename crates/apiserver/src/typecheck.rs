@@ -6,7 +6,7 @@
 //! handles them), so rollwright's own additions pass.
 
 use crate::{error::ApiError, resource::ResourceDef};
-use k8s_openapi::api::{apps, coordination, core};
+use k8s_openapi::api::{apps, coordination, core, storage};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -23,6 +23,8 @@ pub fn check(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
         ("", "Pod") => decode::<core::v1::Pod>(obj),
         ("", "Event") => decode::<core::v1::Event>(obj),
         ("", "PersistentVolumeClaim") => decode::<core::v1::PersistentVolumeClaim>(obj),
+        ("", "PersistentVolume") => decode::<core::v1::PersistentVolume>(obj),
+        ("storage.k8s.io", "StorageClass") => decode::<storage::v1::StorageClass>(obj),
         ("apps", "Deployment") => decode::<apps::v1::Deployment>(obj),
         ("apps", "ReplicaSet") => decode::<apps::v1::ReplicaSet>(obj),
         ("apps", "StatefulSet") => decode::<apps::v1::StatefulSet>(obj),

@@ -118,6 +118,7 @@ impl ControlPlane {
             })
             .await;
         });
+        ensure_cluster_objects(embedded::client_for(&server)).await?;
         // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
         // admission, none of the transport's cost.
         let components = crate::components::start(embedded::client_for(&server), &opts.components)?;
@@ -161,6 +162,35 @@ impl ControlPlane {
 
 /// Takes the data directory's lock, so a second process cannot open the same store (its writes
 /// would race this one's) or overwrite the kubeconfig of the running one.
+/// The name of the StorageClass every cluster starts with.
+pub const DEFAULT_STORAGE_CLASS: &str = "standard";
+
+/// Creates the objects a fresh cluster has beside what the API server itself bootstraps, as
+/// upstream's addon manager does with `EnsureExists`: created when missing, left alone when a
+/// user changed them. Today that is the default StorageClass `standard`, like kind's: simulated
+/// provisioning, bound when the first pod using a claim is scheduled, volumes deleted with their
+/// claims.
+async fn ensure_cluster_objects(client: kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let class: StorageClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": DEFAULT_STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "rollwright.io/simulated",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }))?;
+    let api: kube::Api<StorageClass> = kube::Api::all(client);
+    match api.create(&Default::default(), &class).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e).context("creating the default StorageClass"),
+    }
+}
+
 fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
     let path = dir.join("lock");
     let file = std::fs::OpenOptions::new()

@@ -1043,7 +1043,8 @@ async fn multi_document_apply_delete_by_label_and_namespace_deletion() {
         .await;
     assert_eq!(
         ds["spec"]["updateStrategy"],
-        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0,
+            "podUpdatePolicy": "Recreate", "paused": false}})
     );
     let sts = c
         .kubectl_json(&["get", "sts", "db", "-n", "shop", "-o", "json"])

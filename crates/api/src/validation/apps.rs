@@ -233,7 +233,9 @@ fn not_more_than_100_percent(
     }
 }
 
-fn pod_update_policy(errs: &mut Vec<FieldError>, rolling: &Value, path: &Path) {
+/// rollwright's extension fields of a DaemonSet's or StatefulSet's `rollingUpdate`:
+/// `podUpdatePolicy` (`Recreate` | `InPlaceIfPossible`) and `paused` (a boolean).
+fn rollwright_extensions(errs: &mut Vec<FieldError>, rolling: &Value, path: &Path) {
     if let Some(policy) = field(rolling, "podUpdatePolicy") {
         let ok = policy
             .as_str()
@@ -245,6 +247,15 @@ fn pod_update_policy(errs: &mut Vec<FieldError>, rolling: &Value, path: &Path) {
                 &POD_UPDATE_POLICIES,
             ));
         }
+    }
+    if let Some(paused) = field(rolling, "paused")
+        && !paused.is_boolean()
+    {
+        errs.push(FieldError::invalid(
+            path.child("paused"),
+            paused.clone(),
+            "must be a boolean",
+        ));
     }
 }
 
@@ -412,7 +423,7 @@ fn daemon_set_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
                 )),
                 _ => {}
             }
-            pod_update_policy(&mut errs, rolling, &rpath);
+            rollwright_extensions(&mut errs, rolling, &rpath);
         }
         _ => errs.push(not_supported_repr(
             path,
@@ -540,7 +551,7 @@ fn stateful_set_strategy(spec: &Value, path: &Path) -> Vec<FieldError> {
                     }
                     not_more_than_100_percent(&mut errs, &checked, Some(value), &upath);
                 }
-                pod_update_policy(&mut errs, rolling, &rpath);
+                rollwright_extensions(&mut errs, rolling, &rpath);
             }
         }
         _ => errs.push(repr::invalid_repr(
