@@ -63,6 +63,12 @@ pub fn schema_for_kind(group: &str, version: &str, kind: &str) -> Option<&'stati
     REGISTRY.schemas.get(name)
 }
 
+/// Every component schema (kinds' schemas `$ref` into these), for server-side apply's merge
+/// rules.
+pub fn components() -> &'static Map<String, Value> {
+    &REGISTRY.schemas
+}
+
 /// The description of one property of a component, e.g. (`io.k8s.api.core.v1.PodStatus`,
 /// `podIP`); server-side tables reuse upstream's field docs as column descriptions.
 pub fn property_description(schema: &str, property: &str) -> Option<&'static str> {
@@ -424,6 +430,7 @@ fn build_registry() -> Registry {
         );
     }
     apply_patch_meta(&mut schemas);
+    api::apply::builtin::decorate(&mut schemas);
     add_pod_update_policy(&mut schemas);
     Registry { schemas, by_gvk }
 }

@@ -7,6 +7,7 @@
 
 use crate::{
     admission::{self, FieldValidation, Part},
+    apply,
     cache::Entry,
     error::{ApiError, ApiResult},
     object,
@@ -149,7 +150,7 @@ pub(crate) fn json_response(code: StatusCode, body: impl Into<axum::body::Body>)
 }
 
 /// Adds `Warning` headers (unknown fields under `fieldValidation=Warn`).
-fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+pub(crate) fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
     for w in warnings {
         let text = format!("299 - {}", serde_json::Value::String(w.clone()));
         if let Ok(v) = HeaderValue::from_str(&text) {
@@ -362,7 +363,11 @@ impl ApiServer {
     }
 
     /// Refuses writes into a namespace that does not exist or is going away.
-    fn check_namespace_open(&self, def: &ResourceDef, ns: Option<&str>) -> ApiResult<()> {
+    pub(crate) fn check_namespace_open(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+    ) -> ApiResult<()> {
         let (Some(ns), true) = (ns, def.namespaced) else {
             return Ok(());
         };
@@ -395,9 +400,12 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_type("a patch type on create"));
         }
         let mut obj = request::decode_object(body, format)?;
+        let manager = apply::field_manager(params, headers, "CreateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let warnings = admission::check_fields(t.def, &obj, fv)?;
-        admission::prepare_create(t.def, &mut obj, t.namespace.as_deref())?;
+        apply::track(t.def, None, &mut obj, &manager, Part::Main, |o| {
+            admission::prepare_create(t.def, o, t.namespace.as_deref())
+        })?;
         self.sync_cache().await?;
         self.check_namespace_open(t.def, t.namespace.as_deref())?;
         let created = self.store_create(t.def, obj, params.dry_run()?).await?;
@@ -525,6 +533,7 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_type("a patch type on update"));
         }
         let new = request::decode_object(body, format)?;
+        let manager = apply::field_manager(params, headers, "UpdateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let warnings = admission::check_fields(t.def, &new, fv)?;
         let precondition = request::parse_rv(object::resource_version(&new))?;
@@ -540,7 +549,9 @@ impl ApiServer {
                         return Err(ApiError::stale(def, name));
                     }
                     let mut next = new.clone();
-                    admission::prepare_update(def, &mut next, old, part)?;
+                    apply::track(def, Some(old), &mut next, &manager, part, |n| {
+                        admission::prepare_update(def, n, old, part)
+                    })?;
                     Ok(self.finish_if_released(def, next))
                 },
             )
@@ -563,6 +574,10 @@ impl ApiServer {
     ) -> ApiResult<Response> {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
+        if bt == BodyType::ApplyPatch {
+            return self.server_side_apply(t, params, body, part, out).await;
+        }
+        let manager = apply::field_manager(params, headers, "PatchOptions")?;
         let patch = request::decode(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let def = t.def;
@@ -585,7 +600,9 @@ impl ApiServer {
                     if precondition.is_some_and(|want| want != rev) {
                         return Err(ApiError::stale(def, name));
                     }
-                    admission::prepare_update(def, &mut next, old, part)?;
+                    apply::track(def, Some(old), &mut next, &manager, part, |n| {
+                        admission::prepare_update(def, n, old, part)
+                    })?;
                     Ok(self.finish_if_released(def, next))
                 },
             )
@@ -597,7 +614,7 @@ impl ApiServer {
     }
 
     /// An update that removes the last finalizer of an object being deleted deletes it.
-    fn finish_if_released(&self, _def: &ResourceDef, next: Value) -> Change {
+    pub(crate) fn finish_if_released(&self, _def: &ResourceDef, next: Value) -> Change {
         let grace = next
             .get("metadata")
             .and_then(|m| m.get("deletionGracePeriodSeconds"))
@@ -924,7 +941,7 @@ pub(crate) fn apply_patch(bt: BodyType, old: &Value, patch: &Value) -> ApiResult
         BodyType::StrategicMergePatch => api::smp::apply(old, patch, &api::smp::Builtin)
             .map_err(|e| ApiError::bad_request(e.to_string())),
         BodyType::ApplyPatch => Err(ApiError::unsupported_media_type(
-            "application/apply-patch+yaml (server-side apply is not supported; use client-side `kubectl apply`)",
+            "application/apply-patch+yaml (server-side apply is served on objects and their status, not here)",
         )),
         BodyType::Object => Err(ApiError::unsupported_media_type(
             "application/json on PATCH",

@@ -6,7 +6,7 @@ use crate::{
     error::{ApiError, ApiResult},
     object,
     request::{self, Params, Target},
-    resource::ResourceDef,
+    resource::{ResourceDef, Subresource},
     rest::{Change, DeleteOptions, apply_patch, json_response},
     server::ApiServer,
 };
@@ -65,6 +65,12 @@ impl ApiServer {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
         let input = request::decode(body, format)?;
+        let options = if is_patch {
+            "PatchOptions"
+        } else {
+            "UpdateOptions"
+        };
+        let manager = crate::apply::field_manager(params, headers, options)?;
         let def = t.def;
         let outcome = self
             .guaranteed_update(
@@ -87,7 +93,14 @@ impl ApiServer {
                     let replicas = scale_replicas(def, name, &scale)?;
                     let mut next = old.clone();
                     next["spec"]["replicas"] = json!(replicas);
-                    admission::prepare_update(def, &mut next, old, Part::Main)?;
+                    crate::apply::track_subresource(
+                        def,
+                        old,
+                        &mut next,
+                        &manager,
+                        Subresource::Scale,
+                        |n| admission::prepare_update(def, n, old, Part::Main),
+                    )?;
                     Ok(Change::Write(next))
                 },
             )

@@ -132,6 +132,12 @@ impl<'a> OpenApi<'a> {
         Self::at(Some(root), Some(components))
     }
 
+    /// A node that describes nothing: values merge as upstream's deduced type, like
+    /// [`Deduced`] (for kinds without a schema).
+    pub fn undescribed() -> Self {
+        Self::at(None, None)
+    }
+
     /// The root of a self-contained (structural) schema, as CRDs have.
     pub fn structural(root: &'a Value) -> Self {
         Self::at(Some(root), None)
