@@ -31,21 +31,61 @@ impl Diff {
         self.added.union(&self.modified)
     }
 
+    /// Splits into (added or modified, removed).
+    pub fn into_changed_and_removed(self) -> (FieldSet, FieldSet) {
+        let mut changed = self.added;
+        changed.union_with(&self.modified);
+        (changed, self.removed)
+    }
+
     fn attach(&mut self, pe: &PathElement, child: Diff) {
-        self.added.attach(pe.clone(), child.added);
-        self.modified.attach(pe.clone(), child.modified);
-        self.removed.attach(pe.clone(), child.removed);
+        for (set, sub) in [
+            (&mut self.added, child.added),
+            (&mut self.modified, child.modified),
+            (&mut self.removed, child.removed),
+        ] {
+            if !sub.is_empty() {
+                set.attach(pe.clone(), sub);
+            }
+        }
     }
 }
 
 /// Compares two objects (`None` for one that does not exist). `metadata.managedFields` is not
 /// compared: it is the bookkeeping, not the object.
 pub fn diff<S: Schema>(old: Option<&Value>, new: Option<&Value>, schema: &S) -> Diff {
+    diff_top(old, new, schema, |_| true)
+}
+
+/// [`diff`] of the top-level fields `keep` accepts only (a status write need not compare specs).
+pub fn diff_top<S: Schema>(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    schema: &S,
+    keep: impl Fn(&str) -> bool,
+) -> Diff {
     let mut out = Diff::default();
     let empty = Map::new();
     let old = old.and_then(Value::as_object).unwrap_or(&empty);
     let new = new.and_then(Value::as_object).unwrap_or(&empty);
-    map_items(old, new, schema, None, true, &mut out);
+    let skip = |k: &str| (k == "metadata").then_some(MANAGED_FIELDS);
+    for (k, o) in old.iter().filter(|(k, _)| keep(k)) {
+        let pe = PathElement::Field(k.clone());
+        value(
+            &pe,
+            Some(o),
+            new.get(k),
+            &schema.field(k),
+            skip(k),
+            &mut out,
+        );
+    }
+    for (k, n) in new.iter().filter(|(k, _)| keep(k)) {
+        if !old.contains_key(k) {
+            let pe = PathElement::Field(k.clone());
+            value(&pe, None, Some(n), &schema.field(k), skip(k), &mut out);
+        }
+    }
     out
 }
 
@@ -78,7 +118,7 @@ fn value<S: Schema>(
             let empty = Map::new();
             let a = if old.is_some() { a } else { &empty };
             let b = if new.is_some() { b } else { &empty };
-            map_items(a, b, schema, skip, false, &mut child);
+            map_items(a, b, schema, skip, &mut child);
             true
         }
         (Value::Array(a), Value::Array(b), Shape::List(ty)) if *ty != ListType::Atomic => {
@@ -98,31 +138,22 @@ fn value<S: Schema>(
     }
 }
 
-/// Compares the fields of two maps; `root` makes `metadata` skip `managedFields`.
+/// Compares the fields of two maps, but `skip`.
 fn map_items<S: Schema>(
     old: &Map<String, Value>,
     new: &Map<String, Value>,
     schema: &S,
     skip: Option<&str>,
-    root: bool,
     out: &mut Diff,
 ) {
-    let child_skip = |k: &str| (root && k == "metadata").then_some(MANAGED_FIELDS);
     for (k, o) in old.iter().filter(|(k, _)| skip != Some(k.as_str())) {
         let pe = PathElement::Field(k.clone());
-        value(
-            &pe,
-            Some(o),
-            new.get(k),
-            &schema.field(k),
-            child_skip(k),
-            out,
-        );
+        value(&pe, Some(o), new.get(k), &schema.field(k), None, out);
     }
     for (k, n) in new.iter().filter(|(k, _)| skip != Some(k.as_str())) {
         if !old.contains_key(k) {
             let pe = PathElement::Field(k.clone());
-            value(&pe, None, Some(n), &schema.field(k), child_skip(k), out);
+            value(&pe, None, Some(n), &schema.field(k), None, out);
         }
     }
 }

@@ -41,6 +41,9 @@ pub struct ManagedEntry {
     pub subresource: String,
     /// The fields owned.
     pub fields: FieldSet,
+    /// The entry as it was read, while nothing about it changed: written back as is, which
+    /// spares re-encoding the entries a write does not touch.
+    pub(crate) source: Option<Value>,
 }
 
 impl ManagedEntry {
@@ -66,6 +69,9 @@ impl ManagedEntry {
     }
 
     fn to_json(&self) -> Value {
+        if let Some(v) = &self.source {
+            return v.clone();
+        }
         let mut m = Map::new();
         m.insert("manager".into(), json!(self.manager));
         m.insert("operation".into(), json!(self.operation.as_str()));
@@ -107,6 +113,7 @@ impl ManagedEntry {
             time: v.get("time").and_then(Value::as_str).map(str::to_string),
             subresource: s("subresource"),
             fields,
+            source: Some(v.clone()),
         })
     }
 }
@@ -173,8 +180,10 @@ impl ManagedFields {
         self.entries.iter().find(|e| e.same_manager(who))
     }
 
-    /// Replaces (or adds) the entry of a manager; an empty set removes it.
-    pub fn set(&mut self, entry: ManagedEntry) {
+    /// Replaces (or adds) the entry of a manager; an empty set removes it. The entry is written
+    /// out from its fields from now on.
+    pub fn set(&mut self, mut entry: ManagedEntry) {
+        entry.source = None;
         self.entries.retain(|e| !e.same_manager(&entry));
         if !entry.fields.is_empty() {
             self.entries.push(entry);
@@ -214,6 +223,7 @@ impl ManagedFields {
                 time: None,
                 subresource: String::new(),
                 fields: old.fields.clone(),
+                source: None,
             };
             if let Some(existing) = self.get(&bucket) {
                 bucket.fields = bucket.fields.union(&existing.fields);
@@ -305,6 +315,7 @@ mod tests {
                 time: Some(format!("2024-01-01T00:00:{i:02}Z")),
                 subresource: String::new(),
                 fields: FieldSet::from_fields_v1(&json!({ format!("f:f{i}"): {} })).unwrap(),
+                source: None,
             });
         }
         m.cap_updates();

@@ -15,7 +15,7 @@
 
 use super::{
     conflict::Conflicts,
-    diff::diff,
+    diff::{diff, diff_top},
     fields::{ItemError, fields_of, with_named_fields},
     managed::{ManagedEntry, ManagedFields, Operation},
     merge::{merge, remove},
@@ -57,6 +57,7 @@ impl Writer<'_> {
             time,
             subresource: self.subresource.to_string(),
             fields,
+            source: None,
         }
     }
 }
@@ -74,11 +75,14 @@ pub enum Scope<'a> {
 
 impl Scope<'_> {
     fn keeps(&self, pe: &PathElement) -> bool {
-        match (self, pe.as_field()) {
-            (Scope::Whole, _) => true,
-            (Scope::Except(f), Some(name)) => name != *f,
-            (Scope::Only(f), Some(name)) => name == *f,
-            (_, None) => true,
+        pe.as_field().is_none_or(|name| self.keeps_field(name))
+    }
+
+    fn keeps_field(&self, name: &str) -> bool {
+        match self {
+            Scope::Whole => true,
+            Scope::Except(f) => name != *f,
+            Scope::Only(f) => name == *f,
         }
     }
 }
@@ -116,14 +120,9 @@ const SERVER_META: &[&str] = &[
 /// `set` without server-owned paths and outside the scope.
 fn tracked(mut set: FieldSet, scope: Scope) -> FieldSet {
     set.retain_top(|pe| scope.keeps(pe));
-    let mut strip = FieldSet::new();
-    for f in ["apiVersion", "kind", "metadata"] {
-        strip.insert(&[PathElement::field(f)]);
-    }
-    for f in SERVER_META {
-        strip.insert(&[PathElement::field("metadata"), PathElement::field(f)]);
-    }
-    set.difference(&strip)
+    set.remove_field_members(&[], &["apiVersion", "kind", "metadata"]);
+    set.remove_field_members(&["metadata"], SERVER_META);
+    set
 }
 
 /// Reads the managers of an object; unreadable bookkeeping starts over, as upstream's does.
@@ -239,9 +238,9 @@ fn apply_once<S: Schema>(
         merged = remove(&merged, &gone, schema);
     }
 
-    let changes = diff(Some(base), Some(&merged), schema);
-    let changed = tracked(changes.changed(), scope);
-    let removed = tracked(changes.removed, scope);
+    let (changed, removed) = diff_top(Some(base), Some(&merged), schema, |k| scope.keeps_field(k))
+        .into_changed_and_removed();
+    let (changed, removed) = (tracked(changed, scope), tracked(removed, scope));
     let conflicting: Vec<(&ManagedEntry, FieldSet)> = managers
         .entries
         .iter()
@@ -256,9 +255,12 @@ fn apply_once<S: Schema>(
         .entries
         .iter()
         .filter(|e| !e.same_manager(&me))
-        .map(|e| ManagedEntry {
-            fields: e.fields.difference(&changed).difference(&removed),
-            ..e.clone()
+        .filter(|e| e.fields.intersects(&changed) || e.fields.intersects(&removed))
+        .map(|e| {
+            let mut e = e.clone();
+            e.fields.subtract(&changed);
+            e.fields.subtract(&removed);
+            e
         })
         .collect();
     for e in others {
@@ -377,35 +379,46 @@ pub fn update<S: Schema>(
         },
         Requested::Keep => managers_of(old),
     };
-    let changes = diff(old, Some(new), schema);
-    let changed = tracked(changes.changed(), scope);
-    let removed = tracked(changes.removed, scope);
+    let (changed, removed) =
+        diff_top(old, Some(new), schema, |k| scope.keeps_field(k)).into_changed_and_removed();
+    let (changed, removed) = (tracked(changed, scope), tracked(removed, scope));
     let me = writer.entry(Operation::Update, FieldSet::new(), None);
     let previous = managers.get(&me).cloned();
     let others: Vec<ManagedEntry> = managers
         .entries
         .iter()
         .filter(|e| !e.same_manager(&me))
-        .map(|e| ManagedEntry {
-            fields: e.fields.difference(&changed).difference(&removed),
-            ..e.clone()
+        .filter(|e| e.fields.intersects(&changed) || e.fields.intersects(&removed))
+        .map(|e| {
+            let mut e = e.clone();
+            e.fields.subtract(&changed);
+            e.fields.subtract(&removed);
+            e
         })
         .collect();
     for e in others {
         managers.set(e);
     }
-    let (fields, time) = match previous {
-        Some(p) => (
-            p.fields.difference(&removed).union(&changed),
-            if changed.is_empty() {
+    match previous {
+        // Nothing of this manager's changed: its entry stays as it was.
+        Some(p) if changed.is_empty() && !p.fields.intersects(&removed) => {}
+        Some(p) => {
+            let mut fields = p.fields.clone();
+            fields.subtract(&removed);
+            fields.union_with(&changed);
+            let time = if changed.is_empty() {
                 p.time
             } else {
                 Some(writer.now.to_string())
-            },
-        ),
-        None => (changed.clone(), Some(writer.now.to_string())),
-    };
-    managers.set(ManagedEntry { fields, time, ..me });
+            };
+            managers.set(ManagedEntry { fields, time, ..me });
+        }
+        None => managers.set(ManagedEntry {
+            fields: changed,
+            time: Some(writer.now.to_string()),
+            ..me
+        }),
+    }
     managers.cap_updates();
     managers.write_to(new);
 }

@@ -58,7 +58,12 @@ impl PathElement {
     /// The key of this step in a `fieldsV1` object.
     pub fn to_fields_key(&self) -> String {
         match self {
-            PathElement::Field(f) => format!("f:{f}"),
+            PathElement::Field(f) => {
+                let mut s = String::with_capacity(f.len() + 2);
+                s.push_str("f:");
+                s.push_str(f);
+                s
+            }
             PathElement::Key(fields) => {
                 let body: Vec<String> = fields
                     .iter()

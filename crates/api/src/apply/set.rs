@@ -106,16 +106,86 @@ impl FieldSet {
     /// Paths in either set.
     pub fn union(&self, other: &FieldSet) -> FieldSet {
         let mut out = self.clone();
-        out.members.extend(other.members.iter().cloned());
-        for (pe, c) in &other.children {
-            out.attach(pe.clone(), c.clone());
-        }
+        out.union_with(other);
         out
+    }
+
+    /// Adds the paths of `other`.
+    pub fn union_with(&mut self, other: &FieldSet) {
+        self.members.extend(other.members.iter().cloned());
+        for (pe, c) in &other.children {
+            match self.children.get_mut(pe) {
+                Some(existing) => existing.union_with(c),
+                None => {
+                    self.children.insert(pe.clone(), c.clone());
+                }
+            }
+        }
+    }
+
+    /// Removes the paths of `other` (structurally, as [`FieldSet::difference`]); returns whether
+    /// anything went.
+    pub fn subtract(&mut self, other: &FieldSet) -> bool {
+        if other.is_empty() || self.is_empty() {
+            return false;
+        }
+        let before = self.members.len();
+        if !other.members.is_empty() {
+            self.members.retain(|pe| !other.members.contains(pe));
+        }
+        let mut lost = self.members.len() != before;
+        for (pe, o) in &other.children {
+            if let Some(c) = self.children.get_mut(pe) {
+                lost |= c.subtract(o);
+                if c.is_empty() {
+                    self.children.remove(pe);
+                }
+            }
+        }
+        lost
+    }
+
+    /// Whether the sets share a path (whether subtracting `other` would change `self`).
+    pub fn intersects(&self, other: &FieldSet) -> bool {
+        if self.is_empty() || other.is_empty() {
+            return false;
+        }
+        let (small, large) = if self.members.len() <= other.members.len() {
+            (&self.members, &other.members)
+        } else {
+            (&other.members, &self.members)
+        };
+        small.iter().any(|pe| large.contains(pe))
+            || self
+                .children
+                .iter()
+                .any(|(pe, c)| other.children.get(pe).is_some_and(|o| c.intersects(o)))
+    }
+
+    /// Removes the members `names` (fields) under the field path `at`, keeping what is below.
+    pub(crate) fn remove_field_members(&mut self, at: &[&str], names: &[&str]) {
+        match at {
+            [] => self
+                .members
+                .retain(|pe| !pe.as_field().is_some_and(|f| names.contains(&f))),
+            [first, rest @ ..] => {
+                let pe = PathElement::field(first);
+                if let Some(c) = self.children.get_mut(&pe) {
+                    c.remove_field_members(rest, names);
+                    if c.is_empty() {
+                        self.children.remove(&pe);
+                    }
+                }
+            }
+        }
     }
 
     /// Paths in `self` that are not in `other`. Structural, as upstream's: a member of `other`
     /// removes that member, not the paths below it.
     pub fn difference(&self, other: &FieldSet) -> FieldSet {
+        if other.is_empty() {
+            return self.clone();
+        }
         let members = self.members.difference(&other.members).cloned().collect();
         let mut children = BTreeMap::new();
         for (pe, c) in &self.children {
@@ -132,6 +202,9 @@ impl FieldSet {
 
     /// Paths in both sets.
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+        if self.is_empty() || other.is_empty() {
+            return FieldSet::new();
+        }
         let members = self.members.intersection(&other.members).cloned().collect();
         let mut children = BTreeMap::new();
         for (pe, c) in &self.children {
@@ -171,26 +244,40 @@ impl FieldSet {
 
     /// The `fieldsV1` object of the set.
     pub fn to_fields_v1(&self) -> Value {
-        let mut out = Map::new();
-        let steps: BTreeSet<&PathElement> =
-            self.members.iter().chain(self.children.keys()).collect();
-        for pe in steps {
-            let mut obj = match self.children.get(pe) {
-                Some(c) => match c.to_fields_v1() {
-                    Value::Object(m) => m,
-                    _ => Map::new(),
-                },
-                None => Map::new(),
-            };
-            if self.members.contains(pe) && !obj.is_empty() {
-                let mut with_dot = Map::new();
-                with_dot.insert(".".into(), Value::Object(Map::new()));
-                with_dot.extend(obj);
-                obj = with_dot;
-            }
-            out.insert(pe.to_fields_key(), Value::Object(obj));
+        Value::Object(self.fields_v1_map(false))
+    }
+
+    /// The `fieldsV1` object of this node; `dot` when the node itself is a member. Members and
+    /// children are both sorted, so one merging pass writes them in order.
+    fn fields_v1_map(&self, dot: bool) -> Map<String, Value> {
+        let mut out = Map::with_capacity(self.members.len() + self.children.len() + 1);
+        if dot {
+            out.insert(".".into(), Value::Object(Map::new()));
         }
-        Value::Object(out)
+        let mut members = self.members.iter().peekable();
+        let mut children = self.children.iter().peekable();
+        loop {
+            match (members.peek(), children.peek()) {
+                (None, None) => break,
+                (Some(m), Some((c, _))) if m < c => {
+                    out.insert(m.to_fields_key(), Value::Object(Map::new()));
+                    members.next();
+                }
+                (Some(m), None) => {
+                    out.insert(m.to_fields_key(), Value::Object(Map::new()));
+                    members.next();
+                }
+                (_, Some((c, sub))) => {
+                    let member = members.peek() == Some(c);
+                    if member {
+                        members.next();
+                    }
+                    out.insert(c.to_fields_key(), Value::Object(sub.fields_v1_map(member)));
+                    children.next();
+                }
+            }
+        }
+        out
     }
 
     /// Reads a `fieldsV1` object.
