@@ -13,6 +13,7 @@ use super::{
     set::FieldSet,
 };
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 
 /// The changes between two versions of an object.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -160,8 +161,9 @@ fn map_items<S: Schema>(
 
 fn list_items<S: Schema>(old: &[Value], new: &[Value], ty: &ListType, schema: &S, out: &mut Diff) {
     let item_schema = schema.item();
+    // Items by identity, first of duplicates only (as upstream compares them).
     let index = |items: &[Value]| -> Vec<(PathElement, usize)> {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         items
             .iter()
             .enumerate()
@@ -173,15 +175,14 @@ fn list_items<S: Schema>(old: &[Value], new: &[Value], ty: &ListType, schema: &S
     };
     let old_ix = index(old);
     let new_ix = index(new);
-    let find = |ix: &[(PathElement, usize)], pe: &PathElement| {
-        ix.iter().find(|(p, _)| p == pe).map(|(_, i)| *i)
-    };
+    let new_by: HashMap<&PathElement, usize> = new_ix.iter().map(|(p, i)| (p, *i)).collect();
+    let old_by: HashMap<&PathElement, usize> = old_ix.iter().map(|(p, i)| (p, *i)).collect();
     for (pe, i) in &old_ix {
-        let n = find(&new_ix, pe).map(|j| &new[j]);
+        let n = new_by.get(pe).map(|&j| &new[j]);
         value(pe, Some(&old[*i]), n, &item_schema, None, out);
     }
     for (pe, j) in &new_ix {
-        if find(&old_ix, pe).is_none() {
+        if !old_by.contains_key(pe) {
             value(pe, None, Some(&new[*j]), &item_schema, None, out);
         }
     }

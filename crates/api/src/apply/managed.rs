@@ -44,6 +44,9 @@ pub struct ManagedEntry {
     /// The entry as it was read, while nothing about it changed: written back as is, which
     /// spares re-encoding the entries a write does not touch.
     pub(crate) source: Option<Value>,
+    /// Whether `fields` holds the entry's fields; an entry read lazily keeps them in `source`
+    /// until a write needs them (most writes touch one or two managers' fields).
+    pub(crate) parsed: bool,
 }
 
 impl ManagedEntry {
@@ -87,7 +90,48 @@ impl ManagedEntry {
         Value::Object(m)
     }
 
+    /// Parses the fields of an entry read lazily (nothing when they are already parsed). A
+    /// malformed `fieldsV1` leaves the manager owning nothing, as upstream starts over on
+    /// bookkeeping it cannot read.
+    pub(crate) fn load(&mut self) {
+        if self.parsed {
+            return;
+        }
+        self.parsed = true;
+        let read = self
+            .source
+            .as_ref()
+            .and_then(|v| v.get("fieldsV1"))
+            .map(FieldSet::from_fields_v1);
+        match read {
+            Some(Ok(fields)) => self.fields = fields,
+            Some(Err(_)) => self.source = None,
+            None => {}
+        }
+    }
+
+    /// Whether the manager owns any of `set` (whether taking `set` from it changes it).
+    pub(crate) fn touches(&self, set: &FieldSet) -> bool {
+        if self.parsed {
+            return self.fields.intersects(set);
+        }
+        match self.source.as_ref().and_then(|v| v.get("fieldsV1")) {
+            Some(Value::Object(raw)) => raw_intersects(raw, set),
+            _ => false,
+        }
+    }
+
     fn from_json(v: &Value) -> Result<Self, ManagedFieldsError> {
+        let mut e = Self::header_from_json(v)?;
+        if let Some(f) = v.get("fieldsV1") {
+            e.fields = FieldSet::from_fields_v1(f)?;
+        }
+        e.parsed = true;
+        Ok(e)
+    }
+
+    /// Everything but the fields, which stay in `source` until [`ManagedEntry::load`].
+    fn header_from_json(v: &Value) -> Result<Self, ManagedFieldsError> {
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let operation = match v.get("operation").and_then(Value::as_str) {
             Some("Apply") => Operation::Apply,
@@ -102,20 +146,44 @@ impl ManagedEntry {
             Some("FieldsV1") | None => {}
             Some(other) => return Err(ManagedFieldsError::FieldsType(other.to_string())),
         }
-        let fields = match v.get("fieldsV1") {
-            Some(f) => FieldSet::from_fields_v1(f)?,
-            None => FieldSet::new(),
-        };
+        if !v.is_object() {
+            return Err(ManagedFieldsError::NotAList);
+        }
         Ok(ManagedEntry {
             manager: s("manager"),
             operation,
             api_version: s("apiVersion"),
             time: v.get("time").and_then(Value::as_str).map(str::to_string),
             subresource: s("subresource"),
-            fields,
+            fields: FieldSet::new(),
             source: Some(v.clone()),
+            parsed: false,
         })
     }
+}
+
+/// Whether a `fieldsV1` object shares a path with `set`, reading the JSON where the steps are
+/// fields (whose keys are unambiguous) and parsing it where they are not.
+fn raw_intersects(raw: &Map<String, Value>, set: &FieldSet) -> bool {
+    let needs_parse = set
+        .members()
+        .chain(set.children().map(|(pe, _)| pe))
+        .any(|pe| pe.as_field().is_none());
+    if needs_parse {
+        return FieldSet::from_fields_v1(&Value::Object(raw.clone()))
+            .is_ok_and(|parsed| parsed.intersects(set));
+    }
+    let owned = |v: &Value| {
+        v.as_object()
+            .is_some_and(|m| m.is_empty() || m.contains_key("."))
+    };
+    set.members()
+        .any(|pe| raw.get(&pe.to_fields_key()).is_some_and(owned))
+        || set.children().any(|(pe, sub)| {
+            raw.get(&pe.to_fields_key())
+                .and_then(Value::as_object)
+                .is_some_and(|m| raw_intersects(m, sub))
+        })
 }
 
 /// Why `managedFields` could not be read.
@@ -170,6 +238,24 @@ impl ManagedFields {
         Ok(ManagedFields { entries })
     }
 
+    /// Reads a `managedFields` list leaving each entry's fields unparsed until
+    /// [`ManagedEntry::load`].
+    pub(crate) fn from_json_lazily(v: &Value) -> Result<Self, ManagedFieldsError> {
+        let Value::Array(items) = v else {
+            return Err(ManagedFieldsError::NotAList);
+        };
+        let entries = items
+            .iter()
+            .map(ManagedEntry::header_from_json)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ManagedFields { entries })
+    }
+
+    /// Parses every entry's fields.
+    pub(crate) fn load_all(&mut self) {
+        self.entries.iter_mut().for_each(ManagedEntry::load);
+    }
+
     /// Whether no manager owns anything.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -184,6 +270,7 @@ impl ManagedFields {
     /// out from its fields from now on.
     pub fn set(&mut self, mut entry: ManagedEntry) {
         entry.source = None;
+        entry.parsed = true;
         self.entries.retain(|e| !e.same_manager(&entry));
         if !entry.fields.is_empty() {
             self.entries.push(entry);
@@ -215,7 +302,8 @@ impl ManagedFields {
                 .min_by(|(_, a), (_, b)| a.time.cmp(&b.time))
                 .map(|(i, _)| i);
             let Some(i) = oldest else { break };
-            let old = self.entries.remove(i);
+            let mut old = self.entries.remove(i);
+            old.load();
             let mut bucket = ManagedEntry {
                 manager: ANCIENT_CHANGES.into(),
                 operation: Operation::Update,
@@ -224,8 +312,10 @@ impl ManagedFields {
                 subresource: String::new(),
                 fields: old.fields.clone(),
                 source: None,
+                parsed: true,
             };
-            if let Some(existing) = self.get(&bucket) {
+            if let Some(existing) = self.entries.iter_mut().find(|e| e.same_manager(&bucket)) {
+                existing.load();
                 bucket.fields = bucket.fields.union(&existing.fields);
             }
             self.set(bucket);
@@ -235,7 +325,11 @@ impl ManagedFields {
     /// The `managedFields` list in upstream's order: `Apply` before `Update`, then by time,
     /// manager, API version and subresource.
     pub fn to_json(&self) -> Value {
-        let mut entries: Vec<&ManagedEntry> = self.entries.iter().collect();
+        let mut entries: Vec<&ManagedEntry> = self
+            .entries
+            .iter()
+            .filter(|e| e.source.is_some() || !e.fields.is_empty())
+            .collect();
         entries.sort_by(|a, b| {
             (
                 a.operation,
@@ -305,6 +399,34 @@ mod tests {
     }
 
     #[test]
+    fn lazily_read_entries_answer_without_parsing() {
+        let v = json!([{"manager": "m", "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {},
+                "f:containers": {"k:{\"name\":\"a\"}": {".": {}, "f:image": {}}}}}}]);
+        let m = ManagedFields::from_json_lazily(&v).unwrap();
+        let e = &m.entries[0];
+        assert!(!e.parsed);
+        let set = |v: Value| FieldSet::from_fields_v1(&v).unwrap();
+        assert!(e.touches(&set(json!({"f:spec": {"f:replicas": {}}}))));
+        assert!(!e.touches(&set(json!({"f:spec": {"f:paused": {}}}))));
+        assert!(!e.touches(&set(json!({"f:status": {"f:replicas": {}}}))));
+        assert!(e.touches(&set(
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {"f:image": {}}}}})
+        )));
+        assert!(!e.touches(&set(
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"b\"}": {}}}})
+        )));
+        // Untouched, it is written back exactly as read.
+        assert_eq!(m.to_json(), v);
+        let mut loaded = m.clone();
+        loaded.load_all();
+        assert_eq!(
+            loaded.entries[0].fields,
+            ManagedFields::from_json(&v).unwrap().entries[0].fields
+        );
+    }
+
+    #[test]
     fn caps_update_managers() {
         let mut m = ManagedFields::default();
         for i in 0..12 {
@@ -316,6 +438,7 @@ mod tests {
                 subresource: String::new(),
                 fields: FieldSet::from_fields_v1(&json!({ format!("f:f{i}"): {} })).unwrap(),
                 source: None,
+                parsed: true,
             });
         }
         m.cap_updates();

@@ -58,6 +58,7 @@ impl Writer<'_> {
             subresource: self.subresource.to_string(),
             fields,
             source: None,
+            parsed: true,
         }
     }
 }
@@ -125,9 +126,11 @@ fn tracked(mut set: FieldSet, scope: Scope) -> FieldSet {
     set
 }
 
-/// Reads the managers of an object; unreadable bookkeeping starts over, as upstream's does.
+/// Reads the managers of an object, their fields left unparsed until needed; unreadable
+/// bookkeeping starts over, as upstream's does.
 fn managers_of(obj: Option<&Value>) -> ManagedFields {
-    obj.and_then(|o| ManagedFields::of(o).ok())
+    obj.and_then(|o| o.get("metadata")?.get("managedFields"))
+        .and_then(|v| ManagedFields::from_json_lazily(v).ok())
         .unwrap_or_default()
 }
 
@@ -203,6 +206,7 @@ fn apply_once<S: Schema>(
         return Err(ApplyError::ManagedFieldsInConfig);
     }
     let mut managers = managers_of(live);
+    managers.load_all();
     if let Some(live) = live
         && managers.is_empty()
     {
@@ -373,7 +377,7 @@ pub fn update<S: Schema>(
         {
             ManagedFields::default()
         }
-        Requested::List(v) => match ManagedFields::from_json(v) {
+        Requested::List(v) => match ManagedFields::from_json_lazily(v) {
             Ok(m) if !m.is_empty() => m,
             _ => managers_of(old),
         },
@@ -383,22 +387,23 @@ pub fn update<S: Schema>(
         diff_top(old, Some(new), schema, |k| scope.keeps_field(k)).into_changed_and_removed();
     let (changed, removed) = (tracked(changed, scope), tracked(removed, scope));
     let me = writer.entry(Operation::Update, FieldSet::new(), None);
-    let previous = managers.get(&me).cloned();
-    let others: Vec<ManagedEntry> = managers
-        .entries
-        .iter()
-        .filter(|e| !e.same_manager(&me))
-        .filter(|e| e.fields.intersects(&changed) || e.fields.intersects(&removed))
-        .map(|e| {
+    // Only the entries this write takes fields from are parsed and rewritten.
+    let mut others = Vec::new();
+    for e in managers.entries.iter_mut() {
+        if e.same_manager(&me) {
+            e.load();
+        } else if e.touches(&changed) || e.touches(&removed) {
+            e.load();
             let mut e = e.clone();
             e.fields.subtract(&changed);
             e.fields.subtract(&removed);
-            e
-        })
-        .collect();
+            others.push(e);
+        }
+    }
     for e in others {
         managers.set(e);
     }
+    let previous = managers.get(&me).cloned();
     match previous {
         // Nothing of this manager's changed: its entry stays as it was.
         Some(p) if changed.is_empty() && !p.fields.intersects(&removed) => {}

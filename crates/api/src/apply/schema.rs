@@ -239,15 +239,20 @@ impl Schema for OpenApi<'_> {
         let Some(t) = self.target() else {
             return Shape::Unknown;
         };
+        // Most nodes are scalars: answer those with one lookup.
+        match t.get("type").and_then(Value::as_str) {
+            Some("string" | "integer" | "number" | "boolean") => return Shape::Scalar,
+            Some("array") => return Shape::List(self.list_type()),
+            _ => {}
+        }
+        if t.get("items").is_some() {
+            return Shape::List(self.list_type());
+        }
         if self.ext("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
             return Shape::Scalar;
         }
         let atomic_map =
             self.ext("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic");
-        let ty = t.get("type").and_then(Value::as_str);
-        if ty == Some("array") || t.get("items").is_some() {
-            return Shape::List(self.list_type());
-        }
         let props = t.get("properties").and_then(Value::as_object);
         if props.is_some_and(|p| !p.is_empty()) {
             return Shape::Struct { atomic: atomic_map };
@@ -255,10 +260,7 @@ impl Schema for OpenApi<'_> {
         if t.get("additionalProperties").is_some_and(Value::is_object) {
             return Shape::Map { atomic: atomic_map };
         }
-        match ty {
-            Some("string" | "integer" | "number" | "boolean") => Shape::Scalar,
-            _ => Shape::Unknown,
-        }
+        Shape::Unknown
     }
 
     fn declares(&self, name: &str) -> bool {
