@@ -381,6 +381,7 @@ impl ApiServer {
                     admit_keeping_managed(&mut next, |n| {
                         admission::prepare_update(def, n, old, part)
                     })?;
+                    api::apply::settle(old, &mut next);
                     Ok(self.finish_if_released(def, next))
                 })
                 .await;

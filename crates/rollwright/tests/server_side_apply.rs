@@ -164,7 +164,9 @@ async fn scale_conflicts_with_apply_until_forced() {
         .unwrap_or_else(|| panic!("no scale entry: {}", scaled["metadata"]));
     assert_eq!(scaler["operation"], "Update");
     assert_eq!(scaler["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+    // kubectl names no manager for `scale`: the server takes its user agent's product.
     let scale_manager = scaler["manager"].as_str().unwrap_or("").to_string();
+    assert_eq!(scale_manager, "kubectl");
     // The applier no longer owns replicas.
     assert!(
         entry(&scaled, "kubectl", "Apply")["fieldsV1"]["f:spec"]
@@ -469,7 +471,10 @@ async fn bad_apply_requests_are_refused_as_upstream_does() {
         client
             .request_text(patch(
                 "?fieldManager=m",
-                &body.replace("  name: x\n", "  name: x\n  managedFields:\n  - manager: x\n"),
+                &body.replace(
+                    "  name: x\n",
+                    "  name: x\n  managedFields:\n  - manager: x\n",
+                ),
             ))
             .await,
     );
@@ -488,4 +493,84 @@ async fn bad_apply_requests_are_refused_as_upstream_does() {
     let leases: Api<Lease> = Api::default_namespaced(client);
     assert!(leases.get_opt("x").await.expect("get").is_none());
     c.stop().await;
+}
+
+/// The tutorial manifests every new user brings (see `../shared/realworld/README.md`).
+fn realworld(file: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/realworld")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `kubectl apply --server-side -f FILE` twice: both succeed without conflicts, and the second
+/// writes nothing (every object keeps its resourceVersion).
+async fn applies_twice_unchanged(file: &str) {
+    let c = Cluster::start().await;
+    let manifest = realworld(file);
+    let first = c
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], &manifest)
+        .await;
+    assert!(
+        first.lines().all(|l| l.ends_with(" serverside-applied")),
+        "{file}: {first}"
+    );
+    // `get -f` prints a List for several objects, the object itself for one.
+    let versions = |got: &Value| -> Vec<(String, String)> {
+        let items = match got["items"].as_array() {
+            Some(items) => items.clone(),
+            None => vec![got.clone()],
+        };
+        items
+            .iter()
+            .map(|o| {
+                (
+                    format!("{}/{}", o["kind"], o["metadata"]["name"]),
+                    rv(o).to_string(),
+                )
+            })
+            .collect()
+    };
+    let get = || async {
+        let out = c
+            .kubectl_stdin(&["get", "-f", "-", "-o", "json"], &manifest)
+            .await;
+        serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let before = get().await;
+    let second = c
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], &manifest)
+        .await;
+    assert_eq!(second, first, "{file}");
+    let after = get().await;
+    assert!(!versions(&before).is_empty(), "{file}: {before}");
+    assert_eq!(
+        versions(&after),
+        versions(&before),
+        "{file}: the second apply wrote"
+    );
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn realworld_fluentd_daemonset_applies_twice() {
+    applies_twice_unchanged("fluentd-daemonset.yaml").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Services, served by the registry branch"]
+async fn realworld_guestbook_applies_twice() {
+    applies_twice_unchanged("guestbook.yaml").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Services, served by the registry branch"]
+async fn realworld_web_applies_twice() {
+    applies_twice_unchanged("web.yaml").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Services and PodDisruptionBudgets, served by the registry branch"]
+async fn realworld_zookeeper_applies_twice() {
+    applies_twice_unchanged("zookeeper.yaml").await;
 }

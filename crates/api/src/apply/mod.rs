@@ -23,7 +23,7 @@ pub mod set;
 
 pub use conflict::{Conflict, Conflicts};
 pub use managed::{ManagedEntry, ManagedFields, Operation};
-pub use operation::{ApplyError, LAST_APPLIED, Requested, Scope, Writer, apply, update};
+pub use operation::{ApplyError, LAST_APPLIED, Requested, Scope, Writer, apply, settle, update};
 pub use path::{Path, PathElement};
 pub use schema::{Deduced, ListType, OpenApi, Schema, Shape};
 pub use set::FieldSet;

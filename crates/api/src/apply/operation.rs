@@ -281,6 +281,36 @@ fn apply_once<S: Schema>(
     Ok(merged)
 }
 
+/// After admission: when a write changed nothing but the times its bookkeeping stamped (an
+/// apply spelt a value differently from how the server stores it, say), the stored
+/// `managedFields` stay, so that the write is a no-op and the object's version does not move.
+pub fn settle(old: &Value, new: &mut Value) {
+    let managed = |v: &Value| {
+        v.get("metadata")
+            .and_then(|m| m.get("managedFields"))
+            .cloned()
+    };
+    let untimed = |v: Option<Value>| match v {
+        Some(Value::Array(mut entries)) => {
+            for e in &mut entries {
+                if let Value::Object(m) = e {
+                    m.remove("time");
+                }
+            }
+            Some(Value::Array(entries))
+        }
+        other => other,
+    };
+    let before = managed(old);
+    if before.is_some()
+        && untimed(before.clone()) == untimed(managed(new))
+        && same_content(old, new)
+        && let (Some(b), Some(Value::Object(meta))) = (before, new.get_mut("metadata"))
+    {
+        meta.insert("managedFields".into(), b);
+    }
+}
+
 /// Fields both the live object and its client-side `last-applied-configuration` set.
 fn allowed_by_last_applied<S: Schema>(live: &Value, schema: &S) -> FieldSet {
     let Some(last) = annotation(live, LAST_APPLIED)

@@ -780,3 +780,44 @@ fn updates_track_creation_subresources_and_resets() {
         json!({"f:spec": {"f:paused": {}}})
     );
 }
+
+#[test]
+fn settling_keeps_bookkeeping_of_a_write_that_changed_nothing() {
+    let schema = schema_of("ConfigMap");
+    let w = |now| Writer {
+        manager: "a",
+        api_version: "v1",
+        subresource: "",
+        now,
+    };
+    let live = apply(
+        None,
+        &cm(json!({"cpu": "100m"})),
+        &schema,
+        &w("2024-01-01T00:00:00Z"),
+        Scope::Whole,
+        false,
+    )
+    .unwrap();
+    // The configuration spells the value differently; admission would store it as before.
+    let mut next = apply(
+        Some(&live),
+        &cm(json!({"cpu": "0.1"})),
+        &schema,
+        &w("2024-01-01T00:00:09Z"),
+        Scope::Whole,
+        false,
+    )
+    .unwrap();
+    next["data"]["cpu"] = json!("100m");
+    assert_ne!(next, live, "apply stamped a new time");
+    settle(&live, &mut next);
+    assert_eq!(next, live);
+    // A real change keeps its new bookkeeping.
+    let mut changed = next.clone();
+    changed["data"]["cpu"] = json!("200m");
+    changed["metadata"]["managedFields"][0]["time"] = json!("2024-01-01T00:00:10Z");
+    let before = changed.clone();
+    settle(&live, &mut changed);
+    assert_eq!(changed, before);
+}
