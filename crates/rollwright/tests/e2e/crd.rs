@@ -3,7 +3,7 @@
 //! are created, listed, watched, patched and deleted with kubectl and with kube's
 //! `Api<DynamicObject>`; bad objects get upstream's 422; deleting the definition removes them.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use futures::StreamExt;

@@ -2,7 +2,7 @@
 //! by the test: every namespace's `default` ServiceAccount and the ServiceAccount admission of
 //! pods; namespace deletion by the namespace controller, also across a restart mid-way.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};

@@ -3,7 +3,7 @@
 //! it acknowledged must be there, whole, and it must take writes again at once. On etcd, the etcd
 //! members are killed with the server.
 
-mod common;
+use crate::common;
 
 use futures::{StreamExt, stream::FuturesUnordered};
 use k8s_openapi::api::core::v1::Pod;

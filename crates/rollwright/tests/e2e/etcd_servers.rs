@@ -3,7 +3,7 @@
 //! cache), watches on one carry the other's writes, resourceVersions mean the same on both, and
 //! compare-and-swap holds across them.
 
-mod common;
+use crate::common;
 
 use common::{Cluster, etcd::start_etcd};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! types, optimistic concurrency, selectors and pagination, graceful deletion, subresources,
 //! generation, `generateName`, finalizers and namespace deletion.
 
-mod common;
+use crate::common;
 
 use common::{Cluster, DEADLINE};
 use futures::{StreamExt, TryStreamExt};

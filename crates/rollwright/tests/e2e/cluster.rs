@@ -6,7 +6,7 @@
 // Tests may unwrap: a failure is the assertion.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{Cluster, DEADLINE, LineReader, pod_yaml};
 use embedded::wait_until;

@@ -10,7 +10,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
-mod common;
+use crate::common;
 
 use common::Rig;
 use controllers::invariants::{InvariantWatcher, Rule};

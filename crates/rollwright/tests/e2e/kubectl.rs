@@ -1,7 +1,7 @@
 //! Real `kubectl` against the embedded control plane: every command of issue 2, each test on its
 //! own cluster, asserting on what kubectl prints and on what the server then holds.
 
-mod common;
+use crate::common;
 
 use common::{Cluster, deployment_yaml, pod_yaml};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod};
 use kube::{

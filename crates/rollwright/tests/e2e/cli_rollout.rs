@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
-mod common;
+use crate::common;
 
 use common::Rig;
 use k8s_openapi::api::core::v1::Pod;

@@ -2,7 +2,7 @@
 //! (`../shared/realworld/`), one object of every served kind, their `kubectl get` columns,
 //! status writes per kind as upstream's status strategies keep them, and bad input.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! server holds, by resuming where it was when the server still has that history, and by relisting
 //! after the server's `410 Expired` when it does not.
 
-mod common;
+use crate::common;
 
 use common::DEADLINE;
 use futures::{StreamExt, TryStreamExt};

@@ -7,7 +7,7 @@
 // Tests may unwrap: a failure is the assertion.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{Cluster, DEADLINE};
 use embedded::wait_until;

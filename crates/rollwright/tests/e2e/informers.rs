@@ -3,7 +3,7 @@
 //! then a WATCH with `allowWatchBookmarks=true` from the list's resourceVersion, answered as
 //! upstream answers them, in JSON and when asked for protobuf first.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::Cluster;

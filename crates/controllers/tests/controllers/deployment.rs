@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
-mod support;
+use crate::support;
 
 use controllers::invariants::{InvariantWatcher, Rule};
 use k8s_openapi::api::{

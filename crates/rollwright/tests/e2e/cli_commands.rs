@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
-mod common;
+use crate::common;
 
 use common::{Cluster, ROLLWRIGHT};
 

@@ -1,0 +1,16 @@
+//! The controllers' integration tests: each controller against a real in-process API server.
+//!
+//! One binary for all of them: each test file used to link the whole control plane on its own,
+//! which cost minutes of linking and gigabytes of disk per file on CI's small machine.
+
+#![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+mod daemonset;
+mod deployment;
+mod gc;
+mod namespace;
+mod node_lifecycle;
+mod pod_gc;
+mod replicaset;
+mod serviceaccount;
+mod support;

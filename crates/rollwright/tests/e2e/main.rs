@@ -1,0 +1,28 @@
+//! rollwright's end-to-end tests: a control plane started by each test on a free loopback port,
+//! driven by the real `kubectl`, the `kube` client and rollwright's own CLI.
+//!
+//! One binary for all of them: each test file used to link the whole control plane on its own,
+//! which cost minutes of linking and gigabytes of disk per file on CI's small machine.
+
+#![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+mod cli_commands;
+mod cli_rollout;
+mod cli_watch;
+mod cluster;
+mod cluster_controllers;
+mod common;
+mod crash;
+mod crd;
+mod daemonset_kubectl;
+mod deployment_kubectl;
+mod etcd_faults;
+mod etcd_servers;
+mod informers;
+mod kube_client;
+mod kubectl;
+mod leader_election;
+mod node_failure;
+mod realworld;
+mod statefulset_kubectl;
+mod watch_restart;
