@@ -10,6 +10,9 @@ pub mod admission;
 pub mod cache;
 pub mod discovery;
 pub mod error;
+pub mod expiry;
+mod health;
+pub mod inflight;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
@@ -24,4 +27,6 @@ pub mod table;
 pub mod tls;
 mod watch;
 
-pub use server::{ApiServer, ServerOptions, serve_tls};
+pub use server::{
+    ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, serve_tls, serve_tls_with,
+};

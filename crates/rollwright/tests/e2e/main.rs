@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+mod chaos;
 mod cli_commands;
 mod cli_rollout;
 mod cli_watch;
@@ -24,5 +25,6 @@ mod kubectl;
 mod leader_election;
 mod node_failure;
 mod realworld;
+mod security;
 mod statefulset_kubectl;
 mod watch_restart;
