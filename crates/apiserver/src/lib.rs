@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+mod apply;
 pub mod cache;
 pub mod discovery;
 pub mod error;

@@ -26,5 +26,6 @@ mod leader_election;
 mod node_failure;
 mod realworld;
 mod security;
+mod server_side_apply;
 mod statefulset_kubectl;
 mod watch_restart;
