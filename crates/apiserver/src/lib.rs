@@ -10,6 +10,7 @@ pub mod admission;
 pub mod cache;
 pub mod discovery;
 pub mod error;
+mod eviction;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
