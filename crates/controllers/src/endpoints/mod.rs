@@ -153,9 +153,12 @@ impl Controller for EndpointsController {
         let result = match current {
             None => api.create(&PostParams::default(), &want).await,
             Some(ep) => {
-                let mut next = want;
-                next.metadata.resource_version = ep.metadata.resource_version.clone();
-                next.metadata.annotations = merge_annotations(ep.annotations(), &next);
+                // The stored object with new subsets, labels and capacity mark (its other
+                // metadata, e.g. the user's annotations, stays).
+                let mut next = ep.object().clone();
+                next.metadata.annotations = merge_annotations(ep.annotations(), &want);
+                next.metadata.labels = want.metadata.labels;
+                next.subsets = want.subsets;
                 api.replace(name, &PostParams::default(), &next).await
             }
         };
