@@ -3,6 +3,7 @@
 //! when deleted and orphans of this controller go, a Service of 250 pods gets slices of at most
 //! 100, and the eviction subresource spends a budget the disruption controller computes.
 
+use futures::StreamExt;
 use k8s_openapi::api::{
     core::v1::{Endpoints, Pod, Service},
     discovery::v1::EndpointSlice,
@@ -12,7 +13,6 @@ use kube::{
     Api, Client,
     api::{DeleteParams, EvictParams, ListParams, PostParams},
 };
-use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;
 
@@ -75,7 +75,10 @@ async fn endpoints_come_back_and_orphans_of_the_controller_go() {
     let eps: Api<Endpoints> = Api::default_namespaced(client.clone());
     // Left over from a stopped controller (its label), and one written by hand.
     for (name, labels) in [
-        ("stale", json!({"endpoints.kubernetes.io/managed-by": "endpoint-controller"})),
+        (
+            "stale",
+            json!({"endpoints.kubernetes.io/managed-by": "endpoint-controller"}),
+        ),
         ("manual", json!({})),
     ] {
         let ep: Endpoints = serde_json::from_value(json!({"metadata": {"name": name,
@@ -150,7 +153,10 @@ async fn many_pods_make_slices_of_at_most_100() {
             assert_eq!(ready, 225);
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "slices hold {total}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "slices hold {total}"
+        );
         // Wait for the next change of any slice of the Service.
         let rv = list.metadata.resource_version.unwrap_or_default();
         let watch = kube::api::WatchParams::default()
@@ -164,7 +170,11 @@ async fn many_pods_make_slices_of_at_most_100() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evictions_spend_the_budget_the_controller_computes() {
     let (_server, client) = start().await;
-    for (name, ip) in [("a", "10.244.0.2"), ("b", "10.244.0.3"), ("c", "10.244.0.4")] {
+    for (name, ip) in [
+        ("a", "10.244.0.2"),
+        ("b", "10.244.0.3"),
+        ("c", "10.244.0.4"),
+    ] {
         running_pod(&client, name, "db", ip, true).await;
     }
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "db"},
@@ -217,7 +227,13 @@ async fn evictions_spend_the_budget_the_controller_computes() {
         "d (on no node) is deleted at once"
     );
     assert_eq!(
-        budgets.get_status("db").await.unwrap().status.unwrap().disruptions_allowed,
+        budgets
+            .get_status("db")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .disruptions_allowed,
         0
     );
 }

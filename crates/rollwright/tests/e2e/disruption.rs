@@ -133,7 +133,9 @@ async fn budget_status_counts_numbers_and_percentages() {
 
     // Evictions: a pod under two budgets cannot be evicted (upstream's 500); one under a
     // budget that allows nothing gets 429 with upstream's message and cause.
-    let pods: Api<Pod> = Api::default_namespaced(c.client().await);
+    // An in-process client: the HTTPS one retries 429s with back-off for minutes, as kube's
+    // default retry policy does (kubectl drain below shows the 429 over HTTPS).
+    let pods: Api<Pod> = Api::default_namespaced(embedded::client_for(&c.cp.server));
     let quarter_pods = c
         .kubectl(&["get", "pods", "-l", "app=quarter", "-o", "name"])
         .await;
