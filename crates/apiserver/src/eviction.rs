@@ -186,7 +186,6 @@ impl ApiServer {
                 }
             }
         }
-        let mut opts = opts;
         if enforce_version && opts.precondition_rv.is_none() {
             opts.precondition_rv = Some(entry.rev);
         }

@@ -112,9 +112,9 @@ pub fn current_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now: T
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
             let name = p.metadata.name.as_deref().unwrap_or("");
-            !disrupted
+            disrupted
                 .get(name)
-                .is_some_and(|at| at.0 + DELETION_TIMEOUT > now)
+                .is_none_or(|at| at.0 + DELETION_TIMEOUT <= now)
         })
         .filter(|p| api::pod::is_ready(p))
         .count();
