@@ -9,6 +9,9 @@
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
 //! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
+//! - [`endpoints`], [`endpointslice`]: the addresses of every Service's pods, as Endpoints and
+//!   as EndpointSlices.
+//! - [`disruption`]: PodDisruptionBudget status (the API server's eviction consults it).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //!
@@ -35,6 +38,9 @@
 
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod expectations;
 pub mod gc;
 pub mod history;
@@ -55,6 +61,9 @@ pub mod volume;
 
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
+use disruption::DisruptionController;
+use endpoints::EndpointsController;
+use endpointslice::EndpointSliceController;
 use futures::future::BoxFuture;
 use gc::GarbageCollector;
 use informer::Informers;
@@ -95,6 +104,12 @@ pub struct Settings {
     pub statefulset: statefulset::Config,
     /// The volume controller's.
     pub volume: volume::Config,
+    /// The endpoints controller's.
+    pub endpoints: endpoints::Config,
+    /// The endpointslice controller's.
+    pub endpointslice: endpointslice::Config,
+    /// The disruption controller's.
+    pub disruption: disruption::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -103,7 +118,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 10] = [
+const CONTROLLERS: [(&str, Starter); 13] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -133,6 +148,15 @@ const CONTROLLERS: [(&str, Starter); 10] = [
     }),
     (VolumeController::NAME, |i, s| {
         on_cache(i, s.volume.clone(), VolumeController::new)
+    }),
+    (EndpointsController::NAME, |i, s| {
+        on_cache(i, s.endpoints.clone(), EndpointsController::new)
+    }),
+    (EndpointSliceController::NAME, |i, s| {
+        on_cache(i, s.endpointslice.clone(), EndpointSliceController::new)
+    }),
+    (DisruptionController::NAME, |i, s| {
+        on_cache(i, s.disruption.clone(), DisruptionController::new)
     }),
 ];
 

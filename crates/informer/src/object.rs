@@ -5,7 +5,12 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::{
     apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet},
     coordination::v1::Lease,
-    core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount},
+    core::v1::{
+        Endpoints, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+        ReplicationController, Service, ServiceAccount,
+    },
+    discovery::v1::EndpointSlice,
+    policy::v1::PodDisruptionBudget,
     storage::v1::StorageClass,
 };
 use kube::{Resource, api::DynamicObject};
@@ -205,6 +210,11 @@ plain_objects!(
     PersistentVolume,
     ServiceAccount,
     StorageClass,
+    Service,
+    Endpoints,
+    EndpointSlice,
+    PodDisruptionBudget,
+    ReplicationController,
     DynamicObject,
 );
 
