@@ -2,7 +2,6 @@
 //! ones, pick the best, or explain why none fits. Pure over the [`Cache`].
 
 use crate::{
-    affinity,
     cache::Cache,
     diagnosis::{Diagnosis, NO_NODES_AVAILABLE},
     filter::filter,
@@ -60,7 +59,7 @@ pub fn schedule(
     }
     let mut diagnosis = Diagnosis::default();
     let mut feasible = Vec::new();
-    match affinity::pinned_node_names(pod.required_terms.as_deref()) {
+    match api::node_affinity::pinned_node_names(pod.required_terms.as_deref()) {
         Some(names) if names.is_empty() => {
             diagnosis.prefilter_rejected("pod affinity terms conflict", all);
             return Decision::Unschedulable(diagnosis.message(all, pod.preempt_never));

@@ -5,11 +5,11 @@
 //! counted once in the failure message, under the first reason.
 
 use crate::{
-    affinity, fit,
+    fit,
     node_info::{NodeInfo, Usage},
     pod_info::PodInfo,
-    taints,
 };
+use api::{node_affinity, taint};
 use k8s_openapi::api::core::v1::Taint;
 
 /// Why a node cannot take a pod.
@@ -51,25 +51,26 @@ pub fn taint_reason(taint: &Taint) -> String {
 pub fn filter(pod: &PodInfo, node: &NodeInfo, usage: &Usage) -> Result<(), Rejection> {
     if node.unschedulable {
         let cordon = Taint {
-            key: taints::UNSCHEDULABLE_TAINT_KEY.into(),
+            key: taint::UNSCHEDULABLE_TAINT_KEY.into(),
             effect: "NoSchedule".into(),
             ..Default::default()
         };
-        if !taints::tolerated(&pod.tolerations, &cordon) {
+        if !taint::tolerated(&pod.tolerations, &cordon) {
             return Err(Rejection::unresolvable(REASON_UNSCHEDULABLE));
         }
     }
     if pod.node_name.as_ref().is_some_and(|n| *n != node.name) {
         return Err(Rejection::unresolvable(REASON_NODE_NAME));
     }
-    if let Some(t) = taints::first_untolerated(&node.taints, &pod.tolerations) {
+    if let Some(t) =
+        taint::first_untolerated(&node.taints, &pod.tolerations, taint::FILTERING_EFFECTS)
+    {
         return Err(Rejection::unresolvable(taint_reason(t)));
     }
-    let affinity_ok = affinity::node_selector_matches(&pod.node_selector, &node.labels)
-        && pod
-            .required_terms
-            .as_deref()
-            .is_none_or(|terms| affinity::required_terms_match(terms, &node.name, &node.labels));
+    let affinity_ok = node_affinity::node_selector_matches(&pod.node_selector, &node.labels)
+        && pod.required_terms.as_deref().is_none_or(|terms| {
+            node_affinity::required_terms_match(terms, &node.name, &node.labels)
+        });
     if !affinity_ok {
         return Err(Rejection::unresolvable(REASON_AFFINITY));
     }

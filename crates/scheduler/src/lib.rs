@@ -8,7 +8,6 @@
 
 #![warn(missing_docs)]
 
-pub mod affinity;
 pub mod algorithm;
 pub mod cache;
 pub mod condition;
@@ -22,7 +21,6 @@ pub mod queue;
 pub mod resources;
 pub mod scheduler;
 pub mod score;
-pub mod taints;
 pub mod volume_binding;
 
 pub use config::SchedulerConfig;
