@@ -13,6 +13,7 @@ pub mod error;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
+mod priority;
 pub mod protobuf;
 pub mod registry;
 pub mod request;
