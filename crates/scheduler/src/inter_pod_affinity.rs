@@ -303,8 +303,8 @@ impl AffinityState {
         self.count_incoming(pod, existing, node_labels, cache, delta);
     }
 
-    /// Upstream's `Filter`: existing pods' anti-affinity first, then the pod's anti-affinity,
-    /// then its affinity. `Err((reason, resolvable))`: only affinity is unresolvable, since
+    /// Upstream's `Filter`: the pod's affinity first, then its anti-affinity, then existing
+    /// pods' anti-affinity. `Err((reason, resolvable))`: only affinity is unresolvable, since
     /// removing pods can never create a match.
     pub fn filter(
         &self,
@@ -321,12 +321,19 @@ impl AffinityState {
                     .is_some_and(|&n| n > 0)
             })
         };
-        if self
-            .existing_anti
-            .iter()
-            .any(|((k, v), &n)| n > 0 && node_labels.get(k) == Some(v))
-        {
-            return Err((REASON_EXISTING_ANTI_AFFINITY, true));
+        let terms = &pod.affinity.required;
+        if !terms.is_empty() {
+            let keys = terms
+                .iter()
+                .all(|t| node_labels.contains_key(&t.topology_key));
+            let satisfied = terms.iter().all(|t| has(&self.affinity, &t.topology_key));
+            // The first pod of a group with affinity to itself: no pod matches yet, and the
+            // pod matches its own terms, so it may go anywhere that has the topology keys.
+            let first = self.affinity.values().all(|&n| n <= 0)
+                && terms.iter().all(|t| t.matches(pod, cache));
+            if !keys || !(satisfied || first) {
+                return Err((REASON_AFFINITY, false));
+            }
         }
         if pod
             .affinity
@@ -336,26 +343,14 @@ impl AffinityState {
         {
             return Err((REASON_ANTI_AFFINITY, true));
         }
-        let terms = &pod.affinity.required;
-        if terms.is_empty() {
-            return Ok(());
-        }
-        if terms
+        if self
+            .existing_anti
             .iter()
-            .any(|t| !node_labels.contains_key(&t.topology_key))
+            .any(|((k, v), &n)| n > 0 && node_labels.get(k) == Some(v))
         {
-            return Err((REASON_AFFINITY, false));
+            return Err((REASON_EXISTING_ANTI_AFFINITY, true));
         }
-        if terms.iter().all(|t| has(&self.affinity, &t.topology_key)) {
-            return Ok(());
-        }
-        // The first pod of a group with affinity to itself: no pod matches yet, and the pod
-        // matches its own terms, so it may go anywhere that has the topology keys.
-        let no_matches = self.affinity.values().all(|&n| n <= 0);
-        if no_matches && terms.iter().all(|t| t.matches(pod, cache)) {
-            return Ok(());
-        }
-        Err((REASON_AFFINITY, false))
+        Ok(())
     }
 }
 
@@ -431,4 +426,272 @@ pub fn normalize(raw: &[i64]) -> Vec<i64> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod tests {
+    use super::*;
+    use crate::{
+        algorithm::{Decision, schedule},
+        testing::{cache, node, pod},
+    };
+    use serde_json::{Value, json};
+
+    const HOST: &str = "kubernetes.io/hostname";
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn anti(labels: Value, key: &str) -> Value {
+        json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": labels}, "topologyKey": key}]}}})
+    }
+
+    fn affinity(labels: Value, key: &str) -> Value {
+        json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": labels}, "topologyKey": key}]}}})
+    }
+
+    /// What each node says to `pod` (`None`: it fits).
+    fn verdicts(pod: &PodInfo, cache: &Cache) -> Vec<Option<&'static str>> {
+        let state = AffinityState::new(pod, cache);
+        cache
+            .nodes()
+            .iter()
+            .map(|n| state.filter(pod, &n.info.labels, cache).err().map(|e| e.0))
+            .collect()
+    }
+
+    #[test]
+    fn required_anti_affinity_keeps_pods_apart() {
+        let zk0 = pod("zk-0", json!({"app": "zk"}), 100, json!({}));
+        let other = pod("web", json!({"app": "web"}), 100, json!({}));
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z1"), node("c", "z2")],
+            &[(&zk0, "a"), (&other, "b")],
+        );
+        let zk1 = pod(
+            "zk-1",
+            json!({"app": "zk"}),
+            100,
+            anti(json!({"app": "zk"}), HOST),
+        );
+        assert_eq!(verdicts(&zk1, &c), [Some(REASON_ANTI_AFFINITY), None, None]);
+        let by_zone = pod(
+            "zk-2",
+            json!({"app": "zk"}),
+            100,
+            anti(json!({"app": "zk"}), ZONE),
+        );
+        assert_eq!(
+            verdicts(&by_zone, &c),
+            [Some(REASON_ANTI_AFFINITY), Some(REASON_ANTI_AFFINITY), None],
+            "the whole zone of a matching pod is refused"
+        );
+    }
+
+    #[test]
+    fn existing_pods_anti_affinity_refuses_the_incoming_pod() {
+        let loner = pod(
+            "loner",
+            json!({"app": "db"}),
+            100,
+            anti(json!({"app": "web"}), ZONE),
+        );
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z1"), node("c", "z2")],
+            &[(&loner, "a")],
+        );
+        let web = pod("web", json!({"app": "web"}), 100, json!({}));
+        assert_eq!(
+            verdicts(&web, &c),
+            [
+                Some(REASON_EXISTING_ANTI_AFFINITY),
+                Some(REASON_EXISTING_ANTI_AFFINITY),
+                None
+            ]
+        );
+        let api = pod("api", json!({"app": "api"}), 100, json!({}));
+        assert_eq!(verdicts(&api, &c), [None, None, None]);
+    }
+
+    #[test]
+    fn required_affinity_follows_its_peers_and_lets_the_first_one_in() {
+        let db = pod("db", json!({"app": "db"}), 100, json!({}));
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z1"), node("c", "z2")],
+            &[(&db, "a")],
+        );
+        let web = pod(
+            "web",
+            json!({"app": "web"}),
+            100,
+            affinity(json!({"app": "db"}), ZONE),
+        );
+        assert_eq!(verdicts(&web, &c), [None, None, Some(REASON_AFFINITY)]);
+        let cache_rejects =
+            AffinityState::new(&web, &c).filter(&web, &c.nodes()[2].info.labels, &c);
+        assert_eq!(cache_rejects, Err((REASON_AFFINITY, false)), "unresolvable");
+        // No pod matches yet: a pod with affinity to its own kind may start the group.
+        let first = pod(
+            "cache-0",
+            json!({"app": "cache"}),
+            100,
+            affinity(json!({"app": "cache"}), ZONE),
+        );
+        assert_eq!(verdicts(&first, &c), [None, None, None]);
+        let stranger = pod(
+            "x",
+            json!({"app": "x"}),
+            100,
+            affinity(json!({"app": "cache"}), ZONE),
+        );
+        assert_eq!(
+            verdicts(&stranger, &c),
+            [Some(REASON_AFFINITY); 3],
+            "a pod not matching its own terms waits for a peer"
+        );
+    }
+
+    #[test]
+    fn namespaces_and_namespace_selectors() {
+        let mut other = pod("db", json!({"app": "db"}), 100, json!({}));
+        other.namespace = "prod".into();
+        let mut c = cache(vec![node("a", "z1"), node("b", "z2")], &[(&other, "a")]);
+        c.set_namespace("prod", [("env".to_string(), "prod".to_string())].into());
+        let term = |extra: Value| {
+            let mut t =
+                json!({"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOST});
+            t.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            pod(
+                "web",
+                json!({}),
+                100,
+                json!({"affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [t]}}}),
+            )
+        };
+        let cases = [
+            ("own namespace only", json!({}), [None, None]),
+            (
+                "named namespace",
+                json!({"namespaces": ["prod"]}),
+                [Some(REASON_ANTI_AFFINITY), None],
+            ),
+            (
+                "selector",
+                json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}}),
+                [Some(REASON_ANTI_AFFINITY), None],
+            ),
+            (
+                "empty selector: all namespaces",
+                json!({"namespaceSelector": {}}),
+                [Some(REASON_ANTI_AFFINITY), None],
+            ),
+            (
+                "selector matching nothing",
+                json!({"namespaceSelector": {"matchLabels": {"env": "dev"}}}),
+                [None, None],
+            ),
+        ];
+        for (name, extra, want) in cases {
+            assert_eq!(verdicts(&term(extra), &c), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn match_label_keys_narrow_the_selector_to_the_pods_own_values() {
+        let old = pod("old", json!({"app": "web", "rev": "1"}), 100, json!({}));
+        let c = cache(vec![node("a", "z1"), node("b", "z2")], &[(&old, "a")]);
+        let spec = |keys: &str| {
+            json!({"affinity": {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOST,
+                keys: ["rev"]}]}}})
+        };
+        let new = pod(
+            "new",
+            json!({"app": "web", "rev": "2"}),
+            100,
+            spec("matchLabelKeys"),
+        );
+        assert_eq!(
+            verdicts(&new, &c),
+            [None, None],
+            "only pods of its own revision"
+        );
+        let new = pod(
+            "new",
+            json!({"app": "web", "rev": "2"}),
+            100,
+            spec("mismatchLabelKeys"),
+        );
+        assert_eq!(
+            verdicts(&new, &c),
+            [Some(REASON_ANTI_AFFINITY), None],
+            "only other revisions"
+        );
+    }
+
+    #[test]
+    fn one_replica_more_than_nodes_gets_upstreams_message() {
+        let zk = |i: usize| {
+            pod(
+                &format!("zk-{i}"),
+                json!({"app": "zk"}),
+                100,
+                anti(json!({"app": "zk"}), HOST),
+            )
+        };
+        let pods: Vec<PodInfo> = (0..3).map(zk).collect();
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z2"), node("c", "z3")],
+            &[(&pods[0], "a"), (&pods[1], "b"), (&pods[2], "c")],
+        );
+        assert_eq!(
+            schedule(&zk(3), &c, &mut 0, None, Vec::new),
+            Decision::Unschedulable("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.".into())
+        );
+    }
+
+    #[test]
+    fn preferred_terms_steer_the_score() {
+        let db = pod("db", json!({"app": "db"}), 100, json!({}));
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z2"), node("c", "z3")],
+            &[(&db, "b")],
+        );
+        let near = pod(
+            "near",
+            json!({}),
+            100,
+            json!({"affinity": {"podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE}}]}}}),
+        );
+        assert_eq!(
+            schedule(&near, &c, &mut 0, None, Vec::new),
+            Decision::Bind("b".into())
+        );
+        let scores = topology_scores(&near, &c).unwrap();
+        let raw: Vec<i64> = c
+            .nodes()
+            .iter()
+            .map(|n| node_score(&scores, &n.info.labels))
+            .collect();
+        assert_eq!(normalize(&raw), [0, 100, 0]);
+        let far = pod(
+            "far",
+            json!({}),
+            100,
+            json!({"affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE}}]}}}),
+        );
+        assert_ne!(
+            schedule(&far, &c, &mut 0, None, Vec::new),
+            Decision::Bind("b".into())
+        );
+    }
 }

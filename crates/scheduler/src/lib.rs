@@ -25,6 +25,8 @@ pub mod queue;
 pub mod resources;
 pub mod scheduler;
 pub mod score;
+#[cfg(test)]
+mod testing;
 pub mod topology_spread;
 pub mod volume_binding;
 

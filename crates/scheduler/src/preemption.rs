@@ -194,3 +194,149 @@ fn pick(candidates: Vec<Candidate>) -> Option<Candidate> {
         )
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod tests {
+    use super::*;
+    use crate::{
+        algorithm::{Decision, schedule},
+        testing::{cache, node, pod},
+    };
+    use serde_json::json;
+
+    fn prio(name: &str, labels: serde_json::Value, cpu: i64, priority: i32) -> PodInfo {
+        pod(name, labels, cpu, json!({"priority": priority}))
+    }
+
+    fn victims(d: &Decision) -> (String, Vec<String>) {
+        match d {
+            Decision::Preempt { node, victims, .. } => (
+                node.clone(),
+                victims.iter().map(|v| v.name.clone()).collect(),
+            ),
+            other => panic!("no preemption: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn evicts_the_fewest_least_important_pods() {
+        // Node a: two small low pods; node b: one big pod of middling priority.
+        let (l1, l2, mid) = (
+            prio("l1", json!({}), 2000, 1),
+            prio("l2", json!({}), 2000, 2),
+            prio("mid", json!({}), 4000, 5),
+        );
+        let c = cache(
+            vec![node("a", "z"), node("b", "z")],
+            &[(&l1, "a"), (&l2, "a"), (&mid, "b")],
+        );
+        let high = prio("high", json!({}), 2000, 10);
+        let d = schedule(&high, &c, &mut 0, None, Vec::new);
+        assert_eq!(
+            victims(&d),
+            ("a".into(), vec!["l1".into()]),
+            "one victim suffices, and the lowest priority goes"
+        );
+        let Decision::Preempt { message, .. } = d else {
+            unreachable!()
+        };
+        assert_eq!(message, "0/2 nodes are available: 2 Insufficient cpu.");
+    }
+
+    #[test]
+    fn equal_priorities_are_never_victims() {
+        let full = prio("full", json!({}), 4000, 0);
+        let c = cache(vec![node("a", "z")], &[(&full, "a")]);
+        assert_eq!(
+            schedule(&prio("p", json!({}), 1000, 0), &c, &mut 0, None, Vec::new),
+            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".into())
+        );
+        let never = pod(
+            "n",
+            json!({}),
+            1000,
+            json!({"priority": 9, "preemptionPolicy": "Never"}),
+        );
+        assert_eq!(
+            schedule(&never, &c, &mut 0, None, Vec::new),
+            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.".into())
+        );
+        let huge = prio("huge", json!({}), 8000, 9);
+        assert_eq!(
+            schedule(&huge, &c, &mut 0, None, Vec::new),
+            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Insufficient cpu.".into()),
+            "evicting everything would still not make room"
+        );
+    }
+
+    #[test]
+    fn disruption_budgets_steer_the_choice() {
+        let (guarded, free) = (
+            prio("guarded", json!({"app": "zk"}), 4000, 1),
+            prio("free", json!({"app": "web"}), 4000, 1),
+        );
+        let c = cache(
+            vec![node("a", "z"), node("b", "z")],
+            &[(&guarded, "a"), (&free, "b")],
+        );
+        let budget = Budget {
+            namespace: "default".into(),
+            selector: LabelSelector::parse("app=zk").unwrap(),
+            allowed: 0,
+            disrupted: BTreeSet::new(),
+        };
+        let high = prio("high", json!({}), 1000, 10);
+        let d = schedule(&high, &c, &mut 0, None, || vec![budget.clone()]);
+        assert_eq!(victims(&d), ("b".into(), vec!["free".into()]));
+        let c = cache(vec![node("a", "z")], &[(&guarded, "a")]);
+        let d = schedule(&high, &c, &mut 0, None, || vec![budget.clone()]);
+        assert_eq!(
+            victims(&d),
+            ("a".into(), vec!["guarded".into()]),
+            "a budget is avoided, not absolute"
+        );
+    }
+
+    #[test]
+    fn anti_affinity_victims_and_terminating_nominations() {
+        let spec = |p: i32| {
+            json!({"priority": p, "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "zk"}}, "topologyKey": "kubernetes.io/hostname"}]}}})
+        };
+        let low = pod("low", json!({"app": "zk"}), 100, spec(1));
+        let c = cache(vec![node("a", "z")], &[(&low, "a")]);
+        let high = pod("high", json!({"app": "zk"}), 100, spec(10));
+        assert_eq!(
+            victims(&schedule(&high, &c, &mut 0, None, Vec::new)),
+            ("a".into(), vec!["low".into()])
+        );
+        let mut gone = low.clone();
+        gone.terminating = true;
+        let c = cache(vec![node("a", "z")], &[(&gone, "a")]);
+        let mut waiting = high.clone();
+        waiting.nominated_node = Some("a".into());
+        assert_eq!(
+            schedule(&waiting, &c, &mut 0, None, Vec::new),
+            Decision::Unschedulable("0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules. preemption: not eligible due to a terminating pod on the nominated node.".into())
+        );
+    }
+
+    #[test]
+    fn nominated_pods_keep_their_room() {
+        let c0 = cache(vec![node("a", "z")], &[]);
+        let mut c = c0;
+        let big = prio("big", json!({}), 3000, 10);
+        c.nominate(&big, "a");
+        let small = prio("small", json!({}), 2000, 1);
+        assert!(matches!(
+            schedule(&small, &c, &mut 0, None, Vec::new),
+            Decision::Unschedulable(_)
+        ));
+        let higher = prio("higher", json!({}), 2000, 20);
+        assert_eq!(
+            schedule(&higher, &c, &mut 0, None, Vec::new),
+            Decision::Bind("a".into())
+        );
+    }
+}

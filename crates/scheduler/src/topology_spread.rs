@@ -254,3 +254,187 @@ pub fn normalize(raw: &[Option<f64>]) -> Vec<i64> {
         })
         .collect()
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod tests {
+    use super::*;
+    use crate::testing::{cache, node, pod};
+    use serde_json::{Value, json};
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn spread(extra: Value) -> Value {
+        let mut c = json!({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"topologySpreadConstraints": [c]})
+    }
+
+    fn verdicts(pod: &PodInfo, cache: &Cache) -> Vec<Option<&'static str>> {
+        let state = SpreadState::new(pod, cache);
+        cache
+            .nodes()
+            .iter()
+            .map(|n| state.filter(pod, &n.info).err().map(|e| e.0))
+            .collect()
+    }
+
+    fn web(i: usize) -> PodInfo {
+        pod(&format!("web-{i}"), json!({"app": "web"}), 100, json!({}))
+    }
+
+    #[test]
+    fn max_skew_sends_the_pod_to_the_emptiest_zones() {
+        let (w0, w1) = (web(0), web(1));
+        let nodes = || {
+            vec![
+                node("a", "z1"),
+                node("b", "z2"),
+                node("c", "z3"),
+                node("d", "z3"),
+            ]
+        };
+        let c = cache(nodes(), &[(&w0, "a"), (&w1, "b")]);
+        let p = pod("new", json!({"app": "web"}), 100, spread(json!({})));
+        assert_eq!(
+            verdicts(&p, &c),
+            [Some(REASON_SKEW), Some(REASON_SKEW), None, None]
+        );
+        let loose = pod(
+            "new",
+            json!({"app": "web"}),
+            100,
+            spread(json!({"maxSkew": 2})),
+        );
+        assert_eq!(verdicts(&loose, &c), [None; 4]);
+        let other = pod("x", json!({"app": "x"}), 100, spread(json!({})));
+        assert_eq!(
+            verdicts(&other, &c),
+            [None; 4],
+            "a pod its own selector does not match adds nothing to any domain"
+        );
+    }
+
+    #[test]
+    fn min_domains_counts_missing_domains_as_empty() {
+        let (w0, w1) = (web(0), web(1));
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z2")],
+            &[(&w0, "a"), (&w1, "b")],
+        );
+        let p = pod("new", json!({"app": "web"}), 100, spread(json!({})));
+        assert_eq!(verdicts(&p, &c), [None, None]);
+        let p = pod(
+            "new",
+            json!({"app": "web"}),
+            100,
+            spread(json!({"minDomains": 3})),
+        );
+        assert_eq!(
+            verdicts(&p, &c),
+            [Some(REASON_SKEW), Some(REASON_SKEW)],
+            "with fewer than minDomains domains the global minimum is 0"
+        );
+    }
+
+    #[test]
+    fn nodes_without_the_key_are_unresolvable() {
+        let mut bare = node("bare", "");
+        bare.labels.remove(ZONE);
+        let c = cache(vec![node("a", "z1"), bare], &[]);
+        let p = pod("new", json!({"app": "web"}), 100, spread(json!({})));
+        let state = SpreadState::new(&p, &c);
+        assert_eq!(state.filter(&p, &c.nodes()[0].info), Ok(()));
+        assert_eq!(
+            state.filter(&p, &c.nodes()[1].info),
+            Err((REASON_MISSING_LABEL, false))
+        );
+    }
+
+    #[test]
+    fn node_inclusion_policies() {
+        let (w0, w1) = (web(0), web(1));
+        let mut tainted = node("c", "z3");
+        tainted.taints = vec![k8s_openapi::api::core::v1::Taint {
+            key: "dedicated".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }];
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z2"), tainted],
+            &[(&w0, "a"), (&w1, "b")],
+        );
+        // z3 is empty, so z1 and z2 are too full unless z3 stops counting as a domain.
+        let ignore = pod("new", json!({"app": "web"}), 100, spread(json!({})));
+        assert_eq!(
+            verdicts(&ignore, &c)[..2],
+            [Some(REASON_SKEW), Some(REASON_SKEW)]
+        );
+        let honor = pod(
+            "new",
+            json!({"app": "web"}),
+            100,
+            spread(json!({"nodeTaintsPolicy": "Honor"})),
+        );
+        assert_eq!(verdicts(&honor, &c)[..2], [None, None]);
+        let mut selective = spread(json!({}));
+        selective["nodeSelector"] = json!({ZONE: "z1"});
+        let p = pod("new", json!({"app": "web"}), 100, selective.clone());
+        assert_eq!(
+            verdicts(&p, &c)[0],
+            None,
+            "only z1 is a domain under nodeAffinityPolicy Honor"
+        );
+        selective["topologySpreadConstraints"][0]["nodeAffinityPolicy"] = json!("Ignore");
+        let p = pod("new", json!({"app": "web"}), 100, selective);
+        assert_eq!(verdicts(&p, &c)[0], Some(REASON_SKEW));
+    }
+
+    #[test]
+    fn schedule_anyway_scores_emptier_domains_higher() {
+        let (w0, w1) = (web(0), web(1));
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z2"), node("c", "z3")],
+            &[(&w0, "a"), (&w1, "a")],
+        );
+        let p = pod(
+            "new",
+            json!({"app": "web"}),
+            100,
+            spread(json!({"whenUnsatisfiable": "ScheduleAnyway"})),
+        );
+        let state = SpreadState::new(&p, &c);
+        assert_eq!(verdicts(&p, &c), [None; 3], "soft constraints never filter");
+        let raw: Vec<Option<f64>> = c
+            .nodes()
+            .iter()
+            .map(|n| state.raw_score(&p, &n.info))
+            .collect();
+        let scores = normalize(&raw);
+        assert!(
+            scores[0] < scores[1] && scores[1] == scores[2],
+            "{scores:?}"
+        );
+    }
+
+    #[test]
+    fn counts_follow_removals() {
+        let (w0, w1) = (web(0), web(1));
+        let c = cache(
+            vec![node("a", "z1"), node("b", "z2")],
+            &[(&w0, "a"), (&w1, "a")],
+        );
+        let p = pod("new", json!({"app": "web"}), 100, spread(json!({})));
+        let mut state = SpreadState::new(&p, &c);
+        assert_eq!(
+            state.filter(&p, &c.nodes()[0].info),
+            Err((REASON_SKEW, true))
+        );
+        state.update(&p, &w0, &c.nodes()[0].info, -1);
+        state.update(&p, &w1, &c.nodes()[0].info, -1);
+        assert_eq!(state.filter(&p, &c.nodes()[0].info), Ok(()));
+    }
+}

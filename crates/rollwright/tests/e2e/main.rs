@@ -24,5 +24,6 @@ mod kubectl;
 mod leader_election;
 mod node_failure;
 mod realworld;
+mod scheduling;
 mod statefulset_kubectl;
 mod watch_restart;
