@@ -110,7 +110,13 @@ mod tests {
             taint("node.kubernetes.io/unreachable", "", "NoExecute"),
             taint("dedicated", "gpu", "NoSchedule"),
         ];
-        let cases: Vec<(&str, Vec<Toleration>, &[&str], Option<&str>)> = vec![
+        type Case = (
+            &'static str,
+            Vec<Toleration>,
+            &'static [&'static str],
+            Option<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "nothing tolerated: the first filtering taint",
                 vec![],
