@@ -10,6 +10,7 @@ use crate::{
     cache::{Cache, NodeChange, Placement},
     condition,
     config::SchedulerConfig,
+    diagnosis,
     node_info::NodeInfo,
     pod_info::{PodInfo, is_terminal, wants_scheduling},
     preemption::Budget,
@@ -330,7 +331,18 @@ impl Scheduler {
                     }
                 });
             }
-            Decision::Unschedulable(message) => self.unschedulable(queued, &pod, message, None),
+            Decision::Unschedulable(message) => {
+                // While its victims terminate the pod keeps its nomination (upstream leaves it
+                // alone when the pod may not preempt again); otherwise preemption found nothing
+                // and the nomination goes, as upstream clears it.
+                let nominated = if message.ends_with(diagnosis::TERMINATING_ON_NOMINATED) {
+                    info.nominated_node.clone()
+                } else {
+                    self.cache.clear_nomination(&queued.uid);
+                    None
+                };
+                self.unschedulable(queued, &pod, message, nominated)
+            }
             Decision::Preempt {
                 node,
                 victims,
