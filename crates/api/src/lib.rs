@@ -12,6 +12,7 @@ pub mod field;
 pub mod hash;
 pub mod image;
 pub mod intstr;
+pub mod node_affinity;
 pub mod pod;
 pub mod quantity;
 pub mod selector;

@@ -376,6 +376,9 @@ impl ApiServer {
                     crate::service_account::admit_pod(self, ns.unwrap_or_default(), name, &mut obj)
                         .await?;
                 }
+                if def.is("", "Pod") {
+                    crate::priority::admit_pod(self, name, &mut obj)?;
+                }
                 match self.store_create(&def, obj, dry_run).await {
                     Ok(created) => {
                         if !dry_run {

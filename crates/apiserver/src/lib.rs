@@ -18,6 +18,7 @@ pub mod inflight;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
+mod priority;
 pub mod protobuf;
 pub mod registry;
 pub mod request;

@@ -10,7 +10,7 @@ use crate::{
     apply,
     cache::Entry,
     error::{ApiError, ApiResult},
-    object,
+    object, priority,
     registry::{Kind, Registry, Storage},
     request::{self, BodyType, Output, Params, Target},
     server::ApiServer,
@@ -501,6 +501,9 @@ impl ApiServer {
         if self.service_accounts && def.is("", "Pod") {
             let ns = t.namespace.as_deref().unwrap_or_default();
             service_account::admit_pod(self, ns, &requested_name, &mut obj).await?;
+        }
+        if def.is("", "Pod") {
+            priority::admit_pod(self, &requested_name, &mut obj)?;
         }
         let dry_run = params.dry_run()?;
         let created = self.store_create(&def, obj, dry_run).await?;

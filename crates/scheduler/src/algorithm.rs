@@ -2,13 +2,17 @@
 //! ones, pick the best, or explain why none fits. Pure over the [`Cache`].
 
 use crate::{
-    affinity,
-    cache::Cache,
+    cache::{Cache, NodeEntry},
     diagnosis::{Diagnosis, NO_NODES_AVAILABLE},
-    filter::filter,
+    filter::{CycleState, filter_all},
+    inter_pod_affinity,
+    node_info::Usage,
     pod_info::PodInfo,
+    preemption::{self, Budget},
     score,
+    topology_spread::{self, SpreadState},
 };
+use std::borrow::Cow;
 
 /// Upstream's `minFeasibleNodesToFind`.
 const MIN_FEASIBLE_NODES: usize = 100;
@@ -17,6 +21,17 @@ const MIN_FEASIBLE_PERCENTAGE: usize = 5;
 /// Upstream's `DefaultPercentageOfNodesToScore` base for the adaptive percentage.
 const ADAPTIVE_BASE_PERCENTAGE: usize = 50;
 
+/// A pod to evict so that a pod of higher priority fits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Victim {
+    /// Its UID (the delete's precondition).
+    pub uid: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
 /// What to do with a pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -24,6 +39,16 @@ pub enum Decision {
     Bind(String),
     /// It fits nowhere; the message says why.
     Unschedulable(String),
+    /// It fits nowhere now, but will on `node` once `victims` are gone: nominate it there and
+    /// evict them. The message is the failure without them, as upstream reports it.
+    Preempt {
+        /// The nominated node.
+        node: String,
+        /// The pods to evict.
+        victims: Vec<Victim>,
+        /// The `FailedScheduling` message.
+        message: String,
+    },
 }
 
 /// How many feasible nodes to find before scoring, as upstream's `numFeasibleNodesToFind`: all
@@ -45,34 +70,64 @@ pub fn feasible_nodes_to_find(all: usize, percentage: Option<u32>) -> usize {
     (all * pct / 100).max(MIN_FEASIBLE_NODES)
 }
 
+/// What the node's pods use, plus the requests of pods nominated to it that `pod` must leave
+/// room for.
+fn usage_with_nominated<'a>(pod: &PodInfo, entry: &'a NodeEntry, cache: &Cache) -> Cow<'a, Usage> {
+    if !cache.has_nominations() {
+        return Cow::Borrowed(&entry.usage);
+    }
+    let nominated = cache.nominated_on(&entry.info.name, pod.priority, &pod.uid);
+    if nominated.is_empty() {
+        return Cow::Borrowed(&entry.usage);
+    }
+    let mut usage = entry.usage.clone();
+    for p in nominated {
+        usage.add(&p.requests, p.non_zero, p.owner.as_deref());
+    }
+    Cow::Owned(usage)
+}
+
 /// Decides where `pod` goes. `next_start` rotates where the search begins, as upstream's
-/// `nextStartNodeIndex`, so sampling visits every node over time.
+/// `nextStartNodeIndex`, so sampling visits every node over time. `budgets` is asked for only
+/// when the pod fits nowhere and may preempt.
 pub fn schedule(
     pod: &PodInfo,
     cache: &Cache,
     next_start: &mut usize,
     percentage: Option<u32>,
+    budgets: impl FnOnce() -> Vec<Budget>,
 ) -> Decision {
     let nodes = cache.nodes();
     let all = nodes.len();
     if all == 0 {
         return Decision::Unschedulable(NO_NODES_AVAILABLE.to_string());
     }
+    let state = CycleState::new(pod, cache);
     let mut diagnosis = Diagnosis::default();
     let mut feasible = Vec::new();
-    match affinity::pinned_node_names(pod.required_terms.as_deref()) {
+    let mut resolvable = Vec::new();
+    let mut check = |i: usize, feasible: &mut Vec<usize>, diagnosis: &mut Diagnosis| {
+        let entry = &nodes[i];
+        let usage = usage_with_nominated(pod, entry, cache);
+        match filter_all(pod, &state, &entry.info, &usage, cache) {
+            Ok(()) => feasible.push(i),
+            Err(r) => {
+                if r.resolvable {
+                    resolvable.push(i);
+                }
+                diagnosis.add(r);
+            }
+        }
+    };
+    match api::node_affinity::pinned_node_names(pod.required_terms.as_deref()) {
         Some(names) if names.is_empty() => {
-            diagnosis.prefilter_rejected("pod affinity terms conflict", all);
-            return Decision::Unschedulable(diagnosis.message(all, pod.preempt_never));
+            diagnosis.prefilter_rejected("pod affinity terms conflict");
         }
         Some(names) => {
             let mut evaluated = 0;
             for i in names.iter().filter_map(|n| cache.position(n)) {
                 evaluated += 1;
-                match filter(pod, &nodes[i].info, &nodes[i].usage) {
-                    Ok(()) => feasible.push(i),
-                    Err(r) => diagnosis.add(r),
-                }
+                check(i, &mut feasible, &mut diagnosis);
             }
             diagnosis.add_skipped(all - evaluated, "NodeAffinity");
         }
@@ -81,46 +136,99 @@ pub fn schedule(
             let start = *next_start % all;
             let mut processed = 0;
             for k in 0..all {
-                let i = (start + k) % all;
                 processed += 1;
-                match filter(pod, &nodes[i].info, &nodes[i].usage) {
-                    Ok(()) => {
-                        feasible.push(i);
-                        if feasible.len() >= want {
-                            break;
-                        }
-                    }
-                    Err(r) => diagnosis.add(r),
+                check((start + k) % all, &mut feasible, &mut diagnosis);
+                if feasible.len() >= want {
+                    break;
                 }
             }
             *next_start = (start + processed) % all;
         }
     }
     if feasible.is_empty() {
-        return Decision::Unschedulable(diagnosis.message(all, pod.preempt_never));
+        return unschedulable(pod, &state, cache, &diagnosis, &resolvable, budgets);
     }
-    let counts: Vec<u32> = feasible
-        .iter()
-        .map(|&i| {
-            pod.owner
-                .as_deref()
-                .map_or(0, |o| nodes[i].usage.owned_by(o))
-        })
-        .collect();
+    let best = pick_best(pod, &state, cache, &feasible);
+    Decision::Bind(nodes[best].info.name.clone())
+}
+
+/// Scores the feasible nodes (upstream's default weights: least-allocated 1, spreading 2,
+/// inter-pod affinity 2) and returns the best one's position.
+fn pick_best(pod: &PodInfo, state: &CycleState, cache: &Cache, feasible: &[usize]) -> usize {
+    let nodes = cache.nodes();
+    let spread: Vec<i64> = if pod.spread.is_empty() {
+        // No constraints of its own: spread the pods of one owner, as upstream's system
+        // default constraints do.
+        let counts: Vec<u32> = feasible
+            .iter()
+            .map(|&i| {
+                pod.owner
+                    .as_deref()
+                    .map_or(0, |o| nodes[i].usage.owned_by(o))
+            })
+            .collect();
+        score::spread(&counts)
+    } else if SpreadState::scores(pod) {
+        let raw: Vec<Option<f64>> = feasible
+            .iter()
+            .map(|&i| state.spread.raw_score(pod, &nodes[i].info))
+            .collect();
+        topology_spread::normalize(&raw)
+    } else {
+        vec![0; feasible.len()]
+    };
+    let affinity: Vec<i64> = match inter_pod_affinity::topology_scores(pod, cache) {
+        Some(scores) => inter_pod_affinity::normalize(
+            &feasible
+                .iter()
+                .map(|&i| inter_pod_affinity::node_score(&scores, &nodes[i].info.labels))
+                .collect::<Vec<_>>(),
+        ),
+        None => vec![0; feasible.len()],
+    };
     let candidates: Vec<(i64, u64)> = feasible
         .iter()
-        .zip(score::spread(&counts))
-        .map(|(&i, spread)| {
+        .enumerate()
+        .map(|(k, &i)| {
             let n = &nodes[i];
             let total = score::LEAST_ALLOCATED_WEIGHT
                 * score::least_allocated(&n.info, &n.usage, pod.non_zero)
-                + score::SPREAD_WEIGHT * spread;
+                + score::SPREAD_WEIGHT * spread[k]
+                + score::INTER_POD_AFFINITY_WEIGHT * affinity[k];
             (total, score::tie_break(&pod.uid, &n.info.name))
         })
         .collect();
-    match score::best(&candidates) {
-        Some(b) => Decision::Bind(nodes[feasible[b]].info.name.clone()),
-        None => Decision::Unschedulable(diagnosis.message(all, pod.preempt_never)),
+    feasible[score::best(&candidates).unwrap_or(0)]
+}
+
+/// The pod fits nowhere: try preemption (upstream's PostFilter) and say why.
+fn unschedulable(
+    pod: &PodInfo,
+    state: &CycleState,
+    cache: &Cache,
+    diagnosis: &Diagnosis,
+    resolvable: &[usize],
+    budgets: impl FnOnce() -> Vec<Budget>,
+) -> Decision {
+    let all = cache.nodes().len();
+    if let Err(why) = preemption::eligible(pod, cache) {
+        return Decision::Unschedulable(diagnosis.message(all, Some(why)));
+    }
+    match preemption::preempt(pod, state, cache, resolvable, &budgets()) {
+        Ok(c) => Decision::Preempt {
+            node: c.node,
+            victims: c
+                .victims
+                .iter()
+                .map(|v| Victim {
+                    uid: v.uid.clone(),
+                    namespace: v.namespace.clone(),
+                    name: v.name.clone(),
+                })
+                .collect(),
+            message: diagnosis.message(all, None),
+        },
+        Err(why) => Decision::Unschedulable(diagnosis.message(all, Some(&why))),
     }
 }
 
@@ -186,7 +294,7 @@ mod tests {
             cache.upsert_node(node(name, cpu));
         }
         assert_eq!(
-            schedule(&pod("p", 1000), &cache, &mut 0, None),
+            schedule(&pod("p", 1000), &cache, &mut 0, None, Vec::new),
             Decision::Bind("big".into())
         );
     }
@@ -202,7 +310,7 @@ mod tests {
         for i in 0..9 {
             let mut p = pod(&format!("p{i}"), 100);
             p.owner = Some("rs".into());
-            let Decision::Bind(n) = schedule(&p, &cache, &mut start, None) else {
+            let Decision::Bind(n) = schedule(&p, &cache, &mut start, None, Vec::new) else {
                 panic!("unschedulable")
             };
             cache.assume(&p.uid, Placement::new(&p, &n));
@@ -230,13 +338,13 @@ mod tests {
         cordoned.unschedulable = true;
         cache.upsert_node(cordoned);
         assert_eq!(
-            schedule(&pod("p", 2000), &cache, &mut 0, None),
+            schedule(&pod("p", 2000), &cache, &mut 0, None, Vec::new),
             Decision::Unschedulable(
                 "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.".into()
             )
         );
         assert_eq!(
-            schedule(&pod("p", 1), &Cache::default(), &mut 0, None),
+            schedule(&pod("p", 1), &Cache::default(), &mut 0, None, Vec::new),
             Decision::Unschedulable(NO_NODES_AVAILABLE.into())
         );
     }
@@ -257,12 +365,12 @@ mod tests {
             ..Default::default()
         }]);
         assert_eq!(
-            schedule(&p, &cache, &mut 0, None),
+            schedule(&p, &cache, &mut 0, None, Vec::new),
             Decision::Bind("c".into())
         );
         p.requests.milli_cpu = 2000;
         assert_eq!(
-            schedule(&p, &cache, &mut 0, None),
+            schedule(&p, &cache, &mut 0, None, Vec::new),
             Decision::Unschedulable(
                 "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.".into()
             )
@@ -277,12 +385,12 @@ mod tests {
         }
         let mut start = 0;
         assert!(matches!(
-            schedule(&pod("p", 100), &cache, &mut start, None),
+            schedule(&pod("p", 100), &cache, &mut start, None, Vec::new),
             Decision::Bind(_)
         ));
         assert_eq!(start, 420, "stopped after finding 420 feasible nodes");
         assert!(matches!(
-            schedule(&pod("q", 100), &cache, &mut start, None),
+            schedule(&pod("q", 100), &cache, &mut start, None, Vec::new),
             Decision::Bind(_)
         ));
         assert_eq!(start, 840);

@@ -8,18 +8,41 @@ use serde_json::{Value, json};
 /// Upstream's `PodReasonUnschedulable`.
 pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
 
-/// The strategic merge patch for the pod's status (conditions merge by `type`), or `None` when
-/// the pod already says exactly this.
-pub fn unschedulable_patch(pod: &Pod, message: &str, now: jiff::Timestamp) -> Option<Value> {
-    let current = pod
-        .status
-        .as_ref()
+/// Upstream's `DisruptionTarget` reason for a pod evicted to make room.
+pub const REASON_PREEMPTION: &str = "PreemptionByScheduler";
+
+/// The status patch marking a preemption victim, as upstream's `PreemptPod` writes it.
+pub fn preempted_patch(scheduler: &str, now: jiff::Timestamp) -> Value {
+    json!({"status": {"conditions": [{
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": REASON_PREEMPTION,
+        "message": format!("{scheduler}: preempting to accommodate a higher priority pod"),
+        "lastTransitionTime": now.to_string(),
+    }]}})
+}
+
+/// The strategic merge patch for the pod's status (conditions merge by `type`), with
+/// `nominatedNodeName` set to `nominated` (cleared when `None`), or `None` when the pod already
+/// says exactly this.
+pub fn unschedulable_patch(
+    pod: &Pod,
+    message: &str,
+    nominated: Option<&str>,
+    now: jiff::Timestamp,
+) -> Option<Value> {
+    let status = pod.status.as_ref();
+    let current = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+    let nominated_now = status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty());
     let since = match current {
         Some(c) if c.status == "False" => {
             if c.reason.as_deref() == Some(REASON_UNSCHEDULABLE)
                 && c.message.as_deref() == Some(message)
+                && nominated_now == nominated
             {
                 return None;
             }
@@ -27,14 +50,18 @@ pub fn unschedulable_patch(pod: &Pod, message: &str, now: jiff::Timestamp) -> Op
         }
         _ => now,
     };
-    Some(json!({"status": {"conditions": [{
+    let mut patch = json!({"status": {"conditions": [{
         "type": "PodScheduled",
         "status": "False",
         "reason": REASON_UNSCHEDULABLE,
         "message": message,
         "lastProbeTime": null,
         "lastTransitionTime": since.to_string(),
-    }]}}))
+    }]}});
+    if nominated_now != nominated {
+        patch["status"]["nominatedNodeName"] = json!(nominated);
+    }
+    Some(patch)
 }
 
 #[cfg(test)]
@@ -97,12 +124,13 @@ mod tests {
         ];
         for (name, pod, msg, want) in cases {
             assert_eq!(
-                ltt(unschedulable_patch(&pod, msg, now)),
+                ltt(unschedulable_patch(&pod, msg, None, now)),
                 want.map(|t| t.to_string()),
                 "{name}"
             );
         }
-        let patch = unschedulable_patch(&Pod::default(), "why", now).unwrap();
+        let patch = unschedulable_patch(&Pod::default(), "why", Some("n1"), now).unwrap();
+        assert_eq!(patch["status"]["nominatedNodeName"], "n1");
         assert_eq!(patch["status"]["conditions"][0]["reason"], "Unschedulable");
         assert_eq!(patch["status"]["conditions"][0]["message"], "why");
     }

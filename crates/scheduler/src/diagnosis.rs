@@ -4,59 +4,62 @@
 //! victims found for incoming pod, 2 Preemption is not helpful for scheduling.`
 //!
 //! Each reason is counted over nodes, and the "count reason" strings are sorted as strings, as
-//! upstream sorts them. We do not preempt: nodes rejected for resources are reported the way
-//! upstream reports them when no lower-priority victims exist.
+//! upstream sorts them. The part after `preemption:` is the preemption attempt's own diagnosis
+//! (see [`crate::preemption`]), or why the pod may not preempt.
 
 use crate::filter::Rejection;
 use std::collections::HashMap;
 
 /// Upstream's `ErrNoNodesAvailable`.
 pub const NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";
-const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
-const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+/// Preemption's status for a node no eviction can make fit.
+pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// Preemption's status for a node without pods of lower priority.
+pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+/// Why a pod with `preemptionPolicy: Never` does not preempt.
+pub const NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+/// Why a pod whose earlier preemption is still under way does not preempt again.
+pub const TERMINATING_ON_NOMINATED: &str =
+    "not eligible due to a terminating pod on the nominated node.";
 
 /// Why a pod fits no node, collected while filtering.
 #[derive(Clone, Debug, Default)]
 pub struct Diagnosis {
     histogram: HashMap<String, usize>,
-    resolvable: usize,
-    unresolvable: usize,
     prefilter: Option<String>,
 }
 
 impl Diagnosis {
     /// Counts one rejected node.
     pub fn add(&mut self, rejection: Rejection) {
-        if rejection.resolvable {
-            self.resolvable += 1;
-        } else {
-            self.unresolvable += 1;
-        }
         for r in rejection.reasons {
-            *self.histogram.entry(r).or_insert(0) += 1;
+            self.add_count(r, 1);
+        }
+    }
+
+    /// Counts `count` nodes for one reason.
+    pub fn add_count(&mut self, reason: impl Into<String>, count: usize) {
+        if count > 0 {
+            *self.histogram.entry(reason.into()).or_insert(0) += count;
         }
     }
 
     /// Counts `count` nodes left out before filtering (upstream's PreFilter result), e.g. every
     /// node but the one a DaemonSet pod is pinned to.
     pub fn add_skipped(&mut self, count: usize, plugin: &str) {
-        if count > 0 {
-            *self
-                .histogram
-                .entry(format!("node(s) didn't satisfy plugin(s) [{plugin}]"))
-                .or_insert(0) += count;
-            self.unresolvable += count;
-        }
+        self.add_count(
+            format!("node(s) didn't satisfy plugin(s) [{plugin}]"),
+            count,
+        );
     }
 
     /// Records that a PreFilter rejected the pod outright (no node was filtered).
-    pub fn prefilter_rejected(&mut self, message: &str, all_nodes: usize) {
+    pub fn prefilter_rejected(&mut self, message: &str) {
         self.prefilter = Some(message.to_string());
-        self.unresolvable = all_nodes;
     }
 
-    /// The message for a pod that fits none of `all_nodes` nodes.
-    pub fn message(&self, all_nodes: usize, preempt_never: bool) -> String {
+    /// `0/N nodes are available: <count reason, ...>.`
+    pub fn summary(&self, all_nodes: usize) -> String {
         let mut msg = format!("0/{all_nodes} nodes are available:");
         match &self.prefilter {
             Some(p) => msg.push_str(&format!(" {p}.")),
@@ -65,21 +68,16 @@ impl Diagnosis {
                 msg.push_str(&format!(" {}.", parts.join(", ")));
             }
         }
-        if preempt_never {
-            msg.push_str(" preemption: not eligible due to preemptionPolicy=Never.");
-        } else {
-            let parts = sorted_counts(
-                [
-                    (self.resolvable, NO_VICTIMS),
-                    (self.unresolvable, NOT_HELPFUL),
-                ]
-                .into_iter()
-                .filter(|(n, _)| *n > 0),
-            );
-            msg.push_str(&format!(
-                " preemption: 0/{all_nodes} nodes are available: {}.",
-                parts.join(", ")
-            ));
+        msg
+    }
+
+    /// The whole message: the summary, then ` preemption: <why>` when preemption was tried and
+    /// did not place the pod.
+    pub fn message(&self, all_nodes: usize, preemption: Option<&str>) -> String {
+        let mut msg = self.summary(all_nodes);
+        if let Some(p) = preemption {
+            msg.push_str(" preemption: ");
+            msg.push_str(p);
         }
         msg
     }
@@ -164,18 +162,38 @@ mod tests {
         for c in cases {
             let mut d = Diagnosis::default();
             let all = c.rejections.len() + c.skipped;
+            // Without victims anywhere, preemption reports each node as upstream's dry run does.
+            let mut p = Diagnosis::default();
+            for r in &c.rejections {
+                p.add_count(
+                    if r.resolvable {
+                        NO_VICTIMS
+                    } else {
+                        NOT_HELPFUL
+                    },
+                    1,
+                );
+            }
+            p.add_count(NOT_HELPFUL, c.skipped);
             c.rejections.into_iter().for_each(|r| d.add(r));
             d.add_skipped(c.skipped, "NodeAffinity");
-            assert_eq!(d.message(all, c.never), c.want, "{}", c.name);
+            let post = if c.never {
+                NEVER.to_string()
+            } else {
+                p.summary(all)
+            };
+            assert_eq!(d.message(all, Some(&post)), c.want, "{}", c.name);
         }
     }
 
     #[test]
     fn prefilter_rejection() {
         let mut d = Diagnosis::default();
-        d.prefilter_rejected("pod affinity terms conflict", 2);
+        d.prefilter_rejected("pod affinity terms conflict");
+        let mut p = Diagnosis::default();
+        p.add_count(NOT_HELPFUL, 2);
         assert_eq!(
-            d.message(2, false),
+            d.message(2, Some(&p.summary(2))),
             "0/2 nodes are available: pod affinity terms conflict. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
         );
     }

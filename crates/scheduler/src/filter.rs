@@ -1,15 +1,19 @@
 //! The filter chain: whether one pod may go to one node, and if not, why, in upstream's words.
 //!
-//! Upstream runs `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity` and
-//! `NodeResourcesFit` in this order and stops at the first that rejects the node, so a node is
-//! counted once in the failure message, under the first reason.
+//! Upstream runs `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`,
+//! `NodeResourcesFit`, `PodTopologySpread` and `InterPodAffinity` in this order and stops at the
+//! first that rejects the node, so a node is counted once in the failure message, under the first
+//! reason.
 
 use crate::{
-    affinity, fit,
+    cache::Cache,
+    fit,
+    inter_pod_affinity::AffinityState,
     node_info::{NodeInfo, Usage},
     pod_info::PodInfo,
-    taints,
+    topology_spread::SpreadState,
 };
+use api::{node_affinity, taint};
 use k8s_openapi::api::core::v1::Taint;
 
 /// Why a node cannot take a pod.
@@ -23,12 +27,73 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    fn unresolvable(reason: impl Into<String>) -> Self {
+    /// One reason that removing pods cannot cure.
+    pub fn unresolvable(reason: impl Into<String>) -> Self {
         Self {
             reasons: vec![reason.into()],
             resolvable: false,
         }
     }
+
+    fn from_plugin((reason, resolvable): (&str, bool)) -> Self {
+        Self {
+            reasons: vec![reason.to_string()],
+            resolvable,
+        }
+    }
+}
+
+/// What the PreFilter step computed for one pod in one scheduling attempt (upstream's
+/// `CycleState`): the inter-pod affinity and topology spread counts.
+#[derive(Clone, Debug, Default)]
+pub struct CycleState {
+    /// `InterPodAffinity`'s counts.
+    pub affinity: AffinityState,
+    /// `PodTopologySpread`'s counts.
+    pub spread: SpreadState,
+}
+
+impl CycleState {
+    /// Counts what `pod`'s filters need from `cache`.
+    pub fn new(pod: &PodInfo, cache: &Cache) -> Self {
+        Self {
+            affinity: AffinityState::new(pod, cache),
+            spread: SpreadState::new(pod, cache),
+        }
+    }
+
+    /// Takes `existing` on `node` out of the counts (`delta` -1) or puts it back (+1).
+    pub fn update(
+        &mut self,
+        pod: &PodInfo,
+        existing: &PodInfo,
+        node: &NodeInfo,
+        cache: &Cache,
+        delta: i64,
+    ) {
+        self.affinity
+            .update(pod, existing, &node.labels, cache, delta);
+        self.spread.update(pod, existing, node, delta);
+    }
+}
+
+/// Runs every filter in upstream's order: the node's own ones, then those over other pods.
+pub fn filter_all(
+    pod: &PodInfo,
+    state: &CycleState,
+    node: &NodeInfo,
+    usage: &Usage,
+    cache: &Cache,
+) -> Result<(), Rejection> {
+    filter(pod, node, usage)?;
+    state
+        .spread
+        .filter(pod, node)
+        .map_err(Rejection::from_plugin)?;
+    state
+        .affinity
+        .filter(pod, &node.labels, cache)
+        .map_err(Rejection::from_plugin)
 }
 
 /// `NodeUnschedulable`'s reason.
@@ -47,29 +112,30 @@ pub fn taint_reason(taint: &Taint) -> String {
     )
 }
 
-/// Runs the filters in upstream's order.
+/// Runs the filters that look only at the node and what its pods request, in upstream's order.
 pub fn filter(pod: &PodInfo, node: &NodeInfo, usage: &Usage) -> Result<(), Rejection> {
     if node.unschedulable {
         let cordon = Taint {
-            key: taints::UNSCHEDULABLE_TAINT_KEY.into(),
+            key: taint::UNSCHEDULABLE_TAINT_KEY.into(),
             effect: "NoSchedule".into(),
             ..Default::default()
         };
-        if !taints::tolerated(&pod.tolerations, &cordon) {
+        if !taint::tolerated(&pod.tolerations, &cordon) {
             return Err(Rejection::unresolvable(REASON_UNSCHEDULABLE));
         }
     }
     if pod.node_name.as_ref().is_some_and(|n| *n != node.name) {
         return Err(Rejection::unresolvable(REASON_NODE_NAME));
     }
-    if let Some(t) = taints::first_untolerated(&node.taints, &pod.tolerations) {
+    if let Some(t) =
+        taint::first_untolerated(&node.taints, &pod.tolerations, taint::FILTERING_EFFECTS)
+    {
         return Err(Rejection::unresolvable(taint_reason(t)));
     }
-    let affinity_ok = affinity::node_selector_matches(&pod.node_selector, &node.labels)
-        && pod
-            .required_terms
-            .as_deref()
-            .is_none_or(|terms| affinity::required_terms_match(terms, &node.name, &node.labels));
+    let affinity_ok = node_affinity::node_selector_matches(&pod.node_selector, &node.labels)
+        && pod.required_terms.as_deref().is_none_or(|terms| {
+            node_affinity::required_terms_match(terms, &node.name, &node.labels)
+        });
     if !affinity_ok {
         return Err(Rejection::unresolvable(REASON_AFFINITY));
     }

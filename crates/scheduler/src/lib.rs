@@ -1,6 +1,8 @@
 //! The scheduler: binds pending pods to nodes, as upstream's `kube-scheduler` with its default
 //! profile would for the plugins that matter here (NodeUnschedulable, NodeName, TaintToleration,
-//! NodeAffinity, NodeResourcesFit; least-allocated and same-owner spreading for scores).
+//! NodeAffinity, NodeResourcesFit, PodTopologySpread, InterPodAffinity; least-allocated,
+//! spreading and inter-pod affinity for scores), and preempts pods of lower priority when a pod
+//! fits nowhere (DefaultPreemption).
 //!
 //! It talks to the API only through a [`kube::Client`], so it runs unchanged against a real
 //! cluster. Decisions are pure functions over an incrementally kept [`cache::Cache`]; the I/O
@@ -8,7 +10,6 @@
 
 #![warn(missing_docs)]
 
-pub mod affinity;
 pub mod algorithm;
 pub mod cache;
 pub mod condition;
@@ -16,13 +17,17 @@ pub mod config;
 pub mod diagnosis;
 pub mod filter;
 pub mod fit;
+pub mod inter_pod_affinity;
 pub mod node_info;
 pub mod pod_info;
+pub mod preemption;
 pub mod queue;
 pub mod resources;
 pub mod scheduler;
 pub mod score;
-pub mod taints;
+#[cfg(test)]
+mod testing;
+pub mod topology_spread;
 pub mod volume_binding;
 
 pub use config::SchedulerConfig;

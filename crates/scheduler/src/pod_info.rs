@@ -1,7 +1,11 @@
 //! What the scheduler needs to know about a pod, read once per scheduling attempt so that filtering
 //! thousands of nodes does not re-parse the pod's quantities or walk its spec each time.
 
-use crate::resources::{Resources, pod_non_zero_requests, pod_requests};
+use crate::{
+    inter_pod_affinity::PodAffinity,
+    resources::{Resources, pod_non_zero_requests, pod_requests},
+    topology_spread::SpreadConstraint,
+};
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, Toleration};
 use std::collections::BTreeMap;
 
@@ -13,6 +17,22 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 pub struct PodInfo {
     /// `namespace/name`, for messages and logs.
     pub key: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.labels`, which other pods' affinity terms and spread constraints select on.
+    pub labels: BTreeMap<String, String>,
+    /// Whether the pod is being deleted (spreading does not count it; preemption waits for it).
+    pub terminating: bool,
+    /// `metadata.creationTimestamp`, which breaks ties between preemption victims.
+    pub created: Option<jiff::Timestamp>,
+    /// Inter-pod affinity and anti-affinity terms.
+    pub affinity: PodAffinity,
+    /// `topologySpreadConstraints`.
+    pub spread: Vec<SpreadConstraint>,
+    /// `status.nominatedNodeName`: where an earlier preemption made room for the pod.
+    pub nominated_node: Option<String>,
     /// The pod's UID, which keys the scheduler's accounting.
     pub uid: String,
     /// `spec.nodeName`, when the pod asks for one node.
@@ -40,7 +60,26 @@ impl PodInfo {
     pub fn new(pod: &Pod) -> Self {
         let meta = &pod.metadata;
         let spec = pod.spec.clone().unwrap_or_default();
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let labels = meta.labels.clone().unwrap_or_default();
         Self {
+            affinity: PodAffinity::new(spec.affinity.as_ref(), &namespace, &labels),
+            spread: spec
+                .topology_spread_constraints
+                .iter()
+                .flatten()
+                .map(|c| SpreadConstraint::new(c, &labels))
+                .collect(),
+            name: meta.name.clone().unwrap_or_default(),
+            terminating: meta.deletion_timestamp.is_some(),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            nominated_node: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.clone())
+                .filter(|n| !n.is_empty()),
+            namespace,
+            labels,
             key: format!(
                 "{}/{}",
                 meta.namespace.as_deref().unwrap_or(""),

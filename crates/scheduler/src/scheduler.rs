@@ -6,24 +6,35 @@
 //! `parallel_binds` binds at once; a failed bind forgets its assumed pod and retries after backoff.
 
 use crate::{
-    algorithm::{self, Decision},
+    algorithm::{self, Decision, Victim},
     cache::{Cache, NodeChange, Placement},
     condition,
     config::SchedulerConfig,
+    diagnosis,
     node_info::NodeInfo,
     pod_info::{PodInfo, is_terminal, wants_scheduling},
+    preemption::Budget,
     queue::{Backoff, QueuedPod, SchedulingQueue},
     volume_binding::VolumeBinding,
 };
 use events::{EventType, Recorder};
+use futures::StreamExt;
 use informer::{Change, Informer, Informers, Shared};
 use k8s_openapi::{
-    api::core::v1::{Binding, Node, ObjectReference, Pod},
+    api::{
+        core::v1::{Binding, Namespace, Node, ObjectReference, Pod},
+        policy::v1::PodDisruptionBudget,
+    },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, Store},
+        watcher,
+    },
 };
 use std::{
     future::Future,
@@ -36,6 +47,7 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 enum Event {
     Node(Change<Node>),
     Pod(Change<Pod>),
+    Namespace(Change<Namespace>),
 }
 
 /// Runs the scheduler on the shared cache `informers` until `shutdown` completes.
@@ -48,10 +60,15 @@ pub async fn run(informers: Informers, config: SchedulerConfig, shutdown: impl F
     let (tx, events) = mpsc::unbounded_channel();
     let pods: Informer<Pod> = informers.get();
     let nodes: Informer<Node> = informers.get();
+    let namespaces: Informer<Namespace> = informers.get();
     let node_tx = tx.clone();
+    let namespace_tx = tx.clone();
     let _subscriptions = [
         nodes.subscribe(move |c| {
             let _ = node_tx.send(Event::Node(c.clone()));
+        }),
+        namespaces.subscribe(move |c| {
+            let _ = namespace_tx.send(Event::Namespace(c.clone()));
         }),
         pods.subscribe(move |c| {
             let _ = tx.send(Event::Pod(c.clone()));
@@ -59,8 +76,20 @@ pub async fn run(informers: Informers, config: SchedulerConfig, shutdown: impl F
     ];
     // Claims, volumes and classes come from watches of the volume binding's own.
     let (volumes, volume_watches) = VolumeBinding::start(informers.client().clone());
+    // Disruption budgets are read only when preempting, from a reflector of their own.
+    let (budgets, budgets_writer) = reflector::store();
+    let budget_watch = reflector::reflector(
+        budgets_writer,
+        watcher(
+            Api::<PodDisruptionBudget>::all(informers.client().clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .for_each(|_| async {});
     tokio::select! {
-        () = Scheduler::new(informers.client().clone(), config, pods, nodes, volumes)
+        () = budget_watch => {}
+        () = Scheduler::new(informers.client().clone(), config, pods, nodes, budgets, volumes)
             .run(events, shutdown) => {}
         () = volume_watches => {}
     }
@@ -81,6 +110,7 @@ struct Scheduler {
     recorder: Recorder,
     pods: Informer<Pod>,
     nodes: Informer<Node>,
+    budgets: Store<PodDisruptionBudget>,
     volumes: VolumeBinding,
     cache: Cache,
     queue: SchedulingQueue,
@@ -94,6 +124,7 @@ impl Scheduler {
         config: SchedulerConfig,
         pods: Informer<Pod>,
         nodes: Informer<Node>,
+        budgets: Store<PodDisruptionBudget>,
         volumes: VolumeBinding,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), config.scheduler_name.clone(), None);
@@ -107,6 +138,7 @@ impl Scheduler {
             recorder,
             pods,
             nodes,
+            budgets,
             volumes,
             cache: Cache::default(),
             queue,
@@ -137,6 +169,7 @@ impl Scheduler {
                 Some(event) = events.recv() => match event {
                     Event::Node(change) => self.node_event(change),
                     Event::Pod(change) => self.pod_event(change),
+                    Event::Namespace(change) => self.namespace_event(change),
                 },
                 () = volumes_changed.notified() => {
                     // A claim, volume or class changed: pods waiting for one may fit now.
@@ -170,6 +203,19 @@ impl Scheduler {
         }
     }
 
+    fn namespace_event(&mut self, change: Change<Namespace>) {
+        match change {
+            Change::Added(ns) | Change::Updated { new: ns, .. } => {
+                let labels = ns.metadata.labels.clone().unwrap_or_default();
+                if self.cache.set_namespace(&ns.name_any(), labels) {
+                    // A namespaceSelector of some affinity term may select it now.
+                    self.queue.move_all_unschedulable(Instant::now());
+                }
+            }
+            Change::Deleted(ns) => self.cache.remove_namespace(&ns.name_any()),
+        }
+    }
+
     fn pod_event(&mut self, change: Change<Pod>) {
         match change {
             Change::Added(pod) | Change::Updated { new: pod, .. } => self.pod_applied(&pod),
@@ -196,7 +242,9 @@ impl Scheduler {
             .filter(|n| !n.is_empty());
         if let Some(node) = node {
             self.queue.remove(uid);
-            if !self.cache.is_confirmed_on(uid, node) && !self.cache.confirm(uid, node) {
+            let terminating = pod.metadata.deletion_timestamp.is_some();
+            if !self.cache.is_confirmed_on(uid, node, terminating) && !self.cache.confirm(uid, node)
+            {
                 self.cache
                     .set_bound(uid, Placement::new(&PodInfo::new(pod), node));
             }
@@ -252,14 +300,16 @@ impl Scheduler {
         let mut info = PodInfo::new(&pod);
         let volumes = match self.volumes.prepare(&pod) {
             Ok(v) => v,
-            Err(message) => return self.unschedulable(queued, &pod, message),
+            Err(message) => return self.unschedulable(queued, &pod, message, None),
         };
         volumes.constrain(&mut info);
+        let budgets = &self.budgets;
         match algorithm::schedule(
             &info,
             &self.cache,
             &mut self.next_start,
             self.config.percentage_of_nodes_to_score,
+            || budgets.state().iter().filter_map(|b| budget(b)).collect(),
         ) {
             Decision::Bind(node) => {
                 self.cache.assume(&queued.uid, Placement::new(&info, &node));
@@ -281,12 +331,86 @@ impl Scheduler {
                     }
                 });
             }
-            Decision::Unschedulable(message) => self.unschedulable(queued, &pod, message),
+            Decision::Unschedulable(message) => {
+                // While its victims terminate the pod keeps its nomination (upstream leaves it
+                // alone when the pod may not preempt again); otherwise preemption found nothing
+                // and the nomination goes, as upstream clears it.
+                let nominated = if message.ends_with(diagnosis::TERMINATING_ON_NOMINATED) {
+                    info.nominated_node.clone()
+                } else {
+                    self.cache.clear_nomination(&queued.uid);
+                    None
+                };
+                self.unschedulable(queued, &pod, message, nominated)
+            }
+            Decision::Preempt {
+                node,
+                victims,
+                message,
+            } => {
+                self.cache.nominate(&info, &node);
+                self.evict(&pod, &node, victims);
+                self.unschedulable(queued, &pod, message, Some(node));
+            }
         }
     }
 
-    /// Puts a pod that fits nowhere (yet) aside, with an event and its `PodScheduled` condition.
-    fn unschedulable(&mut self, queued: QueuedPod, pod: &Shared<Pod>, message: String) {
+    /// Evicts preemption victims as upstream's `PreemptPod`: a `DisruptionTarget` condition
+    /// says why, then the pod is deleted (its UID as precondition) and a `Preempted` event names
+    /// the preemptor.
+    fn evict(&mut self, preemptor: &Shared<Pod>, node: &str, victims: Vec<Victim>) {
+        let preemptor_uid = preemptor.metadata.uid.clone().unwrap_or_default();
+        for v in victims {
+            let Some(pod) = self
+                .pods
+                .get(&informer::key(&v.namespace, &v.name))
+                .filter(|p| p.metadata.uid.as_deref() == Some(&v.uid))
+            else {
+                continue;
+            };
+            self.recorder.record(
+                &events::reference(pod.object()),
+                EventType::Normal,
+                "Preempted",
+                format!("Preempted by pod {preemptor_uid} on node {node}"),
+            );
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &v.namespace);
+            let condition =
+                condition::preempted_patch(&self.config.scheduler_name, jiff::Timestamp::now());
+            tokio::spawn(async move {
+                if let Err(e) = api
+                    .patch_status(
+                        &v.name,
+                        &PatchParams::default(),
+                        &Patch::Strategic(&condition),
+                    )
+                    .await
+                {
+                    tracing::debug!(pod = %v.name, error = %e, "DisruptionTarget condition not written");
+                }
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(v.uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                if let Err(e) = api.delete(&v.name, &params).await {
+                    tracing::debug!(pod = %v.name, error = %e, "preemption victim not deleted");
+                }
+            });
+        }
+    }
+
+    /// Puts a pod that fits nowhere (yet) aside, with an event and its `PodScheduled` condition;
+    /// `nominated` is the node a preemption made room on (`None` clears an old nomination).
+    fn unschedulable(
+        &mut self,
+        queued: QueuedPod,
+        pod: &Shared<Pod>,
+        message: String,
+        nominated: Option<String>,
+    ) {
         tracing::debug!(pod = %queued.name, %message, "unschedulable");
         self.queue
             .unschedulable(&queued.uid, Instant::now(), fingerprint(pod));
@@ -296,7 +420,12 @@ impl Scheduler {
             "FailedScheduling",
             message.clone(),
         );
-        if let Some(patch) = condition::unschedulable_patch(pod, &message, jiff::Timestamp::now()) {
+        if let Some(patch) = condition::unschedulable_patch(
+            pod,
+            &message,
+            nominated.as_deref(),
+            jiff::Timestamp::now(),
+        ) {
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
             tokio::spawn(async move {
                 if let Err(e) = api
@@ -346,6 +475,21 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// What preemption needs of a PodDisruptionBudget; `None` for one it cannot read.
+fn budget(b: &PodDisruptionBudget) -> Option<Budget> {
+    let selector = b.spec.as_ref()?.selector.as_ref()?;
+    let status = b.status.as_ref();
+    Some(Budget {
+        namespace: b.namespace().unwrap_or_default(),
+        selector: api::selector::LabelSelector::from_label_selector(selector).ok()?,
+        allowed: status.map_or(0, |s| i64::from(s.disruptions_allowed)),
+        disrupted: status
+            .and_then(|s| s.disrupted_pods.as_ref())
+            .map(|d| d.keys().cloned().collect())
+            .unwrap_or_default(),
+    })
 }
 
 async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error> {

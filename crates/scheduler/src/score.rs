@@ -14,6 +14,8 @@ pub const MAX_NODE_SCORE: i64 = 100;
 pub const LEAST_ALLOCATED_WEIGHT: i64 = 1;
 /// Weight of spreading, as upstream's `PodTopologySpread` default.
 pub const SPREAD_WEIGHT: i64 = 2;
+/// Weight of inter-pod affinity, as upstream's `InterPodAffinity` default.
+pub const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
 
 /// How free a resource stays after placing the pod, 0..=100 (0 when it would overflow).
 fn least_requested(requested: i64, capacity: i64) -> i64 {

@@ -11,14 +11,14 @@ use informer::Shared;
 use k8s_openapi::{
     api::core::v1::{
         Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-        PodSpec, PodTemplateSpec, Taint, Toleration,
+        PodSpec, PodTemplateSpec, Toleration,
     },
     apimachinery::pkg::apis::meta::v1::Time,
 };
 use std::{cmp::Ordering, collections::BTreeMap, sync::Arc};
 
-/// The only field `matchFields` may name; daemon pods are pinned to their node with it.
-pub const NODE_NAME_FIELD: &str = "metadata.name";
+pub use api::node_affinity::NODE_NAME_FIELD;
+use api::{node_affinity, taint};
 
 /// Taint keys of the tolerations every daemon pod gets, with their effects: daemon pods must
 /// survive the node problems that evict ordinary pods (upstream's
@@ -33,6 +33,9 @@ const DAEMON_TOLERATIONS: [(&str, &str); 6] = [
 ];
 /// Added only for host-network pods, which do not need the pod network.
 const NETWORK_UNAVAILABLE: (&str, &str) = ("node.kubernetes.io/network-unavailable", "NoSchedule");
+
+/// The labels of a node without any.
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
 /// Whether a node should run the daemon pod, and whether one already there may stay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,106 +81,6 @@ pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     spec.tolerations = Some(tolerations);
 }
 
-/// Whether `t` tolerates `taint` (upstream's `Toleration.ToleratesTaint`): an empty effect or
-/// key matches any, `Exists` ignores the value, `Equal` (or no operator) compares it.
-pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    let effect = t.effect.as_deref().unwrap_or("");
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = t.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match t.operator.as_deref().unwrap_or("") {
-        "" | "Equal" => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        "Exists" => true,
-        _ => false,
-    }
-}
-
-fn untolerated<'a>(
-    taints: &'a [Taint],
-    tolerations: &[Toleration],
-    effects: &[&str],
-) -> Option<&'a Taint> {
-    taints
-        .iter()
-        .filter(|taint| effects.contains(&taint.effect.as_str()))
-        .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
-}
-
-fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = req.values.as_deref().unwrap_or_default();
-    let number = |s: &str| s.parse::<i64>().ok();
-    match req.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(have), Some(bound)) = (
-                value.and_then(number),
-                values.first().and_then(|s| number(s)),
-            ) else {
-                return false;
-            };
-            if req.operator == "Gt" {
-                have > bound
-            } else {
-                have < bound
-            }
-        }
-        _ => false,
-    }
-}
-
-/// Whether a node selector term matches: every expression (labels) and field requirement
-/// (`metadata.name` only) holds; a term with neither matches nothing, as upstream.
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let exprs = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
-    let labels = node.metadata.labels.as_ref();
-    exprs
-        .iter()
-        .all(|r| requirement_matches(r, labels.and_then(|l| l.get(&r.key)).map(String::as_str)))
-        && fields.iter().all(|r| {
-            r.key == NODE_NAME_FIELD && requirement_matches(r, node.metadata.name.as_deref())
-        })
-}
-
-/// Whether `node` satisfies the pod's `nodeSelector` and required node affinity (upstream's
-/// `GetRequiredNodeAffinity(pod).Match(node)`).
-pub fn required_affinity_matches(spec: &PodSpec, node: &Node) -> bool {
-    if let Some(selector) = &spec.node_selector {
-        let labels = node.metadata.labels.as_ref();
-        if !selector
-            .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
-        {
-            return false;
-        }
-    }
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| {
-            na.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    match required {
-        None => true,
-        Some(sel) => sel
-            .node_selector_terms
-            .iter()
-            .any(|t| term_matches(t, node)),
-    }
-}
-
 /// The placement rules of one DaemonSet, prepared once per sync and applied to every node.
 #[derive(Clone, Debug)]
 pub struct Eligibility {
@@ -207,7 +110,8 @@ impl Eligibility {
         {
             return NO;
         }
-        if !required_affinity_matches(&self.spec, node) {
+        let labels = node.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+        if !node_affinity::pod_matches_node(&self.spec, name, labels) {
             return NO;
         }
         let taints = node
@@ -216,7 +120,7 @@ impl Eligibility {
             .and_then(|s| s.taints.as_deref())
             .unwrap_or_default();
         let tolerations = self.spec.tolerations.as_deref().unwrap_or_default();
-        if untolerated(taints, tolerations, &["NoSchedule", "NoExecute"]).is_none() {
+        if taint::first_untolerated(taints, tolerations, taint::FILTERING_EFFECTS).is_none() {
             return Placement {
                 should_run: true,
                 should_continue_running: true,
@@ -224,7 +128,12 @@ impl Eligibility {
         }
         Placement {
             should_run: false,
-            should_continue_running: untolerated(taints, tolerations, &["NoExecute"]).is_none(),
+            should_continue_running: taint::first_untolerated(
+                taints,
+                tolerations,
+                &[taint::NO_EXECUTE],
+            )
+            .is_none(),
         }
     }
 }
@@ -401,7 +310,7 @@ mod tests {
     use super::*;
     use informer::Cached;
     use k8s_openapi::{
-        api::core::v1::{NodeSpec, PodCondition, PodStatus},
+        api::core::v1::{NodeSpec, PodCondition, PodStatus, Taint},
         apimachinery::pkg::apis::meta::v1::ObjectMeta,
     };
 

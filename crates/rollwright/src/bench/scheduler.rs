@@ -34,7 +34,14 @@ pub struct SchedulerBench {
     /// Store backend of the in-process API server.
     #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
     store: StoreKind,
+    /// Put the pods in groups of three (as three-replica StatefulSets) whose members refuse to
+    /// share a node (required pod anti-affinity on `kubernetes.io/hostname`).
+    #[arg(long)]
+    anti_affinity: bool,
 }
+
+/// Pods per anti-affinity group with `--anti-affinity`.
+const GROUP_SIZE: usize = 3;
 
 /// Requests in flight while setting up.
 const SETUP_CONCURRENCY: usize = 64;
@@ -56,13 +63,22 @@ fn node(name: &str, zone: usize) -> anyhow::Result<(Node, serde_json::Value)> {
     Ok((node, status))
 }
 
-fn pod(name: &str) -> anyhow::Result<Pod> {
-    Ok(serde_json::from_value(json!({
+fn pod(name: &str, group: Option<usize>) -> anyhow::Result<Pod> {
+    let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "bench"}},
         "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
                  "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
-    }))?)
+    });
+    if let Some(g) = group {
+        let group = format!("g{g}");
+        pod["metadata"]["labels"]["group"] = json!(group);
+        pod["spec"]["affinity"] = json!({"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"group": group}},
+                "topologyKey": "kubernetes.io/hostname"}]}});
+    }
+    Ok(serde_json::from_value(pod)?)
 }
 
 /// Runs the benchmark and prints its figures.
@@ -77,8 +93,15 @@ pub async fn run(b: SchedulerBench) -> anyhow::Result<()> {
     .await?;
     let client = embedded::client_for(&cp.server);
     println!(
-        "rollwright bench scheduler: {} pending pods over {} nodes, store {:?}",
-        b.pods, b.nodes, b.store
+        "rollwright bench scheduler: {} pending pods over {} nodes, store {:?}{}",
+        b.pods,
+        b.nodes,
+        b.store,
+        if b.anti_affinity {
+            ", in groups of 3 with required anti-affinity on kubernetes.io/hostname"
+        } else {
+            ""
+        }
     );
 
     let setup = Instant::now();
@@ -100,12 +123,17 @@ pub async fn run(b: SchedulerBench) -> anyhow::Result<()> {
         .try_collect::<()>()
         .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let anti_affinity = b.anti_affinity;
     stream::iter(0..b.pods)
         .map(|i| {
             let pods = pods.clone();
             async move {
-                pods.create(&PostParams::default(), &pod(&format!("pending-{i}"))?)
-                    .await?;
+                let group = anti_affinity.then_some(i / GROUP_SIZE);
+                pods.create(
+                    &PostParams::default(),
+                    &pod(&format!("pending-{i}"), group)?,
+                )
+                .await?;
                 anyhow::Ok(())
             }
         })
@@ -177,6 +205,17 @@ pub async fn run(b: SchedulerBench) -> anyhow::Result<()> {
     let mut per_node: HashMap<&str, usize> = HashMap::new();
     for n in bound.values() {
         *per_node.entry(n.as_str()).or_default() += 1;
+    }
+    if b.anti_affinity {
+        // Pod `pending-i` is in group i / 3: no two of a group may share a node.
+        let mut groups: HashMap<(usize, &str), usize> = HashMap::new();
+        for (name, node) in &bound {
+            let i: usize = name.trim_start_matches("pending-").parse()?;
+            *groups.entry((i / GROUP_SIZE, node.as_str())).or_default() += 1;
+        }
+        let shared = groups.values().filter(|&&n| n > 1).count();
+        println!("anti-affinity: {shared} groups with two pods on one node (must be 0)");
+        anyhow::ensure!(shared == 0, "anti-affinity violated");
     }
     println!(
         "scheduled: {} pods bound in {:.2}s = {:.0} pods/s; {} nodes used, at most {} pods on a node; {:.1} CPU s (scheduler and API server)",

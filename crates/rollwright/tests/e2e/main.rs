@@ -27,6 +27,7 @@ mod kubectl;
 mod leader_election;
 mod node_failure;
 mod realworld;
+mod scheduling;
 mod security;
 mod server_side_apply;
 mod statefulset_kubectl;

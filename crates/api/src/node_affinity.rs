@@ -1,10 +1,12 @@
-//! `nodeSelector` and required node affinity, as upstream's `NodeAffinity` filter reads them.
+//! `nodeSelector` and required node affinity, as upstream's `NodeAffinity` filter and
+//! `GetRequiredNodeAffinity(pod).Match(node)` read them. The one implementation: the scheduler
+//! filters with it and the DaemonSet controller decides which nodes run a daemon pod with it.
 //!
 //! Terms of `nodeSelectorTerms` are ORed, the expressions and fields inside a term are ANDed, and a
 //! term with neither matches nothing. `matchFields` knows only `metadata.name`, which is how the
 //! DaemonSet controller pins each of its pods to one node.
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The one field `matchFields` may name.
@@ -16,6 +18,30 @@ pub fn node_selector_matches(
     labels: &BTreeMap<String, String>,
 ) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The terms of the pod's `requiredDuringSchedulingIgnoredDuringExecution` node affinity.
+pub fn required_terms(spec: &PodSpec) -> Option<&[NodeSelectorTerm]> {
+    spec.affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()
+        .map(|s| s.node_selector_terms.as_slice())
+}
+
+/// Whether a node named `node_name` with `labels` satisfies the pod's `nodeSelector` and its
+/// required node affinity (upstream's `GetRequiredNodeAffinity(pod).Match(node)`).
+pub fn pod_matches_node(
+    spec: &PodSpec,
+    node_name: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    spec.node_selector
+        .as_ref()
+        .is_none_or(|s| node_selector_matches(s, labels))
+        && required_terms(spec).is_none_or(|t| required_terms_match(t, node_name, labels))
 }
 
 /// Whether some term matches the node.
