@@ -39,6 +39,10 @@ struct ServeArgs {
     /// etcd serve one cluster.
     #[arg(long, value_delimiter = ',', required_if_eq("store", "etcd"))]
     etcd_servers: Vec<String>,
+    /// How long an Event is kept after its last write (e.g. 1h, 30m, 90s), as upstream's
+    /// --event-ttl.
+    #[arg(long, default_value = "1h", value_parser = rollwright::duration::parse)]
+    event_ttl: std::time::Duration,
 }
 
 #[derive(clap::Args, Clone)]
@@ -117,6 +121,10 @@ enum Command {
         /// Nodes to register when simulating.
         #[arg(long, default_value_t = 3)]
         count: usize,
+        /// Simulate only this shard's nodes (`INDEX/COUNT`), so that several processes simulate
+        /// one cluster: `node-0` ... `node-{count-1}` are split between them by name.
+        #[arg(long, default_value = "0/1")]
+        shard: nodesim::Shard,
         /// Fault profile for simulated pods.
         #[arg(long)]
         profile: Option<PathBuf>,
@@ -131,6 +139,10 @@ enum Command {
     /// The CLI: rollout, get, apply, delete, set, scale.
     #[command(flatten)]
     Cli(cli::Command),
+    /// Roll Deployments and DaemonSets while SIGKILLing the control plane or the controllers at
+    /// random moments; print rollouts completed, restarts, acknowledged writes lost, invariant
+    /// violations, duplicate daemon pods and time to recover (see RELIABILITY.md).
+    Chaos(rollwright::chaos::Args),
 }
 
 #[derive(Subcommand)]
@@ -264,11 +276,13 @@ async fn run() -> anyhow::Result<()> {
         Command::Nodes {
             cluster,
             count,
+            shard,
             profile,
             op: None,
         } => {
             let nodes = nodesim::NodeSim {
                 nodes: count,
+                shard,
                 ..Default::default()
             };
             run_parts(
@@ -289,6 +303,7 @@ async fn run() -> anyhow::Result<()> {
         } => node_op(&cluster, op).await,
         Command::Bench { scenario } => rollwright::bench::run(scenario).await,
         Command::Cli(command) => cli::run(command).await,
+        Command::Chaos(args) => rollwright::chaos::run(args).await,
     }
 }
 
@@ -299,6 +314,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         port: args.port,
         store: args.store,
         etcd_servers: args.etcd_servers,
+        event_ttl: args.event_ttl,
         components,
     })
     .await?;
