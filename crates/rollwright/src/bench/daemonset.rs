@@ -257,7 +257,7 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
     wait_rolled_out(&api, b.nodes, "all daemon pods available", timeout).await?;
     let m1 = Meter::read(&client).await?;
     m0.report(&m1, "create (a pod per node, all available)", b.nodes);
-    limit(Some(1), times.to_available(), &m0, &m1);
+    limit(Some(1), times.until_available(), &m0, &m1);
 
     // A new image, maxUnavailable as given.
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "registry.example/agent:2"}]}}}});
@@ -298,7 +298,7 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
     let surge = ideal::resolve(&b.max_surge, pods, true);
     limit(
         surge.and_then(|s| ideal::batched_waves(pods, s)),
-        times.to_available(),
+        times.until_available(),
         &m2,
         &m3,
     );

@@ -203,7 +203,7 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
 
     println!(
         "create: physical limit (one wave of start + readiness): {}",
-        ideal::versus(times.to_available(), create_time)
+        ideal::versus(times.until_available(), create_time)
     );
 
     // The rollout: a new image.
@@ -248,7 +248,7 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
     {
         println!(
             "rollout: physical limit ({waves} waves of start + readiness): {}",
-            ideal::versus(times.to_available() * waves, roll_time)
+            ideal::versus(times.until_available() * waves, roll_time)
         );
     }
     println!(

@@ -23,14 +23,14 @@ pub struct PodTimes {
 
 impl PodTimes {
     /// From a pod's creation to it counting as available.
-    pub fn to_available(&self) -> Duration {
+    pub fn until_available(&self) -> Duration {
         self.start + self.readiness + self.min_ready
     }
 
     /// One wave of a strategy that deletes a pod before creating its replacement (DaemonSet with
     /// `maxUnavailable`, StatefulSet): the old pod's grace, then the new one to available.
     pub fn replace_in_place(&self) -> Duration {
-        self.grace + self.to_available()
+        self.grace + self.until_available()
     }
 }
 
@@ -133,6 +133,6 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(t.replace_in_place(), Duration::from_millis(1_300));
-        assert_eq!(t.to_available(), Duration::from_secs(1));
+        assert_eq!(t.until_available(), Duration::from_secs(1));
     }
 }

@@ -198,7 +198,7 @@ pub async fn run(b: StatefulsetBench) -> anyhow::Result<()> {
     report("create (Parallel)", &m0, &m1);
     println!(
         "  physical limit (1 wave of start + readiness): {}",
-        ideal::versus(times.to_available(), m1.0.duration_since(m0.0))
+        ideal::versus(times.until_available(), m1.0.duration_since(m0.0))
     );
 
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/app:2"}]}}}});
