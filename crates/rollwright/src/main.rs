@@ -180,6 +180,12 @@ enum NodeOp {
     },
 }
 
+/// mimalloc instead of glibc's malloc: a profile of `bench phases` spent 45% of the process's CPU
+/// in glibc's malloc and free (`_int_malloc`, `malloc_consolidate`, `unlink_chunk`: every watch
+/// event, request and decoded object allocates); see BENCHMARKS.md, issue 15.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     // One line with the cause chain, never a backtrace: the message says what to do.

@@ -10,6 +10,7 @@
 //! and after each phase.
 
 use super::{
+    ideal::{self, PodTimes},
     meter::{
         CONTROLLER_THREADS, Requests, delta, request_counts, spawn_controllers, threads_cpu_seconds,
     },
@@ -49,6 +50,10 @@ pub struct DaemonsetBench {
     /// Milliseconds from running to Ready.
     #[arg(long, default_value_t = 0)]
     readiness_delay_ms: u64,
+    /// The simulated kubelets' `graceScale` (nodesim's default 0.01: the pods' 1s grace takes
+    /// 10ms).
+    #[arg(long, default_value_t = 0.01)]
+    grace_scale: f64,
     /// Store backend.
     #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
     store: StoreKind,
@@ -69,6 +74,9 @@ fn int_or_percent(s: &str) -> Value {
     s.parse::<i64>().map_or_else(|_| json!(s), |n| json!(n))
 }
 
+/// The daemon pods' `terminationGracePeriodSeconds`.
+const GRACE_SECONDS: u64 = 1;
+
 /// The DaemonSet, rolling with `max_unavailable` (no surge).
 fn manifest(max_unavailable: &str) -> anyhow::Result<DaemonSet> {
     Ok(serde_json::from_value(json!({
@@ -80,7 +88,7 @@ fn manifest(max_unavailable: &str) -> anyhow::Result<DaemonSet> {
             "template": {
                 "metadata": {"labels": {"app": NAME}},
                 "spec": {
-                    "terminationGracePeriodSeconds": 1,
+                    "terminationGracePeriodSeconds": GRACE_SECONDS,
                     "containers": [{"name": "agent", "image": "registry.example/agent:1",
                                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}],
                 },
@@ -168,7 +176,24 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
         readiness_delay: nodesim::distribution::Distribution::Fixed(Duration::from_millis(
             b.readiness_delay_ms,
         )),
+        grace_scale: b.grace_scale,
         ..Default::default()
+    };
+    let times = PodTimes {
+        start: Duration::from_millis(b.start_delay_ms),
+        readiness: Duration::from_millis(b.readiness_delay_ms),
+        grace: Duration::from_secs(GRACE_SECONDS).mul_f64(b.grace_scale.max(0.0)),
+        ..Default::default()
+    };
+    let pods = i32::try_from(b.nodes).unwrap_or(i32::MAX);
+    let limit = |waves: Option<u32>, per_wave: Duration, from: &Meter, to: &Meter| {
+        if let Some(waves) = waves {
+            println!(
+                "  physical limit ({waves} waves of {:.2}s): {}",
+                per_wave.as_secs_f64(),
+                ideal::versus(per_wave * waves, to.at.duration_since(from.at))
+            );
+        }
     };
     let cp = ControlPlane::start(Options {
         data_dir: dir,
@@ -186,8 +211,14 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
     let controllers = spawn_controllers(cp.kubeconfig.clone(), stop_rx)?;
     let client = embedded::client_for(&cp.server);
     println!(
-        "rollwright bench daemonset: {} simulated nodes (start {}ms, readiness {}ms), maxUnavailable {} then maxSurge {}, store {:?}",
-        b.nodes, b.start_delay_ms, b.readiness_delay_ms, b.max_unavailable, b.max_surge, b.store
+        "rollwright bench daemonset: {} simulated nodes (start {}ms, readiness {}ms, graceScale {}), maxUnavailable {} then maxSurge {}, store {:?}",
+        b.nodes,
+        b.start_delay_ms,
+        b.readiness_delay_ms,
+        b.grace_scale,
+        b.max_unavailable,
+        b.max_surge,
+        b.store
     );
 
     // Every node registered and Ready before the clock starts.
@@ -226,6 +257,7 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
     wait_rolled_out(&api, b.nodes, "all daemon pods available", timeout).await?;
     let m1 = Meter::read(&client).await?;
     m0.report(&m1, "create (a pod per node, all available)", b.nodes);
+    limit(Some(1), times.until_available(), &m0, &m1);
 
     // A new image, maxUnavailable as given.
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "registry.example/agent:2"}]}}}});
@@ -238,6 +270,13 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
         &m2,
         &format!("rolling update, maxUnavailable {}", b.max_unavailable),
         b.nodes,
+    );
+    let unavailable = ideal::resolve(&b.max_unavailable, pods, false);
+    limit(
+        unavailable.and_then(|u| ideal::batched_waves(pods, u)),
+        times.replace_in_place(),
+        &m1,
+        &m2,
     );
 
     // Another image, surging: the new pod starts beside the old one.
@@ -255,6 +294,13 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
         &m3,
         &format!("rolling update, maxSurge {} maxUnavailable 0", b.max_surge),
         b.nodes,
+    );
+    let surge = ideal::resolve(&b.max_surge, pods, true);
+    limit(
+        surge.and_then(|s| ideal::batched_waves(pods, s)),
+        times.until_available(),
+        &m2,
+        &m3,
     );
     println!(
         "total: {:.2}s wall; CPU: controllers {:.2}s, whole process {:.2}s; peak RSS {:.0} MiB (everything in this process)",

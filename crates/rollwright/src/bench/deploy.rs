@@ -7,6 +7,7 @@
 //! rollout, counting API requests from the server's `apiserver_request_total`.
 
 use super::{
+    ideal::{self, PodTimes},
     meter::{CONTROLLER_THREADS, delta, request_counts, spawn_controllers, threads_cpu_seconds},
     peak_rss,
 };
@@ -184,6 +185,11 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
         request_counts(&client).await?,
     );
     let create_requests: u64 = delta(&req0, &req1).iter().map(|r| r.0).sum();
+    let times = PodTimes {
+        start: Duration::from_millis(b.start_delay_ms),
+        readiness: Duration::from_millis(b.readiness_delay_ms),
+        ..Default::default()
+    };
     println!(
         "create: {} pods available in {:.2}s = {:.0} pods/s; CPU: controllers {:.2}s, whole process {:.2}s; {} API requests = {:.1} per pod",
         b.replicas,
@@ -193,6 +199,11 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
         cpu1 - cpu0,
         create_requests,
         create_requests as f64 / f64::from(b.replicas.max(1))
+    );
+
+    println!(
+        "create: physical limit (one wave of start + readiness): {}",
+        ideal::versus(times.until_available(), create_time)
     );
 
     // The rollout: a new image.
@@ -229,6 +240,17 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
         ctl2 - ctl1,
         cpu2 - cpu1
     );
+    let surge = ideal::resolve(&b.max_surge, b.replicas, true);
+    let unavailable = ideal::resolve(&b.max_unavailable, b.replicas, false);
+    if let Some(waves) = surge
+        .zip(unavailable)
+        .and_then(|(s, u)| ideal::deployment_waves(b.replicas, s, u))
+    {
+        println!(
+            "rollout: physical limit ({waves} waves of start + readiness): {}",
+            ideal::versus(times.until_available() * waves, roll_time)
+        );
+    }
     println!(
         "rollout: {total} API requests = {:.1} per replaced pod; by verb and resource:",
         total as f64 / replaced

@@ -4,10 +4,12 @@
 mod api;
 mod daemonset;
 mod deploy;
+mod ideal;
 mod meter;
 mod nodes;
 mod phases;
 mod scheduler;
+mod statefulset;
 
 /// A benchmark scenario.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -28,6 +30,9 @@ pub enum Scenario {
     /// Deployment, its rolling update) as `up` runs them; wall, CPU, peak RSS and API requests
     /// per phase beside upstream's figures.
     Phases(phases::PhasesBench),
+    /// Create a 1,000-replica Parallel StatefulSet, then roll it with maxUnavailable 10%; each
+    /// phase beside its physical limit (waves times grace, start and readiness delays).
+    Statefulset(statefulset::StatefulsetBench),
 }
 
 /// Runs a scenario.
@@ -39,6 +44,7 @@ pub async fn run(s: Scenario) -> anyhow::Result<()> {
         Scenario::Deploy(b) => deploy::run(b).await,
         Scenario::Daemonset(b) => daemonset::run(b).await,
         Scenario::Phases(b) => phases::run(b).await,
+        Scenario::Statefulset(b) => statefulset::run(b).await,
     }
 }
 

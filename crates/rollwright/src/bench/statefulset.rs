@@ -1,0 +1,267 @@
+//! `rollwright bench statefulset`: a Parallel StatefulSet rolled with `maxUnavailable`, timed
+//! against its physical limit (issue 15).
+//!
+//! Set up as `bench daemonset` is: API server, store, simulated nodes and scheduler in this
+//! process, the controllers on a runtime of their own over HTTPS. Two phases, each timed until
+//! `kubectl rollout status` would say done: creating the StatefulSet (Parallel: every pod at
+//! once), and a new image rolled with `maxUnavailable` (each wave deletes that many pods and
+//! waits for their replacements). Each phase prints its ideal: waves times the pods' grace,
+//! start and readiness delays.
+
+use super::{
+    ideal::{self, PodTimes},
+    meter::{CONTROLLER_THREADS, delta, request_counts, spawn_controllers, threads_cpu_seconds},
+    peak_rss,
+};
+use crate::{
+    components::Components,
+    control_plane::{ControlPlane, Options, StoreKind},
+};
+use anyhow::Context as _;
+use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Node};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
+
+/// Options of the StatefulSet benchmark.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StatefulsetBench {
+    /// Replicas of the StatefulSet.
+    #[arg(long, default_value_t = 1_000)]
+    replicas: i32,
+    /// Simulated nodes.
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+    /// The rolling update's `maxUnavailable`.
+    #[arg(long, default_value = "10%")]
+    max_unavailable: String,
+    /// Milliseconds from a pod's binding to its containers running.
+    #[arg(long, default_value_t = 0)]
+    start_delay_ms: u64,
+    /// Milliseconds from running to Ready.
+    #[arg(long, default_value_t = 1_000)]
+    readiness_delay_ms: u64,
+    /// The simulated kubelets' `graceScale` (the pods' grace is 1s).
+    #[arg(long, default_value_t = 0.0)]
+    grace_scale: f64,
+    /// Store backend.
+    #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
+    store: StoreKind,
+    /// Give up after this many seconds per phase.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+}
+
+/// The StatefulSet's name.
+const NAME: &str = "bench";
+/// The pods' `terminationGracePeriodSeconds`.
+const GRACE_SECONDS: u64 = 1;
+
+fn manifest(replicas: i32, max_unavailable: &str) -> anyhow::Result<StatefulSet> {
+    let max_unavailable = max_unavailable
+        .parse::<i64>()
+        .map_or_else(|_| json!(max_unavailable), |n| json!(n));
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": NAME, "labels": {"app": NAME}},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": NAME,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": NAME}},
+            "updateStrategy": {"type": "RollingUpdate",
+                               "rollingUpdate": {"maxUnavailable": max_unavailable}},
+            "template": {
+                "metadata": {"labels": {"app": NAME}},
+                "spec": {"terminationGracePeriodSeconds": GRACE_SECONDS,
+                         "containers": [{"name": "app", "image": "registry.example/app:1"}]},
+            },
+        },
+    }))?)
+}
+
+/// `kubectl rollout status`'s notion of done for a StatefulSet without a partition: the spec
+/// observed, every replica updated and ready, and the update revision current.
+fn rolled_out(s: &StatefulSet) -> bool {
+    let Some(st) = &s.status else { return false };
+    let want = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    st.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0)
+        && st.replicas == want
+        && st.updated_replicas == Some(want)
+        && st.ready_replicas == Some(want)
+        && st.available_replicas.is_none_or(|a| a == want)
+        && st.current_revision == st.update_revision
+}
+
+/// Runs the benchmark and prints its figures.
+pub async fn run(b: StatefulsetBench) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let timeout = Duration::from_secs(b.timeout_secs);
+    let times = PodTimes {
+        start: Duration::from_millis(b.start_delay_ms),
+        readiness: Duration::from_millis(b.readiness_delay_ms),
+        grace: Duration::from_secs(GRACE_SECONDS).mul_f64(b.grace_scale.max(0.0)),
+        ..Default::default()
+    };
+    let per_node = (b.replicas.max(0) as u64 * 2).div_ceil(b.nodes.max(1) as u64) as u32 + 10;
+    let nodes = nodesim::NodeSim {
+        nodes: b.nodes,
+        max_pods: per_node.max(110),
+        start_delay: nodesim::distribution::Distribution::Fixed(times.start),
+        readiness_delay: nodesim::distribution::Distribution::Fixed(times.readiness),
+        grace_scale: b.grace_scale,
+        ..Default::default()
+    };
+    let cp = ControlPlane::start(Options {
+        data_dir: tmp.path().to_path_buf(),
+        port: 0,
+        store: b.store,
+        components: Components {
+            nodes: Some(nodes),
+            scheduler: Some(Default::default()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let controllers = spawn_controllers(cp.kubeconfig.clone(), stop_rx)?;
+    let client = embedded::client_for(&cp.server);
+    println!(
+        "rollwright bench statefulset: {} replicas (Parallel) on {} simulated nodes (start {}ms, readiness {}ms, graceScale {}), maxUnavailable {}, store {:?}",
+        b.replicas,
+        b.nodes,
+        b.start_delay_ms,
+        b.readiness_delay_ms,
+        b.grace_scale,
+        b.max_unavailable,
+        b.store
+    );
+    let mut seen = HashSet::new();
+    embedded::wait_until(
+        &Api::<Node>::all(client.clone()),
+        "nodes registered",
+        timeout,
+        |n: &Node| {
+            seen.insert(n.name_any());
+            seen.len() >= b.nodes
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    let wait = |what: &'static str| {
+        let api = api.clone();
+        async move {
+            embedded::wait_until(&api, what, timeout, |s: &StatefulSet| {
+                s.name_any() == NAME && rolled_out(s)
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+        }
+    };
+    let meter = async || -> anyhow::Result<_> {
+        Ok((
+            Instant::now(),
+            nodesim::bench::cpu_seconds(),
+            threads_cpu_seconds(CONTROLLER_THREADS),
+            request_counts(&client).await?,
+        ))
+    };
+    let report = |phase: &str, from: &(Instant, f64, f64, _), to: &(Instant, f64, f64, _)| {
+        let total: u64 = delta(&from.3, &to.3).iter().map(|r| r.0).sum();
+        println!(
+            "{phase}: {:.2}s wall; CPU: controllers {:.2}s, whole process {:.2}s; {total} API requests ({:.1} per pod); peak RSS so far {:.0} MiB",
+            to.0.duration_since(from.0).as_secs_f64(),
+            to.2 - from.2,
+            to.1 - from.1,
+            total as f64 / f64::from(b.replicas.max(1)),
+            peak_rss().unwrap_or(0) as f64 / 1048576.0,
+        );
+    };
+
+    let m0 = meter().await?;
+    api.create(
+        &PostParams::default(),
+        &manifest(b.replicas, &b.max_unavailable)?,
+    )
+    .await
+    .context("creating the StatefulSet")?;
+    wait("all replicas ready").await?;
+    let m1 = meter().await?;
+    report("create (Parallel)", &m0, &m1);
+    println!(
+        "  physical limit (1 wave of start + readiness): {}",
+        ideal::versus(times.until_available(), m1.0.duration_since(m0.0))
+    );
+
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/app:2"}]}}}});
+    api.patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .context("changing the image")?;
+    wait("rolled out").await?;
+    let m2 = meter().await?;
+    report(
+        &format!("rolling update, maxUnavailable {}", b.max_unavailable),
+        &m1,
+        &m2,
+    );
+    if let Some(waves) = ideal::resolve(&b.max_unavailable, b.replicas, false)
+        .and_then(|u| ideal::batched_waves(b.replicas, u))
+    {
+        println!(
+            "  physical limit ({waves} waves of grace + start + readiness, {:.2}s each): {}",
+            times.replace_in_place().as_secs_f64(),
+            ideal::versus(times.replace_in_place() * waves, m2.0.duration_since(m1.0))
+        );
+    }
+
+    let _ = stop_tx.send(());
+    match tokio::task::spawn_blocking(move || controllers.join()).await? {
+        Ok(r) => r?,
+        Err(_) => anyhow::bail!("the controllers' thread panicked"),
+    }
+    cp.stop().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rolled_out_needs_the_update_revision_current_and_every_replica_ready() {
+        let s = |observed: i64, ready: i32, current: &str| -> StatefulSet {
+            serde_json::from_value(json!({
+                "metadata": {"name": NAME, "generation": 2},
+                "spec": {"replicas": 3, "selector": {}, "template": {}, "serviceName": NAME},
+                "status": {"observedGeneration": observed, "replicas": 3, "updatedReplicas": 3,
+                           "readyReplicas": ready, "availableReplicas": ready,
+                           "currentRevision": current, "updateRevision": "b"},
+            }))
+            .unwrap_or_default()
+        };
+        assert!(rolled_out(&s(2, 3, "b")));
+        assert!(!rolled_out(&s(1, 3, "b")));
+        assert!(!rolled_out(&s(2, 2, "b")));
+        assert!(!rolled_out(&s(2, 3, "a")));
+    }
+
+    #[test]
+    fn the_manifest_is_parallel_with_max_unavailable() {
+        let s = manifest(1_000, "10%").unwrap_or_default();
+        let spec = s.spec.unwrap_or_default();
+        assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
+        let rolling = spec.update_strategy.and_then(|u| u.rolling_update);
+        assert_eq!(
+            rolling.and_then(|r| r.max_unavailable),
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("10%".into()))
+        );
+    }
+}
