@@ -9,6 +9,8 @@
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
 //! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
+//! - [`job`]: Jobs (completions, parallelism, back-off limit, deadline, Indexed mode, pod
+//!   failure policy, suspension).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //!
@@ -38,6 +40,7 @@ pub mod deployment;
 pub mod expectations;
 pub mod gc;
 pub mod history;
+pub mod job;
 #[cfg(feature = "test-support")]
 pub mod invariants;
 pub mod namespace;
@@ -58,6 +61,7 @@ use deployment::DeploymentController;
 use futures::future::BoxFuture;
 use gc::GarbageCollector;
 use informer::Informers;
+use job::JobController;
 use namespace::NamespaceController;
 use node_lifecycle::NodeLifecycleController;
 use pod_gc::PodGarbageCollector;
@@ -95,6 +99,8 @@ pub struct Settings {
     pub statefulset: statefulset::Config,
     /// The volume controller's.
     pub volume: volume::Config,
+    /// The Job controller's.
+    pub job: job::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -103,7 +109,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 10] = [
+const CONTROLLERS: [(&str, Starter); 11] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -133,6 +139,9 @@ const CONTROLLERS: [(&str, Starter); 10] = [
     }),
     (VolumeController::NAME, |i, s| {
         on_cache(i, s.volume.clone(), VolumeController::new)
+    }),
+    (JobController::NAME, |i, s| {
+        on_cache(i, s.job.clone(), JobController::new)
     }),
 ];
 
