@@ -11,6 +11,8 @@
 //! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
 //! - [`job`]: Jobs (completions, parallelism, back-off limit, deadline, Indexed mode, pod
 //!   failure policy, suspension).
+//! - [`cronjob`]: CronJobs (schedules, concurrency policy, history limits) on a [`cronjob::Clock`].
+//! - [`ttl_after_finished`]: deletes finished Jobs after `ttlSecondsAfterFinished`.
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //!
@@ -35,6 +37,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod expectations;
@@ -54,8 +57,10 @@ pub mod serviceaccount;
 #[cfg(feature = "test-support")]
 pub mod stateful_invariants;
 pub mod statefulset;
+pub mod ttl_after_finished;
 pub mod volume;
 
+use cronjob::CronJobController;
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
 use futures::future::BoxFuture;
@@ -72,6 +77,7 @@ use serviceaccount::ServiceAccountController;
 use statefulset::StatefulSetController;
 use std::{collections::BTreeSet, future::Future, sync::Arc};
 use tokio::task::JoinSet;
+use ttl_after_finished::TtlAfterFinishedController;
 use volume::VolumeController;
 
 /// Which controllers run, and each one's settings.
@@ -101,6 +107,10 @@ pub struct Settings {
     pub volume: volume::Config,
     /// The Job controller's.
     pub job: job::Config,
+    /// The CronJob controller's (its clock, for tests).
+    pub cronjob: cronjob::Config,
+    /// The TTL-after-finished controller's.
+    pub ttl_after_finished: ttl_after_finished::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -109,7 +119,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 11] = [
+const CONTROLLERS: [(&str, Starter); 13] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -142,6 +152,16 @@ const CONTROLLERS: [(&str, Starter); 11] = [
     }),
     (JobController::NAME, |i, s| {
         on_cache(i, s.job.clone(), JobController::new)
+    }),
+    (CronJobController::NAME, |i, s| {
+        on_cache(i, s.cronjob.clone(), CronJobController::new)
+    }),
+    (TtlAfterFinishedController::NAME, |i, s| {
+        on_cache(
+            i,
+            s.ttl_after_finished.clone(),
+            TtlAfterFinishedController::new,
+        )
     }),
 ];
 

@@ -19,6 +19,7 @@ mod deployment_kubectl;
 mod etcd_faults;
 mod etcd_servers;
 mod informers;
+mod jobs;
 mod kube_client;
 mod kubectl;
 mod leader_election;
