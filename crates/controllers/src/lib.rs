@@ -43,9 +43,9 @@ pub mod deployment;
 pub mod expectations;
 pub mod gc;
 pub mod history;
-pub mod job;
 #[cfg(feature = "test-support")]
 pub mod invariants;
+pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
 pub mod ownership;

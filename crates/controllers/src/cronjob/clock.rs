@@ -35,7 +35,8 @@ impl Clock {
             Clock::Real => real,
             Clock::Scaled { origin, factor } => {
                 let elapsed = origin.duration_until(real).as_secs_f64() * factor;
-                let scaled = SignedDuration::try_from_secs_f64(elapsed).unwrap_or(SignedDuration::MAX);
+                let scaled =
+                    SignedDuration::try_from_secs_f64(elapsed).unwrap_or(SignedDuration::MAX);
                 origin.checked_add(scaled).unwrap_or(Timestamp::MAX)
             }
         }

@@ -188,7 +188,11 @@ pub fn job_for(cj: &CronJob, scheduled: Timestamp, schedule: &Schedule) -> Job {
     annotations.insert(SCHEDULED_TIMESTAMP.into(), rfc3339(scheduled, schedule));
     Job {
         metadata: ObjectMeta {
-            name: Some(format!("{}-{}", cj.name_any(), scheduled.as_second().div_euclid(60))),
+            name: Some(format!(
+                "{}-{}",
+                cj.name_any(),
+                scheduled.as_second().div_euclid(60)
+            )),
             namespace: cj.namespace(),
             labels: tmeta.labels,
             annotations: Some(annotations),
@@ -253,10 +257,7 @@ impl CronJobController {
                             &reference,
                             EventType::Normal,
                             "SawCompletedJob",
-                            format!(
-                                "Saw completed job: {}, condition: {kind}",
-                                job.name_any()
-                            ),
+                            format!("Saw completed job: {}, condition: {kind}", job.name_any()),
                         );
                     }
                     if kind == "Complete"
@@ -280,7 +281,10 @@ impl CronJobController {
                 .collect::<Vec<_>>()
         };
         let mut doomed = over_limit(by_kind("Complete"), spec.successful_jobs_history_limit);
-        doomed.extend(over_limit(by_kind("Failed"), spec.failed_jobs_history_limit));
+        doomed.extend(over_limit(
+            by_kind("Failed"),
+            spec.failed_jobs_history_limit,
+        ));
         for job in doomed {
             self.delete_job(&jobs_api, &reference, &job.name_any())
                 .await?;
@@ -331,14 +335,12 @@ impl CronJobController {
         };
         let now = clock.now();
         let next_in = |after: Timestamp| match schedule.next_after(after) {
-            Some(next) => Action::requeue(clock.real(now.duration_until(next)) + NEXT_SCHEDULE_DELTA),
+            Some(next) => {
+                Action::requeue(clock.real(now.duration_until(next)) + NEXT_SCHEDULE_DELTA)
+            }
             None => Action::await_change(),
         };
-        let created = cj
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(now, |t| t.0);
+        let created = cj.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
         let mut earliest = st.last_schedule_time.as_ref().map_or(created, |t| t.0);
         if let Some(secs) = spec.starting_deadline_seconds {
             let window_start = now - SignedDuration::from_secs(secs);
@@ -407,7 +409,9 @@ impl CronJobController {
                         reference,
                         EventType::Warning,
                         "FailedCreate",
-                        format!("Error creating job: job {job_name} already exists and is not ours"),
+                        format!(
+                            "Error creating job: job {job_name} already exists and is not ours"
+                        ),
                     );
                     return Ok(next_in(now));
                 }
@@ -481,7 +485,10 @@ mod tests {
         let jobs = vec![job("c", 300), job("a", 100), job("b", 200)];
         let names = |v: Vec<Shared<Job>>| v.iter().map(|j| j.name_any()).collect::<Vec<_>>();
         assert_eq!(names(over_limit(jobs.clone(), Some(1))), ["a", "b"]);
-        assert_eq!(names(over_limit(jobs.clone(), Some(3))), Vec::<String>::new());
+        assert_eq!(
+            names(over_limit(jobs.clone(), Some(3))),
+            Vec::<String>::new()
+        );
         assert_eq!(names(over_limit(jobs.clone(), Some(0))), ["a", "b", "c"]);
         assert_eq!(names(over_limit(jobs, None)), Vec::<String>::new());
     }
@@ -508,7 +515,10 @@ mod tests {
         );
         assert_eq!(j.metadata.labels.as_ref().unwrap()["a"], "b");
         let owner = &j.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.controller), ("CronJob", Some(true)));
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("CronJob", Some(true))
+        );
         let tokyo = Schedule::parse("* * * * *", Some("Asia/Tokyo")).unwrap();
         assert_eq!(
             job_for(&cj, at, &tokyo).metadata.annotations.unwrap()[SCHEDULED_TIMESTAMP],

@@ -49,8 +49,9 @@ impl Schedule {
             })?;
         let tz = match time_zone {
             None => TimeZone::UTC,
-            Some(name) => TimeZone::get(name)
-                .map_err(|_| ScheduleError::UnknownTimeZone(name.into()))?,
+            Some(name) => {
+                TimeZone::get(name).map_err(|_| ScheduleError::UnknownTimeZone(name.into()))?
+            }
         };
         Ok(Schedule { cron, tz })
     }
@@ -66,9 +67,9 @@ impl Schedule {
         let mut from = t;
         // A wall time repeated by a DST change may map back to or before `t`: look further.
         for _ in 0..3 {
-            let local = self.to_naive(from)?;
+            let local = self.wall_time(from)?;
             let next = self.cron.find_next_occurrence(&local, false).ok()?;
-            let at = self.from_naive(next.naive_utc())?;
+            let at = self.instant_of(next.naive_utc())?;
             if at > t {
                 return Some(at);
             }
@@ -93,14 +94,14 @@ impl Schedule {
         }
         // Too many to walk: the latest one is found backwards from now.
         let latest = self
-            .to_naive(now)
+            .wall_time(now)
             .and_then(|l| self.cron.find_previous_occurrence(&l, true).ok())
-            .and_then(|p| self.from_naive(p.naive_utc()));
+            .and_then(|p| self.instant_of(p.naive_utc()));
         (latest, count)
     }
 
     /// The zone's wall time at `t`, as a naive time the cron parser evaluates.
-    fn to_naive(&self, t: Timestamp) -> Option<DateTime<Utc>> {
+    fn wall_time(&self, t: Timestamp) -> Option<DateTime<Utc>> {
         let c = self.tz.to_datetime(t);
         let date = NaiveDate::from_ymd_opt(
             i32::from(c.year()),
@@ -116,7 +117,7 @@ impl Schedule {
     }
 
     /// The instant of a wall time in the zone.
-    fn from_naive(&self, naive: NaiveDateTime) -> Option<Timestamp> {
+    fn instant_of(&self, naive: NaiveDateTime) -> Option<Timestamp> {
         let civil = civil::DateTime::new(
             i16::try_from(naive.year()).ok()?,
             i8::try_from(naive.month()).ok()?,
@@ -146,7 +147,13 @@ mod tests {
 
     #[test]
     fn schedules_parse_as_upstream_accepts_them() {
-        for ok in ["* * * * *", "*/5 1-3 * * MON-FRI", "@hourly", "@daily", "0 0 1 1 *"] {
+        for ok in [
+            "* * * * *",
+            "*/5 1-3 * * MON-FRI",
+            "@hourly",
+            "@daily",
+            "0 0 1 1 *",
+        ] {
             assert!(Schedule::parse(ok, None).is_ok(), "{ok}");
         }
         for bad in ["", "* * * *", "0 * * * * *", "61 * * * *", "nonsense"] {

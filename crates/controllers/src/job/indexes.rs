@@ -93,7 +93,11 @@ mod tests {
             assert_eq!(set.iter().copied().collect::<Vec<_>>(), want, "{text}");
             assert_eq!(format(&set), text);
         }
-        assert_eq!(format(&parse("3-12,x,1", 5)), "1,3-4", "out of range and junk dropped");
+        assert_eq!(
+            format(&parse("3-12,x,1", 5)),
+            "1,3-4",
+            "out of range and junk dropped"
+        );
     }
 
     #[test]

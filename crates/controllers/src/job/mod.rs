@@ -45,10 +45,15 @@ use kube::{
 use serde_json::json;
 use status::{Ended, TRACKING_FINALIZER, Tally, Verdict, reasons};
 use std::{
-    collections::{BTreeSet, HashSet},
+    collections::{BTreeSet, HashMap, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
 };
+use tokio::time::Instant;
+
+/// How long a sync waits for the cache to show the controller's own status write before it
+/// trusts the cache anyway (a lost watch event stalls a Job no longer than this).
+const STATUS_WRITE_TTL: Duration = Duration::from_secs(30);
 
 /// The event source name, as upstream's.
 pub const COMPONENT: &str = "job-controller";
@@ -88,6 +93,52 @@ impl Default for Config {
     }
 }
 
+/// The controller's own status writes not yet shown by the cache (upstream relies on a fresh
+/// read instead): a sync on an older copy would count finished pods again, or create pods for
+/// completions already reached. Guarded by one lock with the last version the cache showed, so a
+/// watch event that beats the write's response is not missed.
+#[derive(Debug, Default)]
+struct StatusWrites {
+    pending: HashMap<Key, (String, Instant)>,
+    seen: HashMap<Key, String>,
+}
+
+impl StatusWrites {
+    /// The cache showed `rv` of the Job under `key`.
+    fn observed(&mut self, key: &str, rv: Option<&str>) {
+        let Some(rv) = rv else { return };
+        if self.pending.get(key).is_some_and(|(p, _)| p == rv) {
+            self.pending.remove(key);
+        }
+        self.seen.insert(key.to_string(), rv.to_string());
+    }
+
+    /// The controller wrote `rv`.
+    fn wrote(&mut self, key: Key, rv: String) {
+        if self.seen.get(&key) != Some(&rv) {
+            self.pending.insert(key, (rv, Instant::now()));
+        }
+    }
+
+    /// The Job is gone.
+    fn forget(&mut self, key: &str) {
+        self.pending.remove(key);
+        self.seen.remove(key);
+    }
+
+    /// How much longer a sync of the cached version `cached_rv` waits for the last write; `None`
+    /// once the cache shows it (or the wait expired: a lost event stalls a Job no longer).
+    fn pending(&mut self, key: &str, cached_rv: Option<&str>) -> Option<Duration> {
+        let (rv, at) = self.pending.get(key)?;
+        let left = STATUS_WRITE_TTL.saturating_sub(at.elapsed());
+        if cached_rv == Some(rv.as_str()) || left.is_zero() {
+            self.pending.remove(key);
+            return None;
+        }
+        Some(left)
+    }
+}
+
 /// What the controller's queue holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum JobKey {
@@ -107,6 +158,7 @@ pub struct JobController {
     pods: Informer<Pod>,
     expectations: Expectations,
     finalizers_removed: Mutex<HashSet<String>>,
+    status_writes: Mutex<StatusWrites>,
     recorder: Recorder,
     queue: WorkQueue<JobKey>,
 }
@@ -169,9 +221,14 @@ impl JobController {
             pods: informers.get(),
             expectations: Expectations::default(),
             finalizers_removed: Mutex::new(HashSet::new()),
+            status_writes: Mutex::new(StatusWrites::default()),
             client,
             config,
         })
+    }
+
+    fn writes(&self) -> std::sync::MutexGuard<'_, StatusWrites> {
+        self.status_writes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn removed(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -184,8 +241,11 @@ impl JobController {
 
     fn job_changed(&self, change: &Change<Job>) {
         let k = change.object().key();
+        self.writes()
+            .observed(&k, change.object().metadata.resource_version.as_deref());
         if let Change::Deleted(job) = change {
             self.expectations.forget(&k);
+            self.writes().forget(&k);
             // Its pods may still carry the finalizer.
             let uid = job.metadata.uid.clone().unwrap_or_default();
             for pod in self.pods.store().controlled_by(&uid) {
@@ -286,6 +346,13 @@ impl JobController {
     /// pods, and writes its status.
     async fn sync(&self, cached: Shared<Job>) -> Result<Action, Error> {
         let job_key = cached.key();
+        let pending = self
+            .writes()
+            .pending(&job_key, cached.metadata.resource_version.as_deref());
+        if let Some(left) = pending {
+            // The event that shows the write queues the Job again.
+            return Ok(Action::requeue(left));
+        }
         let (ns, name) = split_key(&job_key);
         let jobs_api: Api<Job> = Api::namespaced(self.client.clone(), ns);
         let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
@@ -303,15 +370,14 @@ impl JobController {
             return Ok(Action::await_change());
         }
         let needs_sync = self.expectations.satisfied(&job_key);
-        let selector = match LabelSelector::from_label_selector(
-            &spec.selector.clone().unwrap_or_default(),
-        ) {
-            Ok(s) => s,
-            Err(error) => {
-                tracing::warn!(job = %job_key, %error, "invalid selector");
-                return Ok(Action::await_change());
-            }
-        };
+        let selector =
+            match LabelSelector::from_label_selector(&spec.selector.clone().unwrap_or_default()) {
+                Ok(s) => s,
+                Err(error) => {
+                    tracing::warn!(job = %job_key, %error, "invalid selector");
+                    return Ok(Action::await_change());
+                }
+            };
         let controller = controller_ref("batch/v1", "Job", &job.metadata);
         let pods = ownership::claim(
             &pods_api,
@@ -335,8 +401,12 @@ impl JobController {
             uncounted.failed.clone().unwrap_or_default(),
         );
         let removed = self.removed().clone();
-        let mut failure_target = status::true_condition(&st, "FailureTarget")
-            .map(|c| (c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()));
+        let mut failure_target = status::true_condition(&st, "FailureTarget").map(|c| {
+            (
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        });
         let mut to_release: Vec<Shared<Pod>> = Vec::new();
         for pod in &pods {
             let puid = pod.metadata.uid.clone().unwrap_or_default();
@@ -379,15 +449,20 @@ impl JobController {
 
         // 2. Remove the finalizer of every uncounted (and ignored) pod, then count them.
         let uncounted_uids: HashSet<&String> = unc_ok.iter().chain(&unc_failed).collect();
-        to_release.extend(pods.iter().filter(|p| {
-            status::tracked(p)
-                && uncounted_uids.contains(&p.metadata.uid.clone().unwrap_or_default())
-        }).cloned());
-        let results = join_all(
-            to_release
-                .iter()
-                .map(|p| async { (p.metadata.uid.clone().unwrap_or_default(), self.remove_finalizer(&pods_api, p).await) }),
-        )
+        to_release.extend(
+            pods.iter()
+                .filter(|p| {
+                    status::tracked(p)
+                        && uncounted_uids.contains(&p.metadata.uid.clone().unwrap_or_default())
+                })
+                .cloned(),
+        );
+        let results = join_all(to_release.iter().map(|p| async {
+            (
+                p.metadata.uid.clone().unwrap_or_default(),
+                self.remove_finalizer(&pods_api, p).await,
+            )
+        }))
         .await;
         let mut first_error = None;
         let mut still_held: HashSet<String> = HashSet::new();
@@ -408,10 +483,14 @@ impl JobController {
                     .find(|p| p.metadata.uid.as_deref() == Some(puid))
                     .and_then(|p| indexes::index_of(p))
             };
-            let (ok_now, ok_left): (Vec<String>, Vec<String>) =
-                unc_ok.iter().cloned().partition(|u| !still_held.contains(u));
-            let (failed_now, failed_left): (Vec<String>, Vec<String>) =
-                unc_failed.iter().cloned().partition(|u| !still_held.contains(u));
+            let (ok_now, ok_left): (Vec<String>, Vec<String>) = unc_ok
+                .iter()
+                .cloned()
+                .partition(|u| !still_held.contains(u));
+            let (failed_now, failed_left): (Vec<String>, Vec<String>) = unc_failed
+                .iter()
+                .cloned()
+                .partition(|u| !still_held.contains(u));
             st.failed = Some(st.failed.unwrap_or(0) + failed_now.len() as i32);
             if indexed {
                 completed.extend(ok_now.iter().filter_map(|u| index_by_uid(u)));
@@ -569,9 +648,8 @@ impl JobController {
                 if st.start_time.is_none() {
                     st.start_time = Some(Time(now));
                     if let Some(secs) = spec.active_deadline_seconds {
-                        requeue = requeue.min(Action::requeue(Duration::from_secs(
-                            secs.max(0) as u64,
-                        )));
+                        requeue =
+                            requeue.min(Action::requeue(Duration::from_secs(secs.max(0) as u64)));
                     }
                 }
                 if let Some(d) = deadline {
@@ -627,7 +705,14 @@ impl JobController {
         status: JobStatus,
     ) -> Result<Job, kube::Error> {
         job.status = Some(status);
-        api.replace_status(name, &PostParams::default(), &job).await
+        let written = api
+            .replace_status(name, &PostParams::default(), &job)
+            .await?;
+        if let Some(rv) = &written.metadata.resource_version {
+            self.writes()
+                .wrote(key(api_namespace(&written), name), rv.clone());
+        }
+        Ok(written)
     }
 
     /// Creates pods up to the number wanted (after the failure back-off), or deletes the excess.
@@ -802,6 +887,10 @@ impl JobController {
     }
 }
 
+fn api_namespace(job: &Job) -> &str {
+    job.metadata.namespace.as_deref().unwrap_or_default()
+}
+
 /// When a pod's last container ended (for the failure back-off).
 fn finished_at(pod: &Pod) -> Option<Timestamp> {
     let status = pod.status.as_ref()?;
@@ -892,6 +981,22 @@ pub fn pod_for(job: &Job, index: Option<i32>) -> Pod {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn syncs_wait_for_the_cache_to_show_their_own_status_writes() {
+        let mut w = StatusWrites::default();
+        w.wrote("ns/j".into(), "5".into());
+        assert!(w.pending("ns/j", Some("4")).is_some(), "older copy");
+        w.observed("ns/j", Some("5"));
+        assert_eq!(w.pending("ns/j", Some("4")), None, "the event arrived");
+        // The event beats the write's response.
+        w.observed("ns/j", Some("7"));
+        w.wrote("ns/j".into(), "7".into());
+        assert_eq!(w.pending("ns/j", Some("6")), None);
+        // The cache shows it at sync time.
+        w.wrote("ns/j".into(), "9".into());
+        assert_eq!(w.pending("ns/j", Some("9")), None);
+    }
 
     #[test]
     fn indexed_pods_carry_their_index() {

@@ -259,7 +259,8 @@ mod tests {
             verdict(&queue, t(1, 0, 0), None, false),
             Some(Verdict::Succeed)
         );
-        let on_failure = spec(json!({"completions": 1, "backoffLimit": 2, "restartPolicy": "OnFailure"}));
+        let on_failure =
+            spec(json!({"completions": 1, "backoffLimit": 2, "restartPolicy": "OnFailure"}));
         let restarted = Tally {
             restarts: 2,
             ..t(0, 0, 1)
@@ -286,11 +287,35 @@ mod tests {
         let mut st = JobStatus::default();
         let t0 = Timestamp::UNIX_EPOCH;
         let t1 = t0 + jiff::SignedDuration::from_secs(5);
-        assert!(set_condition(&mut st, "Suspended", true, "JobSuspended", "Job suspended", t0));
-        assert!(!set_condition(&mut st, "Suspended", true, "JobSuspended", "Job suspended", t1));
-        assert!(set_condition(&mut st, "Suspended", false, "JobResumed", "Job resumed", t1));
+        assert!(set_condition(
+            &mut st,
+            "Suspended",
+            true,
+            "JobSuspended",
+            "Job suspended",
+            t0
+        ));
+        assert!(!set_condition(
+            &mut st,
+            "Suspended",
+            true,
+            "JobSuspended",
+            "Job suspended",
+            t1
+        ));
+        assert!(set_condition(
+            &mut st,
+            "Suspended",
+            false,
+            "JobResumed",
+            "Job resumed",
+            t1
+        ));
         let c = &st.conditions.as_ref().unwrap()[0];
         assert_eq!(c.last_transition_time, Some(Time(t1)));
-        assert!(!set_condition(&mut st, "Complete", false, "x", "y", t1), "no False condition from nothing");
+        assert!(
+            !set_condition(&mut st, "Complete", false, "x", "y", t1),
+            "no False condition from nothing"
+        );
     }
 }

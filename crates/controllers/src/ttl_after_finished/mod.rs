@@ -54,8 +54,8 @@ pub struct TtlAfterFinishedController {
 pub fn expires_at(job: &Job) -> Option<Timestamp> {
     let ttl = job.spec.as_ref()?.ttl_seconds_after_finished?;
     let status = job.status.as_ref()?;
-    let finished = true_condition(status, "Complete")
-        .or_else(|| true_condition(status, "Failed"))?;
+    let finished =
+        true_condition(status, "Complete").or_else(|| true_condition(status, "Failed"))?;
     let at = finished.last_transition_time.as_ref()?.0;
     Some(at + SignedDuration::from_secs(i64::from(ttl)))
 }
@@ -173,7 +173,10 @@ mod tests {
         let at: Timestamp = "2026-01-01T10:01:40Z".parse().unwrap();
         assert_eq!(expires_at(&job(Some(100), Some("Complete"))), Some(at));
         assert_eq!(expires_at(&job(Some(100), Some("Failed"))), Some(at));
-        assert_eq!(expires_at(&job(Some(100), Some("SuccessCriteriaMet"))), None);
+        assert_eq!(
+            expires_at(&job(Some(100), Some("SuccessCriteriaMet"))),
+            None
+        );
         assert_eq!(expires_at(&job(None, Some("Complete"))), None);
     }
 }
