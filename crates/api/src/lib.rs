@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod apply;
 pub mod defaults;
 pub mod field;
 pub mod hash;

@@ -15,7 +15,10 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 use std::{
     collections::{BTreeMap, HashMap, VecDeque},
-    sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard},
+    sync::{
+        Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 use store::{EventKind, KeyValue, Revision, Store};
@@ -94,6 +97,8 @@ pub struct CacheEvent {
 struct ResourceCache {
     objects: BTreeMap<String, Arc<Entry>>,
     history: VecDeque<Arc<CacheEvent>>,
+    /// The bytes of the objects `history` holds (each event's object after the change).
+    history_bytes: usize,
     /// Every event with a revision above this one is in `history`.
     window_start: Revision,
     tx: broadcast::Sender<Arc<CacheEvent>>,
@@ -115,6 +120,8 @@ pub struct Cache {
     origin: std::sync::atomic::AtomicU64,
     revision: watch::Sender<Revision>,
     history_limit: usize,
+    history_byte_limit: usize,
+    following: AtomicBool,
     snapshots: Mutex<HashMap<u64, Snapshot>>,
     next_snapshot: std::sync::atomic::AtomicU64,
 }
@@ -125,8 +132,15 @@ const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
 /// At most this many snapshots are kept; older ones expire early.
 const MAX_SNAPSHOTS: usize = 256;
 /// The live channel's capacity per resource: a watcher this far behind is ended with 410 and
-/// relists, as upstream drops a watcher that cannot keep up.
-const BROADCAST_CAPACITY: usize = 1 << 16;
+/// relists, as upstream drops a watcher that cannot keep up. The channel keeps its last events
+/// alive, so this also bounds memory beside the history.
+const BROADCAST_CAPACITY: usize = 1 << 14;
+/// The history of one resource holds at most this many bytes of objects by default (besides its
+/// limit in events), so that a kind with large objects cannot grow the cache without bound.
+pub const DEFAULT_HISTORY_BYTES: usize = 64 << 20;
+/// The first wait before relisting after a failed list, doubled on each failure up to the most.
+const RELIST_FIRST_DELAY: Duration = Duration::from_millis(200);
+const RELIST_MAX_DELAY: Duration = Duration::from_secs(10);
 
 /// How a watcher starts.
 pub struct Subscription {
@@ -157,14 +171,23 @@ fn write(l: &RwLock<ResourceCache>) -> RwLockWriteGuard<'_, ResourceCache> {
 }
 
 impl Cache {
-    /// An empty cache of the kinds in `registry` that keeps `history_limit` events per resource.
+    /// An empty cache of the kinds in `registry` that keeps `history_limit` events per resource
+    /// (and at most [`DEFAULT_HISTORY_BYTES`] of them).
     pub fn new(history_limit: usize, registry: Arc<Registry>) -> Self {
+        Self::with_limits(history_limit, DEFAULT_HISTORY_BYTES, registry)
+    }
+
+    /// An empty cache whose history per resource keeps at most `events` events and `bytes` bytes
+    /// of objects (at least 16 events, whatever their size).
+    pub fn with_limits(events: usize, bytes: usize, registry: Arc<Registry>) -> Self {
         Self {
             registry,
             resources: RwLock::new(HashMap::new()),
             origin: std::sync::atomic::AtomicU64::new(0),
             revision: watch::channel(0).0,
-            history_limit: history_limit.max(16),
+            history_limit: events.max(16),
+            history_byte_limit: bytes,
+            following: AtomicBool::new(false),
             snapshots: Mutex::new(HashMap::new()),
             next_snapshot: std::sync::atomic::AtomicU64::new(1),
         }
@@ -189,6 +212,7 @@ impl Cache {
                 Arc::new(RwLock::new(ResourceCache {
                     objects: BTreeMap::new(),
                     history: VecDeque::new(),
+                    history_bytes: 0,
                     window_start: self.origin.load(std::sync::atomic::Ordering::Acquire),
                     tx: broadcast::channel(BROADCAST_CAPACITY).0,
                 }))
@@ -357,7 +381,7 @@ impl Cache {
         self.revision.send_replace(kv.mod_revision);
     }
 
-    /// Applies one store event without moving the published revision (a resync publishes once,
+    /// Applies one store event without moving the published revision (a relist publishes once,
     /// at the end, so no waiter wakes on a half-applied list).
     fn apply_object(&self, kind: EventKind, kv: &KeyValue) {
         let Some((def, ns, name)) = parse_key(&self.registry, &kv.key) else {
@@ -387,9 +411,13 @@ impl Cache {
             entry,
             prev,
         });
+        guard.history_bytes += event.entry.json.len();
         guard.history.push_back(event.clone());
-        while guard.history.len() > self.history_limit {
+        while guard.history.len() > self.history_limit
+            || (guard.history_bytes > self.history_byte_limit && guard.history.len() > 16)
+        {
             if let Some(old) = guard.history.pop_front() {
+                guard.history_bytes -= old.entry.json.len();
                 guard.window_start = old.entry.rev;
             }
         }
@@ -397,22 +425,31 @@ impl Cache {
         let _ = guard.tx.send(event);
     }
 
-    /// Replaces the contents with a fresh list from the store (start-up, or after the store
-    /// watch was lost), emitting the differences as events so watchers stay correct.
-    fn resync(&self, items: &[KeyValue], rev: Revision) {
-        let mut seen: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
+    /// Replaces the contents with a fresh list from the store taken at `rev` (at start-up, or
+    /// after the store watch was lost). As upstream's cacher does on a relist, the history starts
+    /// over, empty, at `rev`, and every open watch ends (with 410 Expired, see the watch module):
+    /// the difference between two lists cannot say in which order things changed in between, nor
+    /// what was created and deleted in the gap, so a watcher that was following must relist.
+    fn replace(&self, items: &[KeyValue], rev: Revision) {
+        let mut fresh: HashMap<String, BTreeMap<String, Arc<Entry>>> = HashMap::new();
         for kv in items {
-            if let Some((def, ns, name)) = parse_key(&self.registry, &kv.key) {
-                let (group, plural) = def.storage_resource();
-                seen.entry(slot_key(group, plural))
-                    .or_default()
-                    .insert(object_key(&def, Some(ns).filter(|s| !s.is_empty()), name));
-                let current = self.get(&def, Some(ns).filter(|s| !s.is_empty()), name);
-                if current.is_none_or(|c| c.rev != kv.mod_revision) {
-                    self.apply_object(EventKind::Put, kv);
-                }
-            }
+            let Some((def, ns, name)) = parse_key(&self.registry, &kv.key) else {
+                continue;
+            };
+            let Some(entry) = decode(&def, ns, name, kv) else {
+                tracing::warn!(key = %kv.key, "undecodable object in store; skipped");
+                continue;
+            };
+            // Creates the slot, so that the loop below fills it.
+            self.slot(&def);
+            let (group, plural) = def.storage_resource();
+            fresh.entry(slot_key(group, plural)).or_default().insert(
+                object_key(&def, Some(ns).filter(|s| !s.is_empty()), name),
+                Arc::new(entry),
+            );
         }
+        // A resource first used after this has no events since `rev` either.
+        self.origin.store(rev, Ordering::Release);
         let slots: Vec<(String, Arc<RwLock<ResourceCache>>)> = self
             .resources
             .read()
@@ -420,81 +457,74 @@ impl Cache {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        for (key, slot) in &slots {
-            let Some(prefix) = key_prefix(key) else {
-                continue;
-            };
-            let kept = seen.get(key);
-            let gone: Vec<(String, Arc<Entry>)> = read(slot)
-                .objects
-                .iter()
-                .filter(|(k, _)| kept.is_none_or(|s| !s.contains(*k)))
-                .map(|(k, e)| (k.clone(), e.clone()))
-                .collect();
-            for (k, e) in gone {
-                let kv = KeyValue {
-                    key: format!("{prefix}{k}"),
-                    value: e.json.clone(),
-                    create_revision: 0,
-                    mod_revision: rev,
-                };
-                self.apply_object(EventKind::Delete, &kv);
-            }
-        }
-        let _ = self.origin.compare_exchange(
-            0,
-            rev,
-            std::sync::atomic::Ordering::AcqRel,
-            std::sync::atomic::Ordering::Acquire,
-        );
-        for (_, slot) in slots {
-            let mut g = write(&slot);
-            if g.window_start == 0 && g.history.is_empty() {
-                g.window_start = rev;
-            }
+        for (key, slot) in slots {
+            let mut guard = write(&slot);
+            guard.objects = fresh.remove(&key).unwrap_or_default();
+            guard.history.clear();
+            guard.history_bytes = 0;
+            guard.window_start = rev;
+            // Dropping the old sender ends each receiver once it has taken what was sent before.
+            guard.tx = broadcast::channel(BROADCAST_CAPACITY).0;
         }
         self.revision.send_replace(rev.max(self.revision()));
     }
 
-    /// Fills the cache from the store and follows it until the store closes. On a lost watch
-    /// (the store's history moved past us) it relists and carries on.
-    pub async fn run(self: Arc<Self>, store: Arc<dyn Store>) {
+    /// Follows the store from revision `from` (where [`Cache::prime`] left it) until the store
+    /// closes. On a lost watch (the store's history moved past us) it relists, backing off while
+    /// the store keeps failing, and carries on.
+    pub async fn run(self: Arc<Self>, store: Arc<dyn Store>, from: Revision) {
+        let mut rev = from;
         loop {
-            let (items, rev) = match store.list("/registry/").await {
-                Ok(x) => x,
-                Err(store::StoreError::Closed) => return,
-                Err(e) => {
-                    tracing::error!(error = %e, "cache: list from store failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-            };
-            self.resync(&items, rev);
-            let mut stream = match store.watch("/registry/", rev) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cache: watch from store failed; relisting");
-                    continue;
-                }
-            };
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(ev) => self.apply(ev.kind, &ev.kv),
-                    Err(store::StoreError::Closed) => return,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cache: store watch ended; relisting");
-                        break;
+            match store.watch("/registry/", rev) {
+                Ok(mut stream) => {
+                    while let Some(ev) = stream.next().await {
+                        match ev {
+                            Ok(ev) => self.apply(ev.kind, &ev.kv),
+                            Err(store::StoreError::Closed) => return,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cache: store watch ended; relisting");
+                                break;
+                            }
+                        }
                     }
                 }
+                Err(store::StoreError::Closed) => return,
+                Err(e) => tracing::warn!(error = %e, "cache: watch from store failed; relisting"),
             }
+            self.following.store(false, Ordering::Release);
+            let mut delay = RELIST_FIRST_DELAY;
+            rev = loop {
+                match store.list("/registry/").await {
+                    Ok((items, rev)) => {
+                        self.replace(&items, rev);
+                        break rev;
+                    }
+                    Err(store::StoreError::Closed) => return,
+                    Err(e) => {
+                        // Backing off keeps a store that fails for a long time (a full disk) from
+                        // filling the log; reads keep being served from what the cache holds.
+                        tracing::warn!(error = %e, retry_in = ?delay, "cache: list from store failed");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(RELIST_MAX_DELAY);
+                    }
+                }
+            };
+            self.following.store(true, Ordering::Release);
         }
+    }
+
+    /// Whether the cache follows the store (false while a relist keeps failing): the API
+    /// server's `informer-sync` readiness check.
+    pub fn is_following(&self) -> bool {
+        self.following.load(Ordering::Acquire)
     }
 
     /// Primes the cache synchronously from the store (so a server answers correctly from its
     /// first request), returning the revision reached.
     pub async fn prime(&self, store: &dyn Store) -> Result<Revision, store::StoreError> {
         let (items, rev) = store.list("/registry/").await?;
-        self.resync(&items, rev);
+        self.replace(&items, rev);
+        self.following.store(true, Ordering::Release);
         Ok(rev)
     }
 
@@ -520,13 +550,6 @@ fn object_key(def: &Kind, namespace: Option<&str>, name: &str) -> String {
 /// The slot of a stored resource: `group/plural` (`/plural` for core).
 fn slot_key(group: &str, plural: &str) -> String {
     format!("{group}/{plural}")
-}
-
-/// The store prefix of a slot's objects, `/registry/{group}/{plural}/`.
-fn key_prefix(slot: &str) -> Option<String> {
-    let (group, plural) = slot.split_once('/')?;
-    let group = if group.is_empty() { "core" } else { group };
-    Some(format!("/registry/{group}/{plural}/"))
 }
 
 /// Splits a store key `/registry/{group}/{plural}/[{ns}/]{name}` into the kind that owns the
@@ -619,7 +642,7 @@ mod tests {
     fn applies_events_and_replays_history_after_a_revision() {
         let cache = Cache::new(100, registry());
         let pods = find("", "v1", "pods").unwrap();
-        cache.resync(&[], 0);
+        cache.replace(&[], 0);
         cache.apply(
             EventKind::Put,
             &kv(
@@ -668,7 +691,7 @@ mod tests {
     fn a_watch_older_than_the_history_window_is_refused() {
         let cache = Cache::new(16, registry());
         let pods = find("", "v1", "pods").unwrap();
-        cache.resync(&[], 0);
+        cache.replace(&[], 0);
         for i in 1..=40u64 {
             cache.apply(
                 EventKind::Put,
@@ -690,7 +713,7 @@ mod tests {
     fn lists_as_of_an_earlier_revision_by_undoing_history() {
         let cache = Cache::new(16, registry());
         let pods = find("", "v1", "pods").unwrap();
-        cache.resync(&[], 0);
+        cache.replace(&[], 0);
         cache.apply(
             EventKind::Put,
             &kv(
@@ -755,10 +778,10 @@ mod tests {
     }
 
     #[test]
-    fn resync_emits_deletions_for_objects_gone_from_the_store() {
+    fn a_relist_restarts_history_and_ends_every_watch() {
         let cache = Cache::new(100, registry());
         let pods = find("", "v1", "pods").unwrap();
-        cache.resync(
+        cache.replace(
             &[
                 kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1),
                 kv("/registry/core/pods/default/b", r#"{"metadata":{}}"#, 2),
@@ -766,15 +789,44 @@ mod tests {
             2,
         );
         let mut sub = cache.subscribe(&pods, Some(2)).unwrap();
-        cache.resync(
+        cache.replace(
             &[kv("/registry/core/pods/default/a", r#"{"metadata":{}}"#, 1)],
             5,
         );
-        let ev = sub.live.try_recv().unwrap();
-        assert_eq!(
-            (ev.kind, ev.entry.name.as_str(), ev.entry.rev),
-            (EventType::Deleted, "b", 5)
-        );
+        assert!(matches!(
+            sub.live.try_recv(),
+            Err(broadcast::error::TryRecvError::Closed)
+        ));
         assert_eq!(cache.revision(), 5);
+        assert!(cache.get(&pods, Some("default"), "b").is_none());
+        assert!(
+            cache.subscribe(&pods, Some(2)).is_err(),
+            "history restarts at the relist"
+        );
+        assert!(cache.list_at(&pods, None, 4).is_err());
+        assert_eq!(cache.subscribe(&pods, Some(5)).unwrap().initial.len(), 0);
+    }
+
+    #[test]
+    fn history_is_bounded_in_bytes_as_well_as_events() {
+        let cache = Cache::with_limits(1000, 40 * 100, registry());
+        let pods = find("", "v1", "pods").unwrap();
+        cache.replace(&[], 0);
+        let big = format!(
+            r#"{{"metadata":{{}},"spec":{{"x":"{}"}}}}"#,
+            "y".repeat(100)
+        );
+        for i in 1..=200u64 {
+            cache.apply(
+                EventKind::Put,
+                &kv(&format!("/registry/core/pods/default/p{i}"), &big, i),
+            );
+        }
+        let oldest = cache.subscribe(&pods, Some(0)).err().unwrap().oldest;
+        assert!(
+            oldest > 150,
+            "only the last ~35 events of ~120 bytes fit: {oldest}"
+        );
+        assert!(cache.subscribe(&pods, Some(180)).is_ok());
     }
 }

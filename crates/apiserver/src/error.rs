@@ -164,6 +164,16 @@ impl ApiError {
         )
     }
 
+    /// 429 from the max-in-flight filter: the server is busy, retry after `seconds`.
+    pub fn too_many_requests(seconds: u32) -> Self {
+        Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        )
+        .with_details(json!({"retryAfterSeconds": seconds}))
+    }
+
     /// 500; the server's fault, not the client's.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(
@@ -173,17 +183,10 @@ impl ApiError {
         )
     }
 
-    /// 503: the store cannot take writes now (etcd without a quorum); reads from the watch cache
-    /// still work.
+    /// 503: the server cannot serve this now (its store is gone, or etcd has no quorum; reads
+    /// from the watch cache still work).
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(
-            503,
-            "ServiceUnavailable",
-            format!(
-                "the storage backend is unavailable ({}); retry once it is reachable again",
-                message.into()
-            ),
-        )
+        Self::new(503, "ServiceUnavailable", message)
     }
 
     /// 504 for a wait that ran out (e.g. the cache not catching up).
@@ -215,7 +218,12 @@ impl From<store::StoreError> for ApiError {
             store::StoreError::Compacted { requested, oldest } => {
                 ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
             }
-            store::StoreError::Unavailable(why) => ApiError::unavailable(why),
+            store::StoreError::Unavailable(why) => ApiError::unavailable(format!(
+                "the storage backend is unavailable ({why}); retry once it is reachable again"
+            )),
+            store::StoreError::Closed => ApiError::unavailable(
+                "the store is not taking requests (the server is shutting down, or its store stopped)",
+            ),
             other => ApiError::internal(other.to_string()),
         }
     }

@@ -7,9 +7,13 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+mod apply;
 pub mod cache;
 pub mod discovery;
 pub mod error;
+pub mod expiry;
+mod health;
+pub mod inflight;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
@@ -24,4 +28,6 @@ pub mod table;
 pub mod tls;
 mod watch;
 
-pub use server::{ApiServer, ServerOptions, serve_tls};
+pub use server::{
+    ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, serve_tls, serve_tls_with,
+};

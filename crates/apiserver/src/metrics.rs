@@ -25,6 +25,11 @@ struct ResourceLabels {
     resource: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    request_kind: String,
+}
+
 /// The server's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -33,6 +38,8 @@ pub struct Metrics {
     watches: Family<ResourceLabels, Gauge>,
     objects: Family<ResourceLabels, Gauge>,
     revision: Gauge<u64, AtomicU64>,
+    in_flight: Family<KindLabels, Gauge>,
+    dropped: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -55,6 +62,18 @@ impl Metrics {
         let watches = Family::<ResourceLabels, Gauge>::default();
         let objects = Family::<ResourceLabels, Gauge>::default();
         let revision = Gauge::<u64, AtomicU64>::default();
+        let in_flight = Family::<KindLabels, Gauge>::default();
+        let dropped = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "apiserver_current_inflight_requests",
+            "Requests being served, by kind (readOnly, mutating, longRunning)",
+            in_flight.clone(),
+        );
+        registry.register(
+            "apiserver_dropped_requests",
+            "Requests refused with 429 by the max-in-flight filter, by kind",
+            dropped.clone(),
+        );
         registry.register(
             "apiserver_request",
             "Requests by verb, resource and HTTP code",
@@ -87,7 +106,29 @@ impl Metrics {
             watches,
             objects,
             revision,
+            in_flight,
+            dropped,
         }
+    }
+
+    /// Counts a request refused by the max-in-flight filter.
+    pub fn dropped_request(&self, kind: &str) {
+        self.dropped
+            .get_or_create(&KindLabels {
+                request_kind: kind.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a request in flight until the guard drops.
+    pub fn in_flight(&self, kind: &str) -> GaugeGuard {
+        GaugeGuard::inc(
+            self.in_flight
+                .get_or_create(&KindLabels {
+                    request_kind: kind.into(),
+                })
+                .clone(),
+        )
     }
 
     /// Records one finished request.
@@ -108,15 +149,14 @@ impl Metrics {
     }
 
     /// Counts an open watch until the guard drops.
-    pub fn open_watch(self: &Arc<Self>, resource: &str) -> OpenWatch {
-        let g = self
-            .watches
-            .get_or_create(&ResourceLabels {
-                resource: resource.into(),
-            })
-            .clone();
-        g.inc();
-        OpenWatch(g)
+    pub fn open_watch(self: &Arc<Self>, resource: &str) -> GaugeGuard {
+        GaugeGuard::inc(
+            self.watches
+                .get_or_create(&ResourceLabels {
+                    resource: resource.into(),
+                })
+                .clone(),
+        )
     }
 
     /// The exposition text, refreshing the gauges read from elsewhere.
@@ -137,10 +177,17 @@ impl Metrics {
     }
 }
 
-/// Decrements the open-watch gauge when a watch ends.
-pub struct OpenWatch(Gauge);
+/// Holds a gauge one higher (an open watch, a request in flight) until dropped.
+pub struct GaugeGuard(Gauge);
 
-impl Drop for OpenWatch {
+impl GaugeGuard {
+    fn inc(gauge: Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for GaugeGuard {
     fn drop(&mut self) {
         self.0.dec();
     }

@@ -81,6 +81,12 @@ pub fn component(name: &str) -> Option<&'static Value> {
     COMPONENTS.schemas.get(name)
 }
 
+/// Every component schema (kinds' schemas `$ref` into these), for server-side apply's merge
+/// rules.
+pub fn components() -> &'static Map<String, Value> {
+    &COMPONENTS.schemas
+}
+
 /// The description of one property of a component, e.g. (`io.k8s.api.core.v1.PodStatus`,
 /// `podIP`); server-side tables reuse upstream's field docs as column descriptions.
 pub fn property_description(schema: &str, property: &str) -> Option<&'static str> {
@@ -483,6 +489,8 @@ fn build_components() -> Components {
         );
     }
     apply_patch_meta(&mut schemas);
+    apply_patch_meta(&mut schemas);
+    api::apply::builtin::decorate(&mut schemas);
     add_rollwright_extensions(&mut schemas);
     Components { schemas, by_gvk }
 }

@@ -125,6 +125,8 @@ pub struct Params {
     pub grace_period_seconds: Option<String>,
     /// `fieldManager`.
     pub field_manager: Option<String>,
+    /// `force` (server-side apply only).
+    pub force: Option<String>,
 }
 
 /// Reads a boolean query value as upstream does (`true`, `1`).

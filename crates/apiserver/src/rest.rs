@@ -7,6 +7,7 @@
 
 use crate::{
     admission::{self, FieldValidation, Part},
+    apply,
     cache::Entry,
     error::{ApiError, ApiResult},
     object,
@@ -152,7 +153,7 @@ pub(crate) fn json_response(code: StatusCode, body: impl Into<axum::body::Body>)
 }
 
 /// Adds `Warning` headers (unknown fields under `fieldValidation=Warn`).
-fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+pub(crate) fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
     for w in warnings {
         let text = format!("299 - {}", serde_json::Value::String(w.clone()));
         if let Ok(v) = HeaderValue::from_str(&text) {
@@ -430,7 +431,12 @@ impl ApiServer {
 
     /// Refuses creates in a namespace that does not exist or is going away, naming the object
     /// (its name, or its `generateName` prefix) as upstream's NamespaceLifecycle admission does.
-    fn check_namespace_open(&self, def: &Kind, ns: Option<&str>, name: &str) -> ApiResult<()> {
+    pub(crate) fn check_namespace_open(
+        &self,
+        def: &Kind,
+        ns: Option<&str>,
+        name: &str,
+    ) -> ApiResult<()> {
         let (Some(ns), true) = (ns, def.namespaced) else {
             return Ok(());
         };
@@ -469,6 +475,7 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_type("a patch type on create"));
         }
         let mut obj = request::decode_object(body, format)?;
+        let manager = apply::field_manager(params, headers, "CreateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let mut warnings = admission::check_fields(&t.def, &obj, fv)?;
         let def = self.storage_of(&t.def);
@@ -481,12 +488,15 @@ impl ApiServer {
             .unwrap_or_default()
             .to_string();
         self.sync_cache().await?;
-        warnings.extend(admission::prepare_create(
-            &def,
-            &mut obj,
-            t.namespace.as_deref(),
-            &*self.cache,
-        )?);
+        apply::track(&def, None, &mut obj, &manager, Part::Main, |o| {
+            warnings.extend(admission::prepare_create(
+                &def,
+                o,
+                t.namespace.as_deref(),
+                &*self.cache,
+            )?);
+            Ok(())
+        })?;
         self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
         if self.service_accounts && def.is("", "Pod") {
             let ns = t.namespace.as_deref().unwrap_or_default();
@@ -659,6 +669,7 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_type("a patch type on update"));
         }
         let mut new = request::decode_object(body, format)?;
+        let manager = apply::field_manager(params, headers, "UpdateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let mut warnings = admission::check_fields(&t.def, &new, fv)?;
         let precondition = request::parse_rv(object::resource_version(&new))?;
@@ -689,8 +700,11 @@ impl ApiServer {
                         return Err(ApiError::stale(&def, name));
                     }
                     let mut next = new.clone();
-                    strategy_warnings =
-                        admission::prepare_update(&def, &mut next, old, part, &*self.cache)?;
+                    apply::track(&def, Some(old), &mut next, &manager, part, |n| {
+                        strategy_warnings =
+                            admission::prepare_update(&def, n, old, part, &*self.cache)?;
+                        Ok(())
+                    })?;
                     Ok(self.finish_if_released(next))
                 },
             )
@@ -717,6 +731,10 @@ impl ApiServer {
     ) -> ApiResult<Response> {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
+        if bt == BodyType::ApplyPatch {
+            return self.server_side_apply(t, params, body, part, out).await;
+        }
+        let manager = apply::field_manager(params, headers, "PatchOptions")?;
         let patch = request::decode(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let view = &t.def;
@@ -752,13 +770,16 @@ impl ApiServer {
                     }
                     admission::check_type(view, &mut next)?;
                     let mut next = intake(view, &def, next);
-                    warnings.extend(admission::prepare_update(
-                        &def,
-                        &mut next,
-                        old,
-                        part,
-                        &*self.cache,
-                    )?);
+                    apply::track(&def, Some(old), &mut next, &manager, part, |n| {
+                        warnings.extend(admission::prepare_update(
+                            &def,
+                            n,
+                            old,
+                            part,
+                            &*self.cache,
+                        )?);
+                        Ok(())
+                    })?;
                     Ok(self.finish_if_released(next))
                 },
             )
@@ -774,13 +795,13 @@ impl ApiServer {
 
     /// What a stored write changes beyond the object: a CustomResourceDefinition's kinds are
     /// served (or no longer served) as soon as it is written.
-    fn after_write(&self, def: &Kind, obj: &Value) {
+    pub(crate) fn after_write(&self, def: &Kind, obj: &Value) {
         if crate::registry::apiextensions::is_definition(def) {
             crate::registry::apiextensions::register(self.registry(), obj);
         }
     }
 
-    fn after_outcome(&self, def: &Kind, outcome: &Outcome) {
+    pub(crate) fn after_outcome(&self, def: &Kind, outcome: &Outcome) {
         match outcome {
             Outcome::Written(v) => self.after_write(def, v),
             Outcome::Deleted(v) if crate::registry::apiextensions::is_definition(def) => {
@@ -1131,7 +1152,7 @@ pub(crate) fn apply_patch(bt: BodyType, old: &Value, patch: &Value) -> ApiResult
         BodyType::StrategicMergePatch => api::smp::apply(old, patch, &api::smp::Builtin)
             .map_err(|e| ApiError::bad_request(e.to_string())),
         BodyType::ApplyPatch => Err(ApiError::unsupported_media_type(
-            "application/apply-patch+yaml (server-side apply is not supported; use client-side `kubectl apply`)",
+            "application/apply-patch+yaml (server-side apply is served on objects and their status, not here)",
         )),
         BodyType::Object => Err(ApiError::unsupported_media_type(
             "application/json on PATCH",

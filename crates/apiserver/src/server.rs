@@ -5,6 +5,8 @@ use crate::{
     cache::Cache,
     discovery,
     error::{ApiError, ApiResult},
+    health,
+    inflight::{self, InFlight, InFlightLimits},
     metrics::Metrics,
     openapi,
     registry::{Registry, Subresource},
@@ -22,7 +24,13 @@ use axum::{
 };
 use bytes::Bytes;
 use serde_json::json;
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 use store::Store;
 
 /// Settings of an API server.
@@ -35,6 +43,14 @@ pub struct ServerOptions {
     /// Whether upstream's ServiceAccount admission runs (pods get the `default` ServiceAccount
     /// and must name one that exists); on only where the serviceaccount controller creates them.
     pub service_accounts: bool,
+    /// Watch-cache history per resource, in bytes of objects.
+    pub history_bytes: usize,
+    /// Requests served at once over [`ApiServer::router`] (clients in this process are not
+    /// limited: they are the cluster's own controllers).
+    pub in_flight: InFlightLimits,
+    /// How long an Event lives after its last write (upstream's `--event-ttl`, 1 h); `None`
+    /// keeps Events forever.
+    pub event_ttl: Option<Duration>,
 }
 
 impl Default for ServerOptions {
@@ -43,6 +59,39 @@ impl Default for ServerOptions {
             token: None,
             history: 100_000,
             service_accounts: false,
+            history_bytes: crate::cache::DEFAULT_HISTORY_BYTES,
+            in_flight: InFlightLimits::default(),
+            event_ttl: Some(DEFAULT_EVENT_TTL),
+        }
+    }
+}
+
+/// Upstream's default `--event-ttl`.
+pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
+
+/// How the server treats connections, so that clients that connect and then dawdle (a
+/// slowloris) cannot hold it: Go's `http.Server` bounds the same things for upstream.
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// A TLS handshake must finish within this.
+    pub handshake_timeout: Duration,
+    /// The headers of a request, and a connection's first request, must arrive within this
+    /// (upstream's `ReadHeaderTimeout` is 32 s).
+    pub header_read_timeout: Duration,
+    /// HTTP/2 streams one connection may have open at once (upstream's
+    /// `--http2-max-streams-per-connection`, 1000 in kube-apiserver).
+    pub max_streams_per_connection: u32,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(32),
+            max_streams_per_connection: 1000,
         }
     }
 }
@@ -53,6 +102,7 @@ pub struct ApiServer {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) cache: Arc<Cache>,
     pub(crate) metrics: Arc<Metrics>,
+    pub(crate) in_flight: Arc<InFlight>,
     token: Option<Arc<str>>,
     pub(crate) service_accounts: bool,
 }
@@ -66,13 +116,21 @@ impl ApiServer {
     pub async fn start(store: Arc<dyn Store>, opts: ServerOptions) -> Result<Self, ApiError> {
         let registry = Arc::new(Registry::new());
         crate::registry::apiextensions::register_stored(&registry, store.as_ref()).await?;
-        let cache = Arc::new(Cache::new(opts.history, registry));
-        cache.prime(store.as_ref()).await?;
-        tokio::spawn(cache.clone().run(store.clone()));
+        let cache = Arc::new(Cache::with_limits(
+            opts.history,
+            opts.history_bytes,
+            registry.clone(),
+        ));
+        let rev = cache.prime(store.as_ref()).await?;
+        tokio::spawn(cache.clone().run(store.clone(), rev));
+        if let Some(ttl) = opts.event_ttl {
+            tokio::spawn(crate::expiry::sweep_events(store.clone(), registry, ttl));
+        }
         let server = Self {
             store,
             cache,
             metrics: Arc::new(Metrics::new()),
+            in_flight: Arc::new(InFlight::new(&opts.in_flight)),
             token: opts.token.map(Arc::from),
             service_accounts: opts.service_accounts,
         };
@@ -128,23 +186,29 @@ impl ApiServer {
             .route("/metrics", get(metrics))
             .fallback(dispatch);
         if authenticated {
-            api = api.layer(middleware::from_fn_with_state(self.clone(), authenticate));
+            // Layers run outermost last-added: authentication first, so that a request without
+            // credentials never takes an in-flight slot.
+            api = api
+                .layer(middleware::from_fn_with_state(
+                    self.clone(),
+                    inflight::limit,
+                ))
+                .layer(middleware::from_fn_with_state(self.clone(), authenticate));
         }
         Router::new()
             .route(
                 "/version",
                 get(|| async { axum::Json(discovery::version()) }),
             )
-            .route("/healthz", get(health))
-            .route("/livez", get(health))
-            .route("/readyz", get(health))
+            .route("/healthz", get(health::healthz))
+            .route("/healthz/{check}", get(health::healthz_check))
+            .route("/livez", get(health::livez))
+            .route("/livez/{check}", get(health::livez_check))
+            .route("/readyz", get(health::readyz))
+            .route("/readyz/{check}", get(health::readyz_check))
             .merge(api)
             .with_state(self.clone())
     }
-}
-
-async fn health() -> &'static str {
-    "ok"
 }
 
 async fn authenticate(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
@@ -162,8 +226,14 @@ async fn authenticate(State(s): State<ApiServer>, req: Request, next: Next) -> R
     next.run(req).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Compares a presented token with the expected one in time that depends only on the expected
+/// token's length, so that timing tells an attacker nothing about how much of a guess was right.
+fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
+    let mut diff = given.len() ^ expected.len();
+    for (i, e) in expected.iter().enumerate() {
+        diff |= usize::from(given.get(i).copied().unwrap_or(0) ^ e);
+    }
+    diff == 0
 }
 
 fn wants_aggregated(headers: &HeaderMap) -> bool {
@@ -366,17 +436,41 @@ impl ApiServer {
     }
 }
 
-/// Serves `router` over TLS on `listener` until `shutdown` resolves.
+/// Serves `router` over TLS on `listener` until `shutdown` resolves, with the default
+/// [`ConnectionLimits`].
 pub async fn serve_tls(
     listener: tokio::net::TcpListener,
     router: Router,
     tls: Arc<rustls::ServerConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) {
+    serve_tls_with(listener, router, tls, ConnectionLimits::default(), shutdown).await;
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown` resolves, within `limits`.
+pub async fn serve_tls_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    tls: Arc<rustls::ServerConfig>,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let limits = Arc::new(limits);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
+        // A connection is accepted only with a free slot; until then the kernel's backlog holds it.
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            // Reap finished connections so the set does not grow without bound.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
         let (tcp, peer) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -386,35 +480,111 @@ pub async fn serve_tls(
                     continue;
                 }
             },
-            // Reap finished connections so the set does not grow without bound.
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let router = router.clone();
+        let limits = limits.clone();
         connections.spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            let service = hyper_util::service::TowerToHyperService::new(
-                router.map_request(|r: Request<hyper::body::Incoming>| r.map(Body::new)),
-            );
-            let builder =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            if let Err(e) = builder
-                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+            let _slot = slot;
+            serve_connection(tcp, peer, acceptor, router, &limits).await;
         });
+        // Reap what finished meanwhile.
+        while connections.try_join_next().is_some() {}
     }
     connections.shutdown().await;
 }
 
+/// One connection: the TLS handshake within its timeout, then HTTP/2 or HTTP/1.1 as ALPN chose.
+async fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: Router,
+    limits: &ConnectionLimits,
+) {
+    let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let started = Arc::new(AtomicBool::new(false));
+    let first = started.clone();
+    let service = hyper_util::service::TowerToHyperService::new(router.map_request(
+        move |r: Request<hyper::body::Incoming>| {
+            first.store(true, Ordering::Relaxed);
+            r.map(Body::new)
+        },
+    ));
+    let io = hyper_util::rt::TokioIo::new(tls);
+    let timer = hyper_util::rt::TokioTimer::new();
+    let connection: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), hyper::Error>> + Send>,
+    > = if h2 {
+        let mut builder =
+            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        builder
+            .timer(timer)
+            .max_concurrent_streams(limits.max_streams_per_connection)
+            // Pings find peers that vanished without closing (upstream pings too).
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(20));
+        Box::pin(builder.serve_connection(io, service))
+    } else {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(timer)
+            .header_read_timeout(limits.header_read_timeout);
+        Box::pin(builder.serve_connection(io, service).with_upgrades())
+    };
+    // HTTP/1.1's header timeout covers a request that trickles in; this covers a connection that
+    // never starts one (an HTTP/2 client that never sends its preface, say).
+    let idle_start = async {
+        tokio::time::sleep(limits.header_read_timeout).await;
+        if started.load(Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = connection => {
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        }
+        _ = idle_start => tracing::debug!(%peer, "no request in time; connection closed"),
+    }
+}
+
 #[allow(unused_imports)]
 use tower::ServiceExt as _;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_only_when_equal() {
+        let cases: &[(&str, bool)] = &[
+            ("s3cret-token", true),
+            ("s3cret-tokeN", false),
+            ("s3cret-toke", false),
+            ("s3cret-token-", false),
+            ("", false),
+            ("x3cret-token", false),
+        ];
+        for (given, want) in cases {
+            assert_eq!(
+                constant_time_eq(given.as_bytes(), b"s3cret-token"),
+                *want,
+                "{given}"
+            );
+        }
+    }
+}

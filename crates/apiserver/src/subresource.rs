@@ -6,6 +6,7 @@ use crate::{
     error::{ApiError, ApiResult},
     object,
     registry::Kind,
+    registry::Subresource,
     request::{self, Params, Target},
     rest::{Change, DeleteOptions, apply_patch, json_response},
     server::ApiServer,
@@ -65,6 +66,12 @@ impl ApiServer {
         let name = t.name()?;
         let (bt, format) = request::body_type(headers)?;
         let input = request::decode(body, format)?;
+        let options = if is_patch {
+            "PatchOptions"
+        } else {
+            "UpdateOptions"
+        };
+        let manager = crate::apply::field_manager(params, headers, options)?;
         let def = &*t.def;
         let outcome = self
             .guaranteed_update(
@@ -87,7 +94,17 @@ impl ApiServer {
                     let replicas = scale_replicas(def, name, &scale)?;
                     let mut next = old.clone();
                     next["spec"]["replicas"] = json!(replicas);
-                    admission::prepare_update(def, &mut next, old, Part::Main, &*self.cache)?;
+                    crate::apply::track_subresource(
+                        def,
+                        old,
+                        &mut next,
+                        &manager,
+                        Subresource::Scale,
+                        |n| {
+                            admission::prepare_update(def, n, old, Part::Main, &*self.cache)
+                                .map(drop)
+                        },
+                    )?;
                     Ok(Change::Write(next))
                 },
             )

@@ -61,20 +61,50 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
     }
 }
 
-fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
-    std::fs::write(path, contents).map_err(io(path))?;
+/// Writes a file only its owner may read (a key, a token, a kubeconfig holding the token).
+///
+/// The file is created with mode 0600 rather than chmod-ed after writing, so there is no moment in
+/// which another user could open it; an existing file has its mode narrowed before it is truncated
+/// and rewritten.
+pub fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).map_err(io(path))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io(path))?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io(path))?;
     }
-    Ok(())
+    file.set_len(0).map_err(io(path))?;
+    file.write_all(contents.as_bytes()).map_err(io(path))?;
+    file.sync_all().map_err(io(path))
 }
 
 impl Credentials {
     /// Loads the credentials under `dir`, generating any that are missing.
     pub fn load_or_create(dir: &Path) -> Result<Self, TlsError> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        {
+            // Only the owner lists the directory that holds the key and the token.
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        builder.create(dir).map_err(io(dir))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io(dir))?;
+        }
         let ca_path = dir.join("ca.crt");
         let cert_path = dir.join("server.crt");
         let key_path = dir.join("server.key");

@@ -31,14 +31,24 @@ struct WatchState {
     storage: Arc<Kind>,
     filter: Filter,
     out: Output,
+    /// Replayed history or the current objects, still to be sent.
+    initial: std::vec::IntoIter<Arc<CacheEvent>>,
+    /// Encoded lines to send after them.
     pending: std::collections::VecDeque<Bytes>,
     live: tokio::sync::broadcast::Receiver<Arc<CacheEvent>>,
     server: ApiServer,
     bookmarks: bool,
+    /// The revision of the last event taken from the cache, sent or filtered out: everything of
+    /// this resource up to it has been seen.
     last_rev: u64,
+    /// The last revision the client was told of (an event or a bookmark).
+    sent_rev: u64,
+    /// When the next BOOKMARK is due; kept across loop passes so a stream of filtered-out events
+    /// does not keep pushing it back.
+    next_bookmark: tokio::time::Instant,
     deadline: tokio::time::Instant,
     done: bool,
-    _open: crate::metrics::OpenWatch,
+    _open: crate::metrics::GaugeGuard,
 }
 
 impl ApiServer {
@@ -78,13 +88,11 @@ impl ApiServer {
             }
         };
         let mut pending = std::collections::VecDeque::new();
-        let mut last_rev = from.unwrap_or(sub.rev);
-        for ev in &sub.initial {
-            if let Some(b) = encode_event(&t.def, &storage, &filter, ev, out) {
-                pending.push_back(b);
-            }
-            last_rev = last_rev.max(ev.entry.rev);
-        }
+        let mut last_rev = sub
+            .initial
+            .iter()
+            .map(|ev| ev.entry.rev)
+            .fold(from.unwrap_or(sub.rev), u64::max);
         let bookmarks = request::flag(&params.allow_watch_bookmarks);
         if initial_events {
             last_rev = sub.rev;
@@ -100,24 +108,34 @@ impl ApiServer {
             storage: storage.clone(),
             filter,
             out,
+            initial: sub.initial.into_iter(),
             pending,
             live: sub.live,
             server: self.clone(),
             bookmarks,
             last_rev,
+            sent_rev: last_rev,
+            next_bookmark: tokio::time::Instant::now() + BOOKMARK_EVERY,
             deadline: tokio::time::Instant::now() + timeout,
             done: false,
             _open: self.metrics.open_watch(&t.def.plural),
         };
         let body = stream::unfold(state, |mut st| async move {
             loop {
+                // The initial events are encoded one at a time as the client takes them, so a
+                // watcher holds one copy of its collection's pointers, not of its bytes.
+                if let Some(ev) = st.initial.next() {
+                    match encode_event(&st.def, &st.storage, &st.filter, &ev, st.out) {
+                        Some(b) => return Some((Ok::<Bytes, std::io::Error>(b), st)),
+                        None => continue,
+                    }
+                }
                 if let Some(b) = st.pending.pop_front() {
-                    return Some((Ok::<Bytes, std::io::Error>(b), st));
+                    return Some((Ok(b), st));
                 }
                 if st.done {
                     return None;
                 }
-                let tick = tokio::time::sleep(BOOKMARK_EVERY);
                 tokio::select! {
                     _ = tokio::time::sleep_until(st.deadline) => { st.done = true; }
                     ev = st.live.recv() => match ev {
@@ -127,6 +145,7 @@ impl ApiServer {
                             }
                             st.last_rev = ev.entry.rev;
                             if let Some(b) = encode_event(&st.def, &st.storage, &st.filter, &ev, st.out) {
+                                st.sent_rev = ev.entry.rev;
                                 st.pending.push_back(b);
                             }
                         }
@@ -135,14 +154,25 @@ impl ApiServer {
                             st.pending.push_back(line("ERROR", &status));
                             st.done = true;
                         }
-                        Err(RecvError::Closed) => { st.done = true; }
+                        // The cache relisted from the store (or is going away): its history
+                        // restarted, so this watcher cannot be told what changed; like upstream's
+                        // cacher, end it so that its client relists.
+                        Err(RecvError::Closed) => {
+                            let status = ApiError::expired("the watch cache was reinitialized from storage; please relist").status();
+                            st.pending.push_back(line("ERROR", &status));
+                            st.done = true;
+                        }
                     },
-                    _ = tick, if st.bookmarks => {
-                        // Every event up to the revision read before checking the channel is
-                        // already received (the cache sends before it publishes a revision).
+                    _ = tokio::time::sleep_until(st.next_bookmark), if st.bookmarks => {
+                        st.next_bookmark = tokio::time::Instant::now() + BOOKMARK_EVERY;
+                        // With nothing queued, every event up to the revision read before checking
+                        // the channel is already received (the cache sends before it publishes a
+                        // revision); otherwise the last event taken is as far as it is known.
                         let rev = st.server.cache.revision();
-                        if st.live.is_empty() && rev > st.last_rev {
+                        let rev = if st.live.is_empty() { rev.max(st.last_rev) } else { st.last_rev };
+                        if rev > st.sent_rev {
                             st.last_rev = rev;
+                            st.sent_rev = rev;
                             st.pending.push_back(bookmark(&st.def, rev, false));
                         }
                     }

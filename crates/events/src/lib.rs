@@ -7,7 +7,11 @@
 //!   source) increments that event's `count` and `lastTimestamp` instead of creating another;
 //! - rate-limits per object with a token bucket (burst 25, one more every 5 minutes), so a crash
 //!   looping pod or a 100,000-pod rollout cannot drown the store;
-//! - never blocks or fails the caller: recording is best effort, errors are logged.
+//! - never blocks or fails the caller: recording is best effort, errors are logged;
+//! - holds a bounded number of events: [`Recorder::record`] queues at most [`MAX_QUEUED`] events
+//!   for one worker task that writes a few at a time; past that, events are dropped, as upstream's
+//!   broadcaster drops them when its channel is full (an API server that does not answer must not
+//!   grow its clients' memory).
 
 #![warn(missing_docs)]
 
@@ -21,9 +25,10 @@ use kube::{
 };
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
     time::{Duration, Instant},
 };
+use tokio::sync::mpsc;
 
 /// `Normal` or `Warning`, as upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -48,6 +53,10 @@ const BURST: f64 = 25.0;
 const REFILL_EVERY: Duration = Duration::from_secs(300);
 /// How many distinct events (and objects) are remembered for deduplication.
 const MAX_REMEMBERED: usize = 4096;
+/// Events [`Recorder::record`] queues before it drops them (upstream's `maxQueuedEvents`).
+pub const MAX_QUEUED: usize = 1000;
+/// Events one recorder writes at once.
+const MAX_WRITING: usize = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct EventKey {
@@ -79,10 +88,27 @@ struct State {
 /// Records events for one component (e.g. `default-scheduler`, `kubelet` on a node).
 #[derive(Clone)]
 pub struct Recorder {
+    inner: Arc<Inner>,
+    /// The queue of [`Recorder::record`], with its worker started on first use (a recorder may
+    /// be made outside a runtime). The worker ends when the last clone of the recorder drops.
+    queue: Arc<OnceLock<mpsc::Sender<Queued>>>,
+}
+
+/// What the clones of a recorder and its worker share.
+struct Inner {
     client: Client,
     component: String,
     host: Option<String>,
-    state: Arc<Mutex<State>>,
+    state: Mutex<State>,
+}
+
+/// An event waiting for the worker.
+struct Queued {
+    object: ObjectReference,
+    kind: EventType,
+    reason: String,
+    message: String,
+    at: jiff::Timestamp,
 }
 
 /// An object reference for an event, from any Kubernetes object.
@@ -102,14 +128,18 @@ impl Recorder {
     /// A recorder whose events name `component` (and `host`, for per-node agents) as source.
     pub fn new(client: Client, component: impl Into<String>, host: Option<String>) -> Self {
         Self {
-            client,
-            component: component.into(),
-            host,
-            state: Arc::new(Mutex::new(State::default())),
+            inner: Arc::new(Inner {
+                client,
+                component: component.into(),
+                host,
+                state: Mutex::new(State::default()),
+            }),
+            queue: Arc::new(OnceLock::new()),
         }
     }
 
-    /// Records an event on `object` in the background; never fails the caller.
+    /// Records an event on `object` in the background; never blocks or fails the caller. When
+    /// [`MAX_QUEUED`] events already wait, this one is dropped.
     pub fn record(
         &self,
         object: &ObjectReference,
@@ -117,18 +147,23 @@ impl Recorder {
         reason: &str,
         message: impl Into<String>,
     ) {
-        let this = self.clone();
-        let object = object.clone();
-        let reason = reason.to_string();
-        let message = message.into();
-        // Stamped (and named) now, when it happens, not when the write gets through: events
-        // recorded in order then read in order even when their writes race.
-        let at = jiff::Timestamp::now();
-        tokio::spawn(async move {
-            if let Err(e) = this.publish_at(&object, kind, &reason, &message, at).await {
-                tracing::debug!(error = %e, reason, "event not recorded");
-            }
+        let queued = Queued {
+            object: object.clone(),
+            kind,
+            reason: reason.to_string(),
+            message: message.into(),
+            // Stamped (and named) now, when it happens, not when the write gets through: events
+            // recorded in order then read in order even when their writes race.
+            at: jiff::Timestamp::now(),
+        };
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(MAX_QUEUED);
+            tokio::spawn(write_queued(self.inner.clone(), rx));
+            tx
         });
+        if let Err(mpsc::error::TrySendError::Full(dropped)) = queue.try_send(queued) {
+            tracing::debug!(reason = dropped.reason, "event queue full; event dropped");
+        }
     }
 
     /// Records an event and waits until it is written (or deduplicated, or dropped by the spam
@@ -147,6 +182,40 @@ impl Recorder {
     /// [`Recorder::publish`] for an event that happened at `now` (callers that queue events
     /// stamp them when they happen).
     pub async fn publish_at(
+        &self,
+        object: &ObjectReference,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+        now: jiff::Timestamp,
+    ) -> Result<bool, kube::Error> {
+        self.inner
+            .publish_at(object, kind, reason, message, now)
+            .await
+    }
+}
+
+/// The worker of one recorder: writes queued events, a few at a time, until the recorder is gone.
+async fn write_queued(inner: Arc<Inner>, mut queue: mpsc::Receiver<Queued>) {
+    let mut writing = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            Some(q) = queue.recv(), if writing.len() < MAX_WRITING => {
+                let inner = inner.clone();
+                writing.spawn(async move {
+                    if let Err(e) = inner.publish_at(&q.object, q.kind, &q.reason, &q.message, q.at).await {
+                        tracing::debug!(error = %e, reason = q.reason, "event not recorded");
+                    }
+                });
+            }
+            Some(_) = writing.join_next(), if !writing.is_empty() => {}
+            else => return,
+        }
+    }
+}
+
+impl Inner {
+    async fn publish_at(
         &self,
         object: &ObjectReference,
         kind: EventType,

@@ -489,6 +489,17 @@ impl PodSim {
                 }
                 None => pod.schedule_app_starts(ctx.now, delay),
             }
+        } else {
+            // A container that ran but was not ready yet when this process restarted is probed
+            // again, as a kubelet keeps probing it: it becomes ready after the readiness delay
+            // (found by `rollwright chaos`: such pods stayed unready for ever).
+            for c in pod
+                .containers
+                .iter_mut()
+                .filter(|c| c.is_running() && !c.ready)
+            {
+                c.ready_at = Some(ctx.now + ctx.readiness_delay.sample(&mut pod.rng));
+            }
         }
         pod.refresh(&ctx.wall);
         pod

@@ -35,6 +35,8 @@ pub struct Options {
     pub store: StoreKind,
     /// Client URLs of the etcd members, for [`StoreKind::Etcd`].
     pub etcd_servers: Vec<String>,
+    /// How long an Event is kept after its last write (`--event-ttl`).
+    pub event_ttl: std::time::Duration,
     /// The parts to run beside the API server, on in-process clients.
     pub components: crate::components::Components,
 }
@@ -47,6 +49,7 @@ impl Default for Options {
             port: 6443,
             store: StoreKind::Sqlite,
             etcd_servers: Vec::new(),
+            event_ttl: apiserver::DEFAULT_EVENT_TTL,
             components: Default::default(),
         }
     }
@@ -96,7 +99,10 @@ impl ControlPlane {
                 Arc::new(
                     store::etcd::EtcdStore::connect(
                         &opts.etcd_servers,
-                        store::etcd::EtcdOptions::default(),
+                        store::etcd::EtcdOptions {
+                            expiring: apiserver::expiry::expiring(opts.event_ttl),
+                            ..Default::default()
+                        },
                     )
                     .await?,
                 )
@@ -115,6 +121,7 @@ impl ControlPlane {
                         )
                     })
                 }),
+                event_ttl: Some(opts.event_ttl),
                 ..Default::default()
             },
         )
@@ -135,7 +142,8 @@ impl ControlPlane {
         } else {
             opts.bind.to_string()
         };
-        std::fs::write(&kubeconfig, credentials.kubeconfig(&host, addr.port()))
+        // It holds the admin token: readable by its owner only, from the moment it exists.
+        apiserver::tls::write_private(&kubeconfig, &credentials.kubeconfig(&host, addr.port()))
             .with_context(|| format!("writing {}", kubeconfig.display()))?;
         let (tx, rx) = oneshot::channel::<()>();
         let tls = credentials.server_config()?;

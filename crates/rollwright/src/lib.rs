@@ -2,5 +2,7 @@
 //! and the CLI start things the same way.
 
 pub mod bench;
+pub mod chaos;
 pub mod components;
 pub mod control_plane;
+pub mod duration;

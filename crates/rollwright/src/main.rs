@@ -39,6 +39,10 @@ struct ServeArgs {
     /// etcd serve one cluster.
     #[arg(long, value_delimiter = ',', required_if_eq("store", "etcd"))]
     etcd_servers: Vec<String>,
+    /// How long an Event is kept after its last write (e.g. 1h, 30m, 90s), as upstream's
+    /// --event-ttl.
+    #[arg(long, default_value = "1h", value_parser = rollwright::duration::parse)]
+    event_ttl: std::time::Duration,
 }
 
 #[derive(clap::Args, Clone)]
@@ -131,6 +135,10 @@ enum Command {
     /// The CLI: rollout, get, apply, delete, set, scale.
     #[command(flatten)]
     Cli(cli::Command),
+    /// Roll Deployments and DaemonSets while SIGKILLing the control plane or the controllers at
+    /// random moments; print rollouts completed, restarts, acknowledged writes lost, invariant
+    /// violations, duplicate daemon pods and time to recover (see RELIABILITY.md).
+    Chaos(rollwright::chaos::Args),
 }
 
 #[derive(Subcommand)]
@@ -283,6 +291,7 @@ async fn run() -> anyhow::Result<()> {
         } => node_op(&cluster, op).await,
         Command::Bench { scenario } => rollwright::bench::run(scenario).await,
         Command::Cli(command) => cli::run(command).await,
+        Command::Chaos(args) => rollwright::chaos::run(args).await,
     }
 }
 
@@ -293,6 +302,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         port: args.port,
         store: args.store,
         etcd_servers: args.etcd_servers,
+        event_ttl: args.event_ttl,
         components,
     })
     .await?;

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod etcd;
+pub mod faulty;
 pub mod memory;
 pub mod sqlite;
 mod window;
@@ -102,6 +103,12 @@ pub enum StoreError {
     Closed,
 }
 
+/// Milliseconds since the Unix epoch, as the stores record when each key was written.
+pub(crate) fn unix_millis(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// Result of a store operation.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -148,5 +155,23 @@ pub trait Store: Send + Sync + 'static {
     /// servers on one etcd). A backend that is the only writer knows it without asking.
     async fn current_revision(&self) -> Result<Revision> {
         Ok(self.revision())
+    }
+
+    /// Keys under `prefix` last written before `before` (wall-clock time), with their revisions,
+    /// at most `limit` of them: what a time-to-live sweep deletes. The caller deletes with
+    /// compare-and-swap on the revision, so a key written meanwhile is kept (as an etcd lease is
+    /// renewed by each write upstream makes to an Event).
+    async fn written_before(
+        &self,
+        prefix: &str,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> Result<Vec<(String, Revision)>>;
+
+    /// Whether the store can take writes now (the API server's `etcd` health check): `Ok`, or why
+    /// not. A backend that failed may probe itself here, so that the check turns healthy again by
+    /// itself once the cause (a full disk, say) is gone.
+    async fn check(&self) -> Result<()> {
+        Ok(())
     }
 }

@@ -117,6 +117,8 @@ pub struct MemoryStore {
 
 struct State {
     keys: BTreeMap<String, KeyValue>,
+    /// When each key was last written (Unix milliseconds), for time-to-live sweeps.
+    written: std::collections::HashMap<String, i64>,
     revision: Revision,
 }
 
@@ -132,6 +134,7 @@ impl MemoryStore {
         Self {
             state: Mutex::new(State {
                 keys: BTreeMap::new(),
+                written: Default::default(),
                 revision: 0,
             }),
             window: Window::new(events, 0),
@@ -151,9 +154,12 @@ impl MemoryStore {
         let event = write.apply(current, revision)?;
         match event.kind {
             EventKind::Put => {
+                let now = crate::unix_millis(std::time::SystemTime::now());
+                state.written.insert(event.kv.key.clone(), now);
                 state.keys.insert(event.kv.key.clone(), event.kv.clone());
             }
             EventKind::Delete => {
+                state.written.remove(&event.kv.key);
                 state.keys.remove(&event.kv.key);
             }
         }
@@ -219,6 +225,24 @@ impl Store for MemoryStore {
             .map(|(_, kv)| kv.clone())
             .collect();
         Ok((kvs, state.revision))
+    }
+
+    async fn written_before(
+        &self,
+        prefix: &str,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> Result<Vec<(String, Revision)>> {
+        let before = crate::unix_millis(before);
+        let state = self.lock();
+        Ok(state
+            .keys
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .filter(|(key, _)| state.written.get(*key).is_some_and(|t| *t < before))
+            .take(limit)
+            .map(|(key, kv)| (key.clone(), kv.mod_revision))
+            .collect())
     }
 
     fn watch(&self, prefix: &str, from: Revision) -> Result<EventStream> {

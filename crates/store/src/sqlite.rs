@@ -20,14 +20,13 @@ use std::{
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicU64, Ordering},
-        mpsc,
     },
     thread,
 };
 
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     Event, EventKind, EventStream, KeyValue, Result, Revision, Store, StoreError,
@@ -54,8 +53,26 @@ const SELECT_KEY: &str = "SELECT value, create_rev, mod_rev FROM kv WHERE key = 
 const SELECT_FROM: &str =
     "SELECT key, value, create_rev, mod_rev FROM kv WHERE key >= ?1 ORDER BY key";
 const SELECT_REVISION: &str = "SELECT revision FROM meta WHERE id = 0";
-const UPSERT: &str = "INSERT INTO kv (key, value, create_rev, mod_rev) VALUES (?1, ?2, ?3, ?4)
-    ON CONFLICT (key) DO UPDATE SET value = excluded.value, mod_rev = excluded.mod_rev";
+const UPSERT: &str = "INSERT INTO kv (key, value, create_rev, mod_rev, mod_time)
+    VALUES (?1, ?2, ?3, ?4, ?5)
+    ON CONFLICT (key) DO UPDATE SET
+        value = excluded.value, mod_rev = excluded.mod_rev, mod_time = excluded.mod_time";
+/// When each key was last written (Unix milliseconds), for time-to-live sweeps; files made before
+/// it existed get it with 0 ("long ago") for every key.
+const HAS_MOD_TIME: &str = "SELECT COUNT(*) FROM pragma_table_info('kv') WHERE name = 'mod_time'";
+const ADD_MOD_TIME: &str = "ALTER TABLE kv ADD COLUMN mod_time INTEGER NOT NULL DEFAULT 0";
+/// The health probe's transactions (see `Writer::probe`); `probe` exists for nothing else.
+const PROBE: &str = "
+    CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+    BEGIN IMMEDIATE;
+    INSERT OR REPLACE INTO probe (id, data) VALUES (0, zeroblob(8192));
+    COMMIT;
+    BEGIN IMMEDIATE;
+    DELETE FROM probe;
+    COMMIT;
+";
+const SELECT_WRITTEN_BEFORE: &str = "SELECT key, mod_rev FROM kv
+    WHERE key >= ?1 AND mod_time < ?2 ORDER BY key";
 const DELETE: &str = "DELETE FROM kv WHERE key = ?1";
 const UPDATE_REVISION: &str = "UPDATE meta SET revision = ?1 WHERE id = 0";
 
@@ -71,6 +88,14 @@ pub struct SqliteOptions {
     /// The most writes one transaction takes (default 4,096): bounds the latency a huge queue adds
     /// to the first write in it, while still sharing one fsync among many writes.
     pub max_batch: usize,
+    /// The most writes waiting for the writer thread (default 8,192): past it, callers wait to
+    /// queue, so a burst the disk cannot keep up with holds memory bounded (the API server's
+    /// in-flight limit then turns clients away).
+    pub queue: usize,
+    /// A quota on the database's size in bytes (none by default), as etcd's
+    /// `--quota-backend-bytes`: a write past it fails with "database or disk is full", exactly as
+    /// when the disk itself fills, and works again once deletions have made room.
+    pub max_size: Option<u64>,
 }
 
 impl Default for SqliteOptions {
@@ -78,6 +103,8 @@ impl Default for SqliteOptions {
         Self {
             window: DEFAULT_CAPACITY,
             max_batch: 4096,
+            queue: 8192,
+            max_size: None,
         }
     }
 }
@@ -86,7 +113,7 @@ impl Default for SqliteOptions {
 /// as the disk honours fsync), and concurrent writes share commits.
 pub struct SqliteStore {
     /// Taken on drop, which tells the writer thread to finish.
-    requests: Option<mpsc::Sender<Request>>,
+    requests: Option<mpsc::Sender<Job>>,
     writer: Option<thread::JoinHandle<()>>,
     shared: Arc<Shared>,
     readers: Arc<Readers>,
@@ -99,6 +126,30 @@ struct Shared {
     revision: AtomicU64,
     /// Transactions committed since open.
     commits: AtomicU64,
+    /// Why the last write transaction failed, until one succeeds: the store is then unhealthy.
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn set_failure(&self, failure: Option<String>) {
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Work for the writer thread.
+enum Job {
+    /// A write, with where to send its outcome.
+    Write(Request),
+    /// A health probe: a small write transaction, committed and undone, to learn whether writes
+    /// work again after a failure.
+    Probe(oneshot::Sender<Result<()>>),
 }
 
 /// A write waiting for the writer thread, with where to send its outcome.
@@ -115,6 +166,13 @@ impl SqliteStore {
     /// start-up; from a busy runtime, call it inside `spawn_blocking`.
     pub fn open(path: &Path, opts: SqliteOptions) -> Result<Self> {
         let conn = open_writer(path)?;
+        if let Some(max_size) = opts.max_size {
+            let page_size: u64 = conn
+                .query_row("PRAGMA page_size", [], |row| row.get(0))
+                .map_err(|e| backend(path, e))?;
+            conn.pragma_update(None, "max_page_count", (max_size / page_size.max(1)).max(1))
+                .map_err(|e| backend(path, e))?;
+        }
         let revision = conn
             .query_row(SELECT_REVISION, [], |row| row.get::<_, Revision>(0))
             .map_err(|e| backend(path, e))?;
@@ -128,8 +186,9 @@ impl SqliteStore {
             window: Window::new(opts.window, revision),
             revision: AtomicU64::new(revision),
             commits: AtomicU64::new(0),
+            failure: Mutex::new(None),
         });
-        let (requests, queue) = mpsc::channel();
+        let (requests, queue) = mpsc::channel(opts.queue.max(1));
         let writer = Writer {
             conn,
             revision,
@@ -160,7 +219,8 @@ impl SqliteStore {
         self.requests
             .as_ref()
             .ok_or(StoreError::Closed)?
-            .send(Request { write, reply })
+            .send(Job::Write(Request { write, reply }))
+            .await
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
@@ -257,6 +317,30 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn written_before(
+        &self,
+        prefix: &str,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> Result<Vec<(String, Revision)>> {
+        let prefix = prefix.to_owned();
+        let before = crate::unix_millis(before);
+        self.read(move |conn| {
+            let mut select = conn.prepare_cached(SELECT_WRITTEN_BEFORE)?;
+            let mut rows = select.query(params![prefix, before])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let key: String = row.get(0)?;
+                if !key.starts_with(&prefix) || out.len() >= limit {
+                    break;
+                }
+                out.push((key, row.get(1)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     fn watch(&self, prefix: &str, from: Revision) -> Result<EventStream> {
         self.shared.window.watch(prefix, from)
     }
@@ -270,6 +354,26 @@ impl Store for SqliteStore {
     fn revision(&self) -> Revision {
         self.shared.revision.load(Ordering::Acquire)
     }
+
+    async fn check(&self) -> Result<()> {
+        if self.writer.as_ref().is_none_or(|w| w.is_finished()) {
+            return Err(StoreError::Backend(
+                "the writer thread has stopped; restart the server".into(),
+            ));
+        }
+        if self.shared.failure().is_none() {
+            return Ok(());
+        }
+        // The last write failed: find out whether writes work again rather than wait for one.
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .as_ref()
+            .ok_or(StoreError::Closed)?
+            .send(Job::Probe(reply))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
 }
 
 /// The writer thread's state: the only connection that writes.
@@ -282,19 +386,49 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, queue: mpsc::Receiver<Request>) {
+    fn run(mut self, mut queue: mpsc::Receiver<Job>) {
         let mut batch = Vec::new();
-        while let Ok(first) = queue.recv() {
-            batch.push(first);
+        while let Some(first) = queue.blocking_recv() {
+            let mut probe = match first {
+                Job::Write(request) => {
+                    batch.push(request);
+                    None
+                }
+                Job::Probe(reply) => Some(reply),
+            };
             // Everything that queued while the last commit was syncing joins this one.
-            while batch.len() < self.max_batch {
+            while probe.is_none() && batch.len() < self.max_batch {
                 match queue.try_recv() {
-                    Ok(request) => batch.push(request),
+                    Ok(Job::Write(request)) => batch.push(request),
+                    Ok(Job::Probe(reply)) => probe = Some(reply),
                     Err(_) => break,
                 }
             }
-            self.commit(&mut batch);
+            if !batch.is_empty() {
+                self.commit(&mut batch);
+            }
+            if let Some(reply) = probe {
+                let _ = reply.send(self.probe());
+            }
         }
+    }
+
+    /// Writes a page-sized row and removes it again, in two committed transactions, so that
+    /// both a full disk (which fails the commit) and a full quota (which fails the insert) show.
+    fn probe(&mut self) -> Result<()> {
+        let outcome = self
+            .conn
+            .execute_batch(PROBE)
+            .map_err(|e| StoreError::Backend(e.to_string()));
+        if !self.conn.is_autocommit() {
+            // A failed statement left its transaction open; the next batch needs a clean slate.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        match &outcome {
+            Ok(()) => self.shared.set_failure(None),
+            Err(e) => self.shared.set_failure(Some(e.to_string())),
+        }
+        outcome
     }
 
     /// Applies, commits and answers one batch.
@@ -309,6 +443,7 @@ impl Writer {
             Err(error) => {
                 // Rolled back: none of the batch happened, and the revision did not move.
                 tracing::error!(%error, writes = count, "sqlite write batch failed");
+                self.shared.set_failure(Some(error.to_string()));
                 let error = StoreError::Backend(error.to_string());
                 for reply in replies {
                     let _ = reply.send(Err(error.clone()));
@@ -316,6 +451,7 @@ impl Writer {
                 return;
             }
         };
+        self.shared.set_failure(None);
         let mut events = Vec::with_capacity(count);
         let mut answers = Vec::with_capacity(count);
         for outcome in outcomes {
@@ -365,6 +501,7 @@ impl Writer {
         {
             let mut select = tx.prepare_cached(SELECT_KEY)?;
             let mut upsert = tx.prepare_cached(UPSERT)?;
+            let now = crate::unix_millis(std::time::SystemTime::now());
             let mut delete = tx.prepare_cached(DELETE)?;
             for write in writes {
                 let key = write.key();
@@ -380,6 +517,7 @@ impl Writer {
                                 &kv.value[..],
                                 kv.create_revision,
                                 kv.mod_revision,
+                                now,
                             ])?,
                             EventKind::Delete => delete.execute([&kv.key])?,
                         };
@@ -456,6 +594,12 @@ fn open_writer(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(fail)?;
     conn.execute_batch(SCHEMA).map_err(fail)?;
+    let has_mod_time: i64 = conn
+        .query_row(HAS_MOD_TIME, [], |row| row.get(0))
+        .map_err(fail)?;
+    if has_mod_time == 0 {
+        conn.execute(ADD_MOD_TIME, []).map_err(fail)?;
+    }
     Ok(conn)
 }
 

@@ -561,6 +561,34 @@ async fn watch_ends_when_the_store_closes(backend: Backend) {
     assert_eq!(stream.next().await, None);
 }
 
+/// The sweep of the stores that do not expire keys themselves (etcd does, with leases: see
+/// `etcd_keys_under_an_expiring_prefix_expire_by_lease`).
+async fn written_before_finds_keys_by_last_write(backend: Backend) {
+    let f = backend.open().await;
+    let s = f.store.as_ref();
+    for key in ["/e/a", "/e/b", "/p/a"] {
+        s.create(key, v("1")).await.unwrap();
+    }
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    let long_ago = std::time::UNIX_EPOCH;
+    // (written before, limit, the keys and revisions found)
+    type Case<'a> = (std::time::SystemTime, usize, &'a [(&'a str, Revision)]);
+    let cases: &[Case] = &[
+        (later, 10, &[("/e/a", 1), ("/e/b", 2)]),
+        (later, 1, &[("/e/a", 1)]),
+        (long_ago, 10, &[]),
+    ];
+    for (before, limit, want) in cases {
+        let got = s.written_before("/e/", *before, *limit).await.unwrap();
+        let got: Vec<(&str, Revision)> = got.iter().map(|(k, r)| (k.as_str(), *r)).collect();
+        assert_eq!(&got, want, "limit {limit}");
+    }
+    s.update("/e/b", v("2"), None).await.unwrap();
+    s.delete("/e/a", None).await.unwrap();
+    let got = s.written_before("/e/", later, 10).await.unwrap();
+    assert_eq!(got, vec![("/e/b".to_string(), 4)]);
+}
+
 macro_rules! contract {
     ($($check:ident),* $(,)?) => {
         mod memory {
@@ -607,6 +635,78 @@ contract!(
     concurrent_creates_of_one_key,
     watch_ends_when_the_store_closes,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_written_before_finds_keys_by_last_write() {
+    written_before_finds_keys_by_last_write(Backend::Memory).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_written_before_finds_keys_by_last_write() {
+    written_before_finds_keys_by_last_write(Backend::Sqlite).await
+}
+
+/// etcd deletes a key under an expiring prefix once its lease runs out (upstream's Events), and
+/// the deletion reaches watchers; other keys stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_keys_under_an_expiring_prefix_expire_by_lease() {
+    if LocalCluster::binary().is_none() {
+        eprintln!("skipped: no etcd binary (apt-get install etcd-server)");
+        return;
+    }
+    let etcd = LocalCluster::start(1).await.unwrap();
+    let opts = EtcdOptions {
+        expiring: vec![("/e/".into(), std::time::Duration::from_secs(1))],
+        ..EtcdOptions::default()
+    };
+    let s = EtcdStore::connect(&etcd.client_urls(), opts).await.unwrap();
+    let mut watch = s.watch("/", s.revision()).unwrap();
+    let kept = s.create("/p/a", v("1")).await.unwrap();
+    let event = s.create("/e/a", v("1")).await.unwrap();
+    let written = take(&mut watch, 2).await;
+    assert_eq!(
+        written,
+        vec![put(kept.clone(), None), put(event.clone(), None)]
+    );
+    // etcd checks its leases about every 500 ms: the deletion comes within seconds.
+    let expired = tokio::time::timeout(std::time::Duration::from_secs(20), take(&mut watch, 1))
+        .await
+        .expect("the expiring key was not deleted within 20 s");
+    assert_eq!(expired[0].kind, EventKind::Delete);
+    assert_eq!(expired[0].kv.key, "/e/a");
+    assert_eq!(s.get("/e/a").await.unwrap(), None);
+    assert_eq!(s.get("/p/a").await.unwrap(), Some(kept));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_opens_a_file_from_before_write_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL,
+                create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL);
+             CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL);
+             INSERT INTO meta VALUES (0, 1);
+             INSERT INTO kv VALUES ('/e/old', x'31', 1, 1);",
+        )
+        .unwrap();
+    }
+    let s = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+    // Keys from before write times were recorded count as written long ago.
+    let epoch_and_a_bit = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1);
+    let got = s.written_before("/e/", epoch_and_a_bit, 10).await.unwrap();
+    assert_eq!(got, vec![("/e/old".to_string(), 1)]);
+    s.create("/e/new", v("1")).await.unwrap();
+    assert_eq!(
+        s.written_before("/e/", epoch_and_a_bit, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_reopen_keeps_data_and_revision() {
@@ -800,4 +900,37 @@ async fn etcd_quorum_loss_fails_writes_cleanly() {
     // The write that failed may or may not have happened (as with any store that times out);
     // everything else is exactly what was acknowledged.
     assert!(kvs.len() == acknowledged.len() || kvs.iter().any(|kv| kv.key == "/q/lost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_past_its_quota_fails_writes_keeps_reads_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SqliteOptions {
+        max_size: Some(256 << 10),
+        ..SqliteOptions::default()
+    };
+    let s = SqliteStore::open(&dir.path().join("store.db"), opts).unwrap();
+    let value = Bytes::from(vec![b'x'; 2000]);
+    let mut written = Vec::new();
+    let error = loop {
+        let key = format!("/k/{:04}", written.len());
+        match s.create(&key, value.clone()).await {
+            Ok(_) => written.push(key),
+            Err(e) => break e,
+        }
+        assert!(written.len() < 1000, "the quota never filled");
+    };
+    assert!(
+        matches!(&error, StoreError::Backend(m) if m.contains("full")),
+        "{error}"
+    );
+    assert!(s.check().await.is_err(), "unhealthy while full");
+    let (kvs, _) = s.list("/k/").await.unwrap();
+    assert_eq!(kvs.len(), written.len(), "reads keep working");
+
+    for key in &written[..written.len() / 2] {
+        s.delete(key, None).await.unwrap();
+    }
+    s.check().await.unwrap();
+    s.create("/k/after", value).await.unwrap();
 }

@@ -477,3 +477,38 @@ fn init_containers_run_in_order_before_the_app() {
     h.at(&mut pod, 9000);
     assert!(pod.is_ready());
 }
+
+#[test]
+fn an_adopted_pod_running_but_not_ready_becomes_ready() {
+    // The simulator restarted between a container's start and its readiness.
+    let mut h = Harness::new("");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default", "uid": "uid-1"},
+        "spec": {"nodeName": "node-0", "containers": [{"name": "app", "image": "nginx:1.27"}]},
+        "status": {"phase": "Running", "startTime": "2025-01-01T00:00:00Z", "containerStatuses": [{
+            "name": "app", "ready": false, "restartCount": 0, "started": true,
+            "image": "nginx:1.27", "imageID": "", "containerID": "containerd://1",
+            "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]}
+    }))
+    .unwrap();
+    let v = PodView::from_pod(&pod).unwrap();
+    let rng = pod_rng(h.profile.seed, &v.namespace, &v.name, &v.uid);
+    let mut adopted = {
+        let mut ctx = h.ctx(0);
+        PodSim::new(&v, None, Ipv4Addr::new(10, 0, 0, 2), rng, &mut ctx)
+    };
+    assert_eq!(adopted.phase(), Phase::Running);
+    assert!(!adopted.is_ready());
+    assert_eq!(
+        adopted.wake(),
+        Some(h.t0 + Duration::from_secs(2)),
+        "probed again"
+    );
+    let out = h.at(&mut adopted, 2000);
+    assert!(
+        out.events.is_empty(),
+        "nothing restarts: {:?}",
+        reasons(&out)
+    );
+    assert!(adopted.is_ready());
+}

@@ -512,10 +512,7 @@ async fn a_paused_daemonset_rollout_replaces_nothing_but_serves_new_nodes() {
     rig.stop().await;
 }
 
-/// Needs the StatefulSet controller, which is on branch `statefulset`: run with `--ignored`
-/// once both are merged (then drop the `ignore`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the StatefulSet controller (branch statefulset)"]
 async fn a_paused_statefulset_rollout_replaces_nothing_but_creates_missing_ordinals() {
     let rig = cluster().await;
     let c = &rig.c;

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+mod chaos;
 mod cli_commands;
 mod cli_rollout;
 mod cli_watch;
@@ -25,5 +26,7 @@ mod kubectl;
 mod leader_election;
 mod node_failure;
 mod realworld;
+mod security;
+mod server_side_apply;
 mod statefulset_kubectl;
 mod watch_restart;

@@ -99,6 +99,74 @@ async fn every_realworld_manifest_applies_unchanged() {
     c.stop().await;
 }
 
+/// The same manifests through server-side apply, as GitOps tools send them: created, then
+/// applied again without any change (same resourceVersion), with `kubectl` owning the fields it
+/// applied in `managedFields`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_realworld_manifest_applies_server_side_unchanged() {
+    let c = Cluster::start().await;
+    for file in realworld_files() {
+        let path = file.to_string_lossy().to_string();
+        let out = c.kubectl(&["apply", "--server-side", "-f", &path]).await;
+        assert!(
+            out.lines().all(|l| l.ends_with(" serverside-applied")),
+            "{path}: {out}"
+        );
+        // What a second apply would change if it wrote: the spec, the generation and kubectl's
+        // Apply entry (its time included). Status and resourceVersion move with the controllers.
+        let applied = |list: &Value| -> Vec<Value> {
+            list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|o| {
+                    let apply: Vec<&Value> = o["metadata"]["managedFields"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|m| m["operation"] == "Apply")
+                        .collect();
+                    json!([
+                        o["kind"],
+                        o["metadata"]["name"],
+                        o["metadata"]["generation"],
+                        o["spec"],
+                        apply
+                    ])
+                })
+                .collect()
+        };
+        let before = c
+            .kubectl_json(&["get", "-f", &path, "-o", "json", "--show-managed-fields"])
+            .await;
+        for item in before["items"].as_array().into_iter().flatten() {
+            let managers: Vec<&str> = item["metadata"]["managedFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["operation"] == "Apply")
+                .filter_map(|m| m["manager"].as_str())
+                .collect();
+            assert_eq!(
+                managers,
+                ["kubectl"],
+                "{path}: {}",
+                item["metadata"]["name"]
+            );
+        }
+        c.kubectl(&["apply", "--server-side", "-f", &path]).await;
+        let after = c
+            .kubectl_json(&["get", "-f", &path, "-o", "json", "--show-managed-fields"])
+            .await;
+        assert_eq!(
+            applied(&before),
+            applied(&after),
+            "{path}: a second identical apply must not write"
+        );
+    }
+    c.stop().await;
+}
+
 /// One object of every kind rollwright serves beyond the workloads.
 const EVERY_KIND: &str = r#"
 apiVersion: v1

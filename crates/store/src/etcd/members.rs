@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use etcd_client::{Client, ConnectOptions, KvClient, WatchClient};
+use etcd_client::{Client, ConnectOptions, KvClient, LeaseClient, WatchClient};
 use tokio::time::Instant;
 
 use super::EtcdOptions;
@@ -50,9 +50,16 @@ impl From<Failure> for StoreError {
     }
 }
 
+/// The clients of one member.
+struct Member {
+    kv: KvClient,
+    watch: WatchClient,
+    lease: LeaseClient,
+}
+
 /// One client per member, and the member in use.
 pub(super) struct Members {
-    clients: Vec<(KvClient, WatchClient)>,
+    clients: Vec<Member>,
     preferred: AtomicUsize,
 }
 
@@ -74,10 +81,11 @@ impl Members {
                 .map_err(|e| {
                     StoreError::Backend(format!("etcd endpoint {}: {e}", endpoint.as_ref()))
                 })?;
-            clients.push((
-                client.kv_client().max_decoding_message_size(MAX_MESSAGE),
-                client.watch_client().max_decoding_message_size(MAX_MESSAGE),
-            ));
+            clients.push(Member {
+                kv: client.kv_client().max_decoding_message_size(MAX_MESSAGE),
+                watch: client.watch_client().max_decoding_message_size(MAX_MESSAGE),
+                lease: client.lease_client(),
+            });
         }
         if clients.is_empty() {
             return Err(StoreError::Backend("no etcd endpoints given".into()));
@@ -101,13 +109,44 @@ impl Members {
         F: Fn(KvClient) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        self.call_on(|m| m.kv.clone(), what, retry, timeout, request)
+            .await
+    }
+
+    /// [`Members::call`] on the lease service.
+    pub(super) async fn call_lease<T, F, Fut>(
+        &self,
+        what: &'static str,
+        timeout: Duration,
+        request: F,
+    ) -> Result<T, Failure>
+    where
+        F: Fn(LeaseClient) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        // A grant that timed out may have happened; the lease then expires unused.
+        self.call_on(|m| m.lease.clone(), what, Retry::Any, timeout, request)
+            .await
+    }
+
+    async fn call_on<C, T, F, Fut>(
+        &self,
+        client: impl Fn(&Member) -> C,
+        what: &'static str,
+        retry: Retry,
+        timeout: Duration,
+        request: F,
+    ) -> Result<T, Failure>
+    where
+        F: Fn(C) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let deadline = Instant::now() + timeout;
         let first = self.preferred.load(Ordering::Relaxed);
         let mut last = None;
         for attempt in 0..self.clients.len() {
             let i = (first + attempt) % self.clients.len();
-            let kv = self.clients[i].0.clone();
-            match tokio::time::timeout_at(deadline, request(kv)).await {
+            match tokio::time::timeout_at(deadline, request(client(&self.clients[i]))).await {
                 Err(_) => return Err(Failure::TimedOut(what, timeout)),
                 Ok(Ok(response)) => {
                     self.preferred.store(i, Ordering::Relaxed);
@@ -125,7 +164,7 @@ impl Members {
     /// A client for a watch, on the member in use.
     pub(super) fn watch_client(&self) -> WatchClient {
         self.clients[self.preferred.load(Ordering::Relaxed) % self.clients.len()]
-            .1
+            .watch
             .clone()
     }
 

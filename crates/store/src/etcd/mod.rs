@@ -17,6 +17,7 @@
 //! be rollwright's alone, as an etcd behind kube-apiserver is: a revision spent by another client
 //! is one the API server's cache never sees an event for.
 
+mod lease;
 pub mod member;
 mod members;
 
@@ -33,6 +34,7 @@ use etcd_client::{
     Compare, CompareOp, DeleteOptions, EventType, GetOptions, KvClient, PutOptions, ResponseHeader,
     Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
+use lease::Leases;
 use members::{Failure, Members, Retry};
 use tokio::task::JoinHandle;
 
@@ -59,6 +61,9 @@ pub struct EtcdOptions {
     pub request_timeout: Duration,
     /// How long connecting to one member may take.
     pub connect_timeout: Duration,
+    /// Keys under these prefixes are deleted by etcd this long after their last write (upstream
+    /// writes Events with a lease of `--event-ttl`).
+    pub expiring: Vec<(String, Duration)>,
 }
 
 impl Default for EtcdOptions {
@@ -67,6 +72,7 @@ impl Default for EtcdOptions {
             window: DEFAULT_CAPACITY,
             request_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
+            expiring: Vec::new(),
         }
     }
 }
@@ -77,6 +83,7 @@ pub struct EtcdStore {
     window: Arc<Window>,
     /// The newest revision any response has shown: what [`Store::revision`] answers.
     known: Arc<AtomicU64>,
+    leases: Leases,
     opts: EtcdOptions,
     feed: JoinHandle<()>,
 }
@@ -107,6 +114,7 @@ impl EtcdStore {
             members,
             window,
             known,
+            leases: Leases::new(opts.expiring.clone()),
             opts,
             feed,
         })
@@ -149,6 +157,18 @@ impl EtcdStore {
         Ok((revision, response))
     }
 
+    /// How to put `key`: with the lease of its prefix, if its prefix expires.
+    async fn put_options(&self, key: &str) -> Result<PutOptions> {
+        let lease = self
+            .leases
+            .for_key(key, &self.members, self.opts.request_timeout)
+            .await?;
+        Ok(match lease {
+            Some(id) => PutOptions::new().with_lease(id),
+            None => PutOptions::new(),
+        })
+    }
+
     /// Waits until the window has the write at `revision`, so that an acknowledged write is
     /// visible to every watch of this store. The write is durable either way: if the feed is
     /// reconnecting for longer than a request may take, the write is acknowledged without it.
@@ -179,7 +199,7 @@ impl Store for EtcdStore {
             .txn(
                 key,
                 vec![Compare::create_revision(key, CompareOp::Equal, 0)],
-                TxnOp::put(key, value.to_vec(), None),
+                TxnOp::put(key, value.to_vec(), Some(self.put_options(key).await?)),
             )
             .await?;
         if !response.succeeded() {
@@ -204,7 +224,11 @@ impl Store for EtcdStore {
             .txn(
                 key,
                 existing(key, expected)?,
-                TxnOp::put(key, value.to_vec(), Some(PutOptions::new().with_prev_key())),
+                TxnOp::put(
+                    key,
+                    value.to_vec(),
+                    Some(self.put_options(key).await?.with_prev_key()),
+                ),
             )
             .await?;
         if !response.succeeded() {
@@ -301,6 +325,17 @@ impl Store for EtcdStore {
 
     fn watch(&self, prefix: &str, from: Revision) -> Result<EventStream> {
         self.window.watch(prefix, from)
+    }
+
+    /// Nothing: etcd deletes the keys of [`EtcdOptions::expiring`] itself when their lease runs
+    /// out, and their deletions arrive through the watch like any other.
+    async fn written_before(
+        &self,
+        _prefix: &str,
+        _before: std::time::SystemTime,
+        _limit: usize,
+    ) -> Result<Vec<(String, Revision)>> {
+        Ok(Vec::new())
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {

@@ -121,4 +121,17 @@ impl<S: Store> Store for Rebased<S> {
     async fn current_revision(&self) -> Result<Revision> {
         Ok(self.inner.current_revision().await? - self.base)
     }
+
+    async fn written_before(
+        &self,
+        prefix: &str,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> Result<Vec<(String, Revision)>> {
+        let found = self.inner.written_before(prefix, before, limit).await?;
+        Ok(found
+            .into_iter()
+            .map(|(key, rev)| (key, rev - self.base))
+            .collect())
+    }
 }

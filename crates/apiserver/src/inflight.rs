@@ -1,0 +1,190 @@
+//! Upstream's max-in-flight filter: the API server serves at most so many requests at once and
+//! answers the rest with 429 and `Retry-After`, so that load it cannot take is turned away early
+//! and cheaply instead of queueing without bound.
+//!
+//! As upstream counts them: read-only and mutating requests have separate limits
+//! (`--max-requests-inflight` 400, `--max-mutating-requests-inflight` 200), and long-running
+//! requests (watches) do not count against either; they have a limit of their own here, since
+//! each open watch holds memory for as long as it lives.
+
+use crate::{error::ApiError, metrics::GaugeGuard, request::Params, server::ApiServer};
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    http::{HeaderValue, Method, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use std::{
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How many requests of each kind are served at once.
+#[derive(Clone, Debug)]
+pub struct InFlightLimits {
+    /// Reads (get, list, discovery), as upstream's `--max-requests-inflight`.
+    pub read_only: usize,
+    /// Writes (create, update, patch, delete), as upstream's `--max-mutating-requests-inflight`.
+    pub mutating: usize,
+    /// Open watches.
+    pub watches: usize,
+}
+
+impl Default for InFlightLimits {
+    fn default() -> Self {
+        Self {
+            read_only: 400,
+            mutating: 200,
+            watches: 8192,
+        }
+    }
+}
+
+/// Which limit a request counts against (upstream's `request_kind` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RequestKind {
+    ReadOnly,
+    Mutating,
+    LongRunning,
+}
+
+impl RequestKind {
+    fn of(req: &Request) -> Self {
+        let watch = Params::parse(req.uri().query()).is_ok_and(|p| p.is_watch())
+            || req.uri().path().contains("/watch/");
+        match *req.method() {
+            _ if watch => RequestKind::LongRunning,
+            Method::GET | Method::HEAD | Method::OPTIONS => RequestKind::ReadOnly,
+            _ => RequestKind::Mutating,
+        }
+    }
+
+    /// The name upstream's metrics use.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RequestKind::ReadOnly => "readOnly",
+            RequestKind::Mutating => "mutating",
+            RequestKind::LongRunning => "longRunning",
+        }
+    }
+}
+
+/// The permits of one server.
+pub(crate) struct InFlight {
+    read_only: Arc<Semaphore>,
+    mutating: Arc<Semaphore>,
+    watches: Arc<Semaphore>,
+}
+
+impl InFlight {
+    pub(crate) fn new(limits: &InFlightLimits) -> Self {
+        Self {
+            read_only: Arc::new(Semaphore::new(limits.read_only.max(1))),
+            mutating: Arc::new(Semaphore::new(limits.mutating.max(1))),
+            watches: Arc::new(Semaphore::new(limits.watches.max(1))),
+        }
+    }
+
+    fn pool(&self, kind: RequestKind) -> &Arc<Semaphore> {
+        match kind {
+            RequestKind::ReadOnly => &self.read_only,
+            RequestKind::Mutating => &self.mutating,
+            RequestKind::LongRunning => &self.watches,
+        }
+    }
+}
+
+/// The filter: takes a permit for the request's kind or answers 429.
+pub(crate) async fn limit(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
+    let kind = RequestKind::of(&req);
+    let Ok(permit) = s.in_flight.pool(kind).clone().try_acquire_owned() else {
+        s.metrics.dropped_request(kind.as_str());
+        let mut resp = ApiError::too_many_requests(RETRY_AFTER_SECONDS).into_response();
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        return resp;
+    };
+    let gauge = s.metrics.in_flight(kind.as_str());
+    let resp = next.run(req).await;
+    // The request is in flight until its body is sent: a watch for as long as it streams.
+    resp.map(|body| {
+        Body::new(Held {
+            body,
+            _permit: permit,
+            _gauge: gauge,
+        })
+    })
+}
+
+/// What upstream's filter tells a client to wait before it retries.
+const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// A response body that holds its request's permit until it is dropped.
+struct Held {
+    body: Body,
+    _permit: OwnedSemaphorePermit,
+    _gauge: GaugeGuard,
+}
+
+impl HttpBody for Held {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_count_against_their_kind() {
+        let cases = [
+            ("GET", "/api/v1/pods", RequestKind::ReadOnly),
+            ("GET", "/api/v1/pods?watch=true", RequestKind::LongRunning),
+            (
+                "GET",
+                "/api/v1/pods?watch=1&labelSelector=a",
+                RequestKind::LongRunning,
+            ),
+            ("GET", "/api/v1/watch/pods", RequestKind::LongRunning),
+            ("GET", "/api/v1/pods?watch=false", RequestKind::ReadOnly),
+            (
+                "POST",
+                "/api/v1/namespaces/default/pods",
+                RequestKind::Mutating,
+            ),
+            (
+                "PATCH",
+                "/apis/apps/v1/namespaces/a/deployments/b",
+                RequestKind::Mutating,
+            ),
+            ("DELETE", "/api/v1/namespaces/a/pods", RequestKind::Mutating),
+        ];
+        for (method, uri, want) in cases {
+            let req = Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(Body::empty())
+                .unwrap_or_default();
+            assert_eq!(RequestKind::of(&req), want, "{method} {uri}");
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The API server's integration tests: the server in process, over HTTPS on a free loopback port.
+//!
+//! One binary for all of them: each test file used to link the whole control plane on its own,
+//! which cost minutes of linking and gigabytes of disk per file on CI's small machine.
+
+#![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+mod common;
+mod event_ttl;
+mod health;
+mod overload;
+mod watch_bookmarks;
+mod watch_relist;
