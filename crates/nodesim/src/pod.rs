@@ -473,14 +473,7 @@ impl PodSim {
             finished: false,
             reported: Reported::default(),
         };
-        if pod.adopt(view) {
-            // A run-to-completion container this process did not start runs its time again.
-            for i in 0..pod.containers.len() {
-                if pod.containers[i].is_running() {
-                    pod.plan_completion(i, ctx);
-                }
-            }
-        } else {
+        if !pod.adopt(view) {
             let delay = pod.start_delay(ctx);
             match pod.init.first_mut() {
                 Some(first) => {
@@ -499,6 +492,12 @@ impl PodSim {
                 .filter(|c| c.is_running() && !c.ready)
             {
                 c.ready_at = Some(ctx.now + ctx.readiness_delay.sample(&mut pod.rng));
+            }
+            // A run-to-completion container this process did not start runs its time again.
+            for i in 0..pod.containers.len() {
+                if pod.containers[i].is_running() {
+                    pod.plan_completion(i, ctx);
+                }
             }
         }
         pod.refresh(&ctx.wall);

@@ -18,6 +18,7 @@ pub mod indexes;
 pub mod status;
 
 use crate::{
+    deployment::error_message,
     expectations::Expectations,
     ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
@@ -161,13 +162,6 @@ pub struct JobController {
     status_writes: Mutex<StatusWrites>,
     recorder: Recorder,
     queue: WorkQueue<JobKey>,
-}
-
-fn error_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 fn is_not_found(e: &kube::Error) -> bool {

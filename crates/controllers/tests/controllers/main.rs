@@ -8,6 +8,7 @@
 mod daemonset;
 mod deployment;
 mod gc;
+mod job;
 mod namespace;
 mod node_lifecycle;
 mod pod_gc;
