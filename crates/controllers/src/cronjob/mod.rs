@@ -244,7 +244,17 @@ impl CronJobController {
         let mut active: Vec<ObjectReference> = Vec::new();
         for job in &children {
             match finished(job) {
-                None if job.metadata.deletion_timestamp.is_none() => active.push(job_ref(job)),
+                None if job.metadata.deletion_timestamp.is_none() => {
+                    // A reference already listed stays as written (its resourceVersion is the
+                    // one at creation, as upstream's), so Job updates do not rewrite our status.
+                    let listed = st
+                        .active
+                        .iter()
+                        .flatten()
+                        .find(|r| r.uid == job.metadata.uid)
+                        .cloned();
+                    active.push(listed.unwrap_or_else(|| job_ref(job)));
+                }
                 None => {}
                 Some((kind, at)) => {
                     let was_active = st

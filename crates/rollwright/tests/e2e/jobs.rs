@@ -390,12 +390,14 @@ async fn a_cronjob_fires_on_a_scaled_clock_and_keeps_its_history() {
             ("CronJob", "tick")
         );
     }
+    // Suspended, no more scheduled Jobs; a larger history keeps the manual Job, which may start
+    // in the same second as the last scheduled one (ties sort by name, as upstream's).
     c.kubectl(&[
         "patch",
         "cronjob",
         "tick",
         "-p",
-        r#"{"spec":{"suspend":true}}"#,
+        r#"{"spec":{"suspend":true,"successfulJobsHistoryLimit":5}}"#,
     ])
     .await;
     c.kubectl(&["create", "job", "manual", "--from=cronjob/tick"])
