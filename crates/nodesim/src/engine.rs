@@ -276,7 +276,9 @@ impl Engine {
 
     fn on_node(&mut self, n: &Node) {
         let name = n.name_any();
-        if n.labels().get(SIMULATED_LABEL).map(String::as_str) != Some("true") {
+        if n.labels().get(SIMULATED_LABEL).map(String::as_str) != Some("true")
+            || !self.cfg.shard.owns(&name)
+        {
             self.forget_node(&name);
             return;
         }
@@ -525,6 +527,10 @@ impl Engine {
         let Some(view) = PodView::from_pod(p) else {
             return;
         };
+        // Another simulator's pod (sharded nodes): never parked here.
+        if !self.cfg.shard.owns(&view.node) {
+            return;
+        }
         if self.pods.contains_key(&view.uid) {
             let uid = view.uid.clone();
             match view.deletion_grace {

@@ -22,7 +22,8 @@ pub mod volumes;
 mod writer;
 
 pub use config::{
-    HEARTBEAT_ANNOTATION, LEASE_NAMESPACE, NodeSim, PRESSURE_ANNOTATION, SIMULATED_LABEL,
+    BadShard, HEARTBEAT_ANNOTATION, LEASE_NAMESPACE, NodeSim, PRESSURE_ANNOTATION, SIMULATED_LABEL,
+    Shard,
 };
 pub use profile::{FAULT_ANNOTATION, Profile, ProfileError};
 pub use stats::Stats;

@@ -21,10 +21,12 @@ use std::collections::HashSet;
 /// Nodes are registered with this many creates in flight.
 const CONCURRENCY: usize = 64;
 
-/// Registers `node-0` ... `node-{n-1}`: creates each, or adopts an existing one (adding the
-/// simulated label), as a kubelet re-registering after a restart does.
+/// Registers `node-0` ... `node-{n-1}` (those of this simulator's shard): creates each, or adopts
+/// an existing one (adding the simulated label), as a kubelet re-registering after a restart does.
 pub async fn register(client: &Client, cfg: &NodeSim) -> Result<Vec<String>, Error> {
-    let indices: Vec<u32> = (0..cfg.nodes as u32).collect();
+    let indices: Vec<u32> = (0..cfg.nodes as u32)
+        .filter(|i| cfg.shard.owns(&cfg.node_name(*i as usize)))
+        .collect();
     create_nodes(client, cfg, &indices).await
 }
 

@@ -121,6 +121,10 @@ enum Command {
         /// Nodes to register when simulating.
         #[arg(long, default_value_t = 3)]
         count: usize,
+        /// Simulate only this shard's nodes (`INDEX/COUNT`), so that several processes simulate
+        /// one cluster: `node-0` ... `node-{count-1}` are split between them by name.
+        #[arg(long, default_value = "0/1")]
+        shard: nodesim::Shard,
         /// Fault profile for simulated pods.
         #[arg(long)]
         profile: Option<PathBuf>,
@@ -266,11 +270,13 @@ async fn run() -> anyhow::Result<()> {
         Command::Nodes {
             cluster,
             count,
+            shard,
             profile,
             op: None,
         } => {
             let nodes = nodesim::NodeSim {
                 nodes: count,
+                shard,
                 ..Default::default()
             };
             run_parts(

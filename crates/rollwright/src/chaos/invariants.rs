@@ -9,13 +9,16 @@
 //! - DaemonSet: never two active pods of one revision on a node, nor two at all without
 //!   `maxSurge` (a *duplicate daemon pod*); RollingUpdate: once every node had an available pod,
 //!   at most `maxUnavailable` nodes lack one.
+//! - StatefulSet, RollingUpdate: once every ordinal had a ready pod, at most `maxUnavailable`
+//!   (rounded down, at least 1) ordinals lack one; OrderedReady: a pod is created only when every
+//!   lower ordinal has a Running and Ready pod.
 //!
 //! A state that stays broken over many events is one breach: [`Checker`] counts a breach when a
 //! rule goes from kept to broken.
 
 use api::pod::{is_active, is_ready};
 use k8s_openapi::api::{
-    apps::v1::{DaemonSet, Deployment, ReplicaSet},
+    apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet},
     core::v1::Pod,
 };
 use serde::{Deserialize, Serialize};
@@ -28,6 +31,7 @@ pub(crate) struct Snapshot {
     pub replica_sets: BTreeMap<String, ReplicaSet>,
     pub deployments: BTreeMap<String, Deployment>,
     pub daemon_sets: BTreeMap<String, DaemonSet>,
+    pub stateful_sets: BTreeMap<String, StatefulSet>,
 }
 
 /// One broken promise.
@@ -68,6 +72,8 @@ pub(crate) struct Checker {
     armed: BTreeSet<String>,
     /// Rules broken at the last look, by workload and rule.
     open: BTreeSet<(String, String)>,
+    /// The pods seen so far (by uid): a pod not among them was just created.
+    seen: BTreeSet<String>,
     /// Every breach, once per time a rule went from kept to broken.
     pub breaches: Vec<Breach>,
 }
@@ -90,6 +96,14 @@ impl Checker {
         for ds in snap.daemon_sets.values() {
             now.extend(daemon_set(ds, snap, self.nodes, &mut self.armed));
         }
+        for sts in snap.stateful_sets.values() {
+            now.extend(stateful_set(sts, snap, &self.seen, &mut self.armed));
+        }
+        self.seen = snap
+            .pods
+            .values()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
         let mut open = BTreeSet::new();
         for b in now {
             let key = (b.workload.clone(), b.rule.clone());
@@ -309,6 +323,81 @@ fn daemon_set(
                 "{without} nodes without an available pod > maxUnavailable {unavailable_limit}: {}",
                 seen.join(" ")
             ),
+        ));
+    }
+    broken
+}
+
+/// The rules of one StatefulSet that are broken in `snap`; `seen` are the pods (uids) seen
+/// before it, so that a pod not among them was just created.
+fn stateful_set(
+    sts: &StatefulSet,
+    snap: &Snapshot,
+    seen: &BTreeSet<String>,
+    armed: &mut BTreeSet<String>,
+) -> Vec<Breach> {
+    let set = name(&sts.metadata);
+    let id = format!("StatefulSet/{set}");
+    let Some(spec) = &sts.spec else {
+        return Vec::new();
+    };
+    let replicas = spec.replicas.unwrap_or(1);
+    // Active pods of this set by ordinal (`<set>-<ordinal>`).
+    let by_ordinal: BTreeMap<i32, &Pod> = snap
+        .pods
+        .values()
+        .filter(|p| controller(&p.metadata, "StatefulSet") == Some(set) && is_active(p))
+        .filter_map(|p| {
+            let ordinal = name(&p.metadata).strip_prefix(set)?.strip_prefix('-')?;
+            Some((ordinal.parse().ok()?, p))
+        })
+        .collect();
+    let ready = |o: i32| by_ordinal.get(&o).is_some_and(|p| is_ready(p));
+    let mut broken = Vec::new();
+    if spec.pod_management_policy.as_deref() != Some("Parallel") {
+        for (ordinal, p) in &by_ordinal {
+            let new = p
+                .metadata
+                .uid
+                .as_ref()
+                .is_some_and(|uid| !seen.contains(uid));
+            let waiting: Vec<i32> = (0..*ordinal).filter(|o| !ready(*o)).collect();
+            if new && !waiting.is_empty() {
+                broken.push(Breach::new(
+                    id.clone(),
+                    "ordered-ready",
+                    format!(
+                        "{} created while ordinals {waiting:?} were not Running and Ready",
+                        name(&p.metadata)
+                    ),
+                ));
+            }
+        }
+    }
+    let rolling = spec
+        .update_strategy
+        .as_ref()
+        .filter(|s| s.type_.as_deref() != Some("OnDelete"))
+        .map(|s| s.rolling_update.as_ref());
+    let Some(rolling) = rolling else {
+        return broken;
+    };
+    let limit = api::intstr::scaled_value_or(
+        int_or_percent(rolling.and_then(|r| r.max_unavailable.as_ref())).as_ref(),
+        api::intstr::IntOrPercent::Int(1),
+        replicas,
+        false,
+    )
+    .unwrap_or(1)
+    .max(1);
+    let without: Vec<i32> = (0..replicas).filter(|o| !ready(*o)).collect();
+    if without.is_empty() {
+        armed.insert(id.clone());
+    } else if armed.contains(&id) && without.len() as i32 > limit {
+        broken.push(Breach::new(
+            id,
+            "max-unavailable",
+            format!("ordinals {without:?} without a ready pod > maxUnavailable {limit}"),
         ));
     }
     broken
@@ -629,5 +718,134 @@ mod tests {
         checker.observe(&Snapshot::default());
         checker.observe(&snap);
         assert_eq!(checker.breaches.len(), 2, "broken again after being kept");
+    }
+
+    /// A StatefulSet `db` of 4 with `policy` and maxUnavailable `max`, and its pods by ordinal:
+    /// (ordinal, ready, uid).
+    fn stateful_snapshot(policy: &str, max: i64, pods: &[(i32, bool, &str)]) -> Snapshot {
+        let sts: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "db"},
+            "spec": {"replicas": 4, "serviceName": "db", "selector": {}, "podManagementPolicy": policy,
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max}},
+                "template": {"spec": {"containers": []}}}
+        }))
+        .unwrap_or_default();
+        let pods = pods
+            .iter()
+            .map(|(o, ready, uid)| {
+                let name = format!("db-{o}");
+                let mut p = pod(
+                    &name,
+                    ("StatefulSet", "db"),
+                    json!({"app": "db"}),
+                    "node-0",
+                    *ready,
+                    false,
+                );
+                p.metadata.uid = Some(uid.to_string());
+                (name, p)
+            })
+            .collect();
+        Snapshot {
+            pods,
+            stateful_sets: [("db".to_string(), sts)].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn stateful_set_rules() {
+        let all_ready = [
+            (0, true, "a"),
+            (1, true, "b"),
+            (2, true, "c"),
+            (3, true, "d"),
+        ];
+        // (what happens after all four were ready, the rules it breaks)
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            i64,
+            Vec<(i32, bool, &'a str)>,
+            Vec<&'a str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "one replaced",
+                "OrderedReady",
+                1,
+                vec![(0, true, "a"), (1, true, "b"), (2, true, "c")],
+                vec![],
+            ),
+            (
+                "two down of maxUnavailable 1",
+                "OrderedReady",
+                1,
+                vec![(0, true, "a"), (1, true, "b")],
+                vec!["max-unavailable"],
+            ),
+            (
+                "two down of maxUnavailable 2",
+                "Parallel",
+                2,
+                vec![(0, true, "a"), (1, true, "b"), (2, false, "e")],
+                vec![],
+            ),
+            (
+                "three down of maxUnavailable 2",
+                "Parallel",
+                2,
+                vec![(0, true, "a"), (3, false, "e")],
+                vec!["max-unavailable"],
+            ),
+            (
+                "recreated above a ready predecessor",
+                "OrderedReady",
+                1,
+                vec![
+                    (0, true, "a"),
+                    (1, true, "b"),
+                    (2, true, "c"),
+                    (3, false, "e"),
+                ],
+                vec![],
+            ),
+            (
+                "created above an unready ordinal",
+                "OrderedReady",
+                2,
+                vec![
+                    (0, true, "a"),
+                    (1, false, "e"),
+                    (2, true, "c"),
+                    (3, false, "f"),
+                ],
+                vec!["ordered-ready"],
+            ),
+            (
+                "Parallel creates at once",
+                "Parallel",
+                2,
+                vec![
+                    (0, true, "a"),
+                    (1, false, "e"),
+                    (2, true, "c"),
+                    (3, false, "f"),
+                ],
+                vec![],
+            ),
+        ];
+        for (what, policy, max, pods, want) in cases {
+            let mut checker = Checker::new(3);
+            checker.observe(&stateful_snapshot(policy, max, &all_ready));
+            assert!(
+                checker.breaches.is_empty(),
+                "{what}: {:?}",
+                checker.breaches
+            );
+            checker.observe(&stateful_snapshot(policy, max, &pods));
+            let got: Vec<String> = checker.breaches.iter().map(|b| b.rule.clone()).collect();
+            assert_eq!(got, want, "{what}");
+        }
     }
 }

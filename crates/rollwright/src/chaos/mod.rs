@@ -1,7 +1,8 @@
 //! `rollwright chaos`: rollouts under fire.
 //!
-//! Deployments and DaemonSets of every update strategy (RollingUpdate with surge or unavailable,
-//! Recreate, OnDelete; some rollouts through an image that never pulls) are rolled out again and
+//! Deployments, DaemonSets and StatefulSets of every update strategy (RollingUpdate with surge or
+//! unavailable, Recreate, OnDelete, OrderedReady and Parallel; some rollouts through an image that
+//! never pulls) are rolled out again and
 //! again while the whole control plane (a child `rollwright up` on one data directory) or only the
 //! controllers (a child `rollwright controllers`) are killed with SIGKILL at random moments and
 //! started again. An independent watcher in its own process makes the rollouts' writes, records
@@ -20,7 +21,7 @@ mod workload;
 use anyhow::Context;
 use cluster::Cluster;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kube::{
     Api, Client,
     api::ListParams,
@@ -316,58 +317,40 @@ async fn revision(client: &Client) -> u64 {
     .unwrap_or(0)
 }
 
-/// The revision of the latest status change of a chaos Deployment or DaemonSet (only the
-/// controllers write those): how the run sees the controllers at work after a restart.
+/// The revision of the latest status change of a chaos workload (only the controllers write
+/// those): how the run sees the controllers at work after a restart.
 fn follow_status(client: &Client) -> watch::Receiver<u64> {
     let (tx, rx) = watch::channel(0u64);
-    for kind in ["Deployment", "DaemonSet"] {
-        let tx = tx.clone();
-        let client = client.clone();
-        tokio::spawn(async move {
-            let mut last: std::collections::HashMap<String, serde_json::Value> = Default::default();
-            let mut on = |name: String, rv: Option<String>, status: serde_json::Value| {
-                if last.get(&name) != Some(&status) {
-                    last.insert(name, status);
-                    if let Some(rv) = rv.and_then(|rv| rv.parse::<u64>().ok()) {
-                        tx.send_modify(|r| *r = (*r).max(rv));
-                    }
-                }
-            };
-            let cfg = kube_watcher::Config::default();
-            if kind == "Deployment" {
-                let api: Api<Deployment> = Api::namespaced(client, workload::NAMESPACE);
-                let mut s = kube_watcher(api, cfg)
-                    .default_backoff()
-                    .applied_objects()
-                    .boxed();
-                while let Some(ev) = s.next().await {
-                    if let Ok(d) = ev {
-                        let status = serde_json::to_value(&d.status).unwrap_or_default();
-                        on(
-                            d.metadata.name.unwrap_or_default(),
-                            d.metadata.resource_version,
-                            status,
-                        );
-                    }
-                }
-            } else {
-                let api: Api<DaemonSet> = Api::namespaced(client, workload::NAMESPACE);
-                let mut s = kube_watcher(api, cfg)
-                    .default_backoff()
-                    .applied_objects()
-                    .boxed();
-                while let Some(ev) = s.next().await {
-                    if let Ok(d) = ev {
-                        let status = serde_json::to_value(&d.status).unwrap_or_default();
-                        on(
-                            d.metadata.name.unwrap_or_default(),
-                            d.metadata.resource_version,
-                            status,
-                        );
-                    }
-                }
-            }
-        });
-    }
+    tokio::spawn(follow_status_of::<Deployment>(client.clone(), tx.clone()));
+    tokio::spawn(follow_status_of::<DaemonSet>(client.clone(), tx.clone()));
+    tokio::spawn(follow_status_of::<StatefulSet>(client.clone(), tx));
     rx
+}
+
+async fn follow_status_of<K: workload::Rollable>(client: Client, tx: watch::Sender<u64>) {
+    let mut last: std::collections::HashMap<String, serde_json::Value> = Default::default();
+    let api: Api<K> = Api::namespaced(client, workload::NAMESPACE);
+    let mut s = kube_watcher(api, kube_watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(ev) = s.next().await {
+        let Ok(obj) = ev else { continue };
+        let status = serde_json::to_value(&obj)
+            .ok()
+            .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
+            .unwrap_or_default();
+        let meta = obj.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        if last.get(&name) != Some(&status) {
+            last.insert(name, status);
+            if let Some(rv) = meta
+                .resource_version
+                .as_deref()
+                .and_then(|rv| rv.parse::<u64>().ok())
+            {
+                tx.send_modify(|r| *r = (*r).max(rv));
+            }
+        }
+    }
 }

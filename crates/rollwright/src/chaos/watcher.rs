@@ -9,11 +9,11 @@
 
 use super::{
     invariants::{Breach, Checker, Snapshot},
-    workload::{self, NAMESPACE, Workload},
+    workload::{self, NAMESPACE, Rollable, Workload},
 };
 use futures::StreamExt;
 use k8s_openapi::api::{
-    apps::v1::{DaemonSet, Deployment, ReplicaSet},
+    apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet},
     coordination::v1::Lease,
     core::v1::{Namespace, Pod},
 };
@@ -139,6 +139,9 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<()> {
     }));
     synced.push(follow::<DaemonSet>(&client, &shared, |s| {
         &mut s.daemon_sets
+    }));
+    synced.push(follow::<StatefulSet>(&client, &shared, |s| {
+        &mut s.stateful_sets
     }));
     for mut rx in synced {
         let _ = rx.wait_for(|done| *done).await;
@@ -331,23 +334,60 @@ impl Ledger {
 /// The image in a workload's spec now.
 async fn current_image(client: &Client, id: &str) -> Option<String> {
     let (kind, name) = id.split_once('/')?;
+    match kind {
+        "Deployment" => image_now::<Deployment>(client, name).await,
+        "DaemonSet" => image_now::<DaemonSet>(client, name).await,
+        _ => image_now::<StatefulSet>(client, name).await,
+    }
+}
+
+async fn image_now<K: Rollable>(client: &Client, name: &str) -> Option<String> {
     acked(|| async {
-        Ok(match kind {
-            "Deployment" => {
-                let d = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
-                    .get(name)
-                    .await?;
-                workload::image_of(d.spec.as_ref().map(|s| &s.template)).map(str::to_string)
-            }
-            _ => {
-                let ds = Api::<DaemonSet>::namespaced(client.clone(), NAMESPACE)
-                    .get(name)
-                    .await?;
-                workload::image_of(ds.spec.as_ref().map(|s| &s.template)).map(str::to_string)
-            }
-        })
+        let obj = Api::<K>::namespaced(client.clone(), NAMESPACE)
+            .get(name)
+            .await?;
+        Ok(workload::image_of(obj.template()).map(str::to_string))
     })
     .await
+}
+
+/// Creates `manifest` as a `K`; an earlier try that seemed to fail but got through is fine.
+async fn create_as<K: Rollable>(client: Client, manifest: serde_json::Value) -> anyhow::Result<()> {
+    let obj: K = serde_json::from_value(manifest)?;
+    match Api::<K>::namespaced(client, NAMESPACE)
+        .create(&PostParams::default(), &obj)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Merge-patches a `K`; its generation after the patch.
+async fn patch_as<K: Rollable>(
+    client: Client,
+    name: &str,
+    patch: &serde_json::Value,
+) -> anyhow::Result<Option<i64>> {
+    let patched = Api::<K>::namespaced(client, NAMESPACE)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(patched.meta().generation)
+}
+
+/// A workload's generation and status in the watcher's snapshot.
+fn status_in<K: Rollable>(
+    objects: &BTreeMap<String, K>,
+    name: &str,
+) -> (Option<i64>, serde_json::Value) {
+    objects.get(name).map_or((None, json!(null)), |o| {
+        let status = serde_json::to_value(o)
+            .ok()
+            .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
+            .unwrap_or_default();
+        (o.meta().generation, status)
+    })
 }
 
 /// Creates a Lease every 100 ms until `stop`; records the acknowledged ones.
@@ -433,30 +473,19 @@ impl Roller {
 
     async fn create(&self, w: &Workload, image: &str) {
         let manifest = w.manifest(image);
-        let client = self.client.clone();
         acked(|| {
-            let manifest = manifest.clone();
-            let client = client.clone();
+            let (client, manifest) = (self.client.clone(), manifest.clone());
             async move {
-                let result = match w.kind {
+                match w.kind {
                     workload::Kind::Deployment { .. } => {
-                        Api::<Deployment>::namespaced(client, NAMESPACE)
-                            .create(&PostParams::default(), &serde_json::from_value(manifest)?)
-                            .await
-                            .map(|_| ())
+                        create_as::<Deployment>(client, manifest).await
                     }
                     workload::Kind::DaemonSet { .. } => {
-                        Api::<DaemonSet>::namespaced(client, NAMESPACE)
-                            .create(&PostParams::default(), &serde_json::from_value(manifest)?)
-                            .await
-                            .map(|_| ())
+                        create_as::<DaemonSet>(client, manifest).await
                     }
-                };
-                match result {
-                    // An earlier try that seemed to fail got through.
-                    Ok(()) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                    Err(e) => Err(e.into()),
+                    workload::Kind::StatefulSet { .. } => {
+                        create_as::<StatefulSet>(client, manifest).await
+                    }
                 }
             }
         })
@@ -466,24 +495,22 @@ impl Roller {
 
     async fn set_image(&self, w: &Workload, image: &str) {
         let patch = Workload::set_image(image);
-        let params = PatchParams::default();
-        let generation = acked(|| async {
-            Ok(match w.kind {
-                workload::Kind::Deployment { .. } => {
-                    Api::<Deployment>::namespaced(self.client.clone(), NAMESPACE)
-                        .patch(w.name, &params, &Patch::Merge(&patch))
-                        .await?
-                        .metadata
-                        .generation
+        let generation = acked(|| {
+            let client = self.client.clone();
+            let patch = &patch;
+            async move {
+                match w.kind {
+                    workload::Kind::Deployment { .. } => {
+                        patch_as::<Deployment>(client, w.name, patch).await
+                    }
+                    workload::Kind::DaemonSet { .. } => {
+                        patch_as::<DaemonSet>(client, w.name, patch).await
+                    }
+                    workload::Kind::StatefulSet { .. } => {
+                        patch_as::<StatefulSet>(client, w.name, patch).await
+                    }
                 }
-                workload::Kind::DaemonSet { .. } => {
-                    Api::<DaemonSet>::namespaced(self.client.clone(), NAMESPACE)
-                        .patch(w.name, &params, &Patch::Merge(&patch))
-                        .await?
-                        .metadata
-                        .generation
-                }
-            })
+            }
         })
         .await;
         lock(&self.ledger).images.push((w.id(), image.to_string()));
@@ -508,26 +535,9 @@ impl Roller {
     fn status_of(&self, w: &Workload) -> String {
         let snap = lock(&self.shared.snapshot);
         let (generation, status) = match w.kind {
-            workload::Kind::Deployment { .. } => {
-                snap.deployments
-                    .get(w.name)
-                    .map_or((None, json!(null)), |d| {
-                        (
-                            d.metadata.generation,
-                            serde_json::to_value(&d.status).unwrap_or_default(),
-                        )
-                    })
-            }
-            workload::Kind::DaemonSet { .. } => {
-                snap.daemon_sets
-                    .get(w.name)
-                    .map_or((None, json!(null)), |d| {
-                        (
-                            d.metadata.generation,
-                            serde_json::to_value(&d.status).unwrap_or_default(),
-                        )
-                    })
-            }
+            workload::Kind::Deployment { .. } => status_in(&snap.deployments, w.name),
+            workload::Kind::DaemonSet { .. } => status_in(&snap.daemon_sets, w.name),
+            workload::Kind::StatefulSet { .. } => status_in(&snap.stateful_sets, w.name),
         };
         let pods: Vec<String> = snap
             .pods
@@ -585,6 +595,10 @@ impl Roller {
                 .daemon_sets
                 .get(w.name)
                 .is_some_and(|ds| workload::daemon_set_done(ds, image, nodes)),
+            workload::Kind::StatefulSet { .. } => snap
+                .stateful_sets
+                .get(w.name)
+                .is_some_and(|sts| workload::stateful_set_done(sts, image)),
         })
         .await
     }

@@ -1,7 +1,13 @@
 //! The workloads a chaos run rolls out: one of each rollout strategy the controllers implement,
 //! and what "rolled out" means for each (`kubectl rollout status`'s notion of done).
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::{
+        apps::v1::{DaemonSet, Deployment, StatefulSet},
+        core::v1::PodTemplateSpec,
+    },
+};
 use serde_json::{Value, json};
 
 /// The namespace every chaos workload lives in.
@@ -20,6 +26,45 @@ pub(crate) enum Kind {
     DaemonSet {
         rolling: Option<(&'static str, &'static str)>,
     },
+    /// A StatefulSet, `RollingUpdate` with `maxUnavailable`, pods `OrderedReady` or `Parallel`.
+    StatefulSet {
+        replicas: i32,
+        parallel: bool,
+        max_unavailable: &'static str,
+    },
+}
+
+/// The workload kinds as the watcher handles them alike: an object with a pod template.
+pub(crate) trait Rollable:
+    kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+    + Send
+    + Sync
+    + 'static
+{
+    /// The pod template of the spec.
+    fn template(&self) -> Option<&PodTemplateSpec>;
+}
+
+impl Rollable for Deployment {
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Rollable for DaemonSet {
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Rollable for StatefulSet {
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
 }
 
 /// One workload of the run.
@@ -30,7 +75,8 @@ pub(crate) struct Workload {
 }
 
 /// The workloads, one per strategy: Deployments RollingUpdate (surge only, percentages,
-/// unavailable only) and Recreate; DaemonSets RollingUpdate (unavailable, surge) and OnDelete.
+/// unavailable only) and Recreate; DaemonSets RollingUpdate (unavailable, surge) and OnDelete;
+/// StatefulSets RollingUpdate, OrderedReady and Parallel with maxUnavailable.
 pub(crate) fn all() -> Vec<Workload> {
     let d = |name, replicas, strategy| Workload {
         name,
@@ -48,6 +94,22 @@ pub(crate) fn all() -> Vec<Workload> {
         ds("ds-unavailable", Some(("0", "1"))),
         ds("ds-surge", Some(("1", "0"))),
         ds("ds-on-delete", None),
+        Workload {
+            name: "sts-ordered",
+            kind: Kind::StatefulSet {
+                replicas: 3,
+                parallel: false,
+                max_unavailable: "1",
+            },
+        },
+        Workload {
+            name: "sts-parallel",
+            kind: Kind::StatefulSet {
+                replicas: 4,
+                parallel: true,
+                max_unavailable: "50%",
+            },
+        },
     ]
 }
 
@@ -95,6 +157,19 @@ impl Workload {
                     "spec": {"selector": selector, "updateStrategy": strategy,
                         "template": template}})
             }
+            Kind::StatefulSet {
+                replicas,
+                parallel,
+                max_unavailable,
+            } => {
+                let policy = if parallel { "Parallel" } else { "OrderedReady" };
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata,
+                    "spec": {"replicas": replicas, "serviceName": self.name, "selector": selector,
+                        "podManagementPolicy": policy,
+                        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                            "maxUnavailable": int_or_percent(max_unavailable)}},
+                        "template": template}})
+            }
         }
     }
 
@@ -103,12 +178,14 @@ impl Workload {
         json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}})
     }
 
-    /// `Deployment/<name>` or `DaemonSet/<name>`.
+    /// `Deployment/<name>`, `DaemonSet/<name>` or `StatefulSet/<name>`.
     pub fn id(&self) -> String {
-        match self.kind {
-            Kind::Deployment { .. } => format!("Deployment/{}", self.name),
-            Kind::DaemonSet { .. } => format!("DaemonSet/{}", self.name),
-        }
+        let kind = match self.kind {
+            Kind::Deployment { .. } => "Deployment",
+            Kind::DaemonSet { .. } => "DaemonSet",
+            Kind::StatefulSet { .. } => "StatefulSet",
+        };
+        format!("{kind}/{}", self.name)
     }
 
     /// Whether an operator replaces the pods (OnDelete): the run deletes old pods itself.
@@ -147,6 +224,22 @@ pub(crate) fn daemon_set_done(ds: &DaemonSet, image: &str, nodes: i32) -> bool {
         && s.number_available == Some(nodes)
 }
 
+/// A StatefulSet is rolled out to `image` (`kubectl rollout status`): the latest spec observed,
+/// every replica updated, ready and available, and the current revision the update revision.
+pub(crate) fn stateful_set_done(sts: &StatefulSet, image: &str) -> bool {
+    let Some(spec) = &sts.spec else { return false };
+    let Some(s) = &sts.status else { return false };
+    let want = spec.replicas.unwrap_or(1);
+    image_of(Some(&spec.template)) == Some(image)
+        && s.observed_generation.unwrap_or(0) >= sts.metadata.generation.unwrap_or(0)
+        && s.replicas == want
+        && s.updated_replicas == Some(want)
+        && s.ready_replicas == Some(want)
+        && s.available_replicas == Some(want)
+        && s.update_revision.is_some()
+        && s.current_revision == s.update_revision
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,10 +258,11 @@ mod tests {
                 }
                 Kind::DaemonSet { .. } => {
                     let ds: DaemonSet = serde_json::from_value(m).unwrap_or_default();
-                    assert_eq!(
-                        image_of(ds.spec.as_ref().map(|s| &s.template)),
-                        Some("app:v1")
-                    );
+                    assert_eq!(image_of(ds.template()), Some("app:v1"));
+                }
+                Kind::StatefulSet { .. } => {
+                    let sts: StatefulSet = serde_json::from_value(m).unwrap_or_default();
+                    assert_eq!(image_of(sts.template()), Some("app:v1"));
                 }
             }
         }

@@ -89,12 +89,29 @@ fn daemonset(image: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controllers_and_scheduler_as_processes_roll_out_a_deployment_and_a_daemonset() {
+async fn controllers_scheduler_and_sharded_nodes_as_processes_roll_out_a_deployment_and_a_daemonset()
+ {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let _apiserver = spawn_apiserver(d, &[]).await;
     let kubeconfig = d.join("kubeconfig");
-    let _nodes = spawn_part(&["nodes", "--count", "3"], &kubeconfig, None);
+    // Two simulators split the nodes between them by name, as several `rollwright nodes` would
+    // share a large cluster; each shard must own some of the four for the test to mean anything.
+    let shards: Vec<nodesim::Shard> = ["0/2", "1/2"].iter().map(|s| s.parse().unwrap()).collect();
+    for shard in &shards {
+        assert!((0..4).any(|i| shard.owns(&format!("node-{i}"))), "{shard}");
+    }
+    let _nodes: Vec<_> = shards
+        .iter()
+        .map(|shard| {
+            let shard = shard.to_string();
+            spawn_part(
+                &["nodes", "--count", "4", "--shard", &shard],
+                &kubeconfig,
+                None,
+            )
+        })
+        .collect();
     let scheduler = spawn_part(&["scheduler"], &kubeconfig, None);
     let controllers = spawn_part(&["controllers"], &kubeconfig, None);
 
@@ -161,8 +178,10 @@ async fn controllers_and_scheduler_as_processes_roll_out_a_deployment_and_a_daem
         None,
     )
     .await;
-    assert!(
-        pods.split_whitespace().filter(|i| *i == "agent:2").count() >= 3,
+    // A daemon pod on each of the four nodes ran and became ready, whichever shard drives it.
+    assert_eq!(
+        pods.split_whitespace().filter(|i| *i == "agent:2").count(),
+        4,
         "{pods}"
     );
 
