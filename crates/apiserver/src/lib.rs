@@ -11,6 +11,7 @@ mod apply;
 pub mod cache;
 pub mod discovery;
 pub mod error;
+mod eviction;
 pub mod expiry;
 mod health;
 pub mod inflight;

@@ -1,5 +1,6 @@
-//! The subresources that are not plain views of the object: `scale`, pod `binding` and pod
-//! `eviction`. (`status` is the object itself with a narrower write; see `admission`.)
+//! The subresources that are not plain views of the object: `scale` and pod `binding` (pod
+//! `eviction` is in `eviction`). (`status` is the object itself with a narrower write; see
+//! `admission`.)
 
 use crate::{
     admission::{self, Part},
@@ -8,7 +9,7 @@ use crate::{
     registry::Kind,
     registry::Subresource,
     request::{self, Params, Target},
-    rest::{Change, DeleteOptions, apply_patch, json_response},
+    rest::{Change, apply_patch, json_response},
     server::ApiServer,
 };
 use axum::{
@@ -169,25 +170,6 @@ impl ApiServer {
             },
         )
         .await?;
-        Ok(json_response(StatusCode::CREATED, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).to_string()))
-    }
-
-    /// POST `pods/{name}/eviction`: deletes the pod (there are no disruption budgets to consult).
-    pub(crate) async fn evict(
-        &self,
-        t: &Target,
-        params: &Params,
-        headers: &HeaderMap,
-        body: &Bytes,
-    ) -> ApiResult<Response> {
-        let name = t.name()?;
-        let eviction = request::decode_object(body, request::body_type(headers)?.1)?;
-        let mut opts = DeleteOptions::from_request(params, headers, &Bytes::new())?;
-        if let Some(d) = eviction.get("deleteOptions") {
-            opts.merge_body(d)?;
-        }
-        self.delete_object(&t.def, t.namespace.as_deref(), name, &opts)
-            .await?;
         Ok(json_response(StatusCode::CREATED, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).to_string()))
     }
 }

@@ -13,6 +13,9 @@
 //!   failure policy, suspension).
 //! - [`cronjob`]: CronJobs (schedules, concurrency policy, history limits) on a [`cronjob::Clock`].
 //! - [`ttl_after_finished`]: deletes finished Jobs after `ttlSecondsAfterFinished`.
+//! - [`endpoints`], [`endpointslice`]: the addresses of every Service's pods, as Endpoints and
+//!   as EndpointSlices.
+//! - [`disruption`]: PodDisruptionBudget status (the API server's eviction consults it).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //!
@@ -40,6 +43,9 @@
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod expectations;
 pub mod gc;
 pub mod history;
@@ -63,6 +69,9 @@ pub mod volume;
 use cronjob::CronJobController;
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
+use disruption::DisruptionController;
+use endpoints::EndpointsController;
+use endpointslice::EndpointSliceController;
 use futures::future::BoxFuture;
 use gc::GarbageCollector;
 use informer::Informers;
@@ -111,6 +120,12 @@ pub struct Settings {
     pub cronjob: cronjob::Config,
     /// The TTL-after-finished controller's.
     pub ttl_after_finished: ttl_after_finished::Config,
+    /// The endpoints controller's.
+    pub endpoints: endpoints::Config,
+    /// The endpointslice controller's.
+    pub endpointslice: endpointslice::Config,
+    /// The disruption controller's.
+    pub disruption: disruption::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -119,7 +134,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 13] = [
+const CONTROLLERS: [(&str, Starter); 16] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -162,6 +177,15 @@ const CONTROLLERS: [(&str, Starter); 13] = [
             s.ttl_after_finished.clone(),
             TtlAfterFinishedController::new,
         )
+    }),
+    (EndpointsController::NAME, |i, s| {
+        on_cache(i, s.endpoints.clone(), EndpointsController::new)
+    }),
+    (EndpointSliceController::NAME, |i, s| {
+        on_cache(i, s.endpointslice.clone(), EndpointSliceController::new)
+    }),
+    (DisruptionController::NAME, |i, s| {
+        on_cache(i, s.disruption.clone(), DisruptionController::new)
     }),
 ];
 

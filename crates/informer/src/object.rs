@@ -6,7 +6,12 @@ use k8s_openapi::api::{
     apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet},
     batch::v1::{CronJob, Job},
     coordination::v1::Lease,
-    core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount},
+    core::v1::{
+        Endpoints, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+        ReplicationController, Service, ServiceAccount,
+    },
+    discovery::v1::EndpointSlice,
+    policy::v1::PodDisruptionBudget,
     storage::v1::StorageClass,
 };
 use kube::{Resource, api::DynamicObject};
@@ -208,6 +213,11 @@ plain_objects!(
     StorageClass,
     Job,
     CronJob,
+    Service,
+    Endpoints,
+    EndpointSlice,
+    PodDisruptionBudget,
+    ReplicationController,
     DynamicObject,
 );
 

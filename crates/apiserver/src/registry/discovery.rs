@@ -1,5 +1,5 @@
-//! discovery.k8s.io/v1 EndpointSlices, stored and validated (no endpoint controller fills
-//! them).
+//! discovery.k8s.io/v1 EndpointSlices, stored and validated (the endpointslice controller
+//! fills those of Services with a selector).
 
 use jiff::Timestamp;
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -1,5 +1,5 @@
-//! policy/v1 PodDisruptionBudgets: stored and validated; no disruption controller computes
-//! their status, and evictions do not consult them.
+//! policy/v1 PodDisruptionBudgets: stored and validated; the disruption controller computes
+//! their status and `pods/eviction` (see `eviction`) consults and spends it.
 
 use jiff::Timestamp;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

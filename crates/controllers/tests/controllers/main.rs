@@ -7,6 +7,7 @@
 
 mod daemonset;
 mod deployment;
+mod endpoints;
 mod gc;
 mod job;
 mod namespace;

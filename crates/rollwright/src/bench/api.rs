@@ -32,6 +32,10 @@ pub struct ApiBench {
     /// Store backend.
     #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
     store: StoreKind,
+    /// With `--store etcd`: the members' client URLs (default: a one-member etcd on loopback,
+    /// started for the run).
+    #[arg(long, value_delimiter = ',')]
+    etcd_servers: Vec<String>,
     /// Data directory (default: a fresh temporary one, removed afterwards).
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
@@ -54,10 +58,15 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
         .data_dir
         .clone()
         .unwrap_or_else(|| tmp.path().to_path_buf());
+    let etcd = match (b.store, b.etcd_servers.is_empty()) {
+        (StoreKind::Etcd, true) => Some(super::meter::BenchEtcd::start().await?),
+        _ => None,
+    };
     let cp = ControlPlane::start(Options {
         data_dir: dir.clone(),
         port: 0,
         store: b.store,
+        etcd_servers: etcd.as_ref().map_or(b.etcd_servers.clone(), |e| e.urls()),
         ..Default::default()
     })
     .await?;
@@ -198,6 +207,9 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
         db_bytes as f64 / 1e6,
         db_bytes / total.max(1)
     );
+    if let Some(etcd) = &etcd {
+        println!("{}", etcd.report());
+    }
     cp.stop().await;
     Ok(())
 }

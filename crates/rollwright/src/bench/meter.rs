@@ -36,6 +36,82 @@ pub fn threads_cpu_seconds(prefix: &str) -> f64 {
     total
 }
 
+/// User + system CPU seconds of another process (an etcd member a benchmark started), from
+/// `/proc/PID/stat` in USER_HZ; 0 when it is gone.
+pub fn process_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let Some(close) = stat.rfind(')') else {
+        return 0.0;
+    };
+    let fields: Vec<f64> = stat[close + 1..]
+        .split_whitespace()
+        .map(|s| s.parse().unwrap_or(0.0))
+        .collect();
+    (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / 100.0
+}
+
+/// Peak resident set size of another process, in bytes (`VmHWM`).
+pub fn process_peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A one-member etcd on loopback for a benchmark with `--store etcd` and no `--etcd-servers`
+/// (the member is stopped when this is dropped), with what it costs.
+pub struct BenchEtcd {
+    member: store::etcd::member::LocalCluster,
+}
+
+impl BenchEtcd {
+    /// Starts the member.
+    pub async fn start() -> anyhow::Result<Self> {
+        let member = store::etcd::member::LocalCluster::start(1)
+            .await
+            .map_err(|e| anyhow::anyhow!("starting etcd for the benchmark: {e}"))?;
+        Ok(Self { member })
+    }
+
+    /// The member's client URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.member.client_urls()
+    }
+
+    /// `etcd <version>: CPU s, peak RSS MiB` for the report.
+    pub fn report(&self) -> String {
+        let pid = self.member.pid(0).unwrap_or(0);
+        let version = std::process::Command::new("etcd")
+            .arg("--version")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|v| v.lines().next().map(str::to_string))
+            .unwrap_or_else(|| "etcd (version unknown)".into());
+        format!(
+            "{version}: CPU {:.2} s, peak RSS {:.0} MiB, data directory {:.1} MB (a process of its own, beside this one)",
+            process_cpu_seconds(pid),
+            process_peak_rss(pid).unwrap_or(0) as f64 / 1048576.0,
+            dir_bytes(self.member.dir()) as f64 / 1e6
+        )
+    }
+}
+
+/// The bytes of the files under `dir`.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .fold(0, |sum, e| match e.metadata() {
+            Ok(m) if m.is_dir() => sum + dir_bytes(&e.path()),
+            Ok(m) => sum + m.len(),
+            Err(_) => sum,
+        })
+}
+
 /// Request counts by `(verb, resource)`, summed over codes and the other labels.
 pub type Requests = BTreeMap<(String, String), u64>;
 

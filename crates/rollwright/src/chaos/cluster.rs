@@ -110,6 +110,9 @@ impl Cluster {
     fn start_controllers(&mut self) -> anyhow::Result<()> {
         let child = Command::new(&self.bin)
             .arg("controllers")
+            // One controllers process at a time: waiting out a killed leader's Lease (15 s) at
+            // every restart would leave the rollouts without controllers between kills.
+            .arg("--leader-elect=false")
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .stdin(Stdio::null())

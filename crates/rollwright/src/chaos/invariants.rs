@@ -11,7 +11,9 @@
 //!   at most `maxUnavailable` nodes lack one.
 //! - StatefulSet, RollingUpdate: once every ordinal had a ready pod, at most `maxUnavailable`
 //!   (rounded down, at least 1) ordinals lack one; OrderedReady: a pod is created only when every
-//!   lower ordinal has a Running and Ready pod.
+//!   lower ordinal has a Running and Ready pod (judged on pods seen created, not on pods that
+//!   appear in a relist after the watcher lost its watch: their predecessors may have changed in
+//!   the gap).
 //!
 //! A state that stays broken over many events is one breach: [`Checker`] counts a breach when a
 //! rule goes from kept to broken.
@@ -32,6 +34,9 @@ pub(crate) struct Snapshot {
     pub deployments: BTreeMap<String, Deployment>,
     pub daemon_sets: BTreeMap<String, DaemonSet>,
     pub stateful_sets: BTreeMap<String, StatefulSet>,
+    /// Objects (uids) that arrived through a relist since the last look: whatever happened to
+    /// them in the gap is not known, so they are not judged as just created.
+    pub relisted: BTreeSet<String>,
 }
 
 /// One broken promise.
@@ -96,6 +101,7 @@ impl Checker {
         for ds in snap.daemon_sets.values() {
             now.extend(daemon_set(ds, snap, self.nodes, &mut self.armed));
         }
+        self.seen.extend(snap.relisted.iter().cloned());
         for sts in snap.stateful_sets.values() {
             now.extend(stateful_set(sts, snap, &self.seen, &mut self.armed));
         }
@@ -835,6 +841,23 @@ mod tests {
                 vec![],
             ),
         ];
+        // A pod that arrives in a relist is not judged as created: its predecessors may have
+        // changed while the watcher was away.
+        let mut checker = Checker::new(3);
+        checker.observe(&stateful_snapshot("OrderedReady", 2, &all_ready));
+        let mut relisted = stateful_snapshot(
+            "OrderedReady",
+            2,
+            &[
+                (0, true, "a"),
+                (1, false, "e"),
+                (2, true, "c"),
+                (3, false, "f"),
+            ],
+        );
+        relisted.relisted = ["e".to_string(), "f".to_string()].into();
+        checker.observe(&relisted);
+        assert!(checker.breaches.is_empty(), "{:?}", checker.breaches);
         for (what, policy, max, pods, want) in cases {
             let mut checker = Checker::new(3);
             checker.observe(&stateful_snapshot(policy, max, &all_ready));

@@ -90,10 +90,11 @@ impl Shared {
     }
 
     fn check(&self) {
-        let snap = lock(&self.snapshot);
+        let mut snap = lock(&self.snapshot);
         let mut checker = lock(&self.checker);
         let before = checker.breaches.len();
         checker.observe(&snap);
+        snap.relisted.clear();
         for b in &checker.breaches[before..] {
             tracing::warn!(
                 workload = b.workload,
@@ -260,7 +261,10 @@ where
                 }
                 Ok(watcher::Event::InitDone) => {
                     if let Some(fresh) = relist.take() {
-                        *map(&mut lock(&shared.snapshot)) = fresh;
+                        let mut snap = lock(&shared.snapshot);
+                        let uids = fresh.values().filter_map(|o| o.meta().uid.clone());
+                        snap.relisted.extend(uids);
+                        *map(&mut snap) = fresh;
                     }
                     let _ = tx.send(true);
                     shared.check();

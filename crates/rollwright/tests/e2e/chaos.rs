@@ -49,4 +49,19 @@ async fn a_short_chaos_run_loses_nothing_and_breaks_nothing() {
     ] {
         assert!(stdout.contains(line), "{line} in\n{stdout}");
     }
+    // Every rollout reached its image: the controllers kept working between the kills.
+    let completed = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rollouts completed"))
+        .and_then(|rest| {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            Some((
+                words.first()?.parse::<u32>().ok()?,
+                words.get(2)?.parse::<u32>().ok()?,
+            ))
+        });
+    assert!(
+        matches!(completed, Some((done, started)) if done == started && started > 0),
+        "{completed:?} in\n{stdout}\n{logs}"
+    );
 }

@@ -127,6 +127,62 @@ async fn a_custom_resource_definition_is_served_at_once() {
         w1["metadata"]["generation"], 2,
         "the scale moved the spec once"
     );
+    // Server-side apply on a custom resource merges by its structural schema: a second manager
+    // that sets another field shares the object, a change to kubectl's field conflicts.
+    let manifest =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: applied}\nspec: {size: 2}\n";
+    let out = c
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], manifest)
+        .await;
+    assert_eq!(out.trim(), "widget.example.com/applied serverside-applied");
+    c.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager=painter", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: applied}\nspec: {size: 2, color: blue}\n",
+    )
+    .await;
+    let applied = c
+        .kubectl_json(&[
+            "get",
+            "widget",
+            "applied",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert_eq!(
+        (
+            applied["spec"]["size"].clone(),
+            applied["spec"]["color"].clone()
+        ),
+        (2.into(), "blue".into())
+    );
+    let managers: Vec<&str> = applied["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["kubectl", "painter"], "{applied}");
+    let conflict = c
+        .kubectl_fails(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=painter",
+                "-f",
+                "-",
+            ],
+            Some(
+                "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: applied}\nspec: {size: 5}\n",
+            ),
+        )
+        .await;
+    assert!(
+        conflict.contains("conflict with \"kubectl\"") && conflict.contains(".spec.size"),
+        "{conflict}"
+    );
+    c.kubectl(&["delete", "widget", "applied"]).await;
     let explain = c.kubectl(&["explain", "widget.spec"]).await;
     assert!(explain.contains("size\t<integer> -required-"), "{explain}");
 

@@ -17,6 +17,8 @@ mod crash;
 mod crd;
 mod daemonset_kubectl;
 mod deployment_kubectl;
+mod disruption;
+mod endpoints;
 mod etcd_faults;
 mod etcd_servers;
 mod informers;
