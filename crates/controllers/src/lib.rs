@@ -9,6 +9,10 @@
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
 //! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
+//! - [`job`]: Jobs (completions, parallelism, back-off limit, deadline, Indexed mode, pod
+//!   failure policy, suspension).
+//! - [`cronjob`]: CronJobs (schedules, concurrency policy, history limits) on a [`cronjob::Clock`].
+//! - [`ttl_after_finished`]: deletes finished Jobs after `ttlSecondsAfterFinished`.
 //! - [`endpoints`], [`endpointslice`]: the addresses of every Service's pods, as Endpoints and
 //!   as EndpointSlices.
 //! - [`disruption`]: PodDisruptionBudget status (the API server's eviction consults it).
@@ -36,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
@@ -46,6 +51,7 @@ pub mod gc;
 pub mod history;
 #[cfg(feature = "test-support")]
 pub mod invariants;
+pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
 pub mod ownership;
@@ -57,8 +63,10 @@ pub mod serviceaccount;
 #[cfg(feature = "test-support")]
 pub mod stateful_invariants;
 pub mod statefulset;
+pub mod ttl_after_finished;
 pub mod volume;
 
+use cronjob::CronJobController;
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
 use disruption::DisruptionController;
@@ -67,6 +75,7 @@ use endpointslice::EndpointSliceController;
 use futures::future::BoxFuture;
 use gc::GarbageCollector;
 use informer::Informers;
+use job::JobController;
 use namespace::NamespaceController;
 use node_lifecycle::NodeLifecycleController;
 use pod_gc::PodGarbageCollector;
@@ -77,6 +86,7 @@ use serviceaccount::ServiceAccountController;
 use statefulset::StatefulSetController;
 use std::{collections::BTreeSet, future::Future, sync::Arc};
 use tokio::task::JoinSet;
+use ttl_after_finished::TtlAfterFinishedController;
 use volume::VolumeController;
 
 /// Which controllers run, and each one's settings.
@@ -104,6 +114,12 @@ pub struct Settings {
     pub statefulset: statefulset::Config,
     /// The volume controller's.
     pub volume: volume::Config,
+    /// The Job controller's.
+    pub job: job::Config,
+    /// The CronJob controller's (its clock, for tests).
+    pub cronjob: cronjob::Config,
+    /// The TTL-after-finished controller's.
+    pub ttl_after_finished: ttl_after_finished::Config,
     /// The endpoints controller's.
     pub endpoints: endpoints::Config,
     /// The endpointslice controller's.
@@ -118,7 +134,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 13] = [
+const CONTROLLERS: [(&str, Starter); 16] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -148,6 +164,19 @@ const CONTROLLERS: [(&str, Starter); 13] = [
     }),
     (VolumeController::NAME, |i, s| {
         on_cache(i, s.volume.clone(), VolumeController::new)
+    }),
+    (JobController::NAME, |i, s| {
+        on_cache(i, s.job.clone(), JobController::new)
+    }),
+    (CronJobController::NAME, |i, s| {
+        on_cache(i, s.cronjob.clone(), CronJobController::new)
+    }),
+    (TtlAfterFinishedController::NAME, |i, s| {
+        on_cache(
+            i,
+            s.ttl_after_finished.clone(),
+            TtlAfterFinishedController::new,
+        )
     }),
     (EndpointsController::NAME, |i, s| {
         on_cache(i, s.endpoints.clone(), EndpointsController::new)

@@ -4,6 +4,7 @@
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::{
     apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet},
+    batch::v1::{CronJob, Job},
     coordination::v1::Lease,
     core::v1::{
         Endpoints, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -210,6 +211,8 @@ plain_objects!(
     PersistentVolume,
     ServiceAccount,
     StorageClass,
+    Job,
+    CronJob,
     Service,
     Endpoints,
     EndpointSlice,

@@ -8,7 +8,7 @@ use crate::{
     distribution::{Distribution, format_go},
     image,
     node::time,
-    profile::{Chosen, FAULT_ANNOTATION, Fault, PodFacts, Profile},
+    profile::{Chosen, EXIT_CODE_ANNOTATION, FAULT_ANNOTATION, Fault, PodFacts, Profile},
     resync::Reported,
 };
 use events::EventType;
@@ -85,6 +85,8 @@ pub struct PodView {
     pub labels: std::collections::BTreeMap<String, String>,
     /// The `rollwright.io/fault` annotation.
     pub fault_annotation: Option<String>,
+    /// The `rollwright.io/exit-code` annotation, if it holds an integer.
+    pub exit_code: Option<i32>,
     /// The scheduler's `PodScheduled` condition, kept in every status we write.
     pub scheduled: Option<Value>,
     /// The stored status, for adopting a pod this process did not start.
@@ -131,6 +133,11 @@ impl PodView {
                 .as_ref()
                 .and_then(|a| a.get(FAULT_ANNOTATION))
                 .cloned(),
+            exit_code: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(EXIT_CODE_ANNOTATION))
+                .and_then(|v| v.trim().parse().ok()),
             scheduled,
             status: status.and_then(|s| serde_json::to_value(s).ok()),
             claims: spec
@@ -252,6 +259,8 @@ struct Ctr {
     crashes: u32,
     /// How long the pending pull takes (drawn with the start delay).
     pull_took: Duration,
+    /// The exit code of the current run of a run-to-completion container.
+    planned_exit: i32,
 }
 
 impl Ctr {
@@ -275,6 +284,7 @@ impl Ctr {
             pull_failures: 0,
             crashes: 0,
             pull_took: Duration::ZERO,
+            planned_exit: 0,
         }
     }
 
@@ -363,6 +373,7 @@ pub struct PodSim {
     chosen: Option<Chosen>,
     facts_labels: std::collections::BTreeMap<String, String>,
     fault_annotation: Option<String>,
+    exit_override: Option<i32>,
     scheduled: Option<Value>,
     start_time: String,
     phase: Phase,
@@ -445,6 +456,7 @@ impl PodSim {
             chosen,
             facts_labels: view.labels.clone(),
             fault_annotation: view.fault_annotation.clone(),
+            exit_override: view.exit_code,
             scheduled: view.scheduled.clone(),
             start_time: wall.clone(),
             phase: Phase::Pending,
@@ -480,6 +492,12 @@ impl PodSim {
                 .filter(|c| c.is_running() && !c.ready)
             {
                 c.ready_at = Some(ctx.now + ctx.readiness_delay.sample(&mut pod.rng));
+            }
+            // A run-to-completion container this process did not start runs its time again.
+            for i in 0..pod.containers.len() {
+                if pod.containers[i].is_running() {
+                    pod.plan_completion(i, ctx);
+                }
             }
         }
         pod.refresh(&ctx.wall);
@@ -617,6 +635,28 @@ impl PodSim {
         d
     }
 
+    /// Whether the pod's containers run to completion (`restartPolicy: Never|OnFailure`) rather
+    /// than until deleted.
+    fn runs_to_completion(&self) -> bool {
+        self.restart_policy != "Always"
+    }
+
+    /// Schedules the exit of app container `i` of a run-to-completion pod after the profile's
+    /// `runFor`, with the exit code the annotation or the profile's failure probability gives.
+    /// A crash-loop fault keeps its own timing and code.
+    fn plan_completion(&mut self, i: usize, ctx: &Ctx<'_>) {
+        if !self.runs_to_completion()
+            || matches!(self.containers[i].fault, Some(Fault::CrashLoop { .. }))
+        {
+            return;
+        }
+        let run = ctx.profile.run_for(&mut self.rng);
+        let code = ctx.profile.exit_code(self.exit_override, &mut self.rng);
+        let c = &mut self.containers[i];
+        c.planned_exit = code;
+        c.step = Some((ctx.now + run, Step::Exit));
+    }
+
     fn schedule_app_starts(&mut self, now: Instant, delay: Duration) {
         for c in &mut self.containers {
             c.state = State::Waiting {
@@ -658,6 +698,25 @@ impl PodSim {
             }
         }
         self.refresh(&ctx.wall);
+        if self.phase.is_terminal() && self.init.iter().any(Ctr::is_running) {
+            // Sidecars stop once the pod's work is done, as upstream's kubelet stops them.
+            for c in self.init.iter_mut().filter(|c| c.is_running()) {
+                c.step = None;
+                c.ready_at = None;
+                c.ready = false;
+                c.started = false;
+                if let State::Running { since } = &c.state {
+                    c.state = State::Terminated(Terminated {
+                        exit_code: 0,
+                        reason: "Completed",
+                        started: since.clone(),
+                        finished: ctx.wall.clone(),
+                        container_id: c.container_id.clone(),
+                    });
+                }
+            }
+            self.refresh(&ctx.wall);
+        }
         out.status_changed = self.status(&ctx.wall) != before;
         out
     }
@@ -819,6 +878,9 @@ impl PodSim {
             self.next_init(ctx);
             return;
         }
+        if !init {
+            self.plan_completion(i, ctx);
+        }
         if let (
             None,
             Some(Chosen {
@@ -861,7 +923,8 @@ impl PodSim {
         let c = self.ctr(init, i);
         let exit_code = match &c.fault {
             Some(Fault::CrashLoop { exit_code, .. }) => *exit_code,
-            _ => 0,
+            _ if init => 0,
+            _ => c.planned_exit,
         };
         let State::Running { since } = &c.state else {
             return;
@@ -1106,6 +1169,14 @@ impl PodSim {
     }
 
     fn stop_all(&mut self, wall: &str) {
+        // A killed run-to-completion container did not finish its work: it ends as SIGKILL
+        // (137, `Error`) and the pod `Failed`, which is what a Job counts. Long-running
+        // (`Always`) containers are taken to exit cleanly on SIGTERM, as before.
+        let (exit_code, reason) = if self.runs_to_completion() {
+            (137, "Error")
+        } else {
+            (0, "Completed")
+        };
         for c in self.init.iter_mut().chain(self.containers.iter_mut()) {
             c.step = None;
             c.ready_at = None;
@@ -1113,8 +1184,8 @@ impl PodSim {
             c.started = false;
             if let State::Running { since } = &c.state {
                 c.state = State::Terminated(Terminated {
-                    exit_code: 0,
-                    reason: "Completed",
+                    exit_code,
+                    reason,
                     started: since.clone(),
                     finished: wall.to_string(),
                     container_id: c.container_id.clone(),

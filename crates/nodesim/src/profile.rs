@@ -11,6 +11,14 @@ use std::{collections::BTreeMap, time::Duration};
 /// (`imagePullFailure`, `crashLoop`, `neverReady`, `slowStart`, `failAfter`) with its defaults.
 pub const FAULT_ANNOTATION: &str = "rollwright.io/fault";
 
+/// The annotation that fixes the exit code of every run of a `restartPolicy: Never|OnFailure`
+/// pod's containers (`"3"`), whatever the profile's `failureProbability` says: a test makes a
+/// Job fail deterministically with it.
+pub const EXIT_CODE_ANNOTATION: &str = "rollwright.io/exit-code";
+
+/// How long a run-to-completion container runs when the profile says nothing (`runFor`).
+pub const DEFAULT_RUN_FOR: Duration = Duration::from_secs(3);
+
 /// Why a profile could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -49,6 +57,17 @@ pub struct Profile {
     /// 0 ends graceful deletions at once, as upstream's lightweight simulators do.
     #[serde(default)]
     pub grace_scale: Option<f64>,
+    /// How long each run of a container of a `restartPolicy: Never|OnFailure` pod lasts before
+    /// it exits ([`DEFAULT_RUN_FOR`] when absent). `Always` pods run until deleted.
+    #[serde(default)]
+    pub run_for: Option<Distribution>,
+    /// The chance (0..=1) that such a run exits with [`Profile::failure_exit_code`] rather
+    /// than 0; 0 when absent.
+    #[serde(default)]
+    pub failure_probability: Option<f64>,
+    /// The exit code of a failed run (1 when absent).
+    #[serde(default)]
+    pub failure_exit_code: Option<i32>,
     /// The rules; the first that selects a pod (and wins its probability roll) applies.
     #[serde(default)]
     pub rules: Vec<Rule>,
@@ -286,6 +305,11 @@ impl Profile {
     pub fn from_yaml(text: &str) -> Result<Profile, ProfileError> {
         let mut p: Profile =
             serde_saphyr::from_str(text).map_err(|e| ProfileError::Yaml(e.to_string()))?;
+        if p.failure_probability
+            .is_some_and(|p| !(0.0..=1.0).contains(&p))
+        {
+            return Err(ProfileError::Probability("failureProbability".into()));
+        }
         for (i, rule) in p.rules.iter_mut().enumerate() {
             let label = rule.name.clone().unwrap_or_else(|| format!("#{i}"));
             if rule.probability.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
@@ -301,6 +325,33 @@ impl Profile {
             }
         }
         Ok(p)
+    }
+
+    /// How long the next run of a run-to-completion container lasts.
+    pub fn run_for(&self, rng: &mut impl RngCore) -> Duration {
+        match &self.run_for {
+            Some(d) => d.sample(rng),
+            None => DEFAULT_RUN_FOR,
+        }
+    }
+
+    /// The exit code of the next run of a run-to-completion container: the pod's
+    /// [`EXIT_CODE_ANNOTATION`] if it has one, else a failure with the profile's probability.
+    pub fn exit_code(&self, annotated: Option<i32>, rng: &mut impl RngCore) -> i32 {
+        if let Some(code) = annotated {
+            return code;
+        }
+        match self.failure_probability {
+            Some(p) if p > 0.0 => {
+                let roll: f64 = rng.random();
+                if roll < p {
+                    self.failure_exit_code.unwrap_or(1)
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        }
     }
 
     /// The fault for a pod: the annotation wins (a rule's name, else a fault kind); otherwise

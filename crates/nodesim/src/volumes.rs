@@ -119,6 +119,7 @@ mod tests {
             deletion_grace: None,
             labels: Default::default(),
             fault_annotation: None,
+            exit_code: None,
             scheduled: None,
             status: None,
             claims: claims.iter().map(|c| c.to_string()).collect(),

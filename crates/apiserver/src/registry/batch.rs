@@ -1,5 +1,5 @@
 //! batch/v1 Jobs and CronJobs: stored with upstream's defaults, generated selector and
-//! validation. No job or cronjob controller runs, so jobs stay as created.
+//! validation. The controllers crate runs them (`job`, `cronjob`, `ttl-after-finished`).
 
 use api::field::FieldError;
 use jiff::Timestamp;

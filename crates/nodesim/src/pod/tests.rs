@@ -265,6 +265,79 @@ fn restart_policy_decides_the_phase_after_an_exit() {
 }
 
 #[test]
+fn run_to_completion_pods_exit_after_run_for() {
+    // (policy, exit-code annotation, phase after the first run, restarts, final reason)
+    let cases = [
+        ("Never", None, Phase::Succeeded, 0, "Completed"),
+        ("Never", Some("3"), Phase::Failed, 0, "Error"),
+        ("OnFailure", None, Phase::Succeeded, 0, "Completed"),
+        ("OnFailure", Some("2"), Phase::Running, 1, "Error"),
+    ];
+    for (policy, code, phase, restarts, reason) in cases {
+        let mut h = Harness::new("runFor: 4s\n");
+        let mut spec = nginx();
+        spec["restartPolicy"] = json!(policy);
+        let annotations = match code {
+            Some(c) => json!({"rollwright.io/exit-code": c}),
+            None => json!({}),
+        };
+        let mut pod = h.pod(spec, annotations);
+        h.at(&mut pod, 1000); // started
+        h.at(&mut pod, 3000); // ready
+        assert_eq!(pod.phase(), Phase::Running, "{policy} {code:?}");
+        h.at(&mut pod, 5000); // ran 4s
+        assert_eq!(pod.phase(), phase, "{policy} {code:?}");
+        let status = ctr_status(&pod);
+        assert_eq!(status["restartCount"], restarts, "{policy} {code:?}");
+        let terminated = if restarts > 0 {
+            &status["lastState"]["terminated"]
+        } else {
+            &status["state"]["terminated"]
+        };
+        assert_eq!(terminated["reason"], reason, "{policy} {code:?}");
+        let want: i64 = code.map_or(0, |c| c.parse().unwrap());
+        assert_eq!(terminated["exitCode"], want, "{policy} {code:?}");
+        if phase.is_terminal() {
+            assert_eq!(pod.wake(), None, "nothing more happens to a finished pod");
+        }
+    }
+}
+
+#[test]
+fn a_profile_failure_probability_fails_runs() {
+    let mut h = Harness::new("runFor: 1s\nfailureProbability: 1\nfailureExitCode: 42\n");
+    let mut spec = nginx();
+    spec["restartPolicy"] = json!("Never");
+    let mut pod = h.pod(spec, json!({}));
+    h.at(&mut pod, 1000);
+    h.at(&mut pod, 2000);
+    assert_eq!(pod.phase(), Phase::Failed);
+    assert_eq!(ctr_status(&pod)["state"]["terminated"]["exitCode"], 42);
+    assert!(Profile::from_yaml("failureProbability: 1.5").is_err());
+}
+
+#[test]
+fn always_pods_keep_running_and_killed_jobs_fail() {
+    let mut h = Harness::new("runFor: 1s\n");
+    let mut pod = h.pod(nginx(), json!({}));
+    h.at(&mut pod, 1000);
+    h.at(&mut pod, 10_000);
+    assert_eq!(pod.phase(), Phase::Running, "Always pods ignore runFor");
+
+    let mut spec = nginx();
+    spec["restartPolicy"] = json!("Never");
+    let mut h = Harness::new("runFor: 60s\n");
+    let mut pod = h.pod(spec, json!({}));
+    h.at(&mut pod, 1000);
+    let mut ctx = h.ctx(2000);
+    let out = pod.observe_deletion(30, &mut ctx);
+    assert!(!out.finish);
+    h.at(&mut pod, 3000);
+    assert_eq!(pod.phase(), Phase::Failed, "a killed job container failed");
+    assert_eq!(ctr_status(&pod)["state"]["terminated"]["exitCode"], 137);
+}
+
+#[test]
 fn a_never_ready_container_reports_probe_failures() {
     let mut h = Harness::new("");
     let mut pod = h.pod(nginx(), json!({"rollwright.io/fault": "neverReady"}));

@@ -22,6 +22,7 @@ mod endpoints;
 mod etcd_faults;
 mod etcd_servers;
 mod informers;
+mod jobs;
 mod kube_client;
 mod kubectl;
 mod leader_election;

@@ -1,0 +1,1033 @@
+//! The Job controller, as upstream's `pkg/controller/job` (1.3x): runs pods until `completions`
+//! succeeded (at most `parallelism` at a time), fails the Job past `backoffLimit`, past
+//! `activeDeadlineSeconds` or on a pod failure policy's `FailJob`, and honours `suspend` and the
+//! Indexed completion mode.
+//!
+//! - Every pod it creates carries the [`TRACKING_FINALIZER`]: a finished pod is first recorded in
+//!   `status.uncountedTerminatedPods`, then its finalizer is removed, then it moves into
+//!   `succeeded`/`failed` (and `completedIndexes`), so no pod is counted twice or lost, even
+//!   across a restart of the controller (upstream's `trackJobStatusAndRemoveFinalizers`).
+//! - A Job ends in two steps, as upstream 1.31+: `SuccessCriteriaMet` or `FailureTarget` first
+//!   (remaining pods are deleted), then `Complete` or `Failed` once no pod of it is left running.
+//! - Pods whose Job is gone lose the finalizer through their own queue key ([`JobKey::Orphan`]).
+//! - Time alone changes two things: the active deadline and the back-off before replacing a
+//!   failed pod (10s doubling to 6 minutes, upstream's); both are requeues.
+
+pub mod failure_policy;
+pub mod indexes;
+pub mod status;
+
+use crate::{
+    deployment::error_message,
+    expectations::Expectations,
+    ownership,
+    runtime::{Action, Backoff, Controller, WorkQueue},
+};
+use api::{
+    pod::{controller_of, controller_ref},
+    selector::LabelSelector,
+};
+use events::{EventType, Recorder};
+use failure_policy::Verdict as PodVerdict;
+use futures::future::join_all;
+use informer::{Change, Informer, Informers, Key, Shared, Subscription, key, split_key};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::{
+    api::{
+        batch::v1::{Job, JobStatus, UncountedTerminatedPods},
+        core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod},
+    },
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use status::{Ended, TRACKING_FINALIZER, Tally, Verdict, reasons};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+use tokio::time::Instant;
+
+/// How long a sync waits for the cache to show the controller's own status write before it
+/// trusts the cache anyway (a lost watch event stalls a Job no longer than this).
+const STATUS_WRITE_TTL: Duration = Duration::from_secs(30);
+
+/// The event source name, as upstream's.
+pub const COMPONENT: &str = "job-controller";
+
+/// Why a sync failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+}
+
+/// How the Job controller runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Concurrent syncs (upstream's `--concurrent-job-syncs`, 5).
+    pub workers: usize,
+    /// Most pods created by one sync (upstream's `MaxPodCreateDeletePerSync`, 500).
+    pub burst: usize,
+    /// The first wait before replacing a failed pod; doubles per failure (upstream: 10s).
+    pub pod_backoff: Duration,
+    /// The longest such wait (upstream: 6 minutes).
+    pub pod_backoff_max: Duration,
+    /// Retry delays of failed syncs.
+    pub backoff: Backoff,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: 5,
+            burst: 500,
+            pod_backoff: Duration::from_secs(10),
+            pod_backoff_max: Duration::from_secs(360),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// The controller's own status writes not yet shown by the cache (upstream relies on a fresh
+/// read instead): a sync on an older copy would count finished pods again, or create pods for
+/// completions already reached. Guarded by one lock with the last version the cache showed, so a
+/// watch event that beats the write's response is not missed.
+#[derive(Debug, Default)]
+struct StatusWrites {
+    pending: HashMap<Key, (String, Instant)>,
+    seen: HashMap<Key, String>,
+}
+
+impl StatusWrites {
+    /// The cache showed `rv` of the Job under `key`.
+    fn observed(&mut self, key: &str, rv: Option<&str>) {
+        let Some(rv) = rv else { return };
+        if self.pending.get(key).is_some_and(|(p, _)| p == rv) {
+            self.pending.remove(key);
+        }
+        self.seen.insert(key.to_string(), rv.to_string());
+    }
+
+    /// The controller wrote `rv`.
+    fn wrote(&mut self, key: Key, rv: String) {
+        if self.seen.get(&key) != Some(&rv) {
+            self.pending.insert(key, (rv, Instant::now()));
+        }
+    }
+
+    /// The Job is gone.
+    fn forget(&mut self, key: &str) {
+        self.pending.remove(key);
+        self.seen.remove(key);
+    }
+
+    /// How much longer a sync of the cached version `cached_rv` waits for the last write; `None`
+    /// once the cache shows it (or the wait expired: a lost event stalls a Job no longer).
+    fn pending(&mut self, key: &str, cached_rv: Option<&str>) -> Option<Duration> {
+        let (rv, at) = self.pending.get(key)?;
+        let left = STATUS_WRITE_TTL.saturating_sub(at.elapsed());
+        if cached_rv == Some(rv.as_str()) || left.is_zero() {
+            self.pending.remove(key);
+            return None;
+        }
+        Some(left)
+    }
+}
+
+/// What the controller's queue holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum JobKey {
+    /// A Job's `namespace/name`.
+    Job(Key),
+    /// A pod with the tracking finalizer whose Job is gone: the finalizer comes off.
+    Orphan(Key),
+}
+
+/// The Job controller: the shared cache's Jobs and pods, its queue, its expectations, and the
+/// pods whose finalizer it removed but whose update the cache has not shown yet (upstream's
+/// finalizer expectations), which must not be counted again.
+pub struct JobController {
+    client: Client,
+    config: Config,
+    jobs: Informer<Job>,
+    pods: Informer<Pod>,
+    expectations: Expectations,
+    finalizers_removed: Mutex<HashSet<String>>,
+    status_writes: Mutex<StatusWrites>,
+    recorder: Recorder,
+    queue: WorkQueue<JobKey>,
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+impl Controller for JobController {
+    const NAME: &'static str = "job";
+    type Key = JobKey;
+    type Error = Error;
+
+    fn queue(&self) -> &WorkQueue<JobKey> {
+        &self.queue
+    }
+
+    fn workers(&self) -> usize {
+        self.config.workers
+    }
+
+    fn watch(self: &Arc<Self>) -> Vec<Subscription> {
+        let on_job = Arc::clone(self);
+        let on_pod = Arc::clone(self);
+        vec![
+            self.jobs.subscribe(move |c| on_job.job_changed(c)),
+            self.pods.subscribe(move |c| on_pod.pod_changed(c)),
+        ]
+    }
+
+    async fn reconcile(self: &Arc<Self>, key: JobKey) -> Result<Action, Error> {
+        match key {
+            JobKey::Job(k) => match self.jobs.get(&k) {
+                Some(job) => self.sync(job).await,
+                None => {
+                    self.expectations.forget(&k);
+                    Ok(Action::await_change())
+                }
+            },
+            JobKey::Orphan(k) => self.release_orphan(&k).await,
+        }
+    }
+}
+
+impl JobController {
+    /// The controller on the shared cache.
+    pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
+        Arc::new(Self {
+            recorder: Recorder::new(client.clone(), COMPONENT, None),
+            queue: WorkQueue::new(config.backoff),
+            jobs: informers.get(),
+            pods: informers.get(),
+            expectations: Expectations::default(),
+            finalizers_removed: Mutex::new(HashSet::new()),
+            status_writes: Mutex::new(StatusWrites::default()),
+            client,
+            config,
+        })
+    }
+
+    fn writes(&self) -> std::sync::MutexGuard<'_, StatusWrites> {
+        self.status_writes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn removed(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.finalizers_removed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    // ---- event handlers ----
+
+    fn job_changed(&self, change: &Change<Job>) {
+        let k = change.object().key();
+        self.writes()
+            .observed(&k, change.object().metadata.resource_version.as_deref());
+        if let Change::Deleted(job) = change {
+            self.expectations.forget(&k);
+            self.writes().forget(&k);
+            // Its pods may still carry the finalizer.
+            let uid = job.metadata.uid.clone().unwrap_or_default();
+            for pod in self.pods.store().controlled_by(&uid) {
+                if status::tracked(&pod) {
+                    self.queue.add(JobKey::Orphan(pod.key()));
+                }
+            }
+            return;
+        }
+        self.queue.add(JobKey::Job(k));
+    }
+
+    /// The Job a pod's controller reference names, if the cache holds it with that uid.
+    fn resolve(&self, pod: &Pod) -> Option<Key> {
+        let r = controller_of(&pod.metadata)?;
+        if r.kind != "Job" {
+            return None;
+        }
+        let k = key(&pod.namespace().unwrap_or_default(), &r.name);
+        let job = self.jobs.get(&k)?;
+        (job.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(k)
+    }
+
+    fn pod_changed(&self, change: &Change<Pod>) {
+        let pod = change.object();
+        if !status::tracked(pod) {
+            self.removed()
+                .remove(pod.metadata.uid.as_deref().unwrap_or_default());
+        }
+        let job = self.resolve(pod);
+        if job.is_none() && status::tracked(pod) && !matches!(change, Change::Deleted(_)) {
+            let ours = controller_of(&pod.metadata).is_some_and(|r| r.kind == "Job");
+            if ours {
+                self.queue.add(JobKey::Orphan(pod.key()));
+            }
+            return;
+        }
+        let Some(k) = job else { return };
+        match change {
+            Change::Added(p) if !p.facts().deleting => self.expectations.creation_observed(&k),
+            Change::Added(p) | Change::Deleted(p) => {
+                self.expectations.deletion_observed(&k, &p.key())
+            }
+            Change::Updated { new, .. } => {
+                if change.is_resync() {
+                    return;
+                }
+                if new.facts().deleting {
+                    self.expectations.deletion_observed(&k, &new.key());
+                }
+            }
+        }
+        self.queue.add(JobKey::Job(k));
+    }
+
+    // ---- syncs ----
+
+    /// Removes the finalizer of a pod whose Job is gone (upstream's orphan pod handling).
+    async fn release_orphan(&self, pod_key: &str) -> Result<Action, Error> {
+        let Some(pod) = self.pods.get(pod_key) else {
+            return Ok(Action::await_change());
+        };
+        if !status::tracked(&pod) || self.resolve(&pod).is_some() {
+            return Ok(Action::await_change());
+        }
+        let (ns, _) = split_key(pod_key);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        self.remove_finalizer(&api, &pod).await?;
+        Ok(Action::await_change())
+    }
+
+    /// Patches the tracking finalizer off `pod` (gone is as good as done).
+    async fn remove_finalizer(&self, api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        self.removed().insert(uid.clone());
+        let patch = json!({"metadata": {
+            "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER],
+            "uid": uid,
+        }});
+        match api
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => {
+                self.removed().remove(&uid);
+                Err(e)
+            }
+        }
+    }
+
+    /// Syncs one Job: tracks its finished pods, decides whether it has ended, creates or deletes
+    /// pods, and writes its status.
+    async fn sync(&self, cached: Shared<Job>) -> Result<Action, Error> {
+        let job_key = cached.key();
+        let pending = self
+            .writes()
+            .pending(&job_key, cached.metadata.resource_version.as_deref());
+        if let Some(left) = pending {
+            // The event that shows the write queues the Job again.
+            return Ok(Action::requeue(left));
+        }
+        let (ns, name) = split_key(&job_key);
+        let jobs_api: Api<Job> = Api::namespaced(self.client.clone(), ns);
+        let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let mut job = Job::clone(&cached);
+        let spec = job.spec.clone().unwrap_or_default();
+        let now = Timestamp::now();
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+
+        let candidates = self.pods.store().controlled_by(&uid);
+        if status::is_finished(job.status.as_ref().unwrap_or(&JobStatus::default())) {
+            // Nothing more to count; pods that still carry the finalizer lose it.
+            for pod in candidates.iter().filter(|p| status::tracked(p)) {
+                self.remove_finalizer(&pods_api, pod).await?;
+            }
+            return Ok(Action::await_change());
+        }
+        let needs_sync = self.expectations.satisfied(&job_key);
+        let selector =
+            match LabelSelector::from_label_selector(&spec.selector.clone().unwrap_or_default()) {
+                Ok(s) => s,
+                Err(error) => {
+                    tracing::warn!(job = %job_key, %error, "invalid selector");
+                    return Ok(Action::await_change());
+                }
+            };
+        let controller = controller_ref("batch/v1", "Job", &job.metadata);
+        let pods = ownership::claim(
+            &pods_api,
+            &controller,
+            job.metadata.deletion_timestamp.is_some(),
+            candidates,
+            |p| !selector.is_empty() && selector.matches_labels(p.metadata.labels.as_ref()),
+            || async { Ok(false) },
+        )
+        .await?;
+
+        let indexed = spec.completion_mode.as_deref() == Some("Indexed");
+        let completions = spec.completions.unwrap_or(0);
+        let only_replace_failed = spec.pod_replacement_policy.as_deref() == Some("Failed");
+        let mut st = job.status.clone().unwrap_or_default();
+
+        // 1. Record newly finished pods as uncounted (before their finalizer goes).
+        let mut uncounted = st.uncounted_terminated_pods.clone().unwrap_or_default();
+        let (mut unc_ok, mut unc_failed): (Vec<String>, Vec<String>) = (
+            uncounted.succeeded.clone().unwrap_or_default(),
+            uncounted.failed.clone().unwrap_or_default(),
+        );
+        let removed = self.removed().clone();
+        let mut failure_target = status::true_condition(&st, "FailureTarget").map(|c| {
+            (
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        });
+        let mut to_release: Vec<Shared<Pod>> = Vec::new();
+        for pod in &pods {
+            let puid = pod.metadata.uid.clone().unwrap_or_default();
+            if !status::tracked(pod)
+                || removed.contains(&puid)
+                || unc_ok.contains(&puid)
+                || unc_failed.contains(&puid)
+            {
+                continue;
+            }
+            match status::ended(pod, only_replace_failed) {
+                Some(Ended::Succeeded) => unc_ok.push(puid),
+                Some(Ended::Failed) => {
+                    match failure_policy::judge(spec.pod_failure_policy.as_ref(), pod) {
+                        PodVerdict::Ignore => {
+                            to_release.push(pod.clone());
+                            continue;
+                        }
+                        PodVerdict::FailJob(message) if failure_target.is_none() => {
+                            failure_target = Some((reasons::POD_FAILURE_POLICY.into(), message));
+                        }
+                        _ => {}
+                    }
+                    unc_failed.push(puid);
+                }
+                None => {}
+            }
+        }
+        let recorded = unc_ok.len() != uncounted.succeeded.as_ref().map_or(0, Vec::len)
+            || unc_failed.len() != uncounted.failed.as_ref().map_or(0, Vec::len);
+        if recorded {
+            uncounted.succeeded = Some(unc_ok.clone());
+            uncounted.failed = Some(unc_failed.clone());
+            st.uncounted_terminated_pods = Some(uncounted.clone());
+            if let Some((reason, message)) = &failure_target {
+                status::set_condition(&mut st, "FailureTarget", true, reason, message, now);
+            }
+            job = self.write_status(&jobs_api, name, job, st.clone()).await?;
+        }
+
+        // 2. Remove the finalizer of every uncounted (and ignored) pod, then count them.
+        let uncounted_uids: HashSet<&String> = unc_ok.iter().chain(&unc_failed).collect();
+        to_release.extend(
+            pods.iter()
+                .filter(|p| {
+                    status::tracked(p)
+                        && uncounted_uids.contains(&p.metadata.uid.clone().unwrap_or_default())
+                })
+                .cloned(),
+        );
+        let results = join_all(to_release.iter().map(|p| async {
+            (
+                p.metadata.uid.clone().unwrap_or_default(),
+                self.remove_finalizer(&pods_api, p).await,
+            )
+        }))
+        .await;
+        let mut first_error = None;
+        let mut still_held: HashSet<String> = HashSet::new();
+        for (puid, r) in results {
+            if let Err(e) = r {
+                still_held.insert(puid);
+                first_error.get_or_insert(e);
+            }
+        }
+        let mut completed = indexes::parse(
+            st.completed_indexes.as_deref().unwrap_or_default(),
+            completions,
+        );
+        let flushed = !unc_ok.is_empty() || !unc_failed.is_empty();
+        if flushed {
+            let index_by_uid = |puid: &str| {
+                pods.iter()
+                    .find(|p| p.metadata.uid.as_deref() == Some(puid))
+                    .and_then(|p| indexes::index_of(p))
+            };
+            let (ok_now, ok_left): (Vec<String>, Vec<String>) = unc_ok
+                .iter()
+                .cloned()
+                .partition(|u| !still_held.contains(u));
+            let (failed_now, failed_left): (Vec<String>, Vec<String>) = unc_failed
+                .iter()
+                .cloned()
+                .partition(|u| !still_held.contains(u));
+            st.failed = Some(st.failed.unwrap_or(0) + failed_now.len() as i32);
+            if indexed {
+                completed.extend(ok_now.iter().filter_map(|u| index_by_uid(u)));
+                st.succeeded = Some(completed.len() as i32);
+            } else {
+                st.succeeded = Some(st.succeeded.unwrap_or(0) + ok_now.len() as i32);
+            }
+            unc_ok = ok_left;
+            unc_failed = failed_left;
+            st.uncounted_terminated_pods = Some(UncountedTerminatedPods {
+                succeeded: Some(unc_ok.clone()),
+                failed: Some(unc_failed.clone()),
+            });
+        }
+        if indexed {
+            st.completed_indexes = Some(indexes::format(&completed));
+        }
+
+        // 3. Where the Job stands.
+        let active: Vec<&Shared<Pod>> = pods.iter().filter(|p| p.facts().active).collect();
+        let terminating = pods
+            .iter()
+            .filter(|p| p.facts().deleting && !p.facts().terminal)
+            .count() as i32;
+        let restarts = active
+            .iter()
+            .filter_map(|p| p.status.as_ref())
+            .flat_map(|s| {
+                s.container_statuses
+                    .iter()
+                    .flatten()
+                    .chain(s.init_container_statuses.iter().flatten())
+            })
+            .map(|c| c.restart_count)
+            .sum();
+        let succeeded_total = if indexed {
+            let pending: BTreeSet<i32> = pods
+                .iter()
+                .filter(|p| unc_ok.contains(&p.metadata.uid.clone().unwrap_or_default()))
+                .filter_map(|p| indexes::index_of(p))
+                .collect();
+            completed.union(&pending).count() as i32
+        } else {
+            st.succeeded.unwrap_or(0) + unc_ok.len() as i32
+        };
+        let failed_total = st.failed.unwrap_or(0) + unc_failed.len() as i32;
+        let suspended = spec.suspend == Some(true);
+        let deadline = (!suspended)
+            .then(|| {
+                let start = st.start_time.as_ref()?.0;
+                let secs = spec.active_deadline_seconds?;
+                Some(start + SignedDuration::from_secs(secs))
+            })
+            .flatten();
+        let verdict = status::verdict(
+            &spec,
+            Tally {
+                succeeded: succeeded_total,
+                failed: failed_total,
+                active: active.len() as i32,
+                restarts,
+            },
+            failure_target,
+            deadline.is_some_and(|d| d <= now),
+        );
+        let reference = events::reference(&job);
+        let mut requeue = Action::await_change();
+        match &verdict {
+            Some(v) => {
+                let interim = match v {
+                    Verdict::Succeed => status::set_condition(
+                        &mut st,
+                        "SuccessCriteriaMet",
+                        true,
+                        reasons::COMPLETIONS_REACHED,
+                        reasons::COMPLETIONS_MESSAGE,
+                        now,
+                    ),
+                    Verdict::Fail(reason, message) => {
+                        status::set_condition(&mut st, "FailureTarget", true, reason, message, now)
+                    }
+                };
+                if interim && let Verdict::Fail(reason, message) = v {
+                    self.recorder
+                        .record(&reference, EventType::Warning, reason, message.clone());
+                }
+                // Whatever still runs is no longer needed.
+                self.delete_pods(&job, &job_key, &pods_api, &active).await?;
+                let gone = active.is_empty()
+                    && terminating == 0
+                    && unc_ok.is_empty()
+                    && unc_failed.is_empty();
+                if gone {
+                    match v {
+                        Verdict::Succeed => {
+                            status::set_condition(
+                                &mut st,
+                                "Complete",
+                                true,
+                                reasons::COMPLETIONS_REACHED,
+                                reasons::COMPLETIONS_MESSAGE,
+                                now,
+                            );
+                            st.completion_time = Some(Time(now));
+                            self.recorder.record(
+                                &reference,
+                                EventType::Normal,
+                                "Completed",
+                                "Job completed".to_string(),
+                            );
+                        }
+                        Verdict::Fail(reason, message) => {
+                            status::set_condition(&mut st, "Failed", true, reason, message, now);
+                        }
+                    }
+                }
+            }
+            None if job.metadata.deletion_timestamp.is_some() || !needs_sync => {}
+            None if suspended => {
+                if status::set_condition(
+                    &mut st,
+                    "Suspended",
+                    true,
+                    "JobSuspended",
+                    "Job suspended",
+                    now,
+                ) {
+                    self.recorder.record(
+                        &reference,
+                        EventType::Normal,
+                        "Suspended",
+                        "Job suspended".to_string(),
+                    );
+                }
+                st.start_time = None;
+                self.delete_pods(&job, &job_key, &pods_api, &active).await?;
+            }
+            None => {
+                if status::true_condition(&st, "Suspended").is_some() {
+                    status::set_condition(
+                        &mut st,
+                        "Suspended",
+                        false,
+                        "JobResumed",
+                        "Job resumed",
+                        now,
+                    );
+                    self.recorder.record(
+                        &reference,
+                        EventType::Normal,
+                        "Resumed",
+                        "Job resumed".to_string(),
+                    );
+                }
+                if st.start_time.is_none() {
+                    st.start_time = Some(Time(now));
+                    if let Some(secs) = spec.active_deadline_seconds {
+                        requeue =
+                            requeue.min(Action::requeue(Duration::from_secs(secs.max(0) as u64)));
+                    }
+                }
+                if let Some(d) = deadline {
+                    requeue = requeue.min(Action::requeue(
+                        now.duration_until(d).unsigned_abs() + Duration::from_millis(10),
+                    ));
+                }
+                let action = self
+                    .manage(
+                        &job,
+                        &job_key,
+                        &pods_api,
+                        &pods,
+                        &active,
+                        terminating,
+                        succeeded_total,
+                        failed_total,
+                        &completed,
+                        now,
+                    )
+                    .await?;
+                requeue = requeue.min(action);
+            }
+        }
+
+        // 4. Status.
+        st.active = Some(active.len() as i32);
+        st.ready = Some(active.iter().filter(|p| p.facts().is_ready()).count() as i32);
+        st.terminating = Some(terminating);
+        if st.succeeded.is_none() {
+            st.succeeded = Some(0);
+        }
+        if st.failed.is_none() {
+            st.failed = Some(0);
+        }
+        if job.status.as_ref() != Some(&st) {
+            self.write_status(&jobs_api, name, job, st).await?;
+        }
+        if let Some(e) = first_error {
+            return Err(e.into());
+        }
+        if !needs_sync && let Some(after) = self.expectations.expires_in(&job_key) {
+            requeue = requeue.min(Action::requeue(after));
+        }
+        Ok(requeue)
+    }
+
+    async fn write_status(
+        &self,
+        api: &Api<Job>,
+        name: &str,
+        mut job: Job,
+        status: JobStatus,
+    ) -> Result<Job, kube::Error> {
+        job.status = Some(status);
+        let written = api
+            .replace_status(name, &PostParams::default(), &job)
+            .await?;
+        if let Some(rv) = &written.metadata.resource_version {
+            self.writes()
+                .wrote(key(api_namespace(&written), name), rv.clone());
+        }
+        Ok(written)
+    }
+
+    /// Creates pods up to the number wanted (after the failure back-off), or deletes the excess.
+    #[allow(clippy::too_many_arguments)]
+    async fn manage(
+        &self,
+        job: &Job,
+        job_key: &str,
+        api: &Api<Pod>,
+        pods: &[Shared<Pod>],
+        active: &[&Shared<Pod>],
+        terminating: i32,
+        succeeded: i32,
+        failed: i32,
+        completed: &BTreeSet<i32>,
+        now: Timestamp,
+    ) -> Result<Action, kube::Error> {
+        let spec = job.spec.clone().unwrap_or_default();
+        let indexed = spec.completion_mode.as_deref() == Some("Indexed");
+        let completions = spec.completions.unwrap_or(0);
+        let want = status::want_active(&spec, succeeded, active.len() as i32);
+        let have = active.len() as i32;
+
+        // Indexed: pods of completed, out-of-range or duplicate indexes go first.
+        let mut excess: Vec<&Shared<Pod>> = Vec::new();
+        let mut held = BTreeSet::new();
+        if indexed {
+            for p in active {
+                match indexes::index_of(p) {
+                    Some(i) if i < completions && !completed.contains(&i) && held.insert(i) => {}
+                    _ => excess.push(p),
+                }
+            }
+        }
+        let kept = have - excess.len() as i32;
+        if kept > want {
+            let mut rest: Vec<&Shared<Pod>> = active
+                .iter()
+                .copied()
+                .filter(|p| !excess.iter().any(|e| e.key() == p.key()))
+                .collect();
+            // Upstream deletes not-ready and younger pods first.
+            rest.sort_by_key(|p| {
+                (
+                    p.facts().is_ready(),
+                    std::cmp::Reverse(p.metadata.creation_timestamp.clone().map(|t| t.0)),
+                )
+            });
+            excess.extend(rest.into_iter().take((kept - want) as usize));
+        }
+        if !excess.is_empty() {
+            self.delete_pods(job, job_key, api, &excess).await?;
+            return Ok(Action::await_change());
+        }
+        let only_replace_failed = spec.pod_replacement_policy.as_deref() == Some("Failed");
+        let occupied = kept + if only_replace_failed { terminating } else { 0 };
+        let diff = (want - occupied).max(0) as usize;
+        if diff == 0 {
+            return Ok(Action::await_change());
+        }
+        // Back-off after failures, counted from the newest failed pod's end.
+        if failed > 0
+            && let Some(last) = pods
+                .iter()
+                .filter(|p| api::pod::phase(p) == "Failed")
+                .filter_map(|p| finished_at(p))
+                .max()
+        {
+            let wait = self
+                .config
+                .pod_backoff
+                .saturating_mul(1u32 << (failed - 1).clamp(0, 16))
+                .min(self.config.pod_backoff_max);
+            let ready_at = last + SignedDuration::try_from(wait).unwrap_or(SignedDuration::ZERO);
+            if ready_at > now {
+                return Ok(Action::requeue(
+                    now.duration_until(ready_at).unsigned_abs() + Duration::from_millis(10),
+                ));
+            }
+        }
+        let diff = diff.min(self.config.burst);
+        let new_indexes: Vec<Option<i32>> = if indexed {
+            indexes::to_create(completions, completed, &held, diff)
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None; diff]
+        };
+        if new_indexes.is_empty() {
+            return Ok(Action::await_change());
+        }
+        self.expectations
+            .expect_creations(job_key, new_indexes.len());
+        let reference = events::reference(job);
+        let results = join_all(new_indexes.iter().map(|index| {
+            let pod = pod_for(job, *index);
+            async move { api.create(&PostParams::default(), &pod).await }
+        }))
+        .await;
+        let mut first_error = None;
+        let mut failed_creates = 0;
+        for r in results {
+            match r {
+                Ok(pod) => self.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "SuccessfulCreate",
+                    format!("Created pod: {}", pod.name_any()),
+                ),
+                Err(e) => {
+                    failed_creates += 1;
+                    self.recorder.record(
+                        &reference,
+                        EventType::Warning,
+                        "FailedCreate",
+                        format!("Error creating: {}", error_message(&e)),
+                    );
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        self.expectations.lower_creations(job_key, failed_creates);
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(Action::await_change()),
+        }
+    }
+
+    /// Deletes `victims`, recording expectations and events.
+    async fn delete_pods(
+        &self,
+        job: &Job,
+        job_key: &str,
+        api: &Api<Pod>,
+        victims: &[&Shared<Pod>],
+    ) -> Result<(), kube::Error> {
+        if victims.is_empty() {
+            return Ok(());
+        }
+        self.expectations
+            .expect_deletions(job_key, victims.iter().map(|p| p.key()));
+        let reference = events::reference(job);
+        let results = join_all(victims.iter().map(|pod| async move {
+            (
+                pod,
+                api.delete(&pod.name_any(), &DeleteParams::default()).await,
+            )
+        }))
+        .await;
+        let mut first_error = None;
+        for (pod, result) in results {
+            match result {
+                Ok(_) => self.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "SuccessfulDelete",
+                    format!("Deleted pod: {}", pod.name_any()),
+                ),
+                Err(e) => {
+                    self.expectations.deletion_observed(job_key, &pod.key());
+                    if !is_not_found(&e) {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+fn api_namespace(job: &Job) -> &str {
+    job.metadata.namespace.as_deref().unwrap_or_default()
+}
+
+/// When a pod's last container ended (for the failure back-off).
+fn finished_at(pod: &Pod) -> Option<Timestamp> {
+    let status = pod.status.as_ref()?;
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+        .map(|t| t.0)
+        .max()
+        .or_else(|| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "Ready")
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0)
+        })
+}
+
+/// A pod for `job` from its template (upstream's `GetPodFromTemplate` plus the Job's additions:
+/// the tracking finalizer and, for Indexed Jobs, the completion index as annotation, label,
+/// hostname and `JOB_COMPLETION_INDEX` variable).
+pub fn pod_for(job: &Job, index: Option<i32>) -> Pod {
+    let name = job.name_any();
+    let template = job
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    let tmeta = template.metadata.unwrap_or_default();
+    let mut finalizers = tmeta.finalizers.unwrap_or_default();
+    finalizers.push(TRACKING_FINALIZER.into());
+    let mut meta = ObjectMeta {
+        generate_name: Some(match index {
+            Some(i) => format!("{name}-{i}-"),
+            None => format!("{name}-"),
+        }),
+        namespace: job.namespace(),
+        labels: tmeta.labels,
+        annotations: tmeta.annotations,
+        finalizers: Some(finalizers),
+        owner_references: Some(vec![controller_ref("batch/v1", "Job", &job.metadata)]),
+        ..Default::default()
+    };
+    let mut spec = template.spec.unwrap_or_default();
+    if let Some(i) = index {
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(indexes::COMPLETION_INDEX.into(), i.to_string());
+        meta.labels
+            .get_or_insert_with(Default::default)
+            .insert(indexes::COMPLETION_INDEX.into(), i.to_string());
+        if spec.hostname.is_none() {
+            spec.hostname = Some(format!("{name}-{i}"));
+        }
+        let env = EnvVar {
+            name: "JOB_COMPLETION_INDEX".into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: format!("metadata.annotations['{}']", indexes::COMPLETION_INDEX),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            let vars = c.env.get_or_insert_with(Vec::new);
+            if !vars.iter().any(|v| v.name == env.name) {
+                vars.push(env.clone());
+            }
+        }
+    }
+    Pod {
+        metadata: meta,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syncs_wait_for_the_cache_to_show_their_own_status_writes() {
+        let mut w = StatusWrites::default();
+        w.wrote("ns/j".into(), "5".into());
+        assert!(w.pending("ns/j", Some("4")).is_some(), "older copy");
+        w.observed("ns/j", Some("5"));
+        assert_eq!(w.pending("ns/j", Some("4")), None, "the event arrived");
+        // The event beats the write's response.
+        w.observed("ns/j", Some("7"));
+        w.wrote("ns/j".into(), "7".into());
+        assert_eq!(w.pending("ns/j", Some("6")), None);
+        // The cache shows it at sync time.
+        w.wrote("ns/j".into(), "9".into());
+        assert_eq!(w.pending("ns/j", Some("9")), None);
+    }
+
+    #[test]
+    fn indexed_pods_carry_their_index() {
+        let job: Job = serde_json::from_value(json!({
+            "metadata": {"name": "work", "namespace": "ns", "uid": "u-1"},
+            "spec": {"completionMode": "Indexed", "template": {
+                "metadata": {"labels": {"job-name": "work"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}
+        }))
+        .unwrap();
+        let pod = pod_for(&job, Some(3));
+        assert_eq!(pod.metadata.generate_name.as_deref(), Some("work-3-"));
+        assert_eq!(
+            pod.metadata.annotations.as_ref().unwrap()[indexes::COMPLETION_INDEX],
+            "3"
+        );
+        assert_eq!(
+            pod.metadata.labels.as_ref().unwrap()[indexes::COMPLETION_INDEX],
+            "3"
+        );
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()["job-name"], "work");
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.hostname.as_deref(), Some("work-3"));
+        assert_eq!(
+            spec.containers[0].env.as_ref().unwrap()[0].name,
+            "JOB_COMPLETION_INDEX"
+        );
+        assert_eq!(
+            pod.metadata.finalizers.as_deref(),
+            Some(&[TRACKING_FINALIZER.to_string()][..])
+        );
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.controller), ("Job", Some(true)));
+        assert_eq!(indexes::index_of(&pod), Some(3));
+
+        let plain = pod_for(&job, None);
+        assert_eq!(plain.metadata.generate_name.as_deref(), Some("work-"));
+        assert!(plain.spec.unwrap().hostname.is_none());
+    }
+}
