@@ -55,8 +55,10 @@ struct ClusterArgs {
 #[derive(clap::Args, Clone)]
 struct ControllersArgs {
     /// Controllers to run, as kube-controller-manager's: `*` for all, `name` to add one, `-name`
-    /// to leave one out (e.g. `*,-garbagecollector`). Names: replicaset, deployment, daemonset,
-    /// garbagecollector, podgc, nodelifecycle.
+    /// to leave one out (e.g. `*,-garbagecollector`), an empty list for none. Names: replicaset,
+    /// deployment, daemonset, statefulset, persistentvolume-binder, garbagecollector, podgc,
+    /// nodelifecycle, namespace, serviceaccount, endpoint, endpointslice, disruption, job,
+    /// cronjob, ttl-after-finished.
     #[arg(long, default_value = "*")]
     controllers: controllers::Selection,
 }
