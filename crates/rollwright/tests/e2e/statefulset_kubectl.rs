@@ -1058,8 +1058,11 @@ async fn an_in_place_restart_onto_a_never_ready_image_stalls_and_undo_restores_i
             })
         })
         .await;
-    let status = env.sets().get("app").await.unwrap().status.unwrap();
-    assert_eq!(status.updated_replicas, Some(2));
+    // The status follows the pods it counts: wait for it, do not read it once.
+    env.wait_sts("app", "two pods counted as updated", |s| {
+        s.status.as_ref().and_then(|s| s.updated_replicas) == Some(2)
+    })
+    .await;
     for n in ["app-0", "app-1"] {
         assert_eq!(
             hash_of(&stuck[n]),
