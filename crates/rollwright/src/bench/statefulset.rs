@@ -41,6 +41,10 @@ pub struct StatefulsetBench {
     /// The rolling update's `maxUnavailable`.
     #[arg(long, default_value = "10%")]
     max_unavailable: String,
+    /// Update pods whose template changed only in its images in place (the rolling update's
+    /// `podUpdatePolicy: InPlaceIfPossible`, seed 004) instead of recreating them.
+    #[arg(long)]
+    in_place: bool,
     /// Milliseconds from a pod's binding to its containers running.
     #[arg(long, default_value_t = 0)]
     start_delay_ms: u64,
@@ -201,24 +205,42 @@ pub async fn run(b: StatefulsetBench) -> anyhow::Result<()> {
         ideal::versus(times.until_available(), m1.0.duration_since(m0.0))
     );
 
-    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/app:2"}]}}}});
+    let mut patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/app:2"}]}}}});
+    if b.in_place {
+        patch["spec"]["updateStrategy"] =
+            json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}});
+    }
     api.patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
         .await
         .context("changing the image")?;
     wait("rolled out").await?;
     let m2 = meter().await?;
+    let how = if b.in_place {
+        "in place"
+    } else {
+        "recreating pods"
+    };
     report(
-        &format!("rolling update, maxUnavailable {}", b.max_unavailable),
+        &format!(
+            "rolling update, maxUnavailable {}, {how}",
+            b.max_unavailable
+        ),
         &m1,
         &m2,
     );
     if let Some(waves) = ideal::resolve(&b.max_unavailable, b.replicas, false)
         .and_then(|u| ideal::batched_waves(b.replicas, u))
     {
+        // In place, a wave is a container restart: no grace, no new pod to schedule.
+        let (wave, parts) = if b.in_place {
+            (times.until_available(), "start + readiness")
+        } else {
+            (times.replace_in_place(), "grace + start + readiness")
+        };
         println!(
-            "  physical limit ({waves} waves of grace + start + readiness, {:.2}s each): {}",
-            times.replace_in_place().as_secs_f64(),
-            ideal::versus(times.replace_in_place() * waves, m2.0.duration_since(m1.0))
+            "  physical limit ({waves} waves of {parts}, {:.2}s each): {}",
+            wave.as_secs_f64(),
+            ideal::versus(wave * waves, m2.0.duration_since(m1.0))
         );
     }
 
