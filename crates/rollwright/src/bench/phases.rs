@@ -51,6 +51,13 @@ pub struct PhasesBench {
     /// Give up after this many seconds per phase.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
+    /// Store backend (the figures are on SQLite).
+    #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
+    store: StoreKind,
+    /// With `--store etcd`: the members' client URLs (default: a one-member etcd on loopback,
+    /// started for the run; its CPU is printed apart, as it is another process).
+    #[arg(long, value_delimiter = ',')]
+    etcd_servers: Vec<String>,
 }
 
 /// The namespace of both workloads.
@@ -259,17 +266,27 @@ pub async fn run(b: PhasesBench) -> anyhow::Result<()> {
             b.grace_scale
         ),
     )?;
+    let etcd = match (b.store, b.etcd_servers.is_empty()) {
+        (StoreKind::Etcd, true) => Some(super::meter::BenchEtcd::start().await?),
+        _ => None,
+    };
     let cp = ControlPlane::start(Options {
         data_dir: dir,
         port: 0,
-        store: StoreKind::Sqlite,
+        store: b.store,
+        etcd_servers: etcd.as_ref().map_or(b.etcd_servers.clone(), |e| e.urls()),
         components: Components::all(b.nodes, Some(profile)),
         ..Default::default()
     })
     .await?;
     let client = cp.client().await?;
+    let store = match b.store {
+        StoreKind::Sqlite => "SQLite store (durable)",
+        StoreKind::Etcd => "etcd store",
+        StoreKind::Memory => "memory store (not durable)",
+    };
     println!(
-        "rollwright bench phases: {} simulated nodes, {} replicas, graceScale {}, SQLite store (durable), kubectl-equivalent requests over HTTPS; load average {} at start",
+        "rollwright bench phases: {} simulated nodes, {} replicas, graceScale {}, {store}, kubectl-equivalent requests over HTTPS; load average {} at start",
         b.nodes,
         b.replicas,
         b.grace_scale,
@@ -376,6 +393,9 @@ pub async fn run(b: PhasesBench) -> anyhow::Result<()> {
     );
     print_table(&results);
     println!("load average {} at the end", load_average());
+    if let Some(etcd) = &etcd {
+        println!("the run's {}", etcd.report());
+    }
     cp.stop().await;
     Ok(())
 }
