@@ -18,10 +18,13 @@ use crate::{
     control_plane::{ControlPlane, Options, StoreKind},
 };
 use anyhow::Context as _;
-use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Node};
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{Node, Pod},
+};
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use std::{
@@ -163,11 +166,36 @@ pub async fn run(b: StatefulsetBench) -> anyhow::Result<()> {
     let wait = |what: &'static str| {
         let api = api.clone();
         async move {
-            embedded::wait_until(&api, what, timeout, |s: &StatefulSet| {
+            let waited = embedded::wait_until(&api, what, timeout, |s: &StatefulSet| {
                 s.name_any() == NAME && rolled_out(s)
             })
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))
+            .await;
+            match waited {
+                Ok(s) => Ok(s),
+                Err(e) => {
+                    // Say where it stopped: the status, and the pods by revision and readiness.
+                    let status = api.get(NAME).await.ok().and_then(|s| s.status);
+                    let pods = Api::<Pod>::namespaced(api.clone().into_client(), "default")
+                        .list(&ListParams::default().labels(&format!("app={NAME}")))
+                        .await
+                        .map(|l| l.items)
+                        .unwrap_or_default();
+                    let mut by: std::collections::BTreeMap<(String, bool, bool), usize> =
+                        Default::default();
+                    for p in &pods {
+                        let hash = p.labels().get("controller-revision-hash").cloned();
+                        let key = (
+                            hash.unwrap_or_default(),
+                            api::pod::is_ready(p),
+                            p.metadata.deletion_timestamp.is_some(),
+                        );
+                        *by.entry(key).or_default() += 1;
+                    }
+                    Err(anyhow::anyhow!(
+                        "{e}; status {status:?}; pods (revision, ready, deleting): {by:?}"
+                    ))
+                }
+            }
         }
     };
     let meter = async || -> anyhow::Result<_> {
