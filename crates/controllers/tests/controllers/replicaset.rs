@@ -179,7 +179,8 @@ async fn a_pod_that_stops_matching_is_released_and_replaced() {
         .unwrap();
     settled(&c, "web", 2).await;
     let pod_api: Api<Pod> = Api::default_namespaced(c.client.clone());
-    let leaving = pods(&c, "web").await[0].name_any();
+    let before: Vec<String> = pods(&c, "web").await.iter().map(|p| p.name_any()).collect();
+    let leaving = before[0].clone();
     let relabel = json!({"metadata": {"labels": {"app": "debug"}}});
     pod_api
         .patch(&leaving, &PatchParams::default(), &Patch::Merge(&relabel))
@@ -187,6 +188,13 @@ async fn a_pod_that_stops_matching_is_released_and_replaced() {
         .unwrap();
     embedded::wait_until(&pod_api, "released", TIMEOUT, |p: &Pod| {
         p.name_any() == leaving && api::pod::controller_of(&p.metadata).is_none()
+    })
+    .await
+    .unwrap();
+    // The replacement: a pod of the set that was not there before (the status may still count
+    // the released pod for a moment, so "settled" alone does not say it exists yet).
+    embedded::wait_until(&pod_api, "replaced", TIMEOUT, |p: &Pod| {
+        p.labels().get("app").map(String::as_str) == Some("web") && !before.contains(&p.name_any())
     })
     .await
     .unwrap();
