@@ -674,6 +674,11 @@ impl DaemonSetController {
             return Ok(Action::await_change());
         }
         let ns = ds.namespace().unwrap_or_default();
+        // Read before the pods are: a creation observed while this sync awaits (adoption, the
+        // history) would otherwise satisfy the expectations of a snapshot taken before that pod
+        // was in it, and `manage` would create a second daemon pod on its node (seen under load;
+        // upstream checks its expectations before listing too).
+        let satisfied = self.satisfied(&key);
         let pods = self.claim(&daemon, self.pods.store()).await?;
         let revisions = self.claim(&daemon, self.revisions.store()).await?;
         let template = ds
@@ -726,7 +731,7 @@ impl DaemonSetController {
             now: jiff::Timestamp::now(),
         };
         let mut requeue = Requeue::default();
-        if !self.satisfied(&key) {
+        if !satisfied {
             if let Some(d) = self.expectations_expire_in(&key) {
                 requeue.after(d);
             }
