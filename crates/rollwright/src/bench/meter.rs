@@ -24,14 +24,7 @@ pub fn threads_cpu_seconds(prefix: &str) -> f64 {
         if !stat[open + 1..close].starts_with(prefix) {
             continue;
         }
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|s| s.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        total += (ticks(11) + ticks(12)) / 100.0;
+        total += stat_cpu_seconds(&stat[close + 1..]);
     }
     total
 }
@@ -42,10 +35,14 @@ pub fn process_cpu_seconds(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
-    let Some(close) = stat.rfind(')') else {
-        return 0.0;
-    };
-    let fields: Vec<f64> = stat[close + 1..]
+    stat.rfind(')')
+        .map_or(0.0, |close| stat_cpu_seconds(&stat[close + 1..]))
+}
+
+/// User + system seconds from the fields of a `stat` line after the command's `)` (`utime` and
+/// `stime`, in USER_HZ, 100 on Linux).
+fn stat_cpu_seconds(fields: &str) -> f64 {
+    let fields: Vec<f64> = fields
         .split_whitespace()
         .map(|s| s.parse().unwrap_or(0.0))
         .collect();

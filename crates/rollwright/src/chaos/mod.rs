@@ -336,10 +336,7 @@ async fn follow_status_of<K: workload::Rollable>(client: Client, tx: watch::Send
         .boxed();
     while let Some(ev) = s.next().await {
         let Ok(obj) = ev else { continue };
-        let status = serde_json::to_value(&obj)
-            .ok()
-            .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
-            .unwrap_or_default();
+        let status = obj.status_json();
         let meta = obj.meta();
         let name = meta.name.clone().unwrap_or_default();
         if last.get(&name) != Some(&status) {

@@ -386,11 +386,7 @@ fn status_in<K: Rollable>(
     name: &str,
 ) -> (Option<i64>, serde_json::Value) {
     objects.get(name).map_or((None, json!(null)), |o| {
-        let status = serde_json::to_value(o)
-            .ok()
-            .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
-            .unwrap_or_default();
-        (o.meta().generation, status)
+        (o.meta().generation, o.status_json())
     })
 }
 

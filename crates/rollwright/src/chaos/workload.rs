@@ -47,6 +47,14 @@ pub(crate) trait Rollable:
 {
     /// The pod template of the spec.
     fn template(&self) -> Option<&PodTemplateSpec>;
+
+    /// The status as JSON (`null` without one), to compare and print whatever the kind.
+    fn status_json(&self) -> Value {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|mut v| v.get_mut("status").map(Value::take))
+            .unwrap_or_default()
+    }
 }
 
 impl Rollable for Deployment {
