@@ -92,6 +92,30 @@ impl Expectations {
         self.lock().insert(key.to_string(), record);
     }
 
+    /// Adds `pod_keys` to the deletions `key` still expects, for a sync that deletes in several
+    /// steps (a StatefulSet's scaling pass, then its rolling update): replacing the record would
+    /// forget the first step's deletions before the watch has shown them. Expired expectations
+    /// are dropped, not extended.
+    pub fn add_deletions(&self, key: &str, pod_keys: impl IntoIterator<Item = String>) {
+        let mut records = self.lock();
+        match records.get_mut(key) {
+            Some(r) if r.at.elapsed() <= self.ttl => {
+                r.deletes.extend(pod_keys);
+                r.at = Instant::now();
+            }
+            _ => {
+                records.insert(
+                    key.to_string(),
+                    Record {
+                        adds: 0,
+                        deletes: pod_keys.into_iter().collect(),
+                        at: Instant::now(),
+                    },
+                );
+            }
+        }
+    }
+
     /// A creation was observed (or will never happen because the request failed).
     pub fn creation_observed(&self, key: &str) {
         if let Some(r) = self.lock().get_mut(key) {
@@ -126,6 +150,7 @@ mod tests {
     enum Op {
         ExpectCreate(usize),
         ExpectDelete(&'static [&'static str]),
+        AddDelete(&'static [&'static str]),
         Created,
         Deleted(&'static str),
         Lower(usize),
@@ -185,6 +210,31 @@ mod tests {
                 true,
             ),
             (
+                "added deletions keep the pending ones",
+                vec![ExpectDelete(&["a"]), AddDelete(&["b"]), Deleted("b")],
+                false,
+            ),
+            (
+                "added deletions all observed",
+                vec![
+                    AddDelete(&["a"]),
+                    AddDelete(&["b"]),
+                    Deleted("a"),
+                    Deleted("b"),
+                ],
+                true,
+            ),
+            (
+                "added deletions replace expired ones",
+                vec![
+                    ExpectDelete(&["a"]),
+                    Wait(301),
+                    AddDelete(&["b"]),
+                    Deleted("b"),
+                ],
+                true,
+            ),
+            (
                 "a new expectation replaces the old",
                 vec![ExpectCreate(3), ExpectDelete(&["a"]), Deleted("a")],
                 true,
@@ -198,6 +248,7 @@ mod tests {
                     ExpectDelete(keys) => {
                         e.expect_deletions("ns/rs", keys.iter().map(|k| k.to_string()))
                     }
+                    AddDelete(keys) => e.add_deletions("ns/rs", keys.iter().map(|k| k.to_string())),
                     Created => e.creation_observed("ns/rs"),
                     Deleted(k) => e.deletion_observed("ns/rs", k),
                     Lower(n) => e.lower_creations("ns/rs", n),

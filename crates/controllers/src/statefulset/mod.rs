@@ -299,6 +299,8 @@ impl Controller for StatefulSetController {
             self.syncer.forget(&key);
             return Ok(Action::await_change());
         };
+        // Before the pods are read: see `Syncer::satisfied`.
+        let expectations_met = self.syncer.satisfied(&key);
         let name = set.name().to_string();
         let member = |meta: &ObjectMeta| {
             set.selector.matches_labels(meta.labels.as_ref())
@@ -332,6 +334,7 @@ impl Controller for StatefulSetController {
                     revisions,
                     claims,
                 },
+                expectations_met,
             )
             .await
     }
@@ -447,6 +450,18 @@ impl StatefulSetController {
                 }
                 let ns = new.namespace().unwrap_or_default();
                 let owner = self.resolve(&ns, &new.metadata);
+                if old.metadata.uid != new.metadata.uid {
+                    // A relist found the name reused: the old pod's deletion and the new one's
+                    // creation were both missed as events.
+                    if let Some(key) = self.resolve(&ns, &old.metadata) {
+                        expectations.deletion_observed(&delete_key(&key), &key_of(old.object()));
+                    }
+                    if let Some(key) = &owner
+                        && new.metadata.deletion_timestamp.is_none()
+                    {
+                        expectations.creation_observed(key);
+                    }
+                }
                 if let Some(key) = &owner {
                     if new.metadata.deletion_timestamp.is_some() {
                         expectations.deletion_observed(&delete_key(key), &key_of(new.object()));

@@ -21,6 +21,17 @@ pub fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
+/// What a write that did not fail did: whether the watch will show a change for it. A write the
+/// server found moot (the pod exists already, is gone, or changed since) will never be observed,
+/// so the caller lowers its expectation at once, as upstream does on `NotFound`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The server changed the object; its watch event will follow.
+    Written,
+    /// Nothing changed.
+    Moot,
+}
+
 /// The writes for one set.
 pub struct PodControl<'a> {
     set: &'a Set,
@@ -113,14 +124,14 @@ impl<'a> PodControl<'a> {
     }
 
     /// Creates `pod`; one that exists already is fine (the cache lags).
-    pub async fn create_pod(&self, pod: &Pod) -> Result<(), Error> {
+    pub async fn create_pod(&self, pod: &Pod) -> Result<Outcome, Error> {
         let what = format!("Pod {}", pod.name_any());
         match self.pods.create(&PostParams::default(), pod).await {
             Ok(_) => {
                 self.event("create", &what, &Ok(()));
-                Ok(())
+                Ok(Outcome::Written)
             }
-            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) if is_status(&e, 409) => Ok(Outcome::Moot),
             Err(e) => {
                 self.event("create", &what, &Err(e.to_string()));
                 Err(e.into())
@@ -129,7 +140,7 @@ impl<'a> PodControl<'a> {
     }
 
     /// Deletes `pod` if it is still the one the cache showed (same uid); gone already is fine.
-    pub async fn delete_pod(&self, pod: &Pod) -> Result<(), Error> {
+    pub async fn delete_pod(&self, pod: &Pod) -> Result<Outcome, Error> {
         let name = pod.name_any();
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -142,9 +153,9 @@ impl<'a> PodControl<'a> {
         match self.pods.delete(&name, &params).await {
             Ok(_) => {
                 self.event("delete", &what, &Ok(()));
-                Ok(())
+                Ok(Outcome::Written)
             }
-            Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(Outcome::Moot),
             Err(e) => {
                 self.event("delete", &what, &Err(e.to_string()));
                 Err(e.into())
@@ -154,7 +165,7 @@ impl<'a> PodControl<'a> {
 
     /// Applies an in-place patch ([`super::update::in_place_patch`]); a pod that changed since
     /// (conflict) or is gone is left to the next sync.
-    pub async fn update_in_place(&self, pod: &Pod, patch: &Value) -> Result<(), Error> {
+    pub async fn update_in_place(&self, pod: &Pod, patch: &Value) -> Result<Outcome, Error> {
         let name = pod.name_any();
         match self
             .pods
@@ -171,9 +182,9 @@ impl<'a> PodControl<'a> {
                         self.set.name()
                     ),
                 );
-                Ok(())
+                Ok(Outcome::Written)
             }
-            Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(Outcome::Moot),
             Err(e) => {
                 self.event("update", &format!("Pod {name}"), &Err(e.to_string()));
                 Err(e.into())

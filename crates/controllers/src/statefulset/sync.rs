@@ -6,7 +6,7 @@
 
 use super::{
     Config, Error, Set,
-    pod_control::{PodControl, is_status},
+    pod_control::{Outcome, PodControl, is_status},
     pods::{self, Facts, ScalePlan, Slot, Step},
     status, update, volumes,
 };
@@ -231,7 +231,10 @@ impl Syncer {
         }
     }
 
-    fn satisfied(&self, key: &str) -> bool {
+    /// Whether the cache shows every write of the set's previous syncs, so that a sync may act
+    /// on it. The caller asks before it reads the pods from the cache: asked after, a write
+    /// observed in between would count as seen by a snapshot that lacks it.
+    pub fn satisfied(&self, key: &str) -> bool {
         [key.to_string(), delete_key(key), in_place_key(key)]
             .iter()
             .all(|k| self.expectations.satisfied(k))
@@ -302,14 +305,20 @@ impl Syncer {
     /// - the history is brought up to date first (the update revision exists before any pod
     ///   is labelled with it);
     /// - nothing is created, deleted or patched while the cache has not yet shown the previous
-    ///   sync's own writes ([`Expectations`]); the status is refreshed anyway;
+    ///   sync's own writes (`expectations_met`, [`Self::satisfied`] asked before `children` were
+    ///   read); the status is refreshed anyway;
     /// - the scaling pass ([`pods::plan_scaling`]) runs before the rolling update step
     ///   ([`update::plan`]), and the update step only if the scaling pass did not stop at a pod
     ///   (`OrderedReady`), on the same snapshot: the scaling pass never makes an available pod
     ///   unavailable, so the update step's count stays right;
     /// - returns a requeue for the next moment time alone changes something
     ///   (`minReadySeconds`, stale expectations), else waits for a watch event.
-    pub async fn sync(&self, set: &Set, children: Children) -> Result<Action, Error> {
+    pub async fn sync(
+        &self,
+        set: &Set,
+        children: Children,
+        expectations_met: bool,
+    ) -> Result<Action, Error> {
         let key = set.key();
         if set.sts.metadata.deletion_timestamp.is_some() {
             // The garbage collector takes the pods; their claims follow the retention policy
@@ -357,7 +366,7 @@ impl Syncer {
 
         let mut requeue = Requeue::default();
         let mut result = Ok(());
-        if self.satisfied(&key) {
+        if expectations_met {
             let plan = pods::plan_scaling(set.ordered(), &replicas, &gone);
             let acted = plan.steps.iter().map(|s| ordinal_of_step(*s)).collect();
             result = self.scale(&view, &plan, &kept, &condemned).await;
@@ -504,11 +513,14 @@ impl Syncer {
                     .await
             }))
             .await;
-            let failed: Vec<String> = results
-                .into_iter()
-                .filter_map(|r| r.err().map(|e| e.to_string()))
-                .collect();
-            for _ in &failed {
+            let mut failed = Vec::new();
+            for result in results {
+                // Neither a failure nor a pod that existed already will be seen by the watch.
+                match result {
+                    Ok(Outcome::Written) => continue,
+                    Ok(Outcome::Moot) => {}
+                    Err(e) => failed.push(e.to_string()),
+                }
                 self.expectations.creation_observed(&key);
             }
             pos = end;
@@ -553,10 +565,9 @@ impl Syncer {
                 Replacement::Delete(_) => None,
             })
             .collect();
-        self.expectations
-            .expect_deletions(&delete_key(key), deletions);
-        self.expectations
-            .expect_deletions(&in_place_key(key), patches);
+        // Added to, not replacing, what this sync's earlier steps expect.
+        self.expectations.add_deletions(&delete_key(key), deletions);
+        self.expectations.add_deletions(&in_place_key(key), patches);
         let one = |r: &Replacement| {
             let r = r.clone();
             async move {
@@ -584,10 +595,12 @@ impl Syncer {
         };
         let mut errors = Vec::new();
         for (expectation, pod, result) in results {
-            if let Err(e) = result {
-                self.expectations.deletion_observed(&expectation, &pod);
-                errors.push(e.to_string());
+            match result {
+                Ok(Outcome::Written) => continue,
+                Ok(Outcome::Moot) => {}
+                Err(e) => errors.push(e.to_string()),
             }
+            self.expectations.deletion_observed(&expectation, &pod);
         }
         errors
     }

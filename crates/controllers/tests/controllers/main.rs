@@ -15,4 +15,5 @@ mod node_lifecycle;
 mod pod_gc;
 mod replicaset;
 mod serviceaccount;
+mod statefulset;
 mod support;
