@@ -10,6 +10,9 @@
 //! [`EXPECTATIONS_TTL`] count as satisfied, so a lost watch event stalls a controller for at most
 //! five minutes, as upstream.
 
+use crate::history;
+use informer::Change;
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use std::{
     collections::{HashMap, HashSet},
     sync::{Mutex, MutexGuard},
@@ -143,6 +146,141 @@ impl Expectations {
     }
 }
 
+/// The expectations of a controller that creates, deletes and updates pods in place (DaemonSet,
+/// StatefulSet): three records per owner, so that an in-place update (observed as the pod's
+/// revision label changing) is not mistaken for a deletion (observed as a `deletionTimestamp` or
+/// the pod going). An owner may act when all three are met.
+#[derive(Debug)]
+pub struct PodExpectations {
+    records: Expectations,
+}
+
+fn delete_key(key: &str) -> String {
+    format!("{key}#delete")
+}
+
+fn in_place_key(key: &str) -> String {
+    format!("{key}#in-place")
+}
+
+impl PodExpectations {
+    /// Expectations that expire after `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            records: Expectations::new(ttl),
+        }
+    }
+
+    fn keys(key: &str) -> [String; 3] {
+        [key.to_string(), delete_key(key), in_place_key(key)]
+    }
+
+    /// Whether the owner under `key` may act on its cache. Ask before reading the pods from the
+    /// cache: asked after, a write observed in between would count as seen by a snapshot that
+    /// lacks it.
+    pub fn satisfied(&self, key: &str) -> bool {
+        Self::keys(key).iter().all(|k| self.records.satisfied(k))
+    }
+
+    /// When the soonest of the owner's unmet expectations expires.
+    pub fn expires_in(&self, key: &str) -> Option<Duration> {
+        Self::keys(key)
+            .iter()
+            .filter_map(|k| self.records.expires_in(k))
+            .min()
+    }
+
+    /// Forgets an owner that is gone.
+    pub fn forget(&self, key: &str) {
+        for k in Self::keys(key) {
+            self.records.forget(&k);
+        }
+    }
+
+    /// The owner is about to create `count` pods.
+    pub fn expect_creations(&self, key: &str, count: usize) {
+        self.records.expect_creations(key, count);
+    }
+
+    /// A creation was observed, or will never be (it failed, or found the pod there already).
+    pub fn creation_observed(&self, key: &str) {
+        self.records.creation_observed(key);
+    }
+
+    /// `count` creations will never be observed (they were skipped).
+    pub fn lower_creations(&self, key: &str, count: usize) {
+        self.records.lower_creations(key, count);
+    }
+
+    /// The owner is about to delete these pods (added to the deletions it still expects: one sync
+    /// may delete in several steps).
+    pub fn expect_deletions(&self, key: &str, pod_keys: impl IntoIterator<Item = String>) {
+        self.records.add_deletions(&delete_key(key), pod_keys);
+    }
+
+    /// A deletion was observed, or will never be.
+    pub fn deletion_observed(&self, key: &str, pod_key: &str) {
+        self.records.deletion_observed(&delete_key(key), pod_key);
+    }
+
+    /// The owner is about to update these pods in place (added to what it still expects).
+    pub fn expect_in_place(&self, key: &str, pod_keys: impl IntoIterator<Item = String>) {
+        self.records.add_deletions(&in_place_key(key), pod_keys);
+    }
+
+    /// An in-place update was observed, or will never be.
+    pub fn in_place_observed(&self, key: &str, pod_key: &str) {
+        self.records.deletion_observed(&in_place_key(key), pod_key);
+    }
+
+    /// Lowers what a pod's change shows was done: a pod that appeared (created), one that is
+    /// terminating or gone (deleted), one whose revision label moved (updated in place).
+    /// `owner` names the key of a pod's controller if it is one of ours. A relist that finds a
+    /// name reused (another uid) shows the old pod's deletion and the new one's creation, both
+    /// missed as events.
+    pub fn observe(&self, change: &Change<Pod>, owner: impl Fn(&ObjectMeta) -> Option<String>) {
+        let terminating = |p: &Pod| p.metadata.deletion_timestamp.is_some();
+        match change {
+            Change::Added(pod) => {
+                if let Some(key) = owner(&pod.metadata) {
+                    if terminating(pod) {
+                        self.deletion_observed(&key, &pod.key());
+                    } else {
+                        self.creation_observed(&key);
+                    }
+                }
+            }
+            Change::Updated { .. } if change.is_resync() => {}
+            Change::Updated { old, new } => {
+                let new_owner = owner(&new.metadata);
+                if old.metadata.uid != new.metadata.uid {
+                    if let Some(key) = owner(&old.metadata) {
+                        self.deletion_observed(&key, &old.key());
+                    }
+                    if let Some(key) = &new_owner
+                        && !terminating(new)
+                    {
+                        self.creation_observed(key);
+                    }
+                }
+                if let Some(key) = &new_owner {
+                    if terminating(new) {
+                        self.deletion_observed(key, &new.key());
+                    }
+                    if history::hash_of(&old.metadata) != history::hash_of(&new.metadata) {
+                        self.in_place_observed(key, &new.key());
+                    }
+                }
+            }
+            Change::Deleted(pod) => {
+                if let Some(key) = owner(&pod.metadata) {
+                    self.deletion_observed(&key, &pod.key());
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +396,77 @@ mod tests {
             }
             assert_eq!(e.satisfied("ns/rs"), want, "{name}");
         }
+    }
+
+    fn pod(uid: &str, hash: &str, terminating: bool, rv: &str) -> informer::Shared<Pod> {
+        let mut meta = serde_json::json!({"name": "web-0", "namespace": "ns", "uid": uid,
+            "resourceVersion": rv, "labels": {"controller-revision-hash": hash}});
+        if terminating {
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+        }
+        informer::Cached::shared(
+            serde_json::from_value(serde_json::json!({"metadata": meta})).unwrap(),
+        )
+    }
+
+    /// A case: its name, what the owner expects, and the change that meets it.
+    type Case = (&'static str, fn(&PodExpectations), Change<Pod>);
+
+    #[test]
+    fn pod_changes_meet_the_expectations_they_show() {
+        let owner = |_: &ObjectMeta| Some("ns/web".to_string());
+        let updated = |old, new| Change::Updated { old, new };
+        let cases: Vec<Case> = vec![
+            (
+                "a pod appears",
+                |e| e.expect_creations("ns/web", 1),
+                Change::Added(pod("a", "h1", false, "1")),
+            ),
+            (
+                "a pod turns terminating",
+                |e| e.expect_deletions("ns/web", ["ns/web-0".to_string()]),
+                updated(pod("a", "h1", false, "1"), pod("a", "h1", true, "2")),
+            ),
+            (
+                "a pod is gone",
+                |e| e.expect_deletions("ns/web", ["ns/web-0".to_string()]),
+                Change::Deleted(pod("a", "h1", false, "1")),
+            ),
+            (
+                "a pod's revision moves in place",
+                |e| e.expect_in_place("ns/web", ["ns/web-0".to_string()]),
+                updated(pod("a", "h1", false, "1"), pod("a", "h2", false, "2")),
+            ),
+            (
+                "a relist finds the name reused: the deletion and the creation",
+                |e| {
+                    e.expect_deletions("ns/web", ["ns/web-0".to_string()]);
+                    e.expect_creations("ns/web", 1);
+                },
+                updated(pod("a", "h1", false, "1"), pod("b", "h2", false, "5")),
+            ),
+        ];
+        for (name, expect, change) in cases {
+            let e = PodExpectations::new(EXPECTATIONS_TTL);
+            expect(&e);
+            assert!(!e.satisfied("ns/web"), "{name}: expected nothing");
+            e.observe(&change, owner);
+            assert!(e.satisfied("ns/web"), "{name}");
+        }
+        // A relist of the same version shows nothing; an in-place update is no deletion.
+        let e = PodExpectations::new(EXPECTATIONS_TTL);
+        e.expect_deletions("ns/web", ["ns/web-0".to_string()]);
+        e.observe(
+            &updated(pod("a", "h1", true, "1"), pod("a", "h1", true, "1")),
+            owner,
+        );
+        e.observe(
+            &updated(pod("a", "h1", false, "1"), pod("a", "h2", false, "2")),
+            owner,
+        );
+        assert!(!e.satisfied("ns/web"));
+        // Another owner's pods meet none of ours.
+        e.observe(&Change::Deleted(pod("a", "h1", false, "1")), |_| None);
+        assert!(!e.satisfied("ns/web"));
     }
 }

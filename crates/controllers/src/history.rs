@@ -12,6 +12,7 @@
 //! The decisions (which revision is current, which duplicate to keep, which old ones to delete)
 //! are pure functions; [`construct`] and friends do the API calls around them.
 
+use crate::is_status;
 use api::pod::controller_ref;
 use informer::{Cached, Shared};
 use k8s_openapi::{
@@ -234,10 +235,6 @@ impl Constructed {
     pub fn hash(&self) -> &str {
         hash_of(&self.current.metadata).unwrap_or("")
     }
-}
-
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
 /// Finds or creates the current revision among `revisions` (those the owner controls), renumbers

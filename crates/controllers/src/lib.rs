@@ -54,6 +54,7 @@ pub mod invariants;
 pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod owners;
 pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
@@ -88,6 +89,11 @@ use std::{collections::BTreeSet, future::Future, sync::Arc};
 use tokio::task::JoinSet;
 use ttl_after_finished::TtlAfterFinishedController;
 use volume::VolumeController;
+
+/// Whether an API error is a `Status` with this HTTP code (404 gone, 409 conflict or exists).
+pub fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
 
 /// Which controllers run, and each one's settings.
 #[derive(Clone, Debug, Default)]

@@ -22,14 +22,16 @@ pub mod status;
 pub mod update;
 
 use crate::{
-    expectations::Expectations,
+    expectations::PodExpectations,
     history::{self, CONTROLLER_REVISION_HASH},
+    is_status,
+    owners::{Owner, Owners},
     ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
 };
 use api::{
     intstr::{IntOrPercent, scaled_value_or},
-    pod::{controller_of, controller_ref},
+    pod::controller_ref,
     selector::LabelSelector,
 };
 use events::{EventType, Recorder};
@@ -52,7 +54,7 @@ use nodes::{Eligibility, Placement};
 use serde_json::{Value, json};
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    sync::{Arc, Mutex, RwLock},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 use tokio::time::Instant;
@@ -142,6 +144,22 @@ pub struct Daemon {
     pub in_place: bool,
     /// Whether the rolling update is paused ([`PAUSED`]).
     pub paused: bool,
+}
+
+impl Owner for Daemon {
+    const KIND: &'static str = "DaemonSet";
+
+    fn from_json(value: Value) -> Result<Self, String> {
+        Self::from_json(value)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.ds.metadata
+    }
+
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
 }
 
 impl Daemon {
@@ -289,23 +307,6 @@ fn node_is_dead(node: &Node) -> bool {
     !ready || unreachable
 }
 
-/// The shortest of several requeue deadlines.
-#[derive(Default)]
-struct Requeue(Option<Duration>);
-
-impl Requeue {
-    fn after(&mut self, d: Duration) {
-        self.0 = Some(self.0.map_or(d, |c| c.min(d)));
-    }
-
-    fn action(self) -> Action {
-        match self.0 {
-            Some(d) => Action::requeue(d),
-            None => Action::await_change(),
-        }
-    }
-}
-
 /// Per-node back-off for deleting failed pods (upstream's `failedPodsBackoff`).
 struct FailedPodBackoff {
     policy: Backoff,
@@ -345,11 +346,11 @@ pub struct DaemonSetController {
     /// DaemonSets as dynamic objects: rollwright's `podUpdatePolicy` is not in the typed API.
     daemon_sets: Informer<DynamicObject>,
     /// Each DaemonSet read once per change, with what is derived from it.
-    daemons: RwLock<HashMap<Key, Arc<Daemon>>>,
+    daemons: Owners<Daemon>,
     nodes: Informer<Node>,
     pods: Informer<Pod>,
     revisions: Informer<ControllerRevision>,
-    expectations: Expectations,
+    expectations: PodExpectations,
     failed_backoff: FailedPodBackoff,
     queue: WorkQueue<Key>,
     recorder: Recorder,
@@ -391,18 +392,6 @@ impl Sync<'_> {
     }
 }
 
-fn delete_key(key: &str) -> String {
-    format!("{key}#delete")
-}
-
-fn in_place_key(key: &str) -> String {
-    format!("{key}#in-place")
-}
-
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
-
 impl Controller for DaemonSetController {
     const NAME: &'static str = "daemonset";
     type Key = Key;
@@ -424,7 +413,8 @@ impl Controller for DaemonSetController {
             Arc::clone(self),
         );
         vec![
-            self.daemon_sets.subscribe(move |c| d.on_daemonset(c)),
+            self.daemon_sets
+                .subscribe(move |c| d.queue.add(d.daemons.apply(c))),
             self.nodes.subscribe(move |c| match c {
                 Change::Added(new) => n.node_changed(None, Some(new.object())),
                 Change::Updated { old, new } => {
@@ -450,98 +440,21 @@ impl DaemonSetController {
             recorder: Recorder::new(client.clone(), "daemonset-controller", None),
             client,
             queue: WorkQueue::new(config.backoff),
-            expectations: Expectations::new(config.expectations_ttl),
+            expectations: PodExpectations::new(config.expectations_ttl),
             failed_backoff: FailedPodBackoff {
                 policy: config.failed_pod_backoff,
                 entries: Mutex::new(HashMap::new()),
             },
             config,
             daemon_sets: informers.dynamic(&ApiResource::erase::<DaemonSet>(&())),
-            daemons: RwLock::new(HashMap::new()),
+            daemons: Owners::default(),
             nodes: informers.get(),
             pods: informers.get(),
             revisions: informers.get(),
         })
     }
 
-    fn daemon(&self, key: &str) -> Option<Arc<Daemon>> {
-        self.daemons
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
-    }
-
-    fn all_daemons(&self) -> Vec<Arc<Daemon>> {
-        self.daemons
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    fn satisfied(&self, key: &str) -> bool {
-        self.expectations.satisfied(key)
-            && self.expectations.satisfied(&delete_key(key))
-            && self.expectations.satisfied(&in_place_key(key))
-    }
-
-    fn expectations_expire_in(&self, key: &str) -> Option<Duration> {
-        [key.to_string(), delete_key(key), in_place_key(key)]
-            .iter()
-            .filter_map(|k| self.expectations.expires_in(k))
-            .min()
-    }
-
     // ---- watch events ----
-
-    /// The DaemonSet a controller reference names, if we hold it (same uid).
-    fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
-        let r = controller_of(meta)?;
-        if r.kind != "DaemonSet" {
-            return None;
-        }
-        let key = make_key(namespace, &r.name);
-        self.daemon(&key).filter(|d| d.uid() == r.uid).map(|_| key)
-    }
-
-    /// DaemonSets in `namespace` whose selector matches `labels` (for orphans).
-    fn matching(&self, namespace: &str, meta: &ObjectMeta) -> Vec<Key> {
-        self.all_daemons()
-            .iter()
-            .filter(|d| d.ds.metadata.namespace.as_deref() == Some(namespace))
-            .filter(|d| !d.selector.is_empty() && d.selector.matches_labels(meta.labels.as_ref()))
-            .map(|d| d.key())
-            .collect()
-    }
-
-    fn on_daemonset(&self, change: &Change<DynamicObject>) {
-        let obj = change.object();
-        let key = obj.key();
-        let mut daemons = self.daemons.write().unwrap_or_else(|e| e.into_inner());
-        match change {
-            Change::Deleted(_) => {
-                daemons.remove(&key);
-            }
-            Change::Added(_) | Change::Updated { .. } => {
-                match serde_json::to_value(DynamicObject::clone(obj))
-                    .map_err(|e| e.to_string())
-                    .and_then(Daemon::from_json)
-                {
-                    Ok(d) => {
-                        daemons.insert(key.clone(), Arc::new(d));
-                    }
-                    Err(e) => {
-                        tracing::warn!(daemonset = %key, error = %e, "ignoring an unreadable DaemonSet");
-                        daemons.remove(&key);
-                    }
-                }
-            }
-        }
-        drop(daemons);
-        self.queue.add(key);
-    }
 
     fn node_changed(&self, old: Option<&Node>, new: Option<&Node>) {
         if let (Some(o), Some(n)) = (old, new) {
@@ -554,7 +467,7 @@ impl DaemonSetController {
                 return;
             }
         }
-        for d in self.all_daemons() {
+        for d in self.daemons.all() {
             let before = old.map(|n| d.eligibility.check(n));
             let after = new.map(|n| d.eligibility.check(n));
             let dead_changed =
@@ -568,77 +481,16 @@ impl DaemonSetController {
     }
 
     fn on_pod(&self, change: &Change<Pod>) {
-        let pod_key = |p: &Pod| key_of(p);
-        match change {
-            Change::Added(pod) => {
-                let ns = pod.namespace().unwrap_or_default();
-                match self.resolve(&ns, &pod.metadata) {
-                    Some(key) if pod.metadata.deletion_timestamp.is_some() => {
-                        self.expectations
-                            .deletion_observed(&delete_key(&key), &pod_key(pod));
-                        self.queue.add(key);
-                    }
-                    Some(key) => {
-                        self.expectations.creation_observed(&key);
-                        self.queue.add(key);
-                    }
-                    None if controller_of(&pod.metadata).is_none() => {
-                        for key in self.matching(&ns, &pod.metadata) {
-                            self.queue.add(key);
-                        }
-                    }
-                    None => {}
-                }
-            }
-            Change::Updated { old, new } => {
-                let ns = new.namespace().unwrap_or_default();
-                let owner = self.resolve(&ns, &new.metadata);
-                if let Some(key) = &owner {
-                    if new.metadata.deletion_timestamp.is_some() {
-                        self.expectations
-                            .deletion_observed(&delete_key(key), &pod_key(new));
-                    }
-                    if history::hash_of(&old.metadata) != history::hash_of(&new.metadata) {
-                        self.expectations
-                            .deletion_observed(&in_place_key(key), &pod_key(new));
-                    }
-                    self.queue.add(key.clone());
-                }
-                let old_owner = self.resolve(&ns, &old.metadata);
-                if let Some(key) = old_owner.filter(|k| Some(k) != owner.as_ref()) {
-                    self.queue.add(key);
-                }
-                if controller_of(&new.metadata).is_none()
-                    && (old.metadata.labels != new.metadata.labels
-                        || controller_of(&old.metadata).is_some())
-                {
-                    for key in self.matching(&ns, &new.metadata) {
-                        self.queue.add(key);
-                    }
-                }
-            }
-            Change::Deleted(pod) => {
-                let ns = pod.namespace().unwrap_or_default();
-                if let Some(key) = self.resolve(&ns, &pod.metadata) {
-                    self.expectations
-                        .deletion_observed(&delete_key(&key), &pod_key(pod));
-                    self.queue.add(key);
-                }
-            }
+        self.expectations
+            .observe(change, |meta| self.daemons.resolve(meta));
+        for key in self.daemons.affected(change) {
+            self.queue.add(key);
         }
     }
 
     fn on_revision(&self, change: &Change<ControllerRevision>) {
-        let rev = change.object();
-        let ns = rev.namespace().unwrap_or_default();
-        match self.resolve(&ns, &rev.metadata) {
-            Some(key) => self.queue.add(key),
-            None if controller_of(&rev.metadata).is_none() => {
-                for key in self.matching(&ns, &rev.metadata) {
-                    self.queue.add(key);
-                }
-            }
-            None => {}
+        for key in self.daemons.affected(change) {
+            self.queue.add(key);
         }
     }
 
@@ -652,10 +504,8 @@ impl DaemonSetController {
     /// - returns a requeue for the next moment time alone changes something, else waits for a
     ///   watch event.
     async fn sync(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
-        let Some(daemon) = self.daemon(&key) else {
-            for k in [key.clone(), delete_key(&key), in_place_key(&key)] {
-                self.expectations.forget(&k);
-            }
+        let Some(daemon) = self.daemons.get(&key) else {
+            self.expectations.forget(&key);
             return Ok(Action::await_change());
         };
         let ds = &daemon.ds;
@@ -678,7 +528,7 @@ impl DaemonSetController {
         // history) would otherwise satisfy the expectations of a snapshot taken before that pod
         // was in it, and `manage` would create a second daemon pod on its node (seen under load;
         // upstream checks its expectations before listing too).
-        let satisfied = self.satisfied(&key);
+        let satisfied = self.expectations.satisfied(&key);
         let pods = self.claim(&daemon, self.pods.store()).await?;
         let revisions = self.claim(&daemon, self.revisions.store()).await?;
         let template = ds
@@ -730,13 +580,13 @@ impl DaemonSetController {
             hash: constructed.hash().to_string(),
             now: jiff::Timestamp::now(),
         };
-        let mut requeue = Requeue::default();
+        let mut requeue = Action::await_change();
         if !satisfied {
-            if let Some(d) = self.expectations_expire_in(&key) {
-                requeue.after(d);
+            if let Some(d) = self.expectations.expires_in(&key) {
+                requeue.requeue_by(d);
             }
             self.update_status(&sync, false, &mut requeue).await?;
-            return Ok(requeue.action());
+            return Ok(requeue);
         }
         // The rolling update step plans on the same snapshot as `manage`: only when `manage`
         // changed nothing is that snapshot still the cluster's (otherwise the step could delete
@@ -744,7 +594,7 @@ impl DaemonSetController {
         // mid-sync). The events of whatever `manage` did queue the next sync.
         let mut result = self.manage(&sync, &mut requeue).await;
         if result.as_ref().is_ok_and(|acted| !acted)
-            && self.satisfied(&key)
+            && self.expectations.satisfied(&key)
             && daemon.is_rolling_update()
             && !daemon.paused
         {
@@ -759,7 +609,7 @@ impl DaemonSetController {
         let status = self.update_status(&sync, true, &mut requeue).await;
         result?;
         status?;
-        Ok(requeue.action())
+        Ok(requeue)
     }
 
     async fn can_adopt(&self, daemon: &Daemon) -> Result<bool, kube::Error> {
@@ -833,7 +683,7 @@ impl DaemonSetController {
     /// Per node: create, delete failed/duplicate/evicted pods (upstream's `manage`).
     /// Fixes every node (missing, failed, duplicate, evicted pods); says whether it issued any
     /// change.
-    async fn manage(&self, sync: &Sync<'_>, requeue: &mut Requeue) -> Result<bool, Error> {
+    async fn manage(&self, sync: &Sync<'_>, requeue: &mut Action) -> Result<bool, Error> {
         let daemon = sync.daemon;
         let surge = daemon.allows_surge();
         let mut create = Vec::new();
@@ -855,7 +705,7 @@ impl DaemonSetController {
             let backoff_key = format!("{}/{name}", daemon.uid());
             for failed in actions.failed {
                 if let Some(left) = self.failed_backoff.remaining(&backoff_key, now) {
-                    requeue.after(left);
+                    requeue.requeue_by(left);
                     continue;
                 }
                 self.failed_backoff.next(&backoff_key, now);
@@ -1037,9 +887,9 @@ impl DaemonSetController {
         let pod_key = |name: &str| make_key(&ns, name);
         self.expectations.expect_creations(key, create.len());
         self.expectations
-            .expect_deletions(&delete_key(key), delete.iter().map(|n| pod_key(n)));
+            .expect_deletions(key, delete.iter().map(|n| pod_key(n)));
         self.expectations
-            .expect_deletions(&in_place_key(key), in_place.iter().map(|(n, _)| pod_key(n)));
+            .expect_in_place(key, in_place.iter().map(|(n, _)| pod_key(n)));
         let reference = events::reference(ds);
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let mut errors: Vec<String> = Vec::new();
@@ -1107,8 +957,7 @@ impl DaemonSetController {
                     format!("Deleted pod: {name}"),
                 ),
                 Err(e) => {
-                    self.expectations
-                        .deletion_observed(&delete_key(key), &pod_key(name));
+                    self.expectations.deletion_observed(key, &pod_key(name));
                     if !is_status(&e, 404) {
                         self.recorder.record(
                             &reference,
@@ -1142,8 +991,7 @@ impl DaemonSetController {
                     format!("Updated pod in place: {name}"),
                 ),
                 Err(e) => {
-                    self.expectations
-                        .deletion_observed(&in_place_key(key), &pod_key(name));
+                    self.expectations.in_place_observed(key, &pod_key(name));
                     if !is_status(&e, 404) {
                         self.recorder.record(
                             &reference,
@@ -1196,7 +1044,7 @@ impl DaemonSetController {
         &self,
         sync: &Sync<'_>,
         observed: bool,
-        requeue: &mut Requeue,
+        requeue: &mut Action,
     ) -> Result<(), Error> {
         let ds = &sync.daemon.ds;
         let (counts, next) = status::count(
@@ -1208,7 +1056,7 @@ impl DaemonSetController {
             |p| sync.until_available(p),
         );
         if let Some(wait) = next {
-            requeue.after(wait);
+            requeue.requeue_by(wait);
         }
         let stored = ds.status.as_ref();
         let stored_generation = stored.and_then(|s| s.observed_generation);

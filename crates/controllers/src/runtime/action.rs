@@ -31,6 +31,12 @@ impl Action {
         self.requeue_after
     }
 
+    /// Asks for a requeue no later than `delay` from now (a sync with several deadlines keeps
+    /// the soonest).
+    pub fn requeue_by(&mut self, delay: Duration) {
+        *self = self.min(Action::requeue(delay));
+    }
+
     /// The sooner of two actions: a requeue wins over waiting, the earlier requeue over the later.
     pub fn min(self, other: Action) -> Action {
         match (self.requeue_after, other.requeue_after) {

@@ -23,14 +23,13 @@ pub mod update;
 pub mod volumes;
 
 use crate::{
-    history, ownership,
+    history,
+    owners::{Owner, Owners},
+    ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
 };
-use api::{
-    pod::{controller_of, controller_ref},
-    selector::LabelSelector,
-};
-use informer::{Change, Informer, Informers, Key, Shared, Subscription, key as make_key, key_of};
+use api::{pod::controller_ref, selector::LabelSelector};
+use informer::{Change, Informer, Informers, Key, Shared, Subscription, key_of};
 use k8s_openapi::{
     api::{
         apps::v1::{ControllerRevision, StatefulSet},
@@ -44,12 +43,8 @@ use kube::{
 };
 use pods::Ordinals;
 use serde_json::Value;
-use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock},
-    time::Duration,
-};
-use sync::{Children, Syncer, delete_key, in_place_key, revision_of};
+use std::{sync::Arc, time::Duration};
+use sync::{Children, Syncer};
 
 /// `"true"` pauses the set's rolling update on a real cluster, whose API lacks rollwright's
 /// `spec.updateStrategy.rollingUpdate.paused`: no pod of an old revision is replaced while
@@ -71,6 +66,22 @@ pub struct Set {
     pub in_place: bool,
     /// Whether its rolling update is paused.
     pub paused: bool,
+}
+
+impl Owner for Set {
+    const KIND: &'static str = "StatefulSet";
+
+    fn from_json(value: Value) -> Result<Self, String> {
+        Self::from_json(value)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.sts.metadata
+    }
+
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
 }
 
 impl Set {
@@ -256,7 +267,7 @@ pub struct StatefulSetController {
     /// the typed API.
     stateful_sets: Informer<DynamicObject>,
     /// Each set read once per change, with what is derived from it.
-    sets: RwLock<HashMap<Key, Arc<Set>>>,
+    sets: Owners<Set>,
     pods: Informer<Pod>,
     revisions: Informer<ControllerRevision>,
     claims: Informer<PersistentVolumeClaim>,
@@ -285,18 +296,17 @@ impl Controller for StatefulSetController {
             Arc::clone(self),
         );
         vec![
-            self.stateful_sets.subscribe(move |ch| s.on_set(ch)),
+            self.stateful_sets
+                .subscribe(move |ch| s.queue.add(s.sets.apply(ch))),
             self.pods.subscribe(move |ch| p.on_pod(ch)),
-            self.revisions
-                .subscribe(move |ch| r.on_child(&ch.object().metadata)),
-            self.claims
-                .subscribe(move |ch| c.on_child(&ch.object().metadata)),
+            self.revisions.subscribe(move |ch| r.on_child(ch)),
+            self.claims.subscribe(move |ch| c.on_child(ch)),
         ]
     }
 
     async fn reconcile(self: &Arc<Self>, key: Key) -> Result<Action, Error> {
-        let Some(set) = self.set(&key) else {
-            self.syncer.forget(&key);
+        let Some(set) = self.sets.get(&key) else {
+            self.syncer.expectations().forget(&key);
             return Ok(Action::await_change());
         };
         // Before the pods are read: see `Syncer::satisfied`.
@@ -350,159 +360,26 @@ impl StatefulSetController {
             client,
             config,
             stateful_sets: informers.dynamic(&ApiResource::erase::<StatefulSet>(&())),
-            sets: RwLock::default(),
+            sets: Owners::default(),
             pods: informers.get(),
             revisions: informers.get(),
             claims: informers.get(),
         })
     }
 
-    fn set(&self, key: &str) -> Option<Arc<Set>> {
-        self.sets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
-    }
-
-    fn all_sets(&self) -> Vec<Arc<Set>> {
-        self.sets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    /// The set a controller reference names, if we hold it (same uid).
-    fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
-        let r = controller_of(meta)?;
-        if r.kind != "StatefulSet" {
-            return None;
-        }
-        let key = make_key(namespace, &r.name);
-        self.set(&key).filter(|s| s.uid() == r.uid).map(|_| key)
-    }
-
-    /// Sets in `namespace` whose selector matches `labels` (for orphans and claims).
-    fn matching(&self, namespace: &str, meta: &ObjectMeta) -> Vec<Key> {
-        self.all_sets()
-            .iter()
-            .filter(|s| s.sts.metadata.namespace.as_deref() == Some(namespace))
-            .filter(|s| !s.selector.is_empty() && s.selector.matches_labels(meta.labels.as_ref()))
-            .map(|s| s.key())
-            .collect()
-    }
-
-    fn on_set(&self, change: &Change<DynamicObject>) {
-        let obj = change.object();
-        let key = obj.key();
-        let mut sets = self.sets.write().unwrap_or_else(|e| e.into_inner());
-        match change {
-            Change::Deleted(_) => {
-                sets.remove(&key);
-            }
-            Change::Added(_) | Change::Updated { .. } => {
-                match serde_json::to_value(DynamicObject::clone(obj))
-                    .map_err(|e| e.to_string())
-                    .and_then(Set::from_json)
-                {
-                    Ok(s) => {
-                        sets.insert(key.clone(), Arc::new(s));
-                    }
-                    Err(e) => {
-                        tracing::warn!(statefulset = %key, error = %e, "ignoring an unreadable StatefulSet");
-                        sets.remove(&key);
-                    }
-                }
-            }
-        }
-        drop(sets);
-        self.queue.add(key);
-    }
-
     fn on_pod(&self, change: &Change<Pod>) {
-        let expectations = self.syncer.expectations();
-        match change {
-            Change::Added(pod) => {
-                let ns = pod.namespace().unwrap_or_default();
-                match self.resolve(&ns, &pod.metadata) {
-                    Some(key) => {
-                        if pod.metadata.deletion_timestamp.is_some() {
-                            expectations
-                                .deletion_observed(&delete_key(&key), &key_of(pod.object()));
-                        } else {
-                            expectations.creation_observed(&key);
-                        }
-                        self.queue.add(key);
-                    }
-                    None if controller_of(&pod.metadata).is_none() => {
-                        for key in self.matching(&ns, &pod.metadata) {
-                            self.queue.add(key);
-                        }
-                    }
-                    None => {}
-                }
-            }
-            Change::Updated { old, new } => {
-                if change.is_resync() {
-                    return;
-                }
-                let ns = new.namespace().unwrap_or_default();
-                let owner = self.resolve(&ns, &new.metadata);
-                if old.metadata.uid != new.metadata.uid {
-                    // A relist found the name reused: the old pod's deletion and the new one's
-                    // creation were both missed as events.
-                    if let Some(key) = self.resolve(&ns, &old.metadata) {
-                        expectations.deletion_observed(&delete_key(&key), &key_of(old.object()));
-                    }
-                    if let Some(key) = &owner
-                        && new.metadata.deletion_timestamp.is_none()
-                    {
-                        expectations.creation_observed(key);
-                    }
-                }
-                if let Some(key) = &owner {
-                    if new.metadata.deletion_timestamp.is_some() {
-                        expectations.deletion_observed(&delete_key(key), &key_of(new.object()));
-                    }
-                    if revision_of(old) != revision_of(new) {
-                        expectations.deletion_observed(&in_place_key(key), &key_of(new.object()));
-                    }
-                    self.queue.add(key.clone());
-                }
-                if let Some(key) = self
-                    .resolve(&ns, &old.metadata)
-                    .filter(|k| Some(k) != owner.as_ref())
-                {
-                    self.queue.add(key);
-                }
-                if controller_of(&new.metadata).is_none() {
-                    for key in self.matching(&ns, &new.metadata) {
-                        self.queue.add(key);
-                    }
-                }
-            }
-            Change::Deleted(pod) => {
-                let ns = pod.namespace().unwrap_or_default();
-                if let Some(key) = self.resolve(&ns, &pod.metadata) {
-                    expectations.deletion_observed(&delete_key(&key), &key_of(pod.object()));
-                    self.queue.add(key);
-                }
-            }
+        self.syncer
+            .expectations()
+            .observe(change, |meta| self.sets.resolve(meta));
+        for key in self.sets.affected(change) {
+            self.queue.add(key);
         }
     }
 
-    /// A revision or claim changed: its controller, or the sets whose selector matches it.
-    fn on_child(&self, meta: &ObjectMeta) {
-        let ns = meta.namespace.clone().unwrap_or_default();
-        match self.resolve(&ns, meta) {
-            Some(key) => self.queue.add(key),
-            None => {
-                for key in self.matching(&ns, meta) {
-                    self.queue.add(key);
-                }
-            }
+    /// A revision or claim changed: its controller, or the sets that may adopt it.
+    fn on_child<K: informer::Object>(&self, change: &Change<K>) {
+        for key in self.sets.affected(change) {
+            self.queue.add(key);
         }
     }
 

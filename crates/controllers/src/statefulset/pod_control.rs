@@ -4,6 +4,7 @@
 //! records upstream's event on the set ("create Pod web-0 in StatefulSet web successful").
 
 use super::{Error, Set, pods, volumes};
+use crate::is_status;
 use events::{EventType, Recorder};
 use informer::Shared;
 use k8s_openapi::{
@@ -15,11 +16,6 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
 };
 use serde_json::{Value, json};
-
-/// Whether an API error has this HTTP status.
-pub fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
 
 /// What a write that did not fail did: whether the watch will show a change for it. A write the
 /// server found moot (the pod exists already, is gone, or changed since) will never be observed,

@@ -6,12 +6,13 @@
 
 use super::{
     Config, Error, Set,
-    pod_control::{Outcome, PodControl, is_status},
+    pod_control::{Outcome, PodControl},
     pods::{self, Facts, ScalePlan, Slot, Step},
     status, update, volumes,
 };
 use crate::{
-    daemonset::update::restarting_in_place, expectations::Expectations, history, runtime::Action,
+    daemonset::update::restarting_in_place, expectations::PodExpectations, history, is_status,
+    runtime::Action,
 };
 use events::{EventType, Recorder};
 use futures::future::join_all;
@@ -45,33 +46,9 @@ pub struct Children {
     pub claims: HashMap<String, Shared<PersistentVolumeClaim>>,
 }
 
-/// The key under which deletions a sync issued are expected.
-pub fn delete_key(key: &str) -> String {
-    format!("{key}#delete")
-}
-
-/// The key under which in-place updates a sync issued are expected.
-pub fn in_place_key(key: &str) -> String {
-    format!("{key}#in-place")
-}
-
 /// The revision a pod is labelled with (a ControllerRevision's name, as upstream).
 pub fn revision_of(pod: &Pod) -> &str {
     history::hash_of(&pod.metadata).unwrap_or("")
-}
-
-/// The shortest of several requeue deadlines.
-#[derive(Default)]
-struct Requeue(Option<Duration>);
-
-impl Requeue {
-    fn after(&mut self, d: Duration) {
-        self.0 = Some(self.0.map_or(d, |c| c.min(d)));
-    }
-
-    fn action(self) -> Action {
-        self.0.map_or_else(Action::await_change, Action::requeue)
-    }
 }
 
 /// The revisions one sync works with.
@@ -206,7 +183,7 @@ enum Replacement {
 pub struct Syncer {
     client: Client,
     recorder: Recorder,
-    expectations: Expectations,
+    expectations: PodExpectations,
 }
 
 impl Syncer {
@@ -215,36 +192,19 @@ impl Syncer {
         Self {
             recorder: Recorder::new(client.clone(), "statefulset-controller", None),
             client,
-            expectations: Expectations::new(config.expectations_ttl),
+            expectations: PodExpectations::new(config.expectations_ttl),
         }
     }
 
     /// The expectations the watch handlers lower.
-    pub fn expectations(&self) -> &Expectations {
+    pub fn expectations(&self) -> &PodExpectations {
         &self.expectations
     }
 
-    /// Forgets what it expected of a set that is gone.
-    pub fn forget(&self, key: &str) {
-        for k in [key.to_string(), delete_key(key), in_place_key(key)] {
-            self.expectations.forget(&k);
-        }
-    }
-
     /// Whether the cache shows every write of the set's previous syncs, so that a sync may act
-    /// on it. The caller asks before it reads the pods from the cache: asked after, a write
-    /// observed in between would count as seen by a snapshot that lacks it.
+    /// on it; ask before reading the pods ([`PodExpectations::satisfied`]).
     pub fn satisfied(&self, key: &str) -> bool {
-        [key.to_string(), delete_key(key), in_place_key(key)]
-            .iter()
-            .all(|k| self.expectations.satisfied(k))
-    }
-
-    fn expectations_expire_in(&self, key: &str) -> Option<Duration> {
-        [key.to_string(), delete_key(key), in_place_key(key)]
-            .iter()
-            .filter_map(|k| self.expectations.expires_in(k))
-            .min()
+        self.expectations.satisfied(key)
     }
 
     async fn revisions(
@@ -364,7 +324,7 @@ impl Syncer {
             })
             .collect();
 
-        let mut requeue = Requeue::default();
+        let mut requeue = Action::await_change();
         let mut result = Ok(());
         if expectations_met {
             let plan = pods::plan_scaling(set.ordered(), &replicas, &gone);
@@ -376,15 +336,15 @@ impl Syncer {
             if result.is_ok() {
                 result = self.truncate_history(&view, &children.pods).await;
             }
-        } else if let Some(d) = self.expectations_expire_in(&key) {
-            requeue.after(d);
+        } else if let Some(d) = self.expectations.expires_in(&key) {
+            requeue.requeue_by(d);
         }
         let status = self
             .write_status(&view, kept.values().chain(condemned.values()), &mut requeue)
             .await;
         result?;
         status?;
-        Ok(requeue.action())
+        Ok(requeue)
     }
 
     /// Carries out the scaling pass: repairs, creations and replacements first, then (if they
@@ -565,22 +525,16 @@ impl Syncer {
                 Replacement::Delete(_) => None,
             })
             .collect();
-        // Added to, not replacing, what this sync's earlier steps expect.
-        self.expectations.add_deletions(&delete_key(key), deletions);
-        self.expectations.add_deletions(&in_place_key(key), patches);
+        self.expectations.expect_deletions(key, deletions);
+        self.expectations.expect_in_place(key, patches);
         let one = |r: &Replacement| {
             let r = r.clone();
             async move {
-                match r {
-                    Replacement::Delete(p) => {
-                        (delete_key(key), pod_key(&p), control.delete_pod(&p).await)
-                    }
-                    Replacement::InPlace(p, patch) => (
-                        in_place_key(key),
-                        pod_key(&p),
-                        control.update_in_place(&p, &patch).await,
-                    ),
-                }
+                let result = match &r {
+                    Replacement::Delete(p) => control.delete_pod(p).await,
+                    Replacement::InPlace(p, patch) => control.update_in_place(p, patch).await,
+                };
+                (r, result)
             }
         };
         // Under OrderedReady even one batch goes in order, highest ordinal first.
@@ -594,13 +548,19 @@ impl Syncer {
             join_all(work.iter().map(one)).await
         };
         let mut errors = Vec::new();
-        for (expectation, pod, result) in results {
+        for (replacement, result) in results {
             match result {
                 Ok(Outcome::Written) => continue,
                 Ok(Outcome::Moot) => {}
                 Err(e) => errors.push(e.to_string()),
             }
-            self.expectations.deletion_observed(&expectation, &pod);
+            // Neither a failure nor a moot write will be seen by the watch.
+            match replacement {
+                Replacement::Delete(p) => self.expectations.deletion_observed(key, &pod_key(&p)),
+                Replacement::InPlace(p, _) => {
+                    self.expectations.in_place_observed(key, &pod_key(&p))
+                }
+            }
         }
         errors
     }
@@ -695,7 +655,7 @@ impl Syncer {
         &self,
         view: &View<'_>,
         pods: impl Iterator<Item = &'p Shared<Pod>>,
-        requeue: &mut Requeue,
+        requeue: &mut Action,
     ) -> Result<(), Error> {
         let set = view.set;
         let min_ready = set.min_ready_seconds();
@@ -706,7 +666,7 @@ impl Syncer {
                 && let Some(d) = api::pod::until_available(pod, min_ready, view.now)
                 && !d.is_zero()
             {
-                requeue.after(Duration::try_from(d).unwrap_or(Duration::ZERO));
+                requeue.requeue_by(Duration::try_from(d).unwrap_or(Duration::ZERO));
             }
             counted.push(status::Counted {
                 ready,

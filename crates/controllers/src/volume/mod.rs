@@ -11,7 +11,10 @@ pub mod class;
 pub mod protection;
 pub mod provision;
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::{
+    is_status,
+    runtime::{Action, Backoff, Controller, WorkQueue},
+};
 use binding::{ClaimStep, VolumeStep};
 use events::{EventType, Recorder};
 use informer::{
@@ -480,10 +483,6 @@ impl VolumeController {
             },
         }
     }
-}
-
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
 /// A write to an object that is gone, or changed under us (its next event brings us back),

@@ -193,11 +193,16 @@ async fn evictions_spend_the_budget_the_controller_computes() {
         .unwrap();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     pods.evict("a", &EvictParams::default()).await.unwrap();
-    // The eviction spent the allowance and recorded the pod.
+    // The eviction spent the allowance and recorded the pod, a record the controller drops as
+    // soon as it sees the pod terminating (it may already have).
     let spent = budgets.get_status("db").await.unwrap();
     let s = spent.status.unwrap();
     assert_eq!(s.disruptions_allowed, 0);
-    assert!(s.disrupted_pods.unwrap().contains_key("a"));
+    let recorded = s
+        .disrupted_pods
+        .as_ref()
+        .is_some_and(|m| m.contains_key("a"));
+    assert!(recorded || s.current_healthy == 2, "{s:?}");
     // Once the controller has seen a go, b may not.
     embedded::wait_until(&budgets, "db recomputed", TIMEOUT, |p| {
         status(p) == (2, 2, 0)

@@ -1,0 +1,294 @@
+//! The workload objects a controller keeps parsed beside the shared cache, and which of them a
+//! child's change concerns (upstream's `resolveControllerRef` and `getPodDaemonSets` /
+//! `getPodStatefulSets`, written once for the DaemonSet and StatefulSet controllers).
+//!
+//! The shared cache holds these objects as `DynamicObject`s, because rollwright's own fields
+//! (`podUpdatePolicy`, `paused`) are not in the typed API; a controller reads each one once per
+//! change into its own type ([`Owner::from_json`]) rather than once per sync.
+
+use api::{pod::controller_of, selector::LabelSelector};
+use informer::{Change, Key, Object, key as make_key};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use serde_json::Value;
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+/// A workload object as its controller keeps it.
+pub trait Owner: Sized + Send + Sync + 'static {
+    /// The kind its children's controller references name.
+    const KIND: &'static str;
+
+    /// Reads it from its JSON, with what the controller derives from it.
+    fn from_json(value: Value) -> Result<Self, String>;
+
+    /// Its metadata.
+    fn meta(&self) -> &ObjectMeta;
+
+    /// Its selector, parsed.
+    fn selector(&self) -> &LabelSelector;
+}
+
+/// The owners of one kind, by `namespace/name`.
+pub struct Owners<O> {
+    by_key: RwLock<HashMap<Key, Arc<O>>>,
+}
+
+impl<O> Default for Owners<O> {
+    fn default() -> Self {
+        Self {
+            by_key: RwLock::default(),
+        }
+    }
+}
+
+impl<O: Owner> Owners<O> {
+    /// The owner under `key`, if held.
+    pub fn get(&self, key: &str) -> Option<Arc<O>> {
+        self.by_key
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Every owner held.
+    pub fn all(&self) -> Vec<Arc<O>> {
+        self.by_key
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Applies a change of the owners' informer and returns the key to sync. An object that
+    /// does not read is dropped with a warning (its controller cannot act on it).
+    pub fn apply(&self, change: &Change<DynamicObject>) -> Key {
+        let obj = change.object();
+        let key = obj.key();
+        let parsed = match change {
+            Change::Deleted(_) => None,
+            Change::Added(_) | Change::Updated { .. } => {
+                match serde_json::to_value(DynamicObject::clone(obj))
+                    .map_err(|e| e.to_string())
+                    .and_then(O::from_json)
+                {
+                    Ok(o) => Some(Arc::new(o)),
+                    Err(e) => {
+                        tracing::warn!(kind = O::KIND, object = %key, error = %e, "ignoring an unreadable object");
+                        None
+                    }
+                }
+            }
+        };
+        let mut by_key = self.by_key.write().unwrap_or_else(|e| e.into_inner());
+        match parsed {
+            Some(o) => by_key.insert(key.clone(), o),
+            None => by_key.remove(&key),
+        };
+        key
+    }
+
+    /// The owner a child's controller reference names, if held with the same uid (a recreated
+    /// owner of the same name does not inherit the old one's children).
+    pub fn resolve(&self, child: &ObjectMeta) -> Option<Key> {
+        let r = controller_of(child)?;
+        if r.kind != O::KIND {
+            return None;
+        }
+        let key = make_key(child.namespace.as_deref().unwrap_or_default(), &r.name);
+        self.get(&key)
+            .filter(|o| o.meta().uid.as_deref() == Some(r.uid.as_str()))
+            .map(|_| key)
+    }
+
+    /// Owners in the child's namespace whose (non-empty) selector matches its labels: who may
+    /// adopt it.
+    pub fn matching(&self, child: &ObjectMeta) -> Vec<Key> {
+        let namespace = child.namespace.as_deref();
+        self.all()
+            .iter()
+            .filter(|o| o.meta().namespace.as_deref() == namespace)
+            .filter(|o| {
+                !o.selector().is_empty() && o.selector().matches_labels(child.labels.as_ref())
+            })
+            .map(|o| {
+                make_key(
+                    o.meta().namespace.as_deref().unwrap_or_default(),
+                    o.meta().name.as_deref().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// The owners a child's change concerns, as upstream's `addPod`/`updatePod`/`deletePod`:
+    /// its controller (before and after, if that changed), or, for an orphan that appeared,
+    /// changed its labels or was just released, every owner that may adopt it. A relist that
+    /// delivers a version already held concerns nobody.
+    pub fn affected<K: Object>(&self, change: &Change<K>) -> Vec<Key> {
+        match change {
+            Change::Added(child) => match self.resolve(child.meta()) {
+                Some(key) => vec![key],
+                None if controller_of(child.meta()).is_none() => self.matching(child.meta()),
+                None => Vec::new(),
+            },
+            Change::Updated { .. } if change.is_resync() => Vec::new(),
+            Change::Updated { old, new } => {
+                let (old, new) = (old.meta(), new.meta());
+                let mut keys: Vec<Key> = self.resolve(new).into_iter().collect();
+                if let Some(key) = self.resolve(old).filter(|k| !keys.contains(k)) {
+                    keys.push(key);
+                }
+                if controller_of(new).is_none()
+                    && (old.labels != new.labels || controller_of(old).is_some())
+                {
+                    for key in self.matching(new) {
+                        if !keys.contains(&key) {
+                            keys.push(key);
+                        }
+                    }
+                }
+                keys
+            }
+            Change::Deleted(child) => self.resolve(child.meta()).into_iter().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail by panicking")]
+mod tests {
+    use super::*;
+    use informer::Cached;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    struct Web {
+        meta: ObjectMeta,
+        selector: LabelSelector,
+    }
+
+    impl Owner for Web {
+        const KIND: &'static str = "StatefulSet";
+
+        fn from_json(value: Value) -> Result<Self, String> {
+            let meta: ObjectMeta =
+                serde_json::from_value(value["metadata"].clone()).map_err(|e| e.to_string())?;
+            let selector = serde_json::from_value(value["spec"]["selector"].clone())
+                .map_err(|e| e.to_string())?;
+            let selector =
+                LabelSelector::from_label_selector(&selector).map_err(|e| e.to_string())?;
+            Ok(Self { meta, selector })
+        }
+
+        fn meta(&self) -> &ObjectMeta {
+            &self.meta
+        }
+
+        fn selector(&self) -> &LabelSelector {
+            &self.selector
+        }
+    }
+
+    fn owner(name: &str, uid: &str, app: &str) -> Change<DynamicObject> {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": "ns", "uid": uid},
+            "spec": {"selector": {"matchLabels": {"app": app}}}
+        }))
+        .unwrap();
+        Change::Added(Cached::shared(obj))
+    }
+
+    fn pod(app: &str, controller: Option<(&str, &str)>, rv: &str) -> Arc<Cached<Pod>> {
+        let refs: Vec<Value> = controller
+            .map(|(name, uid)| {
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name, "uid": uid, "controller": true})
+            })
+            .into_iter()
+            .collect();
+        Cached::shared(
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "ns", "resourceVersion": rv,
+                             "labels": {"app": app}, "ownerReferences": refs}
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_change_concerns_its_controller_or_who_may_adopt_it() {
+        let owners: Owners<Web> = Owners::default();
+        assert_eq!(owners.apply(&owner("web", "u1", "web")), "ns/web");
+        owners.apply(&owner("db", "u2", "db"));
+        let ours = Some(("web", "u1"));
+        let cases: Vec<(&str, Change<Pod>, Vec<&str>)> = vec![
+            (
+                "added, controlled",
+                Change::Added(pod("web", ours, "1")),
+                vec!["ns/web"],
+            ),
+            (
+                "added, controlled by a former owner of the name (other uid)",
+                Change::Added(pod("web", Some(("web", "old")), "1")),
+                vec![],
+            ),
+            (
+                "added orphan",
+                Change::Added(pod("db", None, "1")),
+                vec!["ns/db"],
+            ),
+            (
+                "relist of the same version",
+                Change::Updated {
+                    old: pod("web", ours, "1"),
+                    new: pod("web", ours, "1"),
+                },
+                vec![],
+            ),
+            (
+                "released: its owner and who may adopt it",
+                Change::Updated {
+                    old: pod("db", ours, "1"),
+                    new: pod("db", None, "2"),
+                },
+                vec!["ns/web", "ns/db"],
+            ),
+            (
+                "an orphan whose labels did not change",
+                Change::Updated {
+                    old: pod("db", None, "1"),
+                    new: pod("db", None, "2"),
+                },
+                vec![],
+            ),
+            (
+                "deleted",
+                Change::Deleted(pod("web", ours, "1")),
+                vec!["ns/web"],
+            ),
+            (
+                "deleted orphan",
+                Change::Deleted(pod("web", None, "1")),
+                vec![],
+            ),
+        ];
+        for (name, change, want) in cases {
+            assert_eq!(owners.affected(&change), want, "{name}");
+        }
+        let deleted = match owner("web", "u1", "web") {
+            Change::Added(o) => Change::Deleted(o),
+            other => other,
+        };
+        owners.apply(&deleted);
+        assert!(owners.get("ns/web").is_none());
+        assert!(
+            owners
+                .affected(&Change::Added(pod("web", ours, "1")))
+                .is_empty()
+        );
+    }
+}
