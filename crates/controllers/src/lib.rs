@@ -64,6 +64,7 @@ pub mod serviceaccount;
 #[cfg(feature = "test-support")]
 pub mod stateful_invariants;
 pub mod statefulset;
+pub mod switches;
 pub mod ttl_after_finished;
 pub mod volume;
 

@@ -28,6 +28,7 @@ use crate::{
     owners::{Owner, Owners},
     ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
+    switches::Switches,
 };
 use api::{
     intstr::{IntOrPercent, scaled_value_or},
@@ -63,15 +64,7 @@ use tokio::time::Instant;
 /// `maxUnavailable` nor block the rollout; they are updated when their node returns
 /// (upstream #117204).
 pub const SKIP_UNREACHABLE_NODES: &str = "rollwright.io/skip-unreachable-nodes";
-/// `InPlaceIfPossible` here (or in `spec.updateStrategy.rollingUpdate.podUpdatePolicy`) lets a
-/// rolling update that changes only images patch pods instead of recreating them; the
-/// annotation is how a real cluster, whose API lacks the field, opts in.
-pub const POD_UPDATE_POLICY: &str = "rollwright.io/pod-update-policy";
-/// `"true"` here (or `spec.updateStrategy.rollingUpdate.paused: true` on rollwright's API
-/// server) pauses a rolling update: no pod of an old revision is replaced, while new nodes still
-/// get pods and the status stays true. The annotation is how a real cluster, whose API lacks the
-/// field, says it.
-pub const PAUSED: &str = "rollwright.io/paused";
+pub use crate::switches::{PAUSED, POD_UPDATE_POLICY};
 /// The annotation upstream's API server keeps the legacy template generation in.
 const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
 
@@ -165,23 +158,7 @@ impl Owner for Daemon {
 impl Daemon {
     /// Reads a DaemonSet from its JSON, keeping the rollwright field the typed API lacks.
     pub fn from_json(value: Value) -> Result<Self, String> {
-        let policy = value
-            .pointer("/spec/updateStrategy/rollingUpdate/podUpdatePolicy")
-            .and_then(Value::as_str);
-        let annotation = value
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(POD_UPDATE_POLICY))
-            .and_then(Value::as_str);
-        let in_place = policy.or(annotation) == Some("InPlaceIfPossible");
-        let paused = value
-            .pointer("/spec/updateStrategy/rollingUpdate/paused")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-            || value
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(PAUSED))
-                .and_then(Value::as_str)
-                == Some("true");
+        let Switches { in_place, paused } = Switches::read(&value);
         let ds: DaemonSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
         let selector = LabelSelector::from_label_selector(
             &ds.spec

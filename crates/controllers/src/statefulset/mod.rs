@@ -27,6 +27,7 @@ use crate::{
     owners::{Owner, Owners},
     ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
+    switches::Switches,
 };
 use api::{pod::controller_ref, selector::LabelSelector};
 use informer::{Change, Informer, Informers, Key, Shared, Subscription, key_of};
@@ -46,13 +47,7 @@ use serde_json::Value;
 use std::{sync::Arc, time::Duration};
 use sync::{Children, Syncer};
 
-/// `"true"` pauses the set's rolling update on a real cluster, whose API lacks rollwright's
-/// `spec.updateStrategy.rollingUpdate.paused`: no pod of an old revision is replaced while
-/// paused; missing ordinals are still created.
-pub const PAUSED: &str = "rollwright.io/paused";
-/// `InPlaceIfPossible` here (or in `spec.updateStrategy.rollingUpdate.podUpdatePolicy`) lets a
-/// rolling update that changes only images patch pods instead of recreating them.
-pub use crate::daemonset::POD_UPDATE_POLICY;
+pub use crate::switches::{PAUSED, POD_UPDATE_POLICY};
 
 /// A StatefulSet as the controller keeps it: the typed object plus what is derived from it once
 /// per change.
@@ -87,24 +82,7 @@ impl Owner for Set {
 impl Set {
     /// Reads a StatefulSet from its JSON, keeping the rollwright fields the typed API lacks.
     pub fn from_json(value: Value) -> Result<Self, String> {
-        let rolling = value.pointer("/spec/updateStrategy/rollingUpdate");
-        let annotation = |name: &str| {
-            value
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(name))
-                .and_then(Value::as_str)
-        };
-        let policy = rolling
-            .and_then(|r| r.get("podUpdatePolicy"))
-            .and_then(Value::as_str);
-        // The API server defaults the field to `Recreate`, so either saying InPlaceIfPossible
-        // opts in.
-        let in_place = [policy, annotation(POD_UPDATE_POLICY)].contains(&Some("InPlaceIfPossible"));
-        let paused = rolling
-            .and_then(|r| r.get("paused"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-            || annotation(PAUSED) == Some("true");
+        let Switches { in_place, paused } = Switches::read(&value);
         let sts: StatefulSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
         let selector = LabelSelector::from_label_selector(
             &sts.spec

@@ -21,7 +21,7 @@ pub const DEPLOYMENT_REVISION: &str = "deployment.kubernetes.io/revision";
 pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 /// On a real cluster, whose API has no `spec.updateStrategy.rollingUpdate.paused` for DaemonSets
 /// and StatefulSets, the same switch as an annotation.
-pub const PAUSED_ANNOTATION: &str = "rollwright.io/paused";
+pub use controllers::switches::PAUSED as PAUSED_ANNOTATION;
 
 /// A workload's spec and status, as far as a rollout is concerned.
 #[derive(Clone, Debug, Default, PartialEq)]
