@@ -2,7 +2,7 @@
 //! upstream shares `pkg/controller/util/endpoint` and `endpointslice/util`: which pods a Service
 //! selects, which of them belong in its endpoints, the address and ports each offers.
 
-use informer::{Key, Shared, Store, key};
+use informer::{Change, Key, Shared, Store, key};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
@@ -42,6 +42,19 @@ pub fn services_of(services: &Store<Service>, pod: &Pod) -> BTreeSet<Key> {
         .filter(|s| selects(s, pod))
         .map(|s| key(&namespace, &s.name_any()))
         .collect()
+}
+
+/// The Services a pod's change concerns: those that select it now or selected it before (a
+/// relist of the same version concerns none).
+pub fn services_affected(services: &Store<Service>, change: &Change<Pod>) -> BTreeSet<Key> {
+    if change.is_resync() {
+        return BTreeSet::new();
+    }
+    let mut keys = services_of(services, change.object());
+    if let Change::Updated { old, .. } = change {
+        keys.extend(services_of(services, old));
+    }
+    keys
 }
 
 /// The pods of the Service's namespace it selects.

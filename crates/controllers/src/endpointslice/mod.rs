@@ -115,15 +115,7 @@ impl Controller for EndpointSliceController {
                 }
             }),
             self.pods.subscribe(move |c: &Change<Pod>| {
-                if c.is_resync() {
-                    return;
-                }
-                let services = on_pod.services.store();
-                let mut keys = pods::services_of(services, c.object());
-                if let Change::Updated { old, .. } = c {
-                    keys.extend(pods::services_of(services, old));
-                }
-                for k in keys {
+                for k in pods::services_affected(on_pod.services.store(), c) {
                     on_pod.queue.add(k);
                 }
             }),
