@@ -96,11 +96,29 @@ pub fn controller_ref(api_version: &str, kind: &str, owner: &ObjectMeta) -> Owne
     }
 }
 
+/// Whether a pod is still restarting after an in-place update: a container whose status
+/// reports another image than its spec asks for has not been restarted by the kubelet yet, so
+/// the pod must not count as available even if its `Ready` condition lags behind.
+pub fn restarting_in_place(pod: &Pod) -> bool {
+    let (Some(spec), Some(status)) = (pod.spec.as_ref(), pod.status.as_ref()) else {
+        return false;
+    };
+    let statuses = status.container_statuses.as_deref().unwrap_or_default();
+    spec.containers.iter().any(|c| {
+        statuses.iter().any(|s| {
+            s.name == c.name
+                && c.image
+                    .as_deref()
+                    .is_some_and(|i| !crate::image::same(i, &s.image))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::{
-        api::core::v1::{PodCondition, PodStatus},
+        api::core::v1::{Container, ContainerStatus, PodCondition, PodSpec, PodStatus},
         apimachinery::pkg::apis::meta::v1::Time,
     };
 
@@ -169,5 +187,33 @@ mod tests {
         };
         assert_eq!(controller_of(&meta), Some(&r));
         assert_eq!(r.block_owner_deletion, Some(true));
+    }
+
+    #[test]
+    fn a_pod_whose_status_lags_its_images_is_restarting() {
+        let pod = |spec_image: &str, status_image: Option<&str>| Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "c".into(),
+                    image: Some(spec_image.into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                container_statuses: status_image.map(|i| {
+                    vec![ContainerStatus {
+                        name: "c".into(),
+                        image: i.into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(restarting_in_place(&pod("app:2", Some("app:1"))));
+        assert!(!restarting_in_place(&pod("app:2", Some("app:2"))));
+        assert!(!restarting_in_place(&pod("app:2", None)));
     }
 }

@@ -115,6 +115,11 @@ pub struct PodFacts {
     pub active: bool,
     /// `Succeeded` or `Failed`.
     pub terminal: bool,
+    /// `Running`.
+    pub running: bool,
+    /// A container still runs another image than its spec asks for (an in-place update the
+    /// kubelet has not carried out yet: [`api::pod::restarting_in_place`]).
+    pub restarting_in_place: bool,
     /// Being deleted.
     pub deleting: bool,
     /// The `pod-template-hash` label (Deployments' revisions).
@@ -166,7 +171,8 @@ impl Object for Pod {
                 .and_then(|l| l.get(name))
                 .cloned()
         };
-        let terminal = matches!(api::pod::phase(self), "Succeeded" | "Failed");
+        let phase = api::pod::phase(self);
+        let terminal = matches!(phase, "Succeeded" | "Failed");
         let deleting = self.metadata.deletion_timestamp.is_some();
         PodFacts {
             node: self
@@ -177,6 +183,8 @@ impl Object for Pod {
             ready_since: api::pod::ready_since(self),
             active: !terminal && !deleting,
             terminal,
+            running: phase == "Running",
+            restarting_in_place: api::pod::restarting_in_place(self),
             deleting,
             template_hash: label("pod-template-hash"),
             revision_hash: label("controller-revision-hash"),

@@ -38,7 +38,7 @@ use api::{
 use events::{EventType, Recorder};
 use futures::future::join_all;
 use informer::{
-    Change, Informer, Informers, Key, Shared, Store, Subscription, key as make_key, key_of,
+    Cached, Change, Informer, Informers, Key, Shared, Store, Subscription, key as make_key, key_of,
 };
 use k8s_openapi::{
     api::{
@@ -349,16 +349,17 @@ impl Sync<'_> {
         update::is_pod_updated(pod, &self.hash, self.daemon.template_generation())
     }
 
-    fn is_available(&self, pod: &Pod) -> bool {
-        !update::restarting_in_place(pod)
-            && api::pod::is_available(pod, self.daemon.min_ready_seconds(), self.now)
+    fn is_available(&self, pod: &Cached<Pod>) -> bool {
+        self.until_available(pod).is_some_and(|d| d.is_zero())
     }
 
-    fn until_available(&self, pod: &Pod) -> Option<Duration> {
-        if update::restarting_in_place(pod) {
+    /// From the cache's per-pod facts, derived once per watch event.
+    fn until_available(&self, pod: &Cached<Pod>) -> Option<Duration> {
+        let facts = pod.facts();
+        if facts.restarting_in_place {
             return None;
         }
-        let d = api::pod::until_available(pod, self.daemon.min_ready_seconds(), self.now)?;
+        let d = facts.until_available(self.daemon.min_ready_seconds(), self.now)?;
         Some(Duration::try_from(d).unwrap_or(Duration::ZERO))
     }
 

@@ -7,7 +7,7 @@
 //! daemon pod that does not fit stays Pending and still counts as desired.
 
 use api::pod::phase;
-use informer::Shared;
+use informer::{Cached, Shared};
 use k8s_openapi::{
     api::core::v1::{
         Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
@@ -239,8 +239,8 @@ pub fn pods_should_be_on_node(
     placement: Placement,
     pods: Option<&Vec<Shared<Pod>>>,
     surge: bool,
-    is_new: impl Fn(&Pod) -> bool,
-    is_available: impl Fn(&Pod) -> bool,
+    is_new: impl Fn(&Cached<Pod>) -> bool,
+    is_available: impl Fn(&Cached<Pod>) -> bool,
 ) -> NodeActions {
     let mut out = NodeActions::default();
     let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
@@ -873,10 +873,14 @@ mod tests {
             ),
         ];
         for (name, placement, pods, surge, want) in cases {
-            let is_new = |p: &Pod| p.metadata.labels.as_ref().unwrap()["new"] == "true";
-            let got = pods_should_be_on_node(placement, pods.as_ref(), surge, is_new, |p: &Pod| {
-                api::pod::is_ready(p)
-            });
+            let is_new = |p: &Cached<Pod>| p.metadata.labels.as_ref().unwrap()["new"] == "true";
+            let got = pods_should_be_on_node(
+                placement,
+                pods.as_ref(),
+                surge,
+                is_new,
+                |p: &Cached<Pod>| api::pod::is_ready(p),
+            );
             assert_eq!(got, want, "{name}");
         }
     }

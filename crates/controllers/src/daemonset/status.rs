@@ -2,7 +2,7 @@
 //! counted per node: on a node with several daemon pods only the oldest counts.
 
 use super::nodes::{Placement, oldest_first};
-use informer::Shared;
+use informer::{Cached, Shared};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use std::{collections::BTreeMap, time::Duration};
@@ -64,8 +64,8 @@ impl Counts {
 pub fn count<'a>(
     nodes: impl IntoIterator<Item = (&'a str, Placement)>,
     nodes_to_pods: &BTreeMap<String, Vec<Shared<Pod>>>,
-    is_updated: impl Fn(&Pod) -> bool,
-    until_available: impl Fn(&Pod) -> Option<Duration>,
+    is_updated: impl Fn(&Cached<Pod>) -> bool,
+    until_available: impl Fn(&Cached<Pod>) -> Option<Duration>,
 ) -> (Counts, Option<Duration>) {
     let mut c = Counts::default();
     let mut next: Option<Duration> = None;

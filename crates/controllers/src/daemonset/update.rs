@@ -7,7 +7,7 @@
 //! With surge, a new pod is started beside an old available one on at most `maxSurge` nodes at a
 //! time, and the old pod goes once the new one is available.
 
-use informer::Shared;
+use informer::{Cached, Shared};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -54,12 +54,15 @@ pub struct Inputs<'a> {
     pub desired: i32,
 }
 
+/// A node's pod of the new revision and its pod of an old one, each if there is one.
+type NewAndOld<'p> = (Option<&'p Cached<Pod>>, Option<&'p Cached<Pod>>);
+
 /// The newest and the old pod on a node, or `None` if the node has more than one of either
 /// (the per-node sync cleans those up first). Pods being deleted are ignored.
 pub fn updated_and_old<'p>(
     pods: &'p [Shared<Pod>],
-    is_new: &impl Fn(&Pod) -> bool,
-) -> Option<(Option<&'p Pod>, Option<&'p Pod>)> {
+    is_new: &impl Fn(&Cached<Pod>) -> bool,
+) -> Option<NewAndOld<'p>> {
     let (mut new, mut old) = (None, None);
     for pod in pods
         .iter()
@@ -69,7 +72,7 @@ pub fn updated_and_old<'p>(
         if slot.is_some() {
             return None;
         }
-        *slot = Some(pod.object());
+        *slot = Some(&**pod);
     }
     Some((new, old))
 }
@@ -83,8 +86,8 @@ fn name(p: &Pod) -> String {
 /// stalling on those): it neither uses up `maxUnavailable` nor gets its pod replaced.
 pub fn plan(
     inputs: &Inputs<'_>,
-    is_new: impl Fn(&Pod) -> bool,
-    is_available: impl Fn(&Pod) -> bool,
+    is_new: impl Fn(&Cached<Pod>) -> bool,
+    is_available: impl Fn(&Cached<Pod>) -> bool,
     should_run: impl Fn(&str) -> bool,
     skip: impl Fn(&str) -> bool,
 ) -> Plan {
@@ -206,23 +209,7 @@ pub fn in_place_images(old: &Value, new: &Value) -> Option<Vec<(String, String)>
         .collect()
 }
 
-/// Whether a pod is still restarting after an in-place update: a container whose status
-/// reports another image than its spec asks for has not been restarted by the kubelet yet, so
-/// the pod must not count as available even if its `Ready` condition lags behind.
-pub fn restarting_in_place(pod: &Pod) -> bool {
-    let (Some(spec), Some(status)) = (pod.spec.as_ref(), pod.status.as_ref()) else {
-        return false;
-    };
-    let statuses = status.container_statuses.as_deref().unwrap_or_default();
-    spec.containers.iter().any(|c| {
-        statuses.iter().any(|s| {
-            s.name == c.name
-                && c.image
-                    .as_deref()
-                    .is_some_and(|i| !api::image::same(i, &s.image))
-        })
-    })
-}
+pub use api::pod::restarting_in_place;
 
 #[cfg(test)]
 #[allow(
@@ -232,10 +219,7 @@ pub fn restarting_in_place(pod: &Pod) -> bool {
 mod tests {
     use super::*;
     use informer::Cached;
-    use k8s_openapi::{
-        api::core::v1::{Container, ContainerStatus, PodSpec},
-        apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
-    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use serde_json::json;
 
     /// `o`/`n` old/new, `+` available, `-` not, `x` being deleted.
@@ -582,33 +566,5 @@ mod tests {
             });
             assert_eq!(in_place_images(&old, &new), want, "{name}");
         }
-    }
-
-    #[test]
-    fn a_pod_whose_status_lags_its_images_is_restarting() {
-        let pod = |spec_image: &str, status_image: Option<&str>| Pod {
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "c".into(),
-                    image: Some(spec_image.into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: Some(k8s_openapi::api::core::v1::PodStatus {
-                container_statuses: status_image.map(|i| {
-                    vec![ContainerStatus {
-                        name: "c".into(),
-                        image: i.into(),
-                        ..Default::default()
-                    }]
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert!(restarting_in_place(&pod("app:2", Some("app:1"))));
-        assert!(!restarting_in_place(&pod("app:2", Some("app:2"))));
-        assert!(!restarting_in_place(&pod("app:2", None)));
     }
 }
