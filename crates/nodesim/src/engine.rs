@@ -701,6 +701,14 @@ impl Engine {
         let wall = wall_now();
         let status = pod.status(&wall);
         pod.reported.wrote(resync::ready_of(&status));
+        let status = match serde_json::value::to_raw_value(&status) {
+            Ok(s) => s,
+            Err(e) => {
+                // A `Value` always serializes; this keeps the writer total all the same.
+                tracing::warn!(error = %e, "pod status not serializable; not written");
+                return;
+            }
+        };
         let write = if pod.finished {
             Write::PodFinish {
                 namespace: pod.namespace.clone(),
