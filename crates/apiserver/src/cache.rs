@@ -12,7 +12,7 @@ use crate::{
 };
 use bytes::Bytes;
 use futures::StreamExt;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::{
     collections::{BTreeMap, HashMap, VecDeque},
     sync::{
@@ -25,20 +25,27 @@ use store::{EventKind, KeyValue, Revision, Store};
 use tokio::sync::{broadcast, watch};
 
 /// One object as the cache holds it.
+///
+/// The cache holds every object of the cluster and a history of recent versions, so each entry
+/// is kept to the JSON and as little beside it as selectors need: with 150,000 pods the per-entry
+/// extras (labels as a JSON map, each selectable field's name as its own string) once took a
+/// third as much memory as the JSON itself. See BENCHMARKS.md, issue 15.
 #[derive(Debug)]
 pub struct Entry {
     /// The object's revision (its `resourceVersion`).
     pub rev: Revision,
     /// Namespace, empty for cluster-scoped objects.
-    pub namespace: String,
+    pub namespace: Box<str>,
     /// Name.
-    pub name: String,
+    pub name: Box<str>,
     /// The whole object as JSON, `resourceVersion` included.
     pub json: Bytes,
-    /// `metadata.labels`.
-    pub labels: Map<String, Value>,
-    /// The values of the fields this kind supports in field selectors.
-    pub fields: Vec<(String, String)>,
+    /// `metadata.labels` with string values, by key.
+    labels: Labels,
+    /// The kind's selectable field names, shared by every entry of the kind.
+    field_names: Arc<[String]>,
+    /// Their values in the same order.
+    field_values: Packed,
 }
 
 impl Entry {
@@ -50,14 +57,131 @@ impl Entry {
     /// The value of a selectable field (the kind's `selectable_fields`).
     pub fn field(&self, name: &str) -> Option<String> {
         match name {
-            "metadata.name" => Some(self.name.clone()),
-            "metadata.namespace" => Some(self.namespace.clone()),
+            "metadata.name" => Some(self.name.to_string()),
+            "metadata.namespace" => Some(self.namespace.to_string()),
             _ => self
-                .fields
+                .field_names
                 .iter()
-                .find(|(f, _)| *f == name)
-                .map(|(_, v)| v.clone()),
+                .position(|f| f == name)
+                .and_then(|i| self.field_values.get(i))
+                .map(str::to_string),
         }
+    }
+
+    /// The value of label `key`, if it is set to a string (a non-string value counts as absent,
+    /// as a label selector over the JSON map has it).
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key)
+    }
+
+    /// Whether the labels satisfy `selector`.
+    pub fn matches_labels(&self, selector: &api::selector::LabelSelector) -> bool {
+        selector.matches(|k| self.labels.get(k))
+    }
+}
+
+/// Strings packed into one allocation, read back by position.
+#[derive(Debug, Default)]
+struct Packed {
+    text: Box<str>,
+    /// Where each string ends in `text`.
+    ends: Box<[u32]>,
+}
+
+impl Packed {
+    fn new<'a>(items: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut text = String::new();
+        let mut ends = Vec::new();
+        for s in items {
+            text.push_str(s);
+            ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+        }
+        Packed {
+            text: text.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)? as usize;
+        let start = match i {
+            0 => 0,
+            _ => *self.ends.get(i - 1)? as usize,
+        };
+        self.text.get(start..end)
+    }
+}
+
+/// Labels as sorted (key, value) pairs packed together: keys at even positions, values at odd.
+#[derive(Debug, Default)]
+struct Labels(Packed);
+
+impl Labels {
+    fn of(obj: &Value) -> Self {
+        let Some(map) = obj
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+        else {
+            return Labels::default();
+        };
+        let mut pairs: Vec<(&str, &str)> = map
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+            .collect();
+        pairs.sort_unstable();
+        Labels(Packed::new(pairs.into_iter().flat_map(|(k, v)| [k, v])))
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        let n = self.0.len() / 2;
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.0.get(2 * mid)?.cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.0.get(2 * mid + 1),
+            }
+        }
+        None
+    }
+}
+
+/// What the cache holds for one resource, in bytes (what was asked of the allocator, without its
+/// rounding): `rollwright bench nodes` prints it per pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Objects held.
+    pub objects: usize,
+    /// Their JSON.
+    pub json_bytes: usize,
+    /// Everything else per object: the entry, its map key, name, labels and field values.
+    pub other_bytes: usize,
+    /// Events in the watch history.
+    pub history_events: usize,
+    /// Older versions the history (and its events' previous states) keeps alive besides the
+    /// current objects: their count, and their JSON and other bytes together.
+    pub history_versions: usize,
+    /// See `history_versions`.
+    pub history_bytes: usize,
+}
+
+impl Entry {
+    /// The heap bytes of this entry besides its JSON.
+    fn other_bytes(&self) -> usize {
+        std::mem::size_of::<Entry>()
+            + 2 * std::mem::size_of::<usize>() // the `Arc`'s counts
+            + self.namespace.len()
+            + self.name.len()
+            + self.labels.0.text.len()
+            + std::mem::size_of_val(&*self.labels.0.ends)
+            + self.field_values.text.len()
+            + std::mem::size_of_val(&*self.field_values.ends)
     }
 }
 
@@ -288,7 +412,7 @@ impl Cache {
         for ev in guard.history.iter().rev().take_while(|e| e.entry.rev > at) {
             let key = object_key(
                 def,
-                Some(ev.entry.namespace.as_str()).filter(|s| !s.is_empty()),
+                Some(&*ev.entry.namespace).filter(|s| !s.is_empty()),
                 &ev.entry.name,
             );
             match &ev.prev {
@@ -301,7 +425,7 @@ impl Cache {
             .filter(|e| {
                 namespace
                     .filter(|_| def.namespaced)
-                    .is_none_or(|ns| e.namespace == ns)
+                    .is_none_or(|ns| &*e.namespace == ns)
             })
             .collect())
     }
@@ -528,6 +652,36 @@ impl Cache {
         Ok(rev)
     }
 
+    /// What the cache holds of the resource `def` is stored in (its current objects, not the
+    /// history of older versions).
+    pub fn footprint(&self, def: &Kind) -> Footprint {
+        let slot = self.slot(def);
+        let guard = read(&slot);
+        let mut f = Footprint {
+            objects: guard.objects.len(),
+            ..Footprint::default()
+        };
+        for (key, e) in &guard.objects {
+            f.json_bytes += e.json.len();
+            f.other_bytes += e.other_bytes() + std::mem::size_of::<String>() + key.len();
+        }
+        f.history_events = guard.history.len();
+        let current: std::collections::HashSet<*const Entry> =
+            guard.objects.values().map(Arc::as_ptr).collect();
+        let mut seen = std::collections::HashSet::new();
+        for ev in &guard.history {
+            f.history_bytes += std::mem::size_of::<CacheEvent>() + 2 * std::mem::size_of::<usize>();
+            for e in std::iter::once(&ev.entry).chain(&ev.prev) {
+                let p = Arc::as_ptr(e);
+                if !current.contains(&p) && seen.insert(p) {
+                    f.history_versions += 1;
+                    f.history_bytes += e.json.len() + e.other_bytes();
+                }
+            }
+        }
+        f
+    }
+
     /// How many objects of each stored resource the cache holds (for metrics), by plural.
     pub fn counts(&self) -> Vec<(String, usize)> {
         self.registry
@@ -578,20 +732,23 @@ fn decode(def: &Kind, ns: &str, name: &str, kv: &KeyValue) -> Option<Entry> {
         "resourceVersion".into(),
         Value::String(kv.mod_revision.to_string()),
     );
-    let labels = object::labels(&value);
-    let fields = def
+    let labels = Labels::of(&value);
+    let values: Vec<String> = def
         .selectable_fields
         .iter()
-        .map(|f| (f.clone(), object::field_string(&value, f)))
+        .map(|f| object::field_string(&value, f))
         .collect();
-    let json = Bytes::from(serde_json::to_vec(&value).ok()?);
+    // `to_vec` grows its buffer by doubling, and `Bytes` would keep all of it for as long as the
+    // entry lives (a quarter more than the JSON on average): copy into an allocation of the size.
+    let json = Bytes::copy_from_slice(&serde_json::to_vec(&value).ok()?);
     Some(Entry {
         rev: kv.mod_revision,
-        namespace: ns.to_string(),
-        name: name.to_string(),
+        namespace: ns.into(),
+        name: name.into(),
         json,
         labels,
-        fields,
+        field_names: def.selectable_fields.clone(),
+        field_values: Packed::new(values.iter().map(String::as_str)),
     })
 }
 
@@ -681,10 +838,63 @@ mod tests {
             first.initial[0].entry.field("spec.nodeName").as_deref(),
             Some("n1")
         );
-        assert_eq!(
-            first.initial[0].entry.labels.get("app"),
-            Some(&Value::String("x".into()))
-        );
+        assert_eq!(first.initial[0].entry.label("app"), Some("x"));
+    }
+
+    #[test]
+    fn an_entry_answers_labels_and_fields_as_the_object_has_them() {
+        let pods = find("", "v1", "pods").unwrap();
+        let e = decode(
+            &pods,
+            "default",
+            "a",
+            &kv(
+                "/registry/core/pods/default/a",
+                r#"{"metadata":{"name":"a","labels":{"tier":"web","app":"x","n":3,"a.b/c":""}},
+                    "spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#,
+                7,
+            ),
+        )
+        .unwrap();
+        assert_eq!(e.label("app"), Some("x"));
+        assert_eq!(e.label("tier"), Some("web"));
+        assert_eq!(e.label("a.b/c"), Some(""));
+        assert_eq!(e.label("n"), None, "a non-string value counts as absent");
+        assert_eq!(e.label("zzz"), None);
+        let sel = api::selector::LabelSelector::parse("app=x,tier in (web),!n").unwrap();
+        assert!(e.matches_labels(&sel));
+        let sel = api::selector::LabelSelector::parse("app=y").unwrap();
+        assert!(!e.matches_labels(&sel));
+        assert_eq!(e.field("spec.nodeName").as_deref(), Some("n1"));
+        assert_eq!(e.field("spec.hostNetwork").as_deref(), Some("true"));
+        assert_eq!(e.field("status.phase").as_deref(), Some("Running"));
+        assert_eq!(e.field("status.podIP").as_deref(), Some(""));
+        assert_eq!(e.field("metadata.name").as_deref(), Some("a"));
+        assert_eq!(e.field("spec.unknown"), None);
+        let json: Value = serde_json::from_slice(&e.json).unwrap();
+        assert_eq!(json["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn the_footprint_counts_current_objects_and_the_older_versions_history_keeps() {
+        let cache = Cache::new(100, registry());
+        let pods = find("", "v1", "pods").unwrap();
+        cache.replace(&[], 0);
+        for (i, name) in ["a", "a", "b"].iter().enumerate() {
+            cache.apply(
+                EventKind::Put,
+                &kv(
+                    &format!("/registry/core/pods/default/{name}"),
+                    r#"{"metadata":{}}"#,
+                    i as u64 + 1,
+                ),
+            );
+        }
+        let f = cache.footprint(&pods);
+        assert_eq!((f.objects, f.history_events, f.history_versions), (2, 3, 1));
+        let current = cache.get(&pods, Some("default"), "a").unwrap();
+        assert_eq!(f.json_bytes, 2 * current.json.len());
+        assert!(f.history_bytes > current.json.len());
     }
 
     #[test]

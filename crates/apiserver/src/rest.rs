@@ -113,7 +113,7 @@ impl Filter {
     }
 
     pub(crate) fn matches(&self, e: &Entry) -> bool {
-        self.label.as_ref().is_none_or(|l| l.matches_map(&e.labels))
+        self.label.as_ref().is_none_or(|l| e.matches_labels(l))
             && self
                 .field
                 .as_ref()
@@ -840,7 +840,7 @@ impl ApiServer {
             };
             let (items, _) = self.cache.list(&custom, None);
             for e in items {
-                let ns = Some(e.namespace.as_str()).filter(|s| !s.is_empty());
+                let ns = Some(&*e.namespace).filter(|s| !s.is_empty());
                 if let Err(err) = self.delete_object(&custom, ns, &e.name, &each).await
                     && err.code != 404
                 {
@@ -1039,7 +1039,7 @@ impl ApiServer {
             } else {
                 self.delete_object(
                     &def,
-                    Some(e.namespace.as_str()).filter(|s| !s.is_empty()),
+                    Some(&*e.namespace).filter(|s| !s.is_empty()),
                     &e.name,
                     &opts,
                 )

@@ -158,6 +158,12 @@ impl ApiServer {
         self.ensure_bootstrap_objects().await
     }
 
+    /// What the watch cache holds of a resource (`None` for one the registry does not serve).
+    pub fn cache_footprint(&self, group: &str, plural: &str) -> Option<crate::cache::Footprint> {
+        let def = self.cache.registry().owner(group, plural)?;
+        Some(self.cache.footprint(&def))
+    }
+
     /// The store's current revision.
     pub fn revision(&self) -> u64 {
         self.store.revision()

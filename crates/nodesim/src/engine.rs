@@ -82,7 +82,9 @@ pub(crate) struct Engine {
     stats: Arc<Stats>,
     nodes: HashMap<String, SimNode>,
     used_indices: HashSet<u32>,
-    pods: HashMap<String, PodSim>,
+    /// Boxed: a `PodSim` is over a kilobyte, and a map of them inline would hold that for every
+    /// empty slot too (up to half the table) and copy all of it when the table grows.
+    pods: HashMap<String, Box<PodSim>>,
     /// Bound pods whose node is not simulated (yet), by node; they start when it appears.
     parked: HashMap<String, HashMap<String, PodView>>,
     parked_node: HashMap<String, String>,
@@ -593,7 +595,7 @@ impl Engine {
             now: Instant::now(),
             wall: wall_now(),
         };
-        let mut pod = PodSim::new(view, ip, host_ip, rng, &mut ctx);
+        let mut pod = Box::new(PodSim::new(view, ip, host_ip, rng, &mut ctx));
         let mut out = pod.advance(&mut ctx);
         // A pod this process did not see before gets its first status whatever happened.
         out.status_changed = true;
@@ -699,6 +701,14 @@ impl Engine {
         let wall = wall_now();
         let status = pod.status(&wall);
         pod.reported.wrote(resync::ready_of(&status));
+        let status = match serde_json::value::to_raw_value(&status) {
+            Ok(s) => s,
+            Err(e) => {
+                // A `Value` always serializes; this keeps the writer total all the same.
+                tracing::warn!(error = %e, "pod status not serializable; not written");
+                return;
+            }
+        };
         let write = if pod.finished {
             Write::PodFinish {
                 namespace: pod.namespace.clone(),

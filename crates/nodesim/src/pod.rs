@@ -371,10 +371,14 @@ pub struct PodSim {
     restart_policy: String,
     rng: StdRng,
     chosen: Option<Chosen>,
-    facts_labels: std::collections::BTreeMap<String, String>,
+    /// Labels, for choosing a fault again when the spec changes (rare: a map is rebuilt then).
+    /// Pairs rather than a `BTreeMap`, whose first node alone takes half a kilobyte per pod.
+    facts_labels: Box<[(Box<str>, Box<str>)]>,
     fault_annotation: Option<String>,
     exit_override: Option<i32>,
-    scheduled: Option<Value>,
+    /// The scheduler's `PodScheduled` condition as JSON text: parsed when a status is written,
+    /// as a `Value` it would keep a map and its strings per pod for the pod's lifetime.
+    scheduled: Option<Box<str>>,
     start_time: String,
     phase: Phase,
     reason: Option<String>,
@@ -392,6 +396,11 @@ pub struct PodSim {
     /// The `Ready` conditions written for it and seen on the server, to write ours back when
     /// someone else changes it.
     pub reported: Reported,
+}
+
+/// A JSON value as compact text.
+fn compact(v: &Value) -> Box<str> {
+    v.to_string().into_boxed_str()
 }
 
 fn unready_message(prefix: &str, names: &[&str]) -> String {
@@ -454,10 +463,14 @@ impl PodSim {
             restart_policy: view.restart_policy.clone(),
             rng,
             chosen,
-            facts_labels: view.labels.clone(),
+            facts_labels: view
+                .labels
+                .iter()
+                .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+                .collect(),
             fault_annotation: view.fault_annotation.clone(),
             exit_override: view.exit_code,
-            scheduled: view.scheduled.clone(),
+            scheduled: view.scheduled.as_ref().map(compact),
             start_time: wall.clone(),
             phase: Phase::Pending,
             reason: None,
@@ -1088,7 +1101,11 @@ impl PodSim {
     /// The pod's spec changed: containers whose image changed restart in place.
     pub fn observe_spec(&mut self, view: &PodView, ctx: &mut Ctx<'_>) -> Outcome {
         let mut out = Outcome::default();
-        self.scheduled = view.scheduled.clone().or(self.scheduled.take());
+        self.scheduled = view
+            .scheduled
+            .as_ref()
+            .map(compact)
+            .or(self.scheduled.take());
         if self.finished || self.deleting.is_some() || self.phase.is_terminal() {
             return out;
         }
@@ -1109,9 +1126,14 @@ impl PodSim {
             .chain(&view.containers)
             .map(|c| c.image.as_str())
             .collect();
+        let labels: std::collections::BTreeMap<String, String> = self
+            .facts_labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let facts = PodFacts {
             namespace: &self.namespace,
-            labels: Some(&self.facts_labels),
+            labels: Some(&labels),
             fault_annotation: self.fault_annotation.as_deref(),
             node: &self.node,
             images: &images,
@@ -1317,7 +1339,7 @@ impl PodSim {
             cond("Ready", &self.ready),
             cond("ContainersReady", &self.containers_ready),
         ];
-        conditions.push(self.scheduled.clone().unwrap_or_else(|| {
+        conditions.push(self.scheduled.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_else(|| {
             json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": self.start_time})
         }));
         let mut s = Map::new();

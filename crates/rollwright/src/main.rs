@@ -184,7 +184,9 @@ enum NodeOp {
 
 /// mimalloc instead of glibc's malloc: a profile of `bench phases` spent 45% of the process's CPU
 /// in glibc's malloc and free (`_int_malloc`, `malloc_consolidate`, `unlink_chunk`: every watch
-/// event, request and decoded object allocates); see BENCHMARKS.md, issue 15.
+/// event, request and decoded object allocates); see BENCHMARKS.md, issue 15. The `system-alloc`
+/// feature keeps glibc's malloc, for heap profilers that intercept it (`valgrind --tool=massif`).
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

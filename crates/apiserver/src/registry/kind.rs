@@ -107,7 +107,7 @@ pub struct Kind {
     pub strategy: Arc<dyn Strategy>,
     /// Fields, besides `metadata.name` and `metadata.namespace`, that field selectors may use
     /// (upstream's `GetAttrs`).
-    pub selectable_fields: Vec<String>,
+    pub selectable_fields: Arc<[String]>,
     /// `kubectl get` columns.
     pub printer: Printer,
     /// The OpenAPI schema, if the kind has one.
@@ -142,7 +142,7 @@ impl Kind {
             subresources: Vec::new(),
             delete_collection: true,
             strategy: Arc::new(DefaultStrategy),
-            selectable_fields: Vec::new(),
+            selectable_fields: Arc::from([]),
             printer: Printer::Default,
             schema: None,
             typecheck: None,
