@@ -56,6 +56,53 @@ pub struct DeployBench {
     /// Give up after this many seconds per phase.
     #[arg(long, default_value_t = 1800)]
     timeout_secs: u64,
+    /// Print the ReplicaSets' replicas, ready and available every this many milliseconds during
+    /// the rollout, to see where its time goes (0: off).
+    #[arg(long, default_value_t = 0)]
+    timeline_ms: u64,
+}
+
+/// Prints, every `every`, each ReplicaSet's desired/current/ready/available counts (oldest
+/// first) with the time since `started`, until aborted.
+fn spawn_timeline(
+    client: kube::Client,
+    started: Instant,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    tokio::spawn(async move {
+        let api: Api<ReplicaSet> = Api::namespaced(client, "default");
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            let Ok(list) = api.list(&Default::default()).await else {
+                continue;
+            };
+            let mut sets: Vec<_> = list.items;
+            sets.sort_by_key(|rs| rs.metadata.creation_timestamp.clone());
+            let line: Vec<String> = sets
+                .iter()
+                .map(|rs| {
+                    let st = rs.status.clone().unwrap_or_default();
+                    format!(
+                        "{} {}/{}/{}/{}",
+                        rs.labels()
+                            .get("pod-template-hash")
+                            .map_or("?", String::as_str),
+                        rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0),
+                        st.replicas,
+                        st.ready_replicas.unwrap_or(0),
+                        st.available_replicas.unwrap_or(0)
+                    )
+                })
+                .collect();
+            println!(
+                "  t={:>6.2}s  (desired/current/ready/available)  {}",
+                started.elapsed().as_secs_f64(),
+                line.join("  ")
+            );
+        }
+    })
 }
 
 fn manifest(replicas: i32, surge: &str, unavailable: &str) -> anyhow::Result<Deployment> {
@@ -213,6 +260,13 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
         .patch("bench", &PatchParams::default(), &Patch::Strategic(&patch))
         .await
         .context("changing the image")?;
+    let timeline = (b.timeline_ms > 0).then(|| {
+        spawn_timeline(
+            client.clone(),
+            started,
+            Duration::from_millis(b.timeline_ms),
+        )
+    });
     let generation = patched.metadata.generation.unwrap_or(0);
     wait_deployment(&api, "rolled out", timeout, |d| {
         d.status
@@ -224,6 +278,9 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
     })
     .await?;
     let roll_time = started.elapsed();
+    if let Some(t) = timeline {
+        t.abort();
+    }
     let (cpu2, ctl2, req2) = (
         nodesim::bench::cpu_seconds(),
         threads_cpu_seconds(CONTROLLER_THREADS),

@@ -85,11 +85,18 @@ pub fn batched_waves(pods: i32, at_once: i32) -> Option<u32> {
 
 /// `measured` as a multiple of `ideal`, printed beside both.
 pub fn versus(ideal: Duration, measured: Duration) -> String {
+    if ideal.is_zero() {
+        // Without delays there is no wait to compare with: the whole time is work.
+        return format!(
+            "ideal 0s (no delays), measured {:.2}s, all of it work",
+            measured.as_secs_f64()
+        );
+    }
     format!(
         "ideal {:.2}s, measured {:.2}s = {:.2}x the ideal",
         ideal.as_secs_f64(),
         measured.as_secs_f64(),
-        measured.as_secs_f64() / ideal.as_secs_f64().max(1e-9)
+        measured.as_secs_f64() / ideal.as_secs_f64()
     )
 }
 
