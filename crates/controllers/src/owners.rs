@@ -31,6 +31,14 @@ pub trait Owner: Sized + Send + Sync + 'static {
     fn selector(&self) -> &LabelSelector;
 }
 
+/// Parses a workload's `spec.selector` (no spec: the empty selector, which adopts nothing).
+pub fn parse_selector(
+    selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+) -> Result<LabelSelector, String> {
+    LabelSelector::from_label_selector(&selector.cloned().unwrap_or_default())
+        .map_err(|e| e.to_string())
+}
+
 /// The owners of one kind, by `namespace/name`.
 pub struct Owners<O> {
     by_key: RwLock<HashMap<Key, Arc<O>>>,

@@ -25,7 +25,7 @@ use crate::{
     expectations::PodExpectations,
     history::{self, CONTROLLER_REVISION_HASH},
     is_status,
-    owners::{Owner, Owners},
+    owners::{Owner, Owners, parse_selector},
     ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
     switches::Switches,
@@ -142,31 +142,11 @@ pub struct Daemon {
 impl Owner for Daemon {
     const KIND: &'static str = "DaemonSet";
 
+    /// Reads a DaemonSet from its JSON, keeping the rollwright fields the typed API lacks.
     fn from_json(value: Value) -> Result<Self, String> {
-        Self::from_json(value)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.ds.metadata
-    }
-
-    fn selector(&self) -> &LabelSelector {
-        &self.selector
-    }
-}
-
-impl Daemon {
-    /// Reads a DaemonSet from its JSON, keeping the rollwright field the typed API lacks.
-    pub fn from_json(value: Value) -> Result<Self, String> {
         let Switches { in_place, paused } = Switches::read(&value);
         let ds: DaemonSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        let selector = LabelSelector::from_label_selector(
-            &ds.spec
-                .as_ref()
-                .map(|s| s.selector.clone())
-                .unwrap_or_default(),
-        )
-        .map_err(|e| e.to_string())?;
+        let selector = parse_selector(ds.spec.as_ref().map(|s| &s.selector))?;
         let eligibility = Eligibility::new(
             &ds.spec
                 .as_ref()
@@ -182,6 +162,16 @@ impl Daemon {
         })
     }
 
+    fn meta(&self) -> &ObjectMeta {
+        &self.ds.metadata
+    }
+
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
+}
+
+impl Daemon {
     fn key(&self) -> Key {
         key_of(&self.ds)
     }

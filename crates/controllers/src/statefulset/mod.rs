@@ -24,7 +24,7 @@ pub mod volumes;
 
 use crate::{
     history,
-    owners::{Owner, Owners},
+    owners::{Owner, Owners, parse_selector},
     ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
     switches::Switches,
@@ -66,8 +66,17 @@ pub struct Set {
 impl Owner for Set {
     const KIND: &'static str = "StatefulSet";
 
+    /// Reads a StatefulSet from its JSON, keeping the rollwright fields the typed API lacks.
     fn from_json(value: Value) -> Result<Self, String> {
-        Self::from_json(value)
+        let Switches { in_place, paused } = Switches::read(&value);
+        let sts: StatefulSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        let selector = parse_selector(sts.spec.as_ref().map(|s| &s.selector))?;
+        Ok(Self {
+            sts,
+            selector,
+            in_place,
+            paused,
+        })
     }
 
     fn meta(&self) -> &ObjectMeta {
@@ -80,25 +89,6 @@ impl Owner for Set {
 }
 
 impl Set {
-    /// Reads a StatefulSet from its JSON, keeping the rollwright fields the typed API lacks.
-    pub fn from_json(value: Value) -> Result<Self, String> {
-        let Switches { in_place, paused } = Switches::read(&value);
-        let sts: StatefulSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        let selector = LabelSelector::from_label_selector(
-            &sts.spec
-                .as_ref()
-                .map(|s| s.selector.clone())
-                .unwrap_or_default(),
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(Self {
-            sts,
-            selector,
-            in_place,
-            paused,
-        })
-    }
-
     /// `namespace/name`.
     pub fn key(&self) -> Key {
         key_of(&self.sts)

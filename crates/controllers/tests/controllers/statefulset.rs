@@ -1,6 +1,7 @@
 //! The StatefulSet syncer against a real in-process API server, fed snapshots by hand: what a
 //! cache that lags the server can show it, deterministically.
 
+use controllers::owners::Owner;
 use controllers::statefulset::{
     Config, Set,
     sync::{Children, Syncer},
@@ -34,7 +35,7 @@ async fn create_set(client: &Client, replicas: i32) -> Set {
     }))
     .unwrap();
     let created = api.create(&PostParams::default(), &sts).await.unwrap();
-    Set::from_json(serde_json::to_value(created).unwrap()).unwrap()
+    <Set as Owner>::from_json(serde_json::to_value(created).unwrap()).unwrap()
 }
 
 /// Pod `web-<ordinal>` of `set`, as its controller would make it.

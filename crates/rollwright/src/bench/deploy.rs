@@ -78,21 +78,21 @@ fn spawn_timeline(
             let Ok(list) = api.list(&Default::default()).await else {
                 continue;
             };
-            let mut sets: Vec<_> = list.items;
+            let mut sets = list.items;
             sets.sort_by_key(|rs| rs.metadata.creation_timestamp.clone());
             let line: Vec<String> = sets
                 .iter()
                 .map(|rs| {
-                    let st = rs.status.clone().unwrap_or_default();
+                    let st = rs.status.as_ref();
                     format!(
                         "{} {}/{}/{}/{}",
                         rs.labels()
                             .get("pod-template-hash")
                             .map_or("?", String::as_str),
                         rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0),
-                        st.replicas,
-                        st.ready_replicas.unwrap_or(0),
-                        st.available_replicas.unwrap_or(0)
+                        st.map_or(0, |s| s.replicas),
+                        st.and_then(|s| s.ready_replicas).unwrap_or(0),
+                        st.and_then(|s| s.available_replicas).unwrap_or(0)
                     )
                 })
                 .collect();
