@@ -11,6 +11,7 @@
 //! five minutes, as upstream.
 
 use crate::history;
+use api::pod::is_terminating;
 use informer::Change;
 use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use std::{
@@ -239,11 +240,10 @@ impl PodExpectations {
     /// name reused (another uid) shows the old pod's deletion and the new one's creation, both
     /// missed as events.
     pub fn observe(&self, change: &Change<Pod>, owner: impl Fn(&ObjectMeta) -> Option<String>) {
-        let terminating = |p: &Pod| p.metadata.deletion_timestamp.is_some();
         match change {
             Change::Added(pod) => {
                 if let Some(key) = owner(&pod.metadata) {
-                    if terminating(pod) {
+                    if is_terminating(pod) {
                         self.deletion_observed(&key, &pod.key());
                     } else {
                         self.creation_observed(&key);
@@ -258,13 +258,13 @@ impl PodExpectations {
                         self.deletion_observed(&key, &old.key());
                     }
                     if let Some(key) = &new_owner
-                        && !terminating(new)
+                        && !is_terminating(new)
                     {
                         self.creation_observed(key);
                     }
                 }
                 if let Some(key) = &new_owner {
-                    if terminating(new) {
+                    if is_terminating(new) {
                         self.deletion_observed(key, &new.key());
                     }
                     if history::hash_of(&old.metadata) != history::hash_of(&new.metadata) {

@@ -80,7 +80,8 @@ impl<O: Owner> Owners<O> {
         let parsed = match change {
             Change::Deleted(_) => None,
             Change::Added(_) | Change::Updated { .. } => {
-                match serde_json::to_value(DynamicObject::clone(obj))
+                let object: &DynamicObject = obj;
+                match serde_json::to_value(object)
                     .map_err(|e| e.to_string())
                     .and_then(O::from_json)
                 {
