@@ -736,7 +736,7 @@ fn decode(def: &Kind, ns: &str, name: &str, kv: &KeyValue) -> Option<Entry> {
     let values: Vec<String> = def
         .selectable_fields
         .iter()
-        .map(|f| object::field_string(&value, f))
+        .map(|f| def.selectable_value(&value, f))
         .collect();
     // `to_vec` grows its buffer by doubling, and `Bytes` would keep all of it for as long as the
     // entry lives (a quarter more than the JSON on average): copy into an allocation of the size.

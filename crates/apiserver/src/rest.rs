@@ -60,14 +60,18 @@ pub(crate) enum Change {
 
 /// Label and field selectors of a request, checked against what the resource supports.
 pub(crate) struct Filter {
+    /// The namespace of the path: a namespaced request never sees another namespace's objects,
+    /// whichever way (list, watch, delete collection) it reads them.
+    namespace: Option<String>,
     label: Option<LabelSelector>,
     field: Option<FieldSelector>,
 }
 
 impl Filter {
-    /// The filter of a request on `def`, the kind that stores the objects (whose selectable
-    /// fields the cache extracted).
-    pub(crate) fn new(def: &Kind, params: &Params, name: Option<&str>) -> ApiResult<Self> {
+    /// The filter of a request for `t` on `def`, the kind that stores the objects (whose
+    /// selectable fields the cache extracted): the path's namespace and name, and the selectors.
+    pub(crate) fn new(def: &Kind, params: &Params, t: &Target) -> ApiResult<Self> {
+        let name = t.name.as_deref();
         let label =
             match params
                 .label_selector
@@ -105,15 +109,23 @@ impl Filter {
                 Some(f)
             }
         };
-        Ok(Self { label, field })
+        let namespace = t.namespace.clone().filter(|_| def.namespaced);
+        Ok(Self {
+            namespace,
+            label,
+            field,
+        })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.label.is_none() && self.field.is_none()
+        self.namespace.is_none() && self.label.is_none() && self.field.is_none()
     }
 
     pub(crate) fn matches(&self, e: &Entry) -> bool {
-        self.label.as_ref().is_none_or(|l| e.matches_labels(l))
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| *e.namespace == *ns)
+            && self.label.as_ref().is_none_or(|l| e.matches_labels(l))
             && self
                 .field
                 .as_ref()
@@ -324,7 +336,7 @@ impl ApiServer {
         out: Output,
     ) -> ApiResult<Response> {
         let def = self.storage_of(&t.def);
-        let filter = Filter::new(&def, params, None)?;
+        let filter = Filter::new(&def, params, t)?;
         let limit = params.limit()?;
         let (page, rev, next, remaining) = if let Some(token) =
             params.continue_token.as_deref().filter(|s| !s.is_empty())
@@ -1029,7 +1041,7 @@ impl ApiServer {
     ) -> ApiResult<Response> {
         let opts = DeleteOptions::from_request(params, headers, body)?;
         let def = self.storage_of(&t.def);
-        let filter = Filter::new(&def, params, None)?;
+        let filter = Filter::new(&def, params, t)?;
         self.sync_cache().await?;
         let (items, rev) = self.select(t, &filter);
         let mut deleted = Vec::new();

@@ -60,7 +60,7 @@ impl ApiServer {
         out: Output,
     ) -> ApiResult<Response> {
         let storage = self.storage_of(&t.def);
-        let filter = Filter::new(&storage, params, t.name.as_deref())?;
+        let filter = Filter::new(&storage, params, t)?;
         let initial_events = request::flag(&params.send_initial_events);
         let from = match params.resource_version()? {
             _ if initial_events => None,

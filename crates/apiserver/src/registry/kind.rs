@@ -108,6 +108,9 @@ pub struct Kind {
     /// Fields, besides `metadata.name` and `metadata.namespace`, that field selectors may use
     /// (upstream's `GetAttrs`).
     pub selectable_fields: Arc<[String]>,
+    /// What a selectable field reads as when the object leaves it unset: upstream's `GetAttrs`
+    /// formats the Go value, so an absent `spec.unschedulable` is `false`, not empty.
+    pub field_defaults: Arc<[(String, String)]>,
     /// `kubectl get` columns.
     pub printer: Printer,
     /// The OpenAPI schema, if the kind has one.
@@ -143,6 +146,7 @@ impl Kind {
             delete_collection: true,
             strategy: Arc::new(DefaultStrategy),
             selectable_fields: Arc::from([]),
+            field_defaults: Arc::from([]),
             printer: Printer::Default,
             schema: None,
             typecheck: None,
@@ -197,6 +201,28 @@ impl Kind {
     pub fn selectable_fields(mut self, fields: &[&str]) -> Self {
         self.selectable_fields = fields.iter().map(|s| s.to_string()).collect();
         self
+    }
+
+    /// Sets what unset selectable fields read as (`(field, value)` pairs).
+    pub fn field_defaults(mut self, defaults: &[(&str, &str)]) -> Self {
+        self.field_defaults = defaults
+            .iter()
+            .map(|(f, v)| (f.to_string(), v.to_string()))
+            .collect();
+        self
+    }
+
+    /// The value field selectors see for `field` of `obj`.
+    pub fn selectable_value(&self, obj: &Value, field: &str) -> String {
+        let v = crate::object::field_string(obj, field);
+        if !v.is_empty() {
+            return v;
+        }
+        self.field_defaults
+            .iter()
+            .find(|(f, _)| f == field)
+            .map(|(_, d)| d.clone())
+            .unwrap_or(v)
     }
 
     /// Sets the printer.

@@ -7,7 +7,9 @@
 
 mod common;
 mod event_ttl;
+mod field_selectors;
 mod health;
+mod namespace_isolation;
 mod overload;
 mod watch_bookmarks;
 mod watch_relist;

@@ -25,6 +25,7 @@ pub(super) fn kind() -> Kind {
             api::validation::apps::validate_selector_update,
         ))
         .selectable_fields(&["status.replicas"])
+        .field_defaults(&[("status.replicas", "0")])
         .printer(Printer::Columns { columns, row })
 }
 

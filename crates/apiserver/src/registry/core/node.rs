@@ -20,6 +20,7 @@ pub(super) fn kind() -> Kind {
         .subresources(&[Subresource::Status])
         .strategy(NodeStrategy)
         .selectable_fields(&["spec.unschedulable"])
+        .field_defaults(&[("spec.unschedulable", "false")])
         .printer(Printer::Columns { columns, row })
 }
 

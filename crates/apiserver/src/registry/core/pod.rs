@@ -37,6 +37,7 @@ pub(super) fn kind() -> Kind {
             "status.podIP",
             "status.nominatedNodeName",
         ])
+        .field_defaults(&[("spec.hostNetwork", "false")])
         .printer(Printer::Columns { columns, row })
 }
 
