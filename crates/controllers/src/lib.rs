@@ -9,6 +9,7 @@
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
 //! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
+//! - [`root_ca`]: every namespace's `kube-root-ca.crt` ConfigMap with the cluster's CA bundle.
 //! - [`job`]: Jobs (completions, parallelism, back-off limit, deadline, Indexed mode, pod
 //!   failure policy, suspension).
 //! - [`cronjob`]: CronJobs (schedules, concurrency policy, history limits) on a [`cronjob::Clock`].
@@ -58,6 +59,7 @@ pub mod owners;
 pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
+pub mod root_ca;
 pub mod runtime;
 pub mod selection;
 pub mod serviceaccount;
@@ -82,6 +84,7 @@ use namespace::NamespaceController;
 use node_lifecycle::NodeLifecycleController;
 use pod_gc::PodGarbageCollector;
 use replicaset::ReplicaSetController;
+use root_ca::RootCaCertPublisher;
 use runtime::{Controller, supervisor::RESTART_BACKOFF};
 pub use selection::{Selection, UnknownController};
 use serviceaccount::ServiceAccountController;
@@ -115,6 +118,8 @@ pub struct Settings {
     pub node_lifecycle: node_lifecycle::Config,
     /// The serviceaccount controller's.
     pub serviceaccount: serviceaccount::Config,
+    /// The root CA certificate publisher's (the bundle it publishes).
+    pub root_ca: root_ca::Config,
     /// The namespace controller's.
     pub namespace: namespace::Config,
     /// The StatefulSet controller's.
@@ -141,7 +146,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 16] = [
+const CONTROLLERS: [(&str, Starter); 17] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -163,6 +168,7 @@ const CONTROLLERS: [(&str, Starter); 16] = [
     (ServiceAccountController::NAME, |i, s| {
         on_cache(i, s.serviceaccount.clone(), ServiceAccountController::new)
     }),
+    (RootCaCertPublisher::NAME, root_ca::start),
     (NamespaceController::NAME, |i, s| {
         on_cache(i, s.namespace.clone(), NamespaceController::new)
     }),

@@ -73,11 +73,21 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Opens the store, starts the API server on the configured port and writes the kubeconfig.
-    pub async fn start(opts: Options) -> anyhow::Result<Self> {
+    pub async fn start(mut opts: Options) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&opts.data_dir)
             .with_context(|| format!("creating data directory {}", opts.data_dir.display()))?;
         let lock = lock_data_dir(&opts.data_dir)?;
         let credentials = Credentials::load_or_create(&opts.data_dir.join("pki"))?;
+        // The root-ca-cert-publisher publishes the CA the kubeconfig trusts this server with,
+        // unless told another (`--root-ca-file`).
+        if let Some(settings) = &mut opts.components.controllers
+            && settings.root_ca.bundle.is_none()
+        {
+            settings.root_ca.bundle = Some(
+                controllers::root_ca::RootCa::from_pem(credentials.ca_pem.clone())
+                    .context("the generated CA")?,
+            );
+        }
         let store: Arc<dyn Store> = match opts.store {
             StoreKind::Sqlite => {
                 let path = opts.data_dir.join("store.db");

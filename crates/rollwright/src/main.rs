@@ -57,18 +57,34 @@ struct ControllersArgs {
     /// Controllers to run, as kube-controller-manager's: `*` for all, `name` to add one, `-name`
     /// to leave one out (e.g. `*,-garbagecollector`), an empty list for none. Names: replicaset,
     /// deployment, daemonset, statefulset, persistentvolume-binder, garbagecollector, podgc,
-    /// nodelifecycle, namespace, serviceaccount, endpoint, endpointslice, disruption, job,
-    /// cronjob, ttl-after-finished.
+    /// nodelifecycle, namespace, serviceaccount, root-ca-cert-publisher, endpoint, endpointslice,
+    /// disruption, job, cronjob, ttl-after-finished.
     #[arg(long, default_value = "*")]
     controllers: controllers::Selection,
+    /// PEM bundle of the cluster's root CA, which the root-ca-cert-publisher puts in every
+    /// namespace as the ConfigMap kube-root-ca.crt (kube-controller-manager's --root-ca-file).
+    /// Default: `up` publishes the CA it generated, `controllers` its kubeconfig's CA.
+    #[arg(long)]
+    root_ca_file: Option<PathBuf>,
 }
 
 impl ControllersArgs {
-    fn settings(&self) -> controllers::Settings {
-        controllers::Settings {
+    /// The settings; a `--root-ca-file` that cannot be read or holds no certificate is an error
+    /// before anything starts, as it is for kube-controller-manager.
+    fn settings(&self) -> anyhow::Result<controllers::Settings> {
+        let bundle = self
+            .root_ca_file
+            .as_deref()
+            .map(controllers::root_ca::RootCa::read)
+            .transpose()?;
+        Ok(controllers::Settings {
             enabled: self.controllers.clone(),
+            root_ca: controllers::root_ca::Config {
+                bundle,
+                ..Default::default()
+            },
             ..Default::default()
-        }
+        })
     }
 }
 
@@ -246,7 +262,7 @@ async fn run() -> anyhow::Result<()> {
             controllers,
         } => {
             let components = Components {
-                controllers: Some(controllers.settings()),
+                controllers: Some(controllers.settings()?),
                 ..Components::all(nodes, profile)
             };
             serve(args, components).await
@@ -256,10 +272,15 @@ async fn run() -> anyhow::Result<()> {
             elected,
             controllers,
         } => {
+            let mut settings = controllers.settings()?;
+            let config = kube_config(&elected.cluster).await?;
+            if settings.root_ca.bundle.is_none() {
+                settings.root_ca.bundle = kubeconfig_ca(&config);
+            }
             run_parts(
-                &elected.cluster,
+                kube::Client::try_from(config)?,
                 Components {
-                    controllers: Some(controllers.settings()),
+                    controllers: Some(settings),
                     ..Default::default()
                 },
                 elected.election(),
@@ -268,7 +289,7 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Scheduler(c) => {
             run_parts(
-                &c.cluster,
+                client(&c.cluster).await?,
                 Components {
                     scheduler: Some(Default::default()),
                     ..Default::default()
@@ -290,7 +311,7 @@ async fn run() -> anyhow::Result<()> {
                 ..Default::default()
             };
             run_parts(
-                &cluster,
+                client(&cluster).await?,
                 Components {
                     nodes: Some(nodes),
                     profile,
@@ -336,6 +357,10 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
 }
 
 async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
+    Ok(kube::Client::try_from(kube_config(args).await?)?)
+}
+
+async fn kube_config(args: &ClusterArgs) -> anyhow::Result<kube::Config> {
     let path = args
         .kubeconfig
         .clone()
@@ -347,16 +372,29 @@ async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
             path.display()
         )
     })?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(cfg)?)
+    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
+}
+
+/// The CA the kubeconfig trusts the cluster with, as the bundle to publish when no
+/// `--root-ca-file` is given: kube-controller-manager falls back to its client's CA data the
+/// same way. None (the publisher then says why it does not run) for a kubeconfig without one.
+fn kubeconfig_ca(config: &kube::Config) -> Option<controllers::root_ca::RootCa> {
+    let certs = config.root_cert.as_deref().filter(|c| !c.is_empty())?;
+    match controllers::root_ca::RootCa::from_der(certs) {
+        Ok(bundle) => Some(bundle),
+        Err(e) => {
+            tracing::warn!(error = %e, "the kubeconfig's CA cannot be published");
+            None
+        }
+    }
 }
 
 async fn run_parts(
-    args: &ClusterArgs,
+    client: kube::Client,
     what: Components,
     election: Option<leader::Config>,
 ) -> anyhow::Result<()> {
-    let running = components::start_elected(client(args).await?, &what, election.as_ref())?;
+    let running = components::start_elected(client, &what, election.as_ref())?;
     shutdown_signal()
         .await
         .context("waiting for a shutdown signal")?;

@@ -14,6 +14,7 @@ mod namespace;
 mod node_lifecycle;
 mod pod_gc;
 mod replicaset;
+mod root_ca;
 mod serviceaccount;
 mod statefulset;
 mod support;
