@@ -117,8 +117,11 @@ impl Filter {
         })
     }
 
+    /// Whether the request has no selectors. The namespace does not count: a list reads one
+    /// namespace's objects from the cache's index already (and knows how many remain), while a
+    /// watch, which sees every change of the kind, applies [`Filter::matches`] to each.
     pub(crate) fn is_empty(&self) -> bool {
-        self.namespace.is_none() && self.label.is_none() && self.field.is_none()
+        self.label.is_none() && self.field.is_none()
     }
 
     pub(crate) fn matches(&self, e: &Entry) -> bool {
