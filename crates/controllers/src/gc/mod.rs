@@ -9,6 +9,13 @@
 //! has not seen is looked up live by name (a recreated object with another uid counts as absent);
 //! every write carries the object's `resourceVersion` as precondition, so a decision on stale
 //! data fails with a conflict and is retried on fresh data instead of doing harm.
+//!
+//! Owners can wait on each other in a cycle (a foreground deletion of one of three pods that own
+//! each other round, upstream's conformance spec "should not be blocked by dependency circle").
+//! As upstream, an owner in foreground deletion queues only the blocking dependents not already
+//! waiting for their own (so owners in a cycle do not queue each other for ever), and a dependent
+//! whose owner and own dependent both wait has its references unblocked before its deletion,
+//! which breaks the cycle ([`collector::Plan::UnblockThenDelete`]).
 
 pub mod collector;
 pub mod graph;
@@ -114,6 +121,7 @@ impl GarbageCollector {
             graph: Arc::new(Mutex::new(Graph::new())),
             informers: informers.clone(),
             config,
+            processed: Default::default(),
         })
     }
 

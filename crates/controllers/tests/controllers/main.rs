@@ -9,6 +9,7 @@ mod daemonset;
 mod deployment;
 mod endpoints;
 mod gc;
+mod gc_cycle;
 mod job;
 mod namespace;
 mod node_lifecycle;
