@@ -31,6 +31,7 @@ use informer::{Change, Informer, Informers, Object, Subscription};
 use k8s_openapi::{
     api::{
         apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet},
+        batch::v1::{CronJob, Job},
         core::v1::{Node, PersistentVolumeClaim, Pod},
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -139,6 +140,8 @@ impl GarbageCollector {
             ("apps", "Deployment") => self.follow(&i.get::<Deployment>(), kind),
             ("apps", "StatefulSet") => self.follow(&i.get::<StatefulSet>(), kind),
             ("apps", "ControllerRevision") => self.follow(&i.get::<ControllerRevision>(), kind),
+            ("batch", "Job") => self.follow(&i.get::<Job>(), kind),
+            ("batch", "CronJob") => self.follow(&i.get::<CronJob>(), kind),
             _ => self.follow(&i.dynamic(r), kind),
         }
     }

@@ -42,7 +42,10 @@ impl Kind {
 
 /// The kinds this API server serves that take part in ownership: the workloads and what they
 /// own, and nodes (cluster-scoped owners are allowed). Namespaces, events and leases are not
-/// owned by anything here, as upstream's collector ignores them in practice.
+/// owned by anything here, as upstream's collector ignores them in practice. Jobs and CronJobs
+/// are here because an owner the collector does not watch is never released: a Job deleted with
+/// `Orphan` (batch/v1's default in upstream) or `Foreground` would keep its finalizer forever,
+/// and a Job deleted in the background would leave its pods, tracking finalizer and all.
 pub fn default_kinds() -> Vec<Kind> {
     let table = [
         ("v1", "Pod", "pods", true),
@@ -58,6 +61,8 @@ pub fn default_kinds() -> Vec<Kind> {
         ("apps/v1", "StatefulSet", "statefulsets", true),
         ("apps/v1", "DaemonSet", "daemonsets", true),
         ("apps/v1", "ControllerRevision", "controllerrevisions", true),
+        ("batch/v1", "Job", "jobs", true),
+        ("batch/v1", "CronJob", "cronjobs", true),
     ];
     table
         .into_iter()
@@ -77,7 +82,7 @@ mod tests {
     #[test]
     fn owner_references_resolve_by_group_and_kind() {
         let kinds = default_kinds();
-        assert_eq!(kinds.len(), 8);
+        assert_eq!(kinds.len(), 10);
         let table = [
             ("apps/v1", "ReplicaSet", Some(("apps", "replicasets", true))),
             (
@@ -87,7 +92,9 @@ mod tests {
             ),
             ("v1", "Node", Some(("", "nodes", false))),
             ("v1", "Pod", Some(("", "pods", true))),
-            ("batch/v1", "Job", None),
+            ("batch/v1", "Job", Some(("batch", "jobs", true))),
+            ("batch/v1", "CronJob", Some(("batch", "cronjobs", true))),
+            ("v1", "Job", None),
             ("v1", "ReplicaSet", None),
         ];
         for (av, kind, want) in table {

@@ -271,8 +271,12 @@ impl JobController {
         }
         let job = self.resolve(pod);
         if job.is_none() && status::tracked(pod) && !matches!(change, Change::Deleted(_)) {
-            let ours = controller_of(&pod.metadata).is_some_and(|r| r.kind == "Job");
-            if ours {
+            // An orphan with the finalizer (upstream's add/update/deletePod): no controller at
+            // all, as the garbage collector leaves the pods of a Job deleted with `Orphan`, or a
+            // Job that is gone. Nothing else would remove the finalizer, and the pod could never
+            // be deleted, nor its namespace. A pod another kind controls is left alone.
+            let orphan = controller_of(&pod.metadata).is_none_or(|r| r.kind == "Job");
+            if orphan {
                 self.queue.add(JobKey::Orphan(pod.key()));
             }
             return;
@@ -297,12 +301,20 @@ impl JobController {
 
     // ---- syncs ----
 
-    /// Removes the finalizer of a pod whose Job is gone (upstream's orphan pod handling).
+    /// Removes the finalizer of a pod no unfinished Job controls (upstream's `syncOrphanPod`):
+    /// one with no controller, or whose Job is gone or finished. A pod adopted meanwhile by a
+    /// running Job keeps it; that Job counts the pod and removes it.
     async fn release_orphan(&self, pod_key: &str) -> Result<Action, Error> {
         let Some(pod) = self.pods.get(pod_key) else {
             return Ok(Action::await_change());
         };
-        if !status::tracked(&pod) || self.resolve(&pod).is_some() {
+        let running_job = self
+            .resolve(&pod)
+            .and_then(|k| self.jobs.get(&k))
+            .is_some_and(|j| {
+                !status::is_finished(j.status.as_ref().unwrap_or(&JobStatus::default()))
+            });
+        if !status::tracked(&pod) || running_job {
             return Ok(Action::await_change());
         }
         let (ns, _) = split_key(pod_key);

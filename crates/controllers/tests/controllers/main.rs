@@ -11,6 +11,7 @@ mod endpoints;
 mod gc;
 mod gc_cycle;
 mod job;
+mod job_orphans;
 mod namespace;
 mod node_lifecycle;
 mod pod_gc;
