@@ -187,6 +187,7 @@ impl ApiServer {
             .route("/api/{version}", get(core_resources))
             .route("/apis/{group}", get(group_discovery))
             .route("/apis/{group}/{version}", get(group_resources))
+            .route("/openapi/v2", get(openapi_v2))
             .route("/openapi/v3", get(openapi_index))
             .route("/openapi/v3/{*path}", get(openapi_doc))
             .route("/metrics", get(metrics))
@@ -319,6 +320,46 @@ async fn group_resources(
         Some(v) => json_response(StatusCode::OK, v.to_string()),
         None => ApiError::no_route(&format!("/apis/{group}/{version}")).into_response(),
     }
+}
+
+/// `/openapi/v2` as JSON, with an `ETag` pollers revalidate against. A client asking for the
+/// protobuf form only (client-go's `OpenAPISchema`) gets 406, on which it falls back as it does
+/// with servers that lack it.
+async fn openapi_v2(State(s): State<ApiServer>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !accept.is_empty()
+        && accept.contains("protobuf")
+        && !accept.contains("json")
+        && !accept.contains("*/*")
+    {
+        return ApiError {
+            code: 406,
+            reason: "NotAcceptable",
+            message: format!("only application/json is served here, not {accept}"),
+            details: None,
+        }
+        .into_response();
+    }
+    let doc = openapi::v2::document(s.registry());
+    let etag = format!("\"{}\"", doc.etag);
+    let fresh = headers
+        .get(axum::http::header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == etag);
+    let mut resp = if fresh {
+        let mut r = Response::new(axum::body::Body::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        json_response(StatusCode::OK, doc.bytes.clone())
+    };
+    if let Ok(v) = axum::http::HeaderValue::from_str(&etag) {
+        resp.headers_mut().insert(axum::http::header::ETAG, v);
+    }
+    resp
 }
 
 async fn openapi_index(State(s): State<ApiServer>) -> Response {

@@ -23,12 +23,16 @@ use serde_json::{Value, json};
 fn scale_of(obj: &Value) -> Value {
     let meta = obj.get("metadata").cloned().unwrap_or(json!({}));
     let pick = |k: &str| meta.get(k).cloned().unwrap_or(Value::Null);
-    let selector = obj
-        .get("spec")
-        .and_then(|s| s.get("selector"))
-        .and_then(|s| api::selector::LabelSelector::from_json(s).ok())
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+    let selector = match obj.get("spec").and_then(|s| s.get("selector")) {
+        // A ReplicationController's selector is a plain map of labels (its `matchLabels`).
+        Some(Value::Object(m)) if m.values().all(Value::is_string) => {
+            api::selector::LabelSelector::from_json(&json!({ "matchLabels": m }))
+        }
+        Some(s) => api::selector::LabelSelector::from_json(s),
+        None => Ok(Default::default()),
+    }
+    .map(|s| s.to_string())
+    .unwrap_or_default();
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -233,5 +237,37 @@ pub(crate) fn set_condition(
             *existing = cond;
         }
         None => list.push(cond),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_selectors_of_label_selectors_and_plain_maps() {
+        let cases = [
+            (
+                json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}),
+                "app=web,tier",
+            ),
+            // A ReplicationController's.
+            (json!({"tier": "fe", "app": "web"}), "app=web,tier=fe"),
+            (json!({}), ""),
+        ];
+        for (selector, want) in cases {
+            let obj =
+                json!({"spec": {"replicas": 2, "selector": selector}, "status": {"replicas": 1}});
+            let scale = scale_of(&obj);
+            assert_eq!(scale["status"]["selector"], json!(want), "{selector}");
+            assert_eq!(
+                (&scale["spec"]["replicas"], &scale["status"]["replicas"]),
+                (&json!(2), &json!(1))
+            );
+        }
+        assert_eq!(
+            scale_of(&json!({"spec": {}}))["status"]["selector"],
+            json!("")
+        );
     }
 }

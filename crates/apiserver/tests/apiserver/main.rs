@@ -10,6 +10,7 @@ mod event_ttl;
 mod field_selectors;
 mod health;
 mod namespace_isolation;
+mod openapi_v2;
 mod overload;
 mod watch_bookmarks;
 mod watch_relist;

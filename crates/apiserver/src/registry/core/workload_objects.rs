@@ -1,7 +1,6 @@
-//! The core/v1 objects around workloads that rollwright stores for clients and does not act on:
-//! ServiceAccounts, PodTemplates, ReplicationControllers (no replication manager runs), and
-//! ResourceQuotas and LimitRanges (stored, not enforced: no quota admission, no defaults from
-//! limit ranges).
+//! The core/v1 objects around workloads: ServiceAccounts, PodTemplates, ReplicationControllers
+//! (kept by the `replicationcontroller` controller), and ResourceQuotas and LimitRanges (stored,
+//! not enforced: no quota admission, no defaults from limit ranges).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
@@ -94,6 +93,9 @@ pub(super) fn replication_controller() -> Kind {
                 .validate(api::validation::core_kinds::validate_replication_controller)
                 .generation(Generation::Spec),
         )
+        // Upstream's `ControllerToSelectableFields`.
+        .selectable_fields(&["status.replicas"])
+        .field_defaults(&[("status.replicas", "0")])
         .printer(Printer::Columns {
             columns: rc_columns,
             row: rc_row,

@@ -17,6 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
+pub mod v2;
+
 use crate::discovery;
 use crate::registry::{Kind, Registry, Schema, Subresource, builtin_kinds};
 

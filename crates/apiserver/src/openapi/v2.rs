@@ -1,0 +1,302 @@
+//! `/openapi/v2`: the whole API as one Swagger 2.0 document, as upstream still serves it beside
+//! v3. Clients read it for custom resources' schemas (client-go's `OpenAPISchema`, kubectl's
+//! client-side validation and explain on older kubectls, and upstream's conformance specs, which
+//! wait for a CRD's definition to appear, change and disappear here).
+//!
+//! Derived from the v3 documents rather than built a second time: their paths merged and
+//! converted (`requestBody` to a `body` parameter, `content` to `schema` plus `consumes` and
+//! `produces`), their component schemas as `definitions` with v3-only keywords dropped.
+
+use std::sync::{Arc, LazyLock, Mutex};
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use super::{REF_PREFIX, digest, docs};
+use crate::discovery;
+use crate::registry::Registry;
+
+const DEFINITIONS: &str = "#/definitions/";
+
+/// One built document: its bytes and their digest (the ETag).
+pub struct Document {
+    /// The JSON.
+    pub bytes: Bytes,
+    /// A content hash, sent as the `ETag` so pollers get `304 Not Modified`.
+    pub etag: String,
+}
+
+/// The last document built, for (registry id, registry revision).
+type Built = (u64, u64, Arc<Document>);
+static BUILT: LazyLock<Mutex<Vec<Built>>> = LazyLock::new(Default::default);
+
+/// The document for `registry` as it is now, built once per registry revision.
+pub fn document(registry: &Registry) -> Arc<Document> {
+    let (id, revision) = (registry.id(), registry.revision());
+    let mut cache = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, d)) = cache.iter().find(|(i, r, _)| *i == id && *r == revision) {
+        return d.clone();
+    }
+    let bytes = Bytes::from(serde_json::to_vec(&build(registry)).unwrap_or_default());
+    let built = Arc::new(Document {
+        etag: digest(&bytes),
+        bytes,
+    });
+    cache.retain(|(i, _, _)| *i != id);
+    if cache.len() >= 16 {
+        cache.remove(0);
+    }
+    cache.push((id, revision, built.clone()));
+    built
+}
+
+fn build(registry: &Registry) -> Value {
+    let mut paths = Map::new();
+    let mut definitions = Map::new();
+    for doc in docs(registry).values() {
+        if let Some(Value::Object(p)) = doc.value.get("paths") {
+            for (path, item) in p {
+                paths.insert(path.clone(), path_item(item));
+            }
+        }
+        if let Some(Value::Object(s)) = doc.value.pointer("/components/schemas") {
+            for (name, schema) in s {
+                if !definitions.contains_key(name) {
+                    definitions.insert(name.clone(), schema_v2(schema));
+                }
+            }
+        }
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": discovery::version()["gitVersion"]},
+        "paths": paths,
+        "definitions": definitions,
+        "securityDefinitions": {
+            "BearerToken": {
+                "type": "apiKey",
+                "description": "Bearer Token authentication",
+                "name": "authorization",
+                "in": "header",
+            }
+        },
+        "security": [{"BearerToken": []}],
+    })
+}
+
+/// A v3 schema as Swagger 2.0 has it: `$ref`s into `definitions`, and without the keywords v2
+/// lacks (`nullable`, `oneOf`, `anyOf`, `not`), which upstream drops the same way.
+fn schema_v2(schema: &Value) -> Value {
+    match schema {
+        // v3 wraps a described reference as `allOf: [{$ref}]`; v2 puts the `$ref` beside the
+        // description, as upstream's v2 document does.
+        Value::Object(m)
+            if m.get("allOf")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.len() == 1 && a[0].get("$ref").is_some()) =>
+        {
+            let mut m = m.clone();
+            if let Some(Value::Array(mut all)) = m.remove("allOf")
+                && let Some(Value::Object(r)) = all.pop()
+            {
+                m.extend(r);
+            }
+            schema_v2(&Value::Object(m))
+        }
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "nullable" | "oneOf" | "anyOf" | "not"))
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("$ref", Value::String(r)) => Value::String(
+                            r.strip_prefix(REF_PREFIX)
+                                .map_or_else(|| r.clone(), |n| format!("{DEFINITIONS}{n}")),
+                        ),
+                        // Maps from names to schemas.
+                        ("properties" | "patternProperties" | "definitions", Value::Object(p)) => {
+                            Value::Object(
+                                p.iter().map(|(n, s)| (n.clone(), schema_v2(s))).collect(),
+                            )
+                        }
+                        // A schema, or a list of them.
+                        ("items" | "additionalProperties" | "additionalItems", v) => schema_v2(v),
+                        ("allOf", Value::Array(a)) => {
+                            Value::Array(a.iter().map(schema_v2).collect())
+                        }
+                        // Everything else is data (enum values, defaults, examples, extensions).
+                        (_, v) => v.clone(),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(schema_v2).collect()),
+        other => other.clone(),
+    }
+}
+
+fn path_item(item: &Value) -> Value {
+    let Value::Object(m) = item else {
+        return item.clone();
+    };
+    let out = m
+        .iter()
+        .map(|(k, v)| {
+            let v = match k.as_str() {
+                "parameters" => parameters(v),
+                _ if v.is_object() => operation(v),
+                _ => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    Value::Object(out)
+}
+
+/// v3 parameters carry their type in `schema`; v2's carry it inline.
+fn parameters(params: &Value) -> Value {
+    let Value::Array(a) = params else {
+        return params.clone();
+    };
+    Value::Array(
+        a.iter()
+            .map(|p| {
+                let mut p = p.clone();
+                if let Value::Object(m) = &mut p
+                    && let Some(Value::Object(schema)) = m.remove("schema")
+                {
+                    for (k, v) in schema {
+                        m.insert(k, v);
+                    }
+                }
+                p
+            })
+            .collect(),
+    )
+}
+
+fn operation(op: &Value) -> Value {
+    let Value::Object(m) = op else {
+        return op.clone();
+    };
+    let mut out = Map::new();
+    let mut params = m.get("parameters").map_or_else(|| json!([]), parameters);
+    let mut consumes = Vec::new();
+    let mut produces = Vec::new();
+    for (k, v) in m {
+        match k.as_str() {
+            "parameters" => {}
+            "requestBody" => {
+                let (schema, types) = content(v.get("content"));
+                consumes = types;
+                if let Value::Array(a) = &mut params {
+                    a.insert(
+                        0,
+                        json!({"name": "body", "in": "body", "required": v.get("required").cloned().unwrap_or(json!(false)), "schema": schema}),
+                    );
+                }
+            }
+            "responses" => {
+                let mut rs = Map::new();
+                for (code, r) in v.as_object().into_iter().flatten() {
+                    let mut resp = Map::new();
+                    resp.insert(
+                        "description".into(),
+                        r.get("description").cloned().unwrap_or(json!("")),
+                    );
+                    if r.get("content").is_some() {
+                        let (schema, types) = content(r.get("content"));
+                        resp.insert("schema".into(), schema);
+                        for t in types {
+                            if !produces.contains(&t) {
+                                produces.push(t);
+                            }
+                        }
+                    }
+                    rs.insert(code.clone(), Value::Object(resp));
+                }
+                out.insert("responses".into(), Value::Object(rs));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if !consumes.is_empty() {
+        out.insert("consumes".into(), json!(consumes));
+    }
+    if !produces.is_empty() {
+        out.insert("produces".into(), json!(produces));
+    }
+    out.insert("schemes".into(), json!(["https"]));
+    if params.as_array().is_some_and(|a| !a.is_empty()) {
+        out.insert("parameters".into(), params);
+    }
+    Value::Object(out)
+}
+
+/// The schema of a v3 `content` map (the same for every media type here) and its media types.
+fn content(content: Option<&Value>) -> (Value, Vec<String>) {
+    let Some(Value::Object(m)) = content else {
+        return (json!({}), Vec::new());
+    };
+    let schema = m
+        .values()
+        .find_map(|c| c.get("schema"))
+        .map_or_else(|| json!({}), schema_v2);
+    (schema, m.keys().cloned().collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_point_into_definitions_and_v3_keywords_are_dropped() {
+        let v3 = json!({"type": "object", "nullable": true, "properties": {
+            "a": {"$ref": "#/components/schemas/x.Y"},
+            "d": {"description": "D", "allOf": [{"$ref": "#/components/schemas/x.Y"}]},
+            "b": {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": true},
+            "c": {"type": "string", "enum": ["nullable"]},
+        }});
+        assert_eq!(
+            schema_v2(&v3),
+            json!({"type": "object", "properties": {
+                "a": {"$ref": "#/definitions/x.Y"},
+                "d": {"description": "D", "$ref": "#/definitions/x.Y"},
+                "b": {"x-kubernetes-int-or-string": true},
+                "c": {"type": "string", "enum": ["nullable"]},
+            }})
+        );
+    }
+
+    #[test]
+    fn operations_take_their_body_as_a_parameter() {
+        let v3 = json!({
+            "operationId": "createNamespacedPod",
+            "parameters": [{"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}}],
+            "requestBody": {"content": {"*/*": {"schema": {"$ref": "#/components/schemas/P"}}}, "required": true},
+            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/P"}}}},
+                          "401": {"description": "Unauthorized"}},
+        });
+        let v2 = operation(&v3);
+        assert_eq!(
+            v2["parameters"],
+            json!([
+                {"name": "body", "in": "body", "required": true, "schema": {"$ref": "#/definitions/P"}},
+                {"name": "dryRun", "in": "query", "type": "string", "uniqueItems": true},
+            ])
+        );
+        assert_eq!(v2["consumes"], json!(["*/*"]));
+        assert_eq!(v2["produces"], json!(["application/json"]));
+        assert_eq!(
+            v2["responses"]["200"],
+            json!({"description": "OK", "schema": {"$ref": "#/definitions/P"}})
+        );
+        assert_eq!(
+            v2["responses"]["401"],
+            json!({"description": "Unauthorized"})
+        );
+    }
+}
