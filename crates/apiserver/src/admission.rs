@@ -370,21 +370,29 @@ pub fn prepare_update(
     Ok(strategy.warnings(new))
 }
 
-/// Unknown-field findings for `fieldValidation`: an error under Strict, warnings under Warn.
-pub fn check_fields(def: &Kind, obj: &Value, mode: FieldValidation) -> ApiResult<Vec<String>> {
+/// Unknown- and duplicate-field findings for `fieldValidation`: an error under Strict, warnings
+/// under Warn. `duplicates` are the body's ([`crate::request::duplicates`]), computed by the
+/// caller only when the mode is not Ignore.
+pub fn check_fields(
+    def: &Kind,
+    obj: &Value,
+    duplicates: Vec<String>,
+    mode: FieldValidation,
+) -> ApiResult<Vec<String>> {
     if mode == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
-    let unknown = crate::openapi::unknown_fields(def, obj);
-    if unknown.is_empty() {
+    let mut findings = crate::openapi::unknown_fields(def, obj);
+    findings.extend(duplicates);
+    if findings.is_empty() {
         return Ok(Vec::new());
     }
     match mode {
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "strict decoding error: {}",
-            unknown.join(", ")
+            findings.join(", ")
         ))),
-        _ => Ok(unknown),
+        _ => Ok(findings),
     }
 }
 

@@ -315,6 +315,57 @@ fn check_config(def: &Kind, config: &mut Value, name: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// `fieldValidation` of an apply configuration, worded as upstream's apply path words it: under
+/// Strict an unknown field fails the typed conversion of structured-merge-diff (500, as upstream's
+/// plain error), and a duplicate key fails yaml.v2's strict decoding (400).
+fn check_apply_fields(
+    view: &Kind,
+    config: &Value,
+    t: &Target,
+    body: &Bytes,
+    fv: FieldValidation,
+) -> ApiResult<Vec<String>> {
+    if fv != FieldValidation::Strict {
+        return admission::check_fields(view, config, request::duplicates(body, Format::Yaml), fv);
+    }
+    let unknown = crate::openapi::unknown_paths(view, config);
+    if !unknown.is_empty() {
+        let mut errors: Vec<String> = unknown
+            .iter()
+            .map(|p| format!(".{p}: field not declared in schema"))
+            .collect();
+        if errors.len() > 1 {
+            errors = std::iter::once("errors:".to_string())
+                .chain(errors.into_iter().map(|e| format!("  {e}")))
+                .collect();
+        }
+        let group = if view.group.is_empty() {
+            ""
+        } else {
+            &view.group
+        };
+        return Err(ApiError {
+            code: 500,
+            reason: "",
+            message: format!(
+                "failed to create typed patch object ({}/{}; {group}/{}, Kind={}): {}",
+                t.namespace.as_deref().unwrap_or(""),
+                t.name.as_deref().unwrap_or(""),
+                view.version,
+                view.kind,
+                errors.join("\n")
+            ),
+            details: None,
+        });
+    }
+    if let Some(dup) = request::duplicates(body, Format::Yaml).first() {
+        return Err(ApiError::bad_request(format!(
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {dup}"
+        )));
+    }
+    Ok(Vec::new())
+}
+
 impl ApiServer {
     /// `PATCH` with an apply configuration: creates the object if it does not exist, merges
     /// the configuration into it otherwise.
@@ -337,7 +388,7 @@ impl ApiServer {
         let mut config = request::decode(body, Format::Yaml)?;
         check_config(view, &mut config, name)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
-        let mut warnings = admission::check_fields(view, &config, fv)?;
+        let mut warnings = check_apply_fields(view, &config, t, body, fv)?;
         let precondition = request::parse_rv(object::resource_version(&config))?;
         let subresource = subresource_name(part);
         let ns = t.namespace.as_deref();

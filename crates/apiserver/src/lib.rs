@@ -25,6 +25,7 @@ pub mod request;
 mod rest;
 mod server;
 mod service_account;
+mod strict;
 mod subresource;
 pub mod table;
 pub mod tls;

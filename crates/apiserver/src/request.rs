@@ -349,12 +349,50 @@ pub fn decode(body: &Bytes, format: Format) -> ApiResult<Value> {
     if format == Format::Yaml {
         let text = std::str::from_utf8(body)
             .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
-        serde_saphyr::from_str::<Value>(text)
-            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
+        // yaml.v2, upstream's decoder, keeps the last of two equal keys; Strict and Warn learn
+        // of them from [`duplicates`].
+        match serde_saphyr::from_str::<Value>(text) {
+            Err(e) if yaml_duplicate(&e).is_some() => {
+                let mut opts = serde_saphyr::Options::default();
+                opts.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
+                serde_saphyr::from_str_with_options::<Value>(text, opts)
+            }
+            other => other,
+        }
+        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
     } else {
         serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })
+    }
+}
+
+/// The duplicate fields of a body, as upstream's strict decoding names them (empty for
+/// protobuf, which cannot repeat a field by name). YAML bodies report the first one.
+pub fn duplicates(body: &Bytes, format: Format) -> Vec<String> {
+    match format {
+        Format::Json => crate::strict::json_duplicates(body),
+        Format::Yaml => std::str::from_utf8(body)
+            .ok()
+            .and_then(|text| serde_saphyr::from_str::<Value>(text).err())
+            .and_then(|e| yaml_duplicate(&e))
+            .into_iter()
+            .collect(),
+        Format::Protobuf => Vec::new(),
+    }
+}
+
+/// A YAML duplicate key error as `yaml.v2` words it.
+fn yaml_duplicate(mut e: &serde_saphyr::Error) -> Option<String> {
+    // The parser wraps its errors with the source lines around them.
+    while let serde_saphyr::Error::WithSnippet { error, .. } = e {
+        e = error;
+    }
+    match e {
+        serde_saphyr::Error::DuplicateMappingKey { key, location } => Some(
+            crate::strict::yaml_duplicate(location.line(), key.as_deref().unwrap_or("")),
+        ),
+        _ => None,
     }
 }
 

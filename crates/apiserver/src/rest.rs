@@ -492,7 +492,11 @@ impl ApiServer {
         let mut obj = request::decode_object(body, format)?;
         let manager = apply::field_manager(params, headers, "CreateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
-        let mut warnings = admission::check_fields(&t.def, &obj, fv)?;
+        let dups = match fv {
+            FieldValidation::Ignore => Vec::new(),
+            _ => request::duplicates(body, format),
+        };
+        let mut warnings = admission::check_fields(&t.def, &obj, dups, fv)?;
         let def = self.storage_of(&t.def);
         admission::check_type(&t.def, &mut obj)?;
         let mut obj = intake(&t.def, &def, obj);
@@ -689,7 +693,11 @@ impl ApiServer {
         let mut new = request::decode_object(body, format)?;
         let manager = apply::field_manager(params, headers, "UpdateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
-        let mut warnings = admission::check_fields(&t.def, &new, fv)?;
+        let dups = match fv {
+            FieldValidation::Ignore => Vec::new(),
+            _ => request::duplicates(body, format),
+        };
+        let mut warnings = admission::check_fields(&t.def, &new, dups, fv)?;
         let precondition = request::parse_rv(object::resource_version(&new))?;
         // A uid in the body is a precondition, as upstream's `DefaultUpdatedObjectInfo` makes it.
         let uid_precondition = object::meta_str(&new, "uid")
@@ -781,7 +789,7 @@ impl ApiServer {
                             "the patch produced something other than an object",
                         ));
                     }
-                    warnings = admission::check_fields(view, &next, fv)?;
+                    warnings = admission::check_fields(view, &next, Vec::new(), fv)?;
                     let precondition = request::parse_rv(object::resource_version(&next))?;
                     if precondition.is_some_and(|want| want != rev) {
                         return Err(ApiError::stale(&def, name));

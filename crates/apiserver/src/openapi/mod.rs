@@ -106,14 +106,21 @@ pub fn property_description(schema: &str, property: &str) -> Option<&'static str
 /// order. Objects whose schema preserves unknown fields, or is free-form (no properties), accept
 /// anything. A kind without a schema yields nothing.
 pub fn unknown_fields(def: &Kind, obj: &Value) -> Vec<String> {
+    unknown_paths(def, obj)
+        .into_iter()
+        .map(|p| format!("unknown field \"{p}\""))
+        .collect()
+}
+
+/// The paths of the fields [`unknown_fields`] reports (`spec.foo`), for callers that word them
+/// otherwise (server-side apply: `.spec.foo: field not declared in schema`).
+pub fn unknown_paths(def: &Kind, obj: &Value) -> Vec<String> {
     let Some(schema) = schema_of(def) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     walk_unknown(schema, obj, "", &mut out);
-    out.into_iter()
-        .map(|p| format!("unknown field \"{p}\""))
-        .collect()
+    out
 }
 
 /// The component schemas of every built-in kind plus a GVK index.

@@ -8,6 +8,7 @@
 mod common;
 mod event_ttl;
 mod field_selectors;
+mod field_validation;
 mod health;
 mod namespace_isolation;
 mod openapi_v2;
