@@ -2,7 +2,8 @@
 //! through the process's shared cache ([`informer::Informers`]), so they run unchanged in
 //! `rollwright up` and against a real cluster.
 //!
-//! - [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`]: the workload controllers.
+//! - [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`]: the workload controllers;
+//!   [`replicationcontroller`] is the ReplicaSet controller over ReplicationControllers.
 //! - [`volume`]: claims and volumes (default class, a simulated provisioner, binding, reclaim,
 //!   in-use protection).
 //! - [`gc`]: the garbage collector (owner references, cascading deletion).
@@ -59,6 +60,7 @@ pub mod owners;
 pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
+pub mod replicationcontroller;
 pub mod root_ca;
 pub mod runtime;
 pub mod selection;
@@ -84,6 +86,7 @@ use namespace::NamespaceController;
 use node_lifecycle::NodeLifecycleController;
 use pod_gc::PodGarbageCollector;
 use replicaset::ReplicaSetController;
+use replicationcontroller::ReplicationManager;
 use root_ca::RootCaCertPublisher;
 use runtime::{Controller, supervisor::RESTART_BACKOFF};
 pub use selection::{Selection, UnknownController};
@@ -106,6 +109,8 @@ pub struct Settings {
     pub enabled: Selection,
     /// The ReplicaSet controller's.
     pub replicaset: replicaset::Config,
+    /// The ReplicationController controller's.
+    pub replicationcontroller: replicationcontroller::Config,
     /// The Deployment controller's.
     pub deployment: deployment::Config,
     /// The DaemonSet controller's.
@@ -146,9 +151,12 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 17] = [
+const CONTROLLERS: [(&str, Starter); 18] = [
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
+    }),
+    (ReplicationManager::NAME, |i, s| {
+        on_cache(i, s.replicationcontroller.clone(), ReplicationManager::new)
     }),
     (DeploymentController::NAME, |i, s| {
         on_cache(i, s.deployment.clone(), DeploymentController::new)

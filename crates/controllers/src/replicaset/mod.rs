@@ -10,9 +10,15 @@
 //! - [`ReplicaSetController`] implements the [`Controller`] contract: one ReplicaSet in, an
 //!   [`Action`] (requeue for the time until a ready pod becomes available, never to poll) or an
 //!   error (retried with backoff) out.
+//! - The controller is generic over the owner kind ([`ReplicaOwner`]): [`ReplicaManager`] over
+//!   ReplicaSets is [`ReplicaSetController`], over ReplicationControllers it is
+//!   [`crate::replicationcontroller::ReplicationManager`], as upstream runs one controller for both.
 
+pub mod owner;
 pub mod ranking;
 pub mod status;
+
+pub use owner::ReplicaOwner;
 
 use crate::{
     expectations::Expectations,
@@ -28,7 +34,7 @@ use futures::future::join_all;
 use informer::{Change, Informer, Informers, Key, Shared, Subscription, key, key_of, split_key};
 use k8s_openapi::{
     api::{apps::v1::ReplicaSet, core::v1::Pod},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -36,8 +42,8 @@ use kube::{
 };
 use std::{sync::Arc, time::Duration};
 
-/// The event source name, as upstream's.
-pub const COMPONENT: &str = "replicaset-controller";
+/// The event source name of the ReplicaSet controller, as upstream's.
+pub const COMPONENT: &str = <ReplicaSet as ReplicaOwner>::COMPONENT;
 
 /// Why a sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -47,10 +53,11 @@ pub enum Error {
     Api(#[from] kube::Error),
 }
 
-/// How the ReplicaSet controller runs.
+/// How the ReplicaSet (or ReplicationController) controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-replicaset-syncs`, 5).
+    /// Concurrent syncs (upstream's `--concurrent-replicaset-syncs` and `--concurrent-rc-syncs`,
+    /// 5).
     pub workers: usize,
     /// Most pods created or deleted by one sync (upstream's `BurstReplicas`, 500).
     pub burst_replicas: usize,
@@ -68,13 +75,13 @@ impl Default for Config {
     }
 }
 
-/// The ReplicaSet controller: the shared cache's ReplicaSets and pods, its queue of ReplicaSet
-/// keys, and the expectations that keep a sync from acting on a cache that has not yet seen the
-/// sync's own creations and deletions.
-pub struct ReplicaSetController {
+/// The replica controller over owners of kind `K`: the shared cache's owners and pods, its queue
+/// of owner keys, and the expectations that keep a sync from acting on a cache that has not yet
+/// seen the sync's own creations and deletions.
+pub struct ReplicaManager<K: ReplicaOwner> {
     client: Client,
     config: Config,
-    replica_sets: Informer<ReplicaSet>,
+    replica_sets: Informer<K>,
     pods: Informer<Pod>,
     expectations: Expectations,
     recorder: Recorder,
@@ -88,8 +95,11 @@ fn error_message(e: &kube::Error) -> String {
     }
 }
 
-impl Controller for ReplicaSetController {
-    const NAME: &'static str = "replicaset";
+/// The ReplicaSet controller.
+pub type ReplicaSetController = ReplicaManager<ReplicaSet>;
+
+impl<K: ReplicaOwner> Controller for ReplicaManager<K> {
+    const NAME: &'static str = K::CONTROLLER;
     type Key = Key;
     type Error = Error;
 
@@ -122,12 +132,12 @@ impl Controller for ReplicaSetController {
     }
 }
 
-impl ReplicaSetController {
+impl<K: ReplicaOwner> ReplicaManager<K> {
     /// The controller on the shared cache.
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         let client = informers.client().clone();
         Arc::new(Self {
-            recorder: Recorder::new(client.clone(), COMPONENT, None),
+            recorder: Recorder::new(client.clone(), K::COMPONENT, None),
             queue: WorkQueue::new(config.backoff),
             replica_sets: informers.get(),
             pods: informers.get(),
@@ -139,7 +149,7 @@ impl ReplicaSetController {
 
     // ---- event handlers (upstream's addPod/updatePod/deletePod and the ReplicaSet handlers) ----
 
-    fn replica_set_changed(&self, change: &Change<ReplicaSet>) {
+    fn replica_set_changed(&self, change: &Change<K>) {
         let k = change.object().key();
         if let Change::Deleted(_) = change {
             self.expectations.forget(&k);
@@ -147,18 +157,18 @@ impl ReplicaSetController {
         self.queue.add(k);
     }
 
-    /// The ReplicaSet a controller reference names, if the cache holds it with that uid.
+    /// The owner a controller reference names, if the cache holds it with that uid.
     fn resolve(&self, namespace: &str, meta: &ObjectMeta) -> Option<Key> {
         let r = controller_of(meta)?;
-        if r.kind != "ReplicaSet" {
+        if r.kind != K::kind(&()) {
             return None;
         }
         let k = key(namespace, &r.name);
         let rs = self.replica_sets.get(&k)?;
-        (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(k)
+        (rs.meta().uid.as_deref() == Some(r.uid.as_str())).then_some(k)
     }
 
-    /// The ReplicaSets in the pod's namespace whose selector matches it (for orphans).
+    /// The owners in the pod's namespace whose selector matches it (for orphans).
     fn matching_replica_sets(&self, pod: &Pod) -> Vec<Key> {
         let ns = pod.namespace().unwrap_or_default();
         self.replica_sets
@@ -166,13 +176,7 @@ impl ReplicaSetController {
             .in_namespace(&ns)
             .iter()
             .filter(|rs| {
-                LabelSelector::from_label_selector(
-                    &rs.spec
-                        .as_ref()
-                        .map(|s| s.selector.clone())
-                        .unwrap_or_default(),
-                )
-                .is_ok_and(|sel| {
+                rs.selector().is_ok_and(|sel| {
                     !sel.is_empty() && sel.matches_labels(pod.metadata.labels.as_ref())
                 })
             })
@@ -243,46 +247,44 @@ impl ReplicaSetController {
         }
     }
 
-    /// Syncs one ReplicaSet: claims its pods, creates or deletes pods if its expectations are
-    /// met, and writes its status.
-    async fn sync(&self, rs: Shared<ReplicaSet>) -> Result<Action, Error> {
+    /// Syncs one owner: claims its pods, creates or deletes pods if its expectations are met,
+    /// and writes its status.
+    async fn sync(&self, rs: Shared<K>) -> Result<Action, Error> {
         let rs_key = rs.key();
         let (ns, name) = split_key(&rs_key);
         let needs_sync = self.expectations.satisfied(&rs_key);
-        let spec = rs.spec.clone().unwrap_or_default();
-        let selector = match LabelSelector::from_label_selector(&spec.selector) {
+        let selector: LabelSelector = match rs.selector() {
             Ok(s) => s,
             Err(error) => {
                 // Validation prevents this; retrying would not help.
-                tracing::warn!(replicaset = %rs_key, %error, "invalid selector");
+                tracing::warn!(kind = %K::kind(&()), key = %rs_key, %error, "invalid selector");
                 return Ok(Action::await_change());
             }
         };
-        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let uid = rs.meta().uid.clone().unwrap_or_default();
         let mut candidates = self.pods.store().controlled_by(&uid);
         candidates.extend(self.pods.store().orphans(ns));
         candidates.retain(|p| p.facts().active);
         let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let controller = controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
-        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let controller = owner_ref::<K>(rs.meta());
+        let rs_api: Api<K> = Api::namespaced(self.client.clone(), ns);
         let pods = ownership::claim(
             &pods_api,
             &controller,
-            rs.metadata.deletion_timestamp.is_some(),
+            rs.meta().deletion_timestamp.is_some(),
             candidates,
             |p| !selector.is_empty() && selector.matches_labels(p.metadata.labels.as_ref()),
             || async {
                 let fresh = rs_api.get(name).await?;
-                Ok(fresh.metadata.uid == rs.metadata.uid
-                    && fresh.metadata.deletion_timestamp.is_none())
+                Ok(fresh.meta().uid == rs.meta().uid && fresh.meta().deletion_timestamp.is_none())
             },
         )
         .await?;
 
-        let desired = spec.replicas.unwrap_or(1).max(0) as usize;
+        let desired = rs.replicas().max(0) as usize;
         let mut failure = None;
         if needs_sync
-            && rs.metadata.deletion_timestamp.is_none()
+            && rs.meta().deletion_timestamp.is_none()
             && let Err(e) = self.manage_replicas(&rs, &rs_key, &pods, desired).await
         {
             let reason = if pods.len() < desired {
@@ -294,29 +296,24 @@ impl ReplicaSetController {
         }
 
         let now = jiff::Timestamp::now();
-        let template_labels = spec
-            .template
-            .as_ref()
+        let template_labels = rs
+            .template()
             .and_then(|t| t.metadata.as_ref())
             .and_then(|m| m.labels.as_ref());
-        let counts = status::count(
-            &pods,
-            template_labels,
-            spec.min_ready_seconds.unwrap_or(0),
-            now,
-        );
+        let counts = status::count(&pods, template_labels, rs.min_ready_seconds(), now);
+        let current = rs.replica_status();
         let next = status::next_status(
-            rs.status.as_ref(),
+            current.as_ref(),
             &counts,
-            rs.metadata.generation,
+            rs.meta().generation,
             failure
                 .as_ref()
                 .map(|(reason, e)| (*reason, error_message(e))),
             now,
         );
-        if rs.status.as_ref() != Some(&next) {
-            let mut updated = ReplicaSet::clone(&rs);
-            updated.status = Some(next);
+        if current.as_ref() != Some(&next) {
+            let mut updated = K::clone(&rs);
+            updated.set_replica_status(next);
             rs_api
                 .replace_status(name, &PostParams::default(), &updated)
                 .await?;
@@ -339,7 +336,7 @@ impl ReplicaSetController {
     /// time, recording expectations first.
     async fn manage_replicas(
         &self,
-        rs: &ReplicaSet,
+        rs: &K,
         rs_key: &str,
         pods: &[Shared<Pod>],
         desired: usize,
@@ -423,18 +420,18 @@ impl ReplicaSetController {
         Ok(())
     }
 
-    /// The active pods of `rs` and of every ReplicaSet with the same controller: a Deployment's
+    /// The active pods of `rs` and of every owner with the same controller: a Deployment's
     /// scale-down spreads over nodes as a whole (upstream's `getIndirectlyRelatedPods`).
-    fn related_pods(&self, rs: &ReplicaSet, own: &[Shared<Pod>]) -> Vec<Shared<Pod>> {
-        let Some(owner) = controller_of(&rs.metadata) else {
+    fn related_pods(&self, rs: &K, own: &[Shared<Pod>]) -> Vec<Shared<Pod>> {
+        let Some(owner) = controller_of(rs.meta()) else {
             return own.to_vec();
         };
         let mut related = own.to_vec();
         for sibling in self.replica_sets.store().controlled_by(&owner.uid) {
-            if sibling.metadata.uid == rs.metadata.uid {
+            if sibling.meta().uid == rs.meta().uid {
                 continue;
             }
-            let uid = sibling.metadata.uid.clone().unwrap_or_default();
+            let uid = sibling.meta().uid.clone().unwrap_or_default();
             related.extend(
                 self.pods
                     .store()
@@ -447,13 +444,14 @@ impl ReplicaSetController {
     }
 }
 
+/// The controller reference to an owner of kind `K` with metadata `meta`.
+fn owner_ref<K: ReplicaOwner>(meta: &ObjectMeta) -> OwnerReference {
+    controller_ref(&K::api_version(&()), &K::kind(&()), meta)
+}
+
 /// A pod for `rs` from its template (upstream's `GetPodFromTemplate`).
-fn pod_from_template(rs: &ReplicaSet) -> Pod {
-    let template = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.clone())
-        .unwrap_or_default();
+fn pod_from_template<K: ReplicaOwner>(rs: &K) -> Pod {
+    let template = rs.template().cloned().unwrap_or_default();
     let tmeta = template.metadata.unwrap_or_default();
     Pod {
         metadata: ObjectMeta {
@@ -462,7 +460,7 @@ fn pod_from_template(rs: &ReplicaSet) -> Pod {
             labels: tmeta.labels,
             annotations: tmeta.annotations,
             finalizers: tmeta.finalizers,
-            owner_references: Some(vec![controller_ref("apps/v1", "ReplicaSet", &rs.metadata)]),
+            owner_references: Some(vec![owner_ref::<K>(rs.meta())]),
             ..Default::default()
         },
         spec: template.spec,

@@ -16,6 +16,7 @@ mod namespace;
 mod node_lifecycle;
 mod pod_gc;
 mod replicaset;
+mod replicationcontroller;
 mod root_ca;
 mod serviceaccount;
 mod statefulset;
