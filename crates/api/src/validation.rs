@@ -10,6 +10,7 @@
 //! `core_kinds` (Namespace, Node, Event, PersistentVolumeClaim, Lease) and `repr` (Go-style rendering
 //! of bad values in messages).
 
+pub mod apiregistration;
 pub mod apps;
 pub mod batch;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod core_kinds;
 mod label_selector;
 mod meta;
 mod names;
+pub mod node;
 pub mod pod;
 pub mod policy;
 pub mod rbac;

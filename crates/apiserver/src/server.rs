@@ -187,6 +187,13 @@ impl ApiServer {
             .route("/api/{version}", get(core_resources))
             .route("/apis/{group}", get(group_discovery))
             .route("/apis/{group}/{version}", get(group_resources))
+            // Upstream answers discovery with a trailing slash too (`/apis/`, as the
+            // conformance specs and older clients ask for it).
+            .route("/api/", get(core_discovery))
+            .route("/apis/", get(groups_discovery))
+            .route("/api/{version}/", get(core_resources))
+            .route("/apis/{group}/", get(group_discovery))
+            .route("/apis/{group}/{version}/", get(group_resources))
             .route("/openapi/v2", get(openapi_v2))
             .route("/openapi/v3", get(openapi_index))
             .route("/openapi/v3/{*path}", get(openapi_doc))

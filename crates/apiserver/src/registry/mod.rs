@@ -27,6 +27,7 @@
 
 mod admissionregistration;
 pub mod apiextensions;
+mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -39,6 +40,7 @@ mod discovery;
 mod events;
 mod kind;
 mod networking;
+mod node;
 mod policy;
 mod rbac;
 mod scheduling;
@@ -84,6 +86,8 @@ pub fn builtin() -> Vec<Kind> {
     kinds.extend(scheduling::kinds());
     kinds.extend(coordination::kinds());
     kinds.extend(discovery::kinds());
+    kinds.extend(node::kinds());
+    kinds.extend(apiregistration::kinds());
     kinds
 }
 

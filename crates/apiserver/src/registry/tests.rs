@@ -68,6 +68,11 @@ const STATUS_WRITES: &[(&str, &str, [bool; 5])] = &[
         "CustomResourceDefinition",
         [false, false, false, true, false],
     ),
+    (
+        "apiregistration.k8s.io",
+        "APIService",
+        [false, false, false, false, false],
+    ),
 ];
 
 /// A minimal object of `def` the strategy accepts, with a spec to change.
@@ -104,6 +109,15 @@ fn minimal(def: &Kind) -> Value {
         ("certificates.k8s.io", _) => json!({"request": "eA==", "signerName": "example.com/x",
             "usages": ["client auth"]}),
         ("policy", _) => json!({"maxUnavailable": 1}),
+        ("apiregistration.k8s.io", _) => {
+            obj["metadata"]["name"] = json!("v1.x.example.com");
+            json!({"group": "x.example.com", "version": "v1", "groupPriorityMinimum": 100,
+                "versionPriority": 10})
+        }
+        ("node.k8s.io", _) => {
+            obj["handler"] = json!("runc");
+            json!({})
+        }
         ("storage.k8s.io", "VolumeAttachment") => json!({"attacher": "x", "nodeName": "n",
             "source": {"persistentVolumeName": "pv"}}),
         ("apiextensions.k8s.io", _) => {
