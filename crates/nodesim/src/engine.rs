@@ -47,6 +47,8 @@ struct SimNode {
     observed: Vec<Observed>,
     has_info: bool,
     images: HashSet<String>,
+    /// Files pods' commands made under host paths (see [`crate::command`]).
+    files: HashSet<String>,
     /// Pod IPs in use, one bit per host of the node's /24.
     ips: [u64; 4],
     recorder: Recorder,
@@ -326,6 +328,7 @@ impl Engine {
                 observed: Vec::new(),
                 has_info: false,
                 images: HashSet::new(),
+                files: HashSet::new(),
                 ips: [0; 4],
                 recorder,
                 lease_due: None,
@@ -592,6 +595,7 @@ impl Engine {
             start_delay: &self.start_delay,
             readiness_delay: &self.readiness_delay,
             node_images: &mut node.images,
+            node_files: &mut node.files,
             now: Instant::now(),
             wall: wall_now(),
         };
@@ -623,6 +627,7 @@ impl Engine {
             start_delay: &self.start_delay,
             readiness_delay: &self.readiness_delay,
             node_images: &mut node.images,
+            node_files: &mut node.files,
             now: Instant::now(),
             wall: wall_now(),
         };

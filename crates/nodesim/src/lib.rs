@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod command;
 pub mod config;
 pub mod distribution;
 mod engine;

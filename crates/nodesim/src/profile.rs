@@ -58,11 +58,12 @@ pub struct Profile {
     #[serde(default)]
     pub grace_scale: Option<f64>,
     /// How long each run of a container of a `restartPolicy: Never|OnFailure` pod lasts before
-    /// it exits ([`DEFAULT_RUN_FOR`] when absent). `Always` pods run until deleted.
+    /// it exits, whatever its command says; when absent, what the command says
+    /// ([`crate::command`]), else [`DEFAULT_RUN_FOR`]. `Always` pods run until deleted.
     #[serde(default)]
     pub run_for: Option<Distribution>,
     /// The chance (0..=1) that such a run exits with [`Profile::failure_exit_code`] rather
-    /// than 0; 0 when absent.
+    /// than with the code its command states (or 0); 0 when absent.
     #[serde(default)]
     pub failure_probability: Option<f64>,
     /// The exit code of a failed run (1 when absent).
@@ -327,31 +328,40 @@ impl Profile {
         Ok(p)
     }
 
-    /// How long the next run of a run-to-completion container lasts.
+    /// How long the next run of a run-to-completion container lasts when its command says
+    /// nothing the simulator reads: the profile's `runFor`, else [`DEFAULT_RUN_FOR`].
     pub fn run_for(&self, rng: &mut impl RngCore) -> Duration {
-        match &self.run_for {
-            Some(d) => d.sample(rng),
-            None => DEFAULT_RUN_FOR,
-        }
+        self.run_for_override(rng).unwrap_or(DEFAULT_RUN_FOR)
     }
 
-    /// The exit code of the next run of a run-to-completion container: the pod's
-    /// [`EXIT_CODE_ANNOTATION`] if it has one, else a failure with the profile's probability.
-    pub fn exit_code(&self, annotated: Option<i32>, rng: &mut impl RngCore) -> i32 {
+    /// The profile's own `runFor` for the next run, if it sets one: it overrides what a
+    /// container's command says about its length.
+    pub fn run_for_override(&self, rng: &mut impl RngCore) -> Option<Duration> {
+        self.run_for.as_ref().map(|d| d.sample(rng))
+    }
+
+    /// The exit code of the next run: the pod's [`EXIT_CODE_ANNOTATION`] if it has one, else
+    /// `failureExitCode` if the profile's failure roll fails the run, else the code the
+    /// container's command states (`stated`), else 0. The roll is only drawn when the profile
+    /// sets a probability, so a pod's random sequence does not depend on commands.
+    pub fn run_exit_code(
+        &self,
+        annotated: Option<i32>,
+        stated: Option<i32>,
+        rng: &mut impl RngCore,
+    ) -> i32 {
         if let Some(code) = annotated {
             return code;
         }
-        match self.failure_probability {
-            Some(p) if p > 0.0 => {
-                let roll: f64 = rng.random();
-                if roll < p {
-                    self.failure_exit_code.unwrap_or(1)
-                } else {
-                    0
-                }
+        if let Some(p) = self.failure_probability
+            && p > 0.0
+        {
+            let roll: f64 = rng.random();
+            if roll < p {
+                return self.failure_exit_code.unwrap_or(1);
             }
-            _ => 0,
         }
+        stated.unwrap_or(0)
     }
 
     /// The fault for a pod: the annotation wins (a rule's name, else a fault kind); otherwise

@@ -849,3 +849,90 @@ async fn a_deferred_write_back_lands_after_the_interval() {
     }
     assert_eq!(nodesim::Stats::get(&stats.status_resyncs), 2);
 }
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn terminated(p: &Pod) -> k8s_openapi::api::core::v1::ContainerStateTerminated {
+    p.status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0]
+        .state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .clone()
+        .unwrap()
+}
+
+fn job_container(command: serde_json::Value) -> serde_json::Value {
+    json!({"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36", "command": command}]})
+}
+
+/// Run-to-completion containers run as their command says: `sleep 300` keeps running past the
+/// point where a container whose command says nothing (the profile's 3 seconds) has finished,
+/// `exit 1` fails with code 1, `sleep 1; exit 0` succeeds after a second.
+#[tokio::test]
+async fn job_containers_honour_their_commands() {
+    let sim = start(fast(1), Profile::default()).await;
+    let c = &sim.client;
+    create_bound(
+        c,
+        "sleeper",
+        "node-0",
+        job_container(json!(["sleep", "300"])),
+        json!({}),
+    )
+    .await;
+    wait_pod(c, "sleeper", "sleeper Running", |p| phase(p) == "Running").await;
+    // Started after the sleeper, with the same default run time the sleeper had before.
+    let mut plain = job_container(json!(null));
+    plain["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("command");
+    create_bound(c, "plain", "node-0", plain, json!({})).await;
+    create_bound(
+        c,
+        "fails",
+        "node-0",
+        job_container(json!(["/bin/sh", "-c", "exit 1"])),
+        json!({}),
+    )
+    .await;
+    create_bound(
+        c,
+        "succeeds",
+        "node-0",
+        job_container(json!(["/bin/sh", "-c", "sleep 1; exit 0"])),
+        json!({}),
+    )
+    .await;
+
+    let failed = wait_pod(c, "fails", "fails Failed", |p| phase(p) == "Failed").await;
+    let t = terminated(&failed);
+    assert_eq!((t.exit_code, t.reason.as_deref()), (1, Some("Error")));
+
+    let done = wait_pod(c, "succeeds", "succeeds Succeeded", |p| {
+        phase(p) == "Succeeded"
+    })
+    .await;
+    let t = terminated(&done);
+    assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
+    let ran = t.finished_at.unwrap().0.as_second() - t.started_at.unwrap().0.as_second();
+    assert!(ran >= 1, "ran {ran}s");
+
+    wait_pod(c, "plain", "plain Succeeded", |p| phase(p) == "Succeeded").await;
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let sleeper = pods.get("sleeper").await.unwrap();
+    assert_eq!(phase(&sleeper), "Running", "sleep 300 still runs");
+    let cs = &sleeper.status.unwrap().container_statuses.unwrap()[0];
+    assert!(cs.state.as_ref().unwrap().running.is_some());
+}

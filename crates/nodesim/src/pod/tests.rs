@@ -7,6 +7,7 @@ struct Harness {
     start: Distribution,
     ready: Distribution,
     images: HashSet<String>,
+    files: HashSet<String>,
     t0: Instant,
 }
 
@@ -22,6 +23,7 @@ impl Harness {
             start: Distribution::Fixed(Duration::from_secs(1)),
             ready: Distribution::Fixed(Duration::from_secs(2)),
             images: HashSet::new(),
+            files: HashSet::new(),
             t0: Instant::now(),
         }
     }
@@ -33,6 +35,7 @@ impl Harness {
             start_delay: &self.start,
             readiness_delay: &self.ready,
             node_images: &mut self.images,
+            node_files: &mut self.files,
             now: self.t0 + Duration::from_millis(at_ms),
             wall: format!("t+{at_ms}ms"),
         }
@@ -511,4 +514,240 @@ fn an_adopted_pod_running_but_not_ready_becomes_ready() {
         reasons(&out)
     );
     assert!(adopted.is_ready());
+}
+
+/// A run-to-completion pod of one busybox container with `command`.
+fn job_pod(policy: &str, command: Value) -> Value {
+    json!({"restartPolicy": policy, "containers": [{"name": "c", "image": "busybox:1.36", "command": command}]})
+}
+
+#[test]
+fn a_sleeping_job_container_runs_as_long_as_its_command_says() {
+    let mut h = Harness::new("");
+    let mut pod = h.pod(job_pod("Never", json!(["sleep", "300"])), json!({}));
+    h.at(&mut pod, 1000); // started
+    h.at(&mut pod, 3000); // ready
+    assert_eq!(pod.phase(), Phase::Running);
+    // Without its command it would have exited 3s after starting; it runs on.
+    h.at(&mut pod, 1000 + 3000 + 1);
+    assert_eq!(pod.phase(), Phase::Running);
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(301)));
+    h.at(&mut pod, 300_999);
+    assert_eq!(pod.phase(), Phase::Running);
+    assert!(pod.is_ready());
+    h.at(&mut pod, 301_000);
+    assert_eq!(pod.phase(), Phase::Succeeded);
+    assert_eq!(ctr_status(&pod)["state"]["terminated"]["exitCode"], 0);
+    assert_eq!(
+        ctr_status(&pod)["state"]["terminated"]["reason"],
+        "Completed"
+    );
+}
+
+#[test]
+fn commands_decide_exit_codes_and_run_times() {
+    // (policy, command, when to look (ms), phase then, exit code, restarts)
+    let cases = [
+        (
+            "Never",
+            json!(["/bin/sh", "-c", "exit 1"]),
+            1000,
+            Phase::Failed,
+            1,
+            0,
+        ),
+        (
+            "Never",
+            json!(["/bin/sh", "-c", "sleep 1; exit 0"]),
+            1500,
+            Phase::Running,
+            -1,
+            0,
+        ),
+        (
+            "Never",
+            json!(["/bin/sh", "-c", "sleep 1; exit 0"]),
+            2000,
+            Phase::Succeeded,
+            0,
+            0,
+        ),
+        (
+            "Never",
+            json!(["/bin/sh", "-c", "sleep 10; exit 1"]),
+            11_000,
+            Phase::Failed,
+            1,
+            0,
+        ),
+        ("Never", json!(["/bin/false"]), 1000, Phase::Failed, 1, 0),
+        (
+            "OnFailure",
+            json!(["/bin/true"]),
+            1000,
+            Phase::Succeeded,
+            0,
+            0,
+        ),
+        // OnFailure restarts a failure at once, then backs off 10s.
+        (
+            "OnFailure",
+            json!(["sh", "-c", "exit 7"]),
+            1000,
+            Phase::Running,
+            -1,
+            1,
+        ),
+        // Not interpreted: the profile's 3 seconds, exit 0.
+        (
+            "Never",
+            json!(["sh", "-c", "wget http://x"]),
+            3999,
+            Phase::Running,
+            -1,
+            0,
+        ),
+        (
+            "Never",
+            json!(["sh", "-c", "wget http://x"]),
+            4000,
+            Phase::Succeeded,
+            0,
+            0,
+        ),
+    ];
+    for (policy, command, at, phase, code, restarts) in cases {
+        let mut h = Harness::new("");
+        let mut pod = h.pod(job_pod(policy, command.clone()), json!({}));
+        h.at(&mut pod, at.min(1000));
+        h.at(&mut pod, at);
+        assert_eq!(pod.phase(), phase, "{policy} {command} at {at}");
+        let status = ctr_status(&pod);
+        assert_eq!(status["restartCount"], restarts, "{policy} {command}");
+        if code >= 0 {
+            assert_eq!(
+                status["state"]["terminated"]["exitCode"], code,
+                "{policy} {command}"
+            );
+        }
+        if restarts > 0 {
+            assert_eq!(status["lastState"]["terminated"]["exitCode"], 7);
+        }
+    }
+}
+
+#[test]
+fn a_container_that_never_ends_has_no_exit_scheduled() {
+    for command in [
+        json!(["sleep", "infinity"]),
+        json!(["sh", "-c", "trap exit TERM; while true; do sleep 1; done"]),
+    ] {
+        let mut h = Harness::new("");
+        let mut pod = h.pod(job_pod("OnFailure", command.clone()), json!({}));
+        h.at(&mut pod, 1000);
+        h.at(&mut pod, 3000);
+        assert_eq!(pod.phase(), Phase::Running, "{command}");
+        assert_eq!(pod.wake(), None, "{command}: nothing more is due");
+        // Deleted, it is killed.
+        let mut ctx = h.ctx(4000);
+        pod.observe_deletion(0, &mut ctx);
+        assert_eq!(pod.phase(), Phase::Failed);
+        assert_eq!(ctr_status(&pod)["state"]["terminated"]["exitCode"], 137);
+    }
+}
+
+#[test]
+fn the_profile_and_the_annotation_override_the_command() {
+    let mut h = Harness::new("runFor: 2s\n");
+    let mut pod = h.pod(job_pod("Never", json!(["sleep", "300"])), json!({}));
+    h.at(&mut pod, 1000);
+    h.at(&mut pod, 3000);
+    assert_eq!(pod.phase(), Phase::Succeeded, "the profile's runFor wins");
+
+    let mut h = Harness::new("");
+    let mut pod = h.pod(
+        job_pod("Never", json!(["sh", "-c", "exit 1"])),
+        json!({"rollwright.io/exit-code": "0"}),
+    );
+    h.at(&mut pod, 1000);
+    assert_eq!(pod.phase(), Phase::Succeeded, "the annotation wins");
+
+    let mut h = Harness::new("failureProbability: 1\nfailureExitCode: 42\n");
+    let mut pod = h.pod(job_pod("Never", json!(["sh", "-c", "sleep 5"])), json!({}));
+    h.at(&mut pod, 1000);
+    h.at(&mut pod, 5999);
+    assert_eq!(pod.phase(), Phase::Running, "the command's run time");
+    h.at(&mut pod, 6000);
+    assert_eq!(ctr_status(&pod)["state"]["terminated"]["exitCode"], 42);
+}
+
+#[test]
+fn fail_once_with_local_restarts_fails_then_succeeds() {
+    // Upstream's "failOnce" Job pod under OnFailure: the marker file is in an emptyDir, so the
+    // restarted container sees it.
+    let mut h = Harness::new("");
+    let spec = json!({
+        "restartPolicy": "OnFailure",
+        "volumes": [{"name": "data", "emptyDir": {}}],
+        "containers": [{"name": "c", "image": "busybox:1.36",
+            "command": ["/bin/sh", "-c", "if [[ -r /data/foo ]] ; then exit 0 ; else touch /data/foo ; exit 1 ; fi"],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+    });
+    let mut pod = h.pod(spec, json!({}));
+    h.at(&mut pod, 1000);
+    assert_eq!(pod.phase(), Phase::Succeeded);
+    let status = ctr_status(&pod);
+    assert_eq!(status["restartCount"], 1);
+    assert_eq!(status["lastState"]["terminated"]["exitCode"], 1);
+    assert_eq!(status["state"]["terminated"]["exitCode"], 0);
+}
+
+#[test]
+fn a_failed_init_container_fails_a_never_pod_and_restarts_otherwise() {
+    let spec = |policy: &str| {
+        json!({
+            "restartPolicy": policy,
+            "initContainers": [{"name": "init1", "image": "busybox:1.36", "command": ["/bin/false"]}],
+            "containers": [{"name": "app", "image": "busybox:1.36", "command": ["/bin/true"]}],
+        })
+    };
+    let mut h = Harness::new("");
+    let mut pod = h.pod(spec("Never"), json!({}));
+    h.at(&mut pod, 1000);
+    assert_eq!(pod.phase(), Phase::Failed);
+    let init = &pod.status("")["initContainerStatuses"][0];
+    assert_eq!(init["state"]["terminated"]["exitCode"], 1);
+    assert_eq!(cond(&pod, "Initialized")["status"], "False");
+    assert_eq!(
+        cond(&pod, "Initialized")["reason"],
+        "ContainersNotInitialized"
+    );
+    assert_eq!(
+        ctr_status(&pod)["state"]["waiting"]["reason"],
+        "PodInitializing"
+    );
+
+    let mut h = Harness::new("");
+    let mut pod = h.pod(spec("Always"), json!({}));
+    h.at(&mut pod, 1000);
+    assert_eq!(pod.phase(), Phase::Pending);
+    assert_eq!(
+        pod.status("")["initContainerStatuses"][0]["restartCount"],
+        1
+    );
+
+    // An init container that succeeds at once lets the app start after the start delay.
+    let mut h = Harness::new("");
+    let mut pod = h.pod(
+        json!({"restartPolicy": "Never",
+               "initContainers": [{"name": "i", "image": "busybox", "command": ["/bin/true"]}],
+               "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "2"]}]}),
+        json!({}),
+    );
+    h.at(&mut pod, 1000); // init ran and exited 0
+    assert_eq!(cond(&pod, "Initialized")["status"], "True");
+    h.at(&mut pod, 2000); // app started
+    assert_eq!(pod.phase(), Phase::Running);
+    h.at(&mut pod, 4000);
+    assert_eq!(pod.phase(), Phase::Succeeded);
 }
