@@ -185,15 +185,22 @@ fn partial_metadata(obj: &Value) -> Value {
 }
 
 /// A stored object as `view` serves it: converted when the view is another version or group of
-/// the stored kind, as is otherwise.
+/// the stored kind, as is otherwise, then given the view's defaults when its schema has some
+/// (upstream defaults custom resources as it decodes them from storage).
 pub(crate) fn present(view: &Kind, obj: Value) -> Value {
-    let Some(conversion) = view.conversion() else {
-        return obj;
+    let mut obj = match view.conversion() {
+        None => obj,
+        Some(conversion) => {
+            let mut obj = conversion.stored_to_view(obj);
+            if let Some(m) = obj.as_object_mut() {
+                m.insert("apiVersion".into(), Value::String(view.api_version()));
+                m.insert("kind".into(), Value::String(view.kind.clone()));
+            }
+            obj
+        }
     };
-    let mut obj = conversion.stored_to_view(obj);
-    if let Some(m) = obj.as_object_mut() {
-        m.insert("apiVersion".into(), Value::String(view.api_version()));
-        m.insert("kind".into(), Value::String(view.kind.clone()));
+    if view.strategy.defaults_on_read() {
+        view.strategy.default_on_read(&mut obj);
     }
     obj
 }
@@ -215,8 +222,8 @@ pub(crate) fn intake(view: &Kind, storage: &Kind, obj: Value) -> Value {
 /// unless the view converts).
 pub(crate) fn entry_json(view: &Kind, e: &Entry) -> Bytes {
     match view.storage {
-        Storage::Own => e.json.clone(),
-        Storage::View { .. } => {
+        Storage::Own if !view.strategy.defaults_on_read() => e.json.clone(),
+        Storage::Own | Storage::View { .. } => {
             Bytes::from(serde_json::to_vec(&present(view, e.value())).unwrap_or_default())
         }
     }
@@ -596,6 +603,7 @@ impl ApiServer {
         let bytes = serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
         match self.store.create(&key, Bytes::from(bytes)).await {
             Ok(kv) => {
+                charge.keep();
                 set_rv(&mut obj, kv.mod_revision);
                 Ok(obj)
             }
@@ -917,20 +925,34 @@ impl ApiServer {
         let name = t.name()?;
         let opts = DeleteOptions::from_request(params, headers, body)?;
         let def = self.storage_of(&t.def);
-        let outcome = if is_namespaces(&def) {
-            self.delete_namespace(name, &opts).await?
-        } else if crate::registry::apiextensions::is_definition(&def) {
-            self.delete_definition(&def, name, &opts).await?
-        } else {
-            self.delete_object(&def, t.namespace.as_deref(), name, &opts)
-                .await?
-        };
+        let outcome = self
+            .delete_one(&def, t.namespace.as_deref(), name, &opts)
+            .await?;
         Ok(match outcome {
             Outcome::Deleted(_) if !def.graceful_delete() => {
                 json_response(StatusCode::OK, success_status(&t.def, name).to_string())
             }
             other => object_response(&t.def, &def, StatusCode::OK, &other.into_value(), out),
         })
+    }
+
+    /// Deletes one object of `def` (the stored kind) the way its kind is deleted: a Namespace
+    /// and a CustomResourceDefinition start their finalization, anything else is deleted
+    /// gracefully. A single DELETE and each object of a DELETE of a collection come here.
+    async fn delete_one(
+        &self,
+        def: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Outcome> {
+        if is_namespaces(def) {
+            self.delete_namespace(name, opts).await
+        } else if crate::registry::apiextensions::is_definition(def) {
+            self.delete_definition(def, name, opts).await
+        } else {
+            self.delete_object(def, ns, name, opts).await
+        }
     }
 
     /// Deletes (or starts deleting) one object as upstream's graceful deletion does.
@@ -959,14 +981,21 @@ impl ApiServer {
             }
             let mut next = old.clone();
             let mut finalizers = object::finalizers(old);
-            match opts.propagation.as_deref() {
+            let chosen = finalizers
+                .iter()
+                .any(|f| f == "orphan" || f == "foregroundDeletion");
+            let propagation = match opts.propagation.as_deref() {
+                None if !chosen => Some(def.strategy.default_propagation()),
+                p => p,
+            };
+            match propagation {
                 Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => finalizers.push("orphan".into()),
                 Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
                     finalizers.push("foregroundDeletion".into())
                 }
                 _ => {}
             }
-            if opts.propagation.as_deref() == Some("Background") {
+            if propagation == Some("Background") {
                 finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion");
             }
             let grace = self.grace_period(def, old, opts);
@@ -1057,17 +1086,8 @@ impl ApiServer {
         let (items, rev) = self.select(t, &filter);
         let mut deleted = Vec::new();
         for e in items {
-            let result = if is_namespaces(&def) {
-                self.delete_namespace(&e.name, &opts).await
-            } else {
-                self.delete_object(
-                    &def,
-                    Some(&*e.namespace).filter(|s| !s.is_empty()),
-                    &e.name,
-                    &opts,
-                )
-                .await
-            };
+            let ns = Some(&*e.namespace).filter(|s| !s.is_empty());
+            let result = self.delete_one(&def, ns, &e.name, &opts).await;
             match result {
                 Ok(o) => deleted.push(o.into_value()),
                 Err(err) if err.code == 404 => {}

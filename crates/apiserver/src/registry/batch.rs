@@ -52,6 +52,12 @@ const JOB_NAME_LABELS: [&str; 2] = ["job-name", "batch.kubernetes.io/job-name"];
 const CONTROLLER_UID_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io/controller-uid"];
 
 impl Strategy for JobStrategy {
+    /// batch/v1 Jobs orphan their pods unless told otherwise, for compatibility with clients
+    /// older than garbage collection (kubectl sends Background explicitly).
+    fn default_propagation(&self) -> &'static str {
+        "Orphan"
+    }
+
     /// Generates the selector from the job's uid unless `manualSelector` is set, labelling the
     /// template to match (upstream's `generateSelector`).
     fn prepare_for_create(&self, obj: &mut Value) {

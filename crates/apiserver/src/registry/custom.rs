@@ -18,6 +18,8 @@ use crate::table::{CustomColumn, Printer};
 pub(super) struct CustomStrategy {
     /// The version's `openAPIV3Schema`.
     schema: Value,
+    /// Whether the schema declares a `default` anywhere.
+    has_defaults: bool,
     /// Compiled `pattern`s, by pattern.
     patterns: Mutex<HashMap<String, Option<regex::Regex>>>,
 }
@@ -25,15 +27,38 @@ pub(super) struct CustomStrategy {
 impl CustomStrategy {
     pub(super) fn new(schema: Value) -> Self {
         Self {
+            has_defaults: declares_default(&schema),
             schema,
             patterns: Mutex::new(HashMap::new()),
         }
     }
 }
 
+/// Whether a structural schema declares a `default` for some field.
+fn declares_default(schema: &Value) -> bool {
+    let Some(m) = schema.as_object() else {
+        return false;
+    };
+    m.contains_key("default")
+        || m.get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.values().any(declares_default))
+        || ["items", "additionalProperties"]
+            .iter()
+            .any(|k| m.get(*k).is_some_and(declares_default))
+}
+
 impl Strategy for CustomStrategy {
     fn defaults(&self, obj: &mut Value) {
         prune(obj, &self.schema, true);
+        default(obj, &self.schema);
+    }
+
+    fn defaults_on_read(&self) -> bool {
+        self.has_defaults
+    }
+
+    fn default_on_read(&self, obj: &mut Value) {
         default(obj, &self.schema);
     }
 

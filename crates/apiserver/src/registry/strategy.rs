@@ -86,6 +86,22 @@ pub trait Strategy: Send + Sync {
     /// example, a DaemonSet's template generation).
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
 
+    /// The propagation of a delete that names none and finds no `orphan` or
+    /// `foregroundDeletion` finalizer (upstream's `DefaultGarbageCollectionPolicy`).
+    fn default_propagation(&self) -> &'static str {
+        "Background"
+    }
+
+    /// Whether objects read from storage get defaults ([`Strategy::default_on_read`]): custom
+    /// resources whose schema declares some, since a default added to a CRD applies to objects
+    /// stored before it, as upstream's decoder applies them.
+    fn defaults_on_read(&self) -> bool {
+        false
+    }
+
+    /// Fills defaults into an object read from storage.
+    fn default_on_read(&self, _obj: &mut Value) {}
+
     /// What a `status` write takes from the stored object.
     fn status_resets(&self) -> &'static [Reset] {
         &[Reset::Spec]

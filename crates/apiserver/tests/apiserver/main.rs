@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 mod common;
+mod deletion_defaults;
 mod discovery;
 mod event_ttl;
 mod field_selectors;
