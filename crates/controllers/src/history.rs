@@ -3,14 +3,19 @@
 //! `constructHistory`, `dedupCurHistories` and `cleanupHistory`).
 //!
 //! A revision named `<owner>-<hash>` records one template as the patch that restores it,
-//! `{"spec":{"template":{...,"$patch":"replace"}}}`, which is exactly what
-//! `kubectl rollout undo` applies. The revision whose template equals the owner's is *current*
+//! `{"spec":{"template":{"$patch":"replace",...}}}`, which is exactly what
+//! `kubectl rollout undo` applies. The template is written as Go's `encoding/json` writes it
+//! ([`go_json`]), byte for byte what upstream's controllers store, because upstream's clients
+//! find the current revision by comparing `data` with the patch they marshal from the owner
+//! (the e2e suite's `daemon.Match`, `kubectl rollout undo`). The revision whose template equals the owner's is *current*
 //! and must carry the highest `revision` number: a rollback (the template reverting to an old
 //! revision's) renumbers that revision `max + 1` instead of creating another, so the pods it
 //! already runs keep their `controller-revision-hash` and are not restarted.
 //!
 //! The decisions (which revision is current, which duplicate to keep, which old ones to delete)
 //! are pure functions; [`construct`] and friends do the API calls around them.
+
+mod go_json;
 
 use crate::is_status;
 use api::pod::controller_ref;
@@ -60,13 +65,21 @@ pub enum Error {
     Template(String, serde_json::Error),
 }
 
-/// The `data` of a revision recording `template`.
+/// The `data` of a revision recording `template`: the template as Go writes it, with the
+/// `$patch` directive first (where Go's sorted keys put it).
 pub fn revision_data(template: &Value) -> Value {
-    let mut template = template.clone();
-    if let Value::Object(map) = &mut template {
-        map.insert("$patch".into(), json!("replace"));
+    let mut data = serde_json::Map::new();
+    data.insert("$patch".into(), json!("replace"));
+    if let Value::Object(fields) = go_json::pod_template(template) {
+        data.extend(fields);
     }
-    json!({"spec": {"template": template}})
+    json!({"spec": {"template": Value::Object(data)}})
+}
+
+/// `template` (a pod template as JSON) in the form revisions record it, for comparing a
+/// template with a revision's regardless of how either was written.
+pub fn canonical_template(template: &Value) -> Value {
+    go_json::pod_template(template)
 }
 
 /// The template a revision records (its data without the `$patch` directive).
@@ -84,13 +97,12 @@ pub fn revision_template(revision: &ControllerRevision) -> Option<Value> {
     Some(template)
 }
 
-/// Whether `revision` records `template` (upstream compares the serialized patch; we compare
-/// the JSON values, so key order does not matter).
+/// Whether `revision` records `template`. Upstream compares the serialized patch; we compare
+/// both templates in the form revisions record them, so a revision written before templates
+/// were recorded that way (or by another writer) still matches its template.
 pub fn matches(revision: &ControllerRevision, template: &Value) -> bool {
-    revision
-        .data
-        .as_ref()
-        .is_some_and(|d| d.0 == revision_data(template))
+    revision_template(revision)
+        .is_some_and(|t| canonical_template(&t) == canonical_template(template))
 }
 
 /// The hash label of a revision or pod.
@@ -385,8 +397,38 @@ mod tests {
             data: Some(RawExtension(data)),
             ..Default::default()
         };
-        assert_eq!(revision_template(&r), Some(t.clone()));
+        assert_eq!(revision_template(&r), Some(canonical_template(&t)));
         // Key order does not matter.
+        assert!(matches(&r, &t));
+        assert!(!matches(&r, &template("nginx:2")));
+    }
+
+    /// The bytes of upstream's revision for the e2e suite's DaemonSet (v1.28.4's
+    /// kube-controller-manager), which its `daemon.Match` compares with.
+    #[test]
+    fn data_is_byte_for_byte_upstreams() {
+        let served = json!({"metadata":{"labels":{"daemonset-name":"daemon-set"}},"spec":{"containers":[{"image":"registry.k8s.io/e2e-test-images/httpd:2.4.38-4","name":"app","ports":[{"containerPort":9376,"protocol":"TCP"}],"resources":{},"securityContext":{},"imagePullPolicy":"IfNotPresent","terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}],"nodeSelector":{"probe":"none"},"securityContext":{},"dnsPolicy":"ClusterFirst","restartPolicy":"Always","terminationGracePeriodSeconds":30,"schedulerName":"default-scheduler"}});
+        let upstream = r#"{"spec":{"template":{"$patch":"replace","metadata":{"creationTimestamp":null,"labels":{"daemonset-name":"daemon-set"}},"spec":{"containers":[{"image":"registry.k8s.io/e2e-test-images/httpd:2.4.38-4","imagePullPolicy":"IfNotPresent","name":"app","ports":[{"containerPort":9376,"protocol":"TCP"}],"resources":{},"securityContext":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}],"dnsPolicy":"ClusterFirst","nodeSelector":{"probe":"none"},"restartPolicy":"Always","schedulerName":"default-scheduler","securityContext":{},"terminationGracePeriodSeconds":30}}}}"#;
+        let data = revision_data(&served);
+        assert_eq!(serde_json::to_string(&data).unwrap(), upstream);
+        // As a ControllerRevision's data, through the typed object and back.
+        let r = ControllerRevision {
+            data: Some(RawExtension(data)),
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains(&format!("\"data\":{upstream}")), "{text}");
+    }
+
+    #[test]
+    fn a_revision_recorded_in_another_form_still_matches() {
+        let t = template("nginx:1");
+        let mut legacy = t.clone();
+        legacy["$patch"] = json!("replace");
+        let r = ControllerRevision {
+            data: Some(RawExtension(json!({"spec": {"template": legacy}}))),
+            ..Default::default()
+        };
         assert!(matches(&r, &t));
         assert!(!matches(&r, &template("nginx:2")));
     }

@@ -774,8 +774,9 @@ impl DaemonSetController {
             .old
             .iter()
             .find(|r| history::hash_of(&r.metadata) == Some(hash))?;
-        let old = history::revision_template(revision)?;
-        let new = history::revision_template(&constructed.current)?;
+        // In the recorded form both, should one have been written in another.
+        let old = history::canonical_template(&history::revision_template(revision)?);
+        let new = history::canonical_template(&history::revision_template(&constructed.current)?);
         let images = update::in_place_images(&old, &new)?;
         let containers: Vec<Value> = images
             .into_iter()

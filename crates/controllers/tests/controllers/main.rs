@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 mod daemonset;
+mod daemonset_revisions;
 mod deployment;
 mod endpoints;
 mod gc;
