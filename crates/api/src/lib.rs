@@ -15,6 +15,7 @@ pub mod intstr;
 pub mod node_affinity;
 pub mod pod;
 pub mod quantity;
+pub mod quota;
 pub mod selector;
 pub mod smp;
 pub mod taint;

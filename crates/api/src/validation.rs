@@ -21,6 +21,7 @@ mod names;
 pub mod node;
 pub mod pod;
 pub mod policy;
+pub mod quota;
 pub mod rbac;
 mod repr;
 pub mod scheduling;

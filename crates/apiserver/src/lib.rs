@@ -20,6 +20,7 @@ pub mod object;
 pub mod openapi;
 mod priority;
 pub mod protobuf;
+mod quota;
 pub mod registry;
 pub mod request;
 mod rest;

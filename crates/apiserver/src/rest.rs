@@ -589,6 +589,8 @@ impl ApiServer {
     ) -> ApiResult<Value> {
         let name = object::name(&obj).to_string();
         let key = def.key(object::namespace(&obj), &name);
+        // ResourceQuota admission: checked under dry run too, charged otherwise (crate::quota).
+        let charge = crate::quota::admit_create(self, def, &obj, dry_run).await?;
         if dry_run {
             if self
                 .cache
@@ -639,6 +641,7 @@ impl ApiServer {
                     if admission::same_object(&new, &old) {
                         return Ok(Outcome::Unchanged(old));
                     }
+                    crate::quota::check_update(self, def, &new, &old)?;
                     if dry_run {
                         return Ok(Outcome::Written(new));
                     }

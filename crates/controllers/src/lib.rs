@@ -18,6 +18,8 @@
 //! - [`endpoints`], [`endpointslice`]: the addresses of every Service's pods, as Endpoints and
 //!   as EndpointSlices.
 //! - [`disruption`]: PodDisruptionBudget status (the API server's eviction consults it).
+//! - [`resourcequota`]: ResourceQuota status: each quota's limits and what its namespace uses
+//!   (the API server's quota admission charges creates against it).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
 //!   eviction.
 //!
@@ -61,6 +63,7 @@ pub mod ownership;
 pub mod pod_gc;
 pub mod replicaset;
 pub mod replicationcontroller;
+pub mod resourcequota;
 pub mod root_ca;
 pub mod runtime;
 pub mod selection;
@@ -87,6 +90,7 @@ use node_lifecycle::NodeLifecycleController;
 use pod_gc::PodGarbageCollector;
 use replicaset::ReplicaSetController;
 use replicationcontroller::ReplicationManager;
+use resourcequota::ResourceQuotaController;
 use root_ca::RootCaCertPublisher;
 use runtime::{Controller, supervisor::RESTART_BACKOFF};
 pub use selection::{Selection, UnknownController};
@@ -143,6 +147,8 @@ pub struct Settings {
     pub endpointslice: endpointslice::Config,
     /// The disruption controller's.
     pub disruption: disruption::Config,
+    /// The resource quota controller's.
+    pub resourcequota: resourcequota::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -151,7 +157,7 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 type Starter = fn(&Informers, &Settings) -> Start;
 
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: [(&str, Starter); 18] = [
+const CONTROLLERS: &[(&str, Starter)] = &[
     (ReplicaSetController::NAME, |i, s| {
         on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
     }),
@@ -207,6 +213,9 @@ const CONTROLLERS: [(&str, Starter); 18] = [
     }),
     (DisruptionController::NAME, |i, s| {
         on_cache(i, s.disruption.clone(), DisruptionController::new)
+    }),
+    (ResourceQuotaController::NAME, |i, s| {
+        on_cache(i, s.resourcequota.clone(), ResourceQuotaController::new)
     }),
 ];
 

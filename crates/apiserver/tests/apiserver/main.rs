@@ -15,5 +15,6 @@ mod health;
 mod namespace_isolation;
 mod openapi_v2;
 mod overload;
+mod quota;
 mod watch_bookmarks;
 mod watch_relist;

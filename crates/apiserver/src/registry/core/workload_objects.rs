@@ -157,11 +157,12 @@ fn rc_row(obj: &Value, now: Timestamp) -> Row {
     ])
 }
 
-/// The resourcequotas kind (stored, not enforced).
+/// The resourcequotas kind (its strategy and admission are in `crate::quota`).
 pub(super) fn resource_quota() -> Kind {
     Kind::of::<ResourceQuota>()
         .short_names(&["quota"])
         .subresources(&[Subresource::Status])
+        .strategy(crate::quota::QuotaStrategy)
         .printer(Printer::Columns {
             columns: quota_columns,
             row: quota_row,
