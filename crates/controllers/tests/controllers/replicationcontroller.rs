@@ -323,3 +323,34 @@ async fn deleting_an_rc_in_the_background_deletes_its_pods() {
     }
     assert!(pods(&c, "web").await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_rc_without_a_propagation_policy_orphans_its_pods() {
+    let c = start().await;
+    let created = rcs(&c)
+        .create(&PostParams::default(), &rc("web", 2))
+        .await
+        .unwrap();
+    settled(&c, "web", 2).await;
+    // core/v1 RCs orphan by default, as upstream's rcStrategy.DefaultGarbageCollectionPolicy.
+    rcs(&c)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    let uid = created.uid().unwrap();
+    let rc_gone = await_condition(rcs(&c), "web", conditions::is_deleted(&uid));
+    tokio::time::timeout(TIMEOUT, rc_gone)
+        .await
+        .expect("the RC is deleted once its pods are orphaned")
+        .unwrap();
+    let left = pods(&c, "web").await;
+    assert_eq!(left.len(), 2);
+    for p in left {
+        assert!(p.metadata.deletion_timestamp.is_none(), "{}", p.name_any());
+        assert!(
+            p.owner_references().iter().all(|r| r.uid != uid),
+            "{:?}",
+            p.owner_references()
+        );
+    }
+}

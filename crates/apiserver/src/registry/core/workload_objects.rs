@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 use serde_json::{Value, json};
 
 use crate::{
-    registry::{Generation, Kind, Rules, Subresource},
+    registry::{Generation, Kind, Rules, Strategy, Subresource},
     table::{
         AGE, CONTAINERS, Column, Desc, IMAGES, NAME, Printer, Row, age_cell, arr, col,
         container_cells, format_labels, get, i, name_cell, plain,
@@ -87,12 +87,12 @@ pub(super) fn replication_controller() -> Kind {
         .short_names(&["rc"])
         .categories(&["all"])
         .subresources(&[Subresource::Status, Subresource::Scale])
-        .strategy(
+        .strategy(RcStrategy(
             Rules::new()
                 .defaults(api::defaults::replication_controller)
                 .validate(api::validation::core_kinds::validate_replication_controller)
                 .generation(Generation::Spec),
-        )
+        ))
         // Upstream's `ControllerToSelectableFields`.
         .selectable_fields(&["status.replicas"])
         .field_defaults(&[("status.replicas", "0")])
@@ -100,6 +100,37 @@ pub(super) fn replication_controller() -> Kind {
             columns: rc_columns,
             row: rc_row,
         })
+}
+
+/// A ReplicationController's rules, and upstream's `rcStrategy.DefaultGarbageCollectionPolicy`:
+/// core/v1 RCs orphan their pods unless a delete says otherwise, for clients older than garbage
+/// collection (kubectl sends Background explicitly).
+struct RcStrategy(Rules);
+
+impl Strategy for RcStrategy {
+    fn default_propagation(&self) -> &'static str {
+        "Orphan"
+    }
+
+    fn defaults(&self, obj: &mut Value) {
+        Strategy::defaults(&self.0, obj)
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<api::field::FieldError> {
+        Strategy::validate(&self.0, obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<api::field::FieldError> {
+        Strategy::validate_update(&self.0, new, old)
+    }
+
+    fn generation(&self) -> Generation {
+        Strategy::generation(&self.0)
+    }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        Strategy::warnings(&self.0, obj)
+    }
 }
 
 fn rc_columns() -> Vec<Column> {
@@ -225,4 +256,27 @@ fn quota_row(obj: &Value, now: Timestamp) -> Row {
 /// The limitranges kind (stored, not enforced).
 pub(super) fn limit_range() -> Kind {
     Kind::of::<LimitRange>().short_names(&["limits"])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replication_controllers_orphan_by_default_and_keep_their_rules() {
+        let kind = replication_controller();
+        let s = &kind.strategy;
+        assert_eq!(s.default_propagation(), "Orphan");
+        assert!(matches!(s.generation(), Generation::Spec));
+        let mut rc = json!({"metadata": {"name": "web", "namespace": "ns"}, "spec": {"template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+        s.defaults(&mut rc);
+        assert_eq!(rc["spec"]["replicas"], json!(1));
+        assert_eq!(rc["spec"]["selector"], json!({"app": "web"}));
+        assert!(s.validate(&rc).is_empty(), "{:?}", s.validate(&rc));
+        let mut bad = rc.clone();
+        bad["spec"]["selector"] = json!({"app": "other"});
+        assert!(!s.validate_update(&bad, &rc).is_empty());
+    }
 }
