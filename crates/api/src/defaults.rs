@@ -12,11 +12,13 @@ use serde_json::{Map, Value, json};
 mod autoscaling;
 mod batch;
 mod core_kinds;
+mod limit_range;
 mod scheduling;
 
 pub use autoscaling::horizontal_pod_autoscaler;
 pub use batch::{cron_job, job};
 pub use core_kinds::{replication_controller, secret, service};
+pub use limit_range::limit_range;
 pub use scheduling::priority_class;
 
 /// Runs `f` on the object's top-level map (objects that are not JSON objects are left alone).

@@ -428,7 +428,10 @@ impl ApiServer {
                         .await?;
                 }
                 if def.is("", "Pod") {
+                    let ns = ns.unwrap_or_default();
+                    crate::limit_ranger::admit_pod(self, ns, name, &mut obj)?;
                     crate::priority::admit_pod(self, name, &mut obj)?;
+                    crate::runtime_class::admit_pod(self, name, &mut obj)?;
                 }
                 match self.store_create(&def, obj, dry_run).await {
                     Ok(created) => {

@@ -529,7 +529,10 @@ impl ApiServer {
             service_account::admit_pod(self, ns, &requested_name, &mut obj).await?;
         }
         if def.is("", "Pod") {
+            let ns = t.namespace.as_deref().unwrap_or_default();
+            crate::limit_ranger::admit_pod(self, ns, &requested_name, &mut obj)?;
             priority::admit_pod(self, &requested_name, &mut obj)?;
+            crate::runtime_class::admit_pod(self, &requested_name, &mut obj)?;
         }
         let dry_run = params.dry_run()?;
         let created = self.store_create(&def, obj, dry_run).await?;

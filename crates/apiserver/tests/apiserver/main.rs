@@ -15,6 +15,7 @@ mod health;
 mod namespace_isolation;
 mod openapi_v2;
 mod overload;
+mod pod_admission;
 mod quota;
 mod watch_bookmarks;
 mod watch_relist;

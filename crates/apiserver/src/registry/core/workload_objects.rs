@@ -253,9 +253,12 @@ fn quota_row(obj: &Value, now: Timestamp) -> Row {
     ])
 }
 
-/// The limitranges kind (stored, not enforced).
+/// The limitranges kind: defaulted as upstream's, enforced on new pods by
+/// [`crate::limit_ranger`].
 pub(super) fn limit_range() -> Kind {
-    Kind::of::<LimitRange>().short_names(&["limits"])
+    Kind::of::<LimitRange>()
+        .short_names(&["limits"])
+        .strategy(Rules::new().defaults(api::defaults::limit_range))
 }
 
 #[cfg(test)]
