@@ -4,6 +4,9 @@
   conformance-report.py serial-focus DRY_RUN_REPORT.json
       prints a Ginkgo focus matching exactly the [Serial] specs of a dry run (v1.28's specs carry
       [Serial] in their names, not as a label, and Ginkgo cannot AND two focus expressions)
+  conformance-report.py failed-focus SIDE_DIR parallel|serial
+      prints a Ginkgo focus matching exactly the specs that failed in a side's last results
+      (the [Serial] ones or the others), for `RERUN=1 tools/conformance run SIDE`
   conformance-report.py table RUNS_DIR CONFORMANCE.md
       reads each side's JUnit reports under RUNS_DIR/<side>/ and rewrites the table between the
       markers in CONFORMANCE.md: every selected spec, its result on each side, and the reason kept
@@ -38,7 +41,8 @@ def serial_focus(report):
 def results(side_dir):
     """Spec name -> passed | failed | skipped, from every JUnit report of one side's run."""
     out = {}
-    for report in sorted(side_dir.glob("junit*.xml")):
+    # In the order they were written: a rerun's result replaces the earlier one.
+    for report in sorted(side_dir.glob("junit*.xml"), key=lambda p: p.stat().st_mtime):
         for case in ET.parse(report).getroot().iter("testcase"):
             name = case.get("name", "")
             if not name or name.startswith("[SynchronizedBeforeSuite]") or name.startswith("[SynchronizedAfterSuite]") or name.startswith("[ReportAfterSuite]"):
@@ -50,10 +54,16 @@ def results(side_dir):
                 status = "failed"
             else:
                 status = "passed"
-            # A spec run twice (parallel then serial) keeps its non-skipped result.
+            # A spec skipped by a later run (it was not selected there) keeps its result.
             if status != "skipped" or name not in out:
                 out[name] = status
     return out
+
+
+def failed_focus(side_dir, which):
+    names = [n for n, st in results(Path(side_dir)).items() if st == "failed"]
+    names = [n for n in names if ("[Serial]" in n) == (which == "serial")]
+    print("|".join(re.escape(n) for n in names) if names else "^$nothing failed^")
 
 
 def reasons(doc):
@@ -103,6 +113,8 @@ def table(runs_dir, doc_path):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "serial-focus":
         serial_focus(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "failed-focus":
+        failed_focus(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "table":
         table(sys.argv[2], sys.argv[3])
     else:
