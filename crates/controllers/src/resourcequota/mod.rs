@@ -254,7 +254,11 @@ fn needs_recount(old: Option<&Value>, new: &Value) -> bool {
             .and_then(Value::as_object)
             .map(|m| {
                 m.iter()
-                    .filter_map(|(k, q)| Some((k.clone(), Amount::parse(q.as_str()?).ok()?)))
+                    .filter_map(|(k, q)| {
+                        // A number is a quantity too (`pods: 5` in YAML).
+                        let text = q.as_str().map_or_else(|| q.to_string(), str::to_string);
+                        Some((k.clone(), Amount::parse(&text).ok()?))
+                    })
                     .collect()
             })
             .unwrap_or_default()

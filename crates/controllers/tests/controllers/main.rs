@@ -18,6 +18,7 @@ mod node_lifecycle;
 mod pod_gc;
 mod replicaset;
 mod replicationcontroller;
+mod resourcequota;
 mod root_ca;
 mod serviceaccount;
 mod statefulset;

@@ -1,6 +1,7 @@
 //! The core/v1 objects around workloads: ServiceAccounts, PodTemplates, ReplicationControllers
-//! (kept by the `replicationcontroller` controller), and ResourceQuotas and LimitRanges (stored,
-//! not enforced: no quota admission, no defaults from limit ranges).
+//! (kept by the `replicationcontroller` controller), ResourceQuotas (enforced: `crate::quota`
+//! admits creates against them and the `resourcequota` controller counts their usage) and
+//! LimitRanges (stored, not enforced: no defaults from limit ranges).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
