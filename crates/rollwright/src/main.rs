@@ -56,7 +56,8 @@ struct ClusterArgs {
 struct ControllersArgs {
     /// Controllers to run, as kube-controller-manager's: `*` for all, `name` to add one, `-name`
     /// to leave one out (e.g. `*,-garbagecollector`), an empty list for none. Names: replicaset,
-    /// deployment, daemonset, statefulset, persistentvolume-binder, garbagecollector, podgc,
+    /// replicationcontroller, deployment, daemonset, statefulset, persistentvolume-binder,
+    /// garbagecollector, podgc, resourcequota,
     /// nodelifecycle, namespace, serviceaccount, root-ca-cert-publisher, endpoint, endpointslice,
     /// disruption, job, cronjob, ttl-after-finished.
     #[arg(long, default_value = "*")]

@@ -56,6 +56,7 @@ pub fn default_kinds() -> Vec<Kind> {
             true,
         ),
         ("v1", "Node", "nodes", false),
+        ("v1", "ReplicationController", "replicationcontrollers", true),
         ("apps/v1", "ReplicaSet", "replicasets", true),
         ("apps/v1", "Deployment", "deployments", true),
         ("apps/v1", "StatefulSet", "statefulsets", true),
@@ -82,7 +83,7 @@ mod tests {
     #[test]
     fn owner_references_resolve_by_group_and_kind() {
         let kinds = default_kinds();
-        assert_eq!(kinds.len(), 10);
+        assert_eq!(kinds.len(), 11);
         let table = [
             ("apps/v1", "ReplicaSet", Some(("apps", "replicasets", true))),
             (
