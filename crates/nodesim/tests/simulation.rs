@@ -936,3 +936,134 @@ async fn job_containers_honour_their_commands() {
     let cs = &sleeper.status.unwrap().container_statuses.unwrap()[0];
     assert!(cs.state.as_ref().unwrap().running.is_some());
 }
+
+/// A CronJob of upstream's e2e fixture (Jobs of one `sleep 300` pod, `restartPolicy:
+/// OnFailure`) every minute on a clock where a minute passes in 4 seconds, with the CronJob and
+/// Job controllers: the pods run on, so with `Replace` exactly one Job is left undeleted at any
+/// moment (the running one is deleted before the next starts) and with `Allow` several are active
+/// at once. Had the pods ended after the profile's 3 seconds, each Job would finish within its
+/// minute: `Allow` would never have two active, and `Replace` would leave the finished Job
+/// beside the next (upstream's spec counts every Job not being deleted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronjobs_of_sleeping_jobs_replace_and_overlap() {
+    use futures::StreamExt;
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    use kube::runtime::{WatchStreamExt, watcher};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::{Arc, Mutex};
+
+    let sim = start(fast(1), Profile::default()).await;
+    let c = &sim.client;
+    let mut settings = controllers::Settings {
+        enabled: controllers::Selection::only(["cronjob", "job"]),
+        ..Default::default()
+    };
+    settings.cronjob.clock = controllers::cronjob::Clock::scaled(15.0);
+    let informers = informer::Informers::new(c.clone());
+    tokio::spawn(controllers::run(&informers, &settings).unwrap());
+
+    // Every moment (Job watch event) at which more than one "replace" Job was not being deleted.
+    let too_many: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let (tm, sn) = (Arc::clone(&too_many), Arc::clone(&seen));
+    let jobs: Api<Job> = Api::default_namespaced(c.clone());
+    tokio::spawn(async move {
+        let mut alive: BTreeMap<String, bool> = BTreeMap::new();
+        let mut events = watcher(jobs, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(Ok(ev)) = events.next().await {
+            match ev {
+                watcher::Event::Apply(j) | watcher::Event::InitApply(j) => {
+                    if j.name_any().starts_with("replace-") {
+                        alive.insert(j.name_any(), j.metadata.deletion_timestamp.is_none());
+                    }
+                }
+                watcher::Event::Delete(j) => {
+                    alive.remove(&j.name_any());
+                }
+                _ => continue,
+            }
+            sn.lock().unwrap().extend(alive.keys().cloned());
+            let undeleted: Vec<String> = alive
+                .iter()
+                .filter(|(_, a)| **a)
+                .map(|(n, _)| n.clone())
+                .collect();
+            if undeleted.len() > 1 {
+                tm.lock().unwrap().push(undeleted);
+            }
+        }
+    });
+
+    let cron_jobs: Api<CronJob> = Api::default_namespaced(c.clone());
+    for (name, policy) in [("replace", "Replace"), ("allow", "Allow")] {
+        let cj: CronJob = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "schedule": "*/1 * * * ?",
+                "concurrencyPolicy": policy,
+                "jobTemplate": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 1,
+                    "template": {"spec": {
+                        "restartPolicy": "OnFailure",
+                        "nodeName": "node-0",
+                        "containers": [{"name": "c", "image": "busybox:1.36",
+                                        "command": ["sleep", "300"]}]
+                    }}}}
+            }
+        }))
+        .unwrap();
+        cron_jobs.create(&PostParams::default(), &cj).await.unwrap();
+    }
+    let active = |cj: &CronJob| -> Vec<String> {
+        cj.status
+            .as_ref()
+            .and_then(|s| s.active.as_ref())
+            .map(|a| a.iter().filter_map(|r| r.name.clone()).collect())
+            .unwrap_or_default()
+    };
+    let long = Duration::from_secs(60);
+    let allow = wait_until(&cron_jobs, "allow: two jobs active", long, |cj| {
+        cj.name_any() == "allow" && active(cj).len() >= 2
+    })
+    .await
+    .unwrap();
+    let jobs: Api<Job> = Api::default_namespaced(c.clone());
+    for name in active(&allow) {
+        let job = jobs.get(&name).await.unwrap();
+        let status = job.status.unwrap_or_default();
+        assert!(
+            status.conditions.unwrap_or_default().is_empty(),
+            "{name} runs"
+        );
+    }
+    let s = Arc::clone(&seen);
+    let replace = wait_until(&cron_jobs, "replace: the third job active", long, |cj| {
+        let seen = s.lock().unwrap();
+        cj.name_any() == "replace" && seen.len() >= 3 && active(cj).len() == 1
+    })
+    .await
+    .unwrap();
+    // The active Job is the one left (unless the next minute came meanwhile).
+    let left: Vec<String> = jobs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|j| j.name_any().starts_with("replace-"))
+        .filter(|j| j.metadata.deletion_timestamp.is_none())
+        .map(|j| j.name_any())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0] >= active(&replace)[0],
+        "{left:?} {:?}",
+        active(&replace)
+    );
+    assert!(
+        too_many.lock().unwrap().is_empty(),
+        "more than one replace job undeleted: {:?}",
+        too_many.lock().unwrap()
+    );
+}

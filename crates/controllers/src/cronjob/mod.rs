@@ -6,6 +6,13 @@
 //! - Jobs are named `<cronjob>-<scheduled time in minutes since the epoch>`, so a retried or
 //!   restarted sync finds the Job it already made instead of making another, and carry the
 //!   `batch.kubernetes.io/cronjob-scheduled-timestamp` annotation.
+//! - `status.active` is kept as upstream keeps it: a Job enters it when this controller starts it
+//!   and leaves it when it finishes (`SawCompletedJob`), when this controller deletes it
+//!   (`Replace`, history limits) or when the server no longer has it (`MissingJob`). Before
+//!   calling a Job unexpected or missing the controller reads the CronJob and the Job from the
+//!   server, since the cache may not have caught up with its own writes. `Replace` deletes the
+//!   running Jobs (background propagation) before it creates the next, so at most one is left
+//!   undeleted; `Allow` lets them run side by side; `Forbid` skips a start time while one runs.
 //! - Only the most recent missed start time is started (upstream's behaviour after downtime).
 //! - The controller reads time from its [`Clock`]; the requeue for the next start time is the
 //!   one thing time alone changes, converted to real time by the clock.
@@ -142,6 +149,19 @@ fn job_ref(job: &Job) -> ObjectReference {
     }
 }
 
+/// Whether `job` runs and is not being deleted (one this controller replaced may linger).
+fn running(job: &Job) -> bool {
+    finished(job).is_none() && job.metadata.deletion_timestamp.is_none()
+}
+
+/// Whether the CronJob's `status.active` lists `job`.
+fn listed(cj: &CronJob, job: &Job) -> bool {
+    cj.status
+        .as_ref()
+        .and_then(|s| s.active.as_ref())
+        .is_some_and(|a| a.iter().any(|r| r.uid == job.metadata.uid))
+}
+
 /// When a Job started, for ordering the history (upstream's `byJobStartTime`).
 fn started(job: &Job) -> Option<Timestamp> {
     job.status
@@ -232,42 +252,66 @@ impl CronJobController {
     async fn sync(&self, cached: Shared<CronJob>) -> Result<Action, Error> {
         let cj_key = cached.key();
         let (ns, name) = split_key(&cj_key);
-        let cj = CronJob::clone(&cached);
-        let spec = cj.spec.clone().unwrap_or_default();
-        let uid = cj.metadata.uid.clone().unwrap_or_default();
+        let cron_jobs: Api<CronJob> = Api::namespaced(self.client.clone(), ns);
         let jobs_api: Api<Job> = Api::namespaced(self.client.clone(), ns);
-        let reference = events::reference(&cj);
-        let mut st = cj.status.clone().unwrap_or_default();
+        let mut cj = CronJob::clone(&cached);
+        let uid = cj.metadata.uid.clone().unwrap_or_default();
         let children = self.jobs.store().controlled_by(&uid);
 
-        // The active list: running children, finished ones noted.
-        let mut active: Vec<ObjectReference> = Vec::new();
+        // The cache's CronJob may lag this controller's own status writes: a running child it
+        // does not list is most often one just made, and a listed Job the cache no longer holds
+        // one just replaced. Read the CronJob afresh before calling either unexpected or missing
+        // (upstream re-reads in the first case).
+        let unlisted = children.iter().any(|j| running(j) && !listed(&cj, j));
+        let vanished = cj
+            .status
+            .as_ref()
+            .and_then(|s| s.active.as_ref())
+            .is_some_and(|a| {
+                a.iter()
+                    .any(|r| !children.iter().any(|j| j.metadata.uid == r.uid))
+            });
+        if unlisted || vanished {
+            match cron_jobs.get(name).await {
+                Ok(fresh) if fresh.metadata.uid == cj.metadata.uid => cj = fresh,
+                Ok(_) => return Ok(Action::await_change()),
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let spec = cj.spec.clone().unwrap_or_default();
+        let reference = events::reference(&cj);
+        let mut st = cj.status.clone().unwrap_or_default();
+        // `status.active` is the list of the Jobs this controller started and has not seen
+        // finish or vanish (upstream's bookkeeping): a Job leaves it when it finishes, when this
+        // controller deletes it, or when it is gone from the server.
+        let mut active: Vec<ObjectReference> = st.active.clone().unwrap_or_default();
         for job in &children {
+            let listed = active.iter().any(|r| r.uid == job.metadata.uid);
             match finished(job) {
-                None if job.metadata.deletion_timestamp.is_none() => {
-                    // A reference already listed stays as written (its resourceVersion is the
-                    // one at creation, as upstream's), so Job updates do not rewrite our status.
-                    let listed = st
-                        .active
-                        .iter()
-                        .flatten()
-                        .find(|r| r.uid == job.metadata.uid)
-                        .cloned();
-                    active.push(listed.unwrap_or_else(|| job_ref(job)));
+                None if !listed && running(job) => {
+                    self.recorder.record(
+                        &reference,
+                        EventType::Warning,
+                        "UnexpectedJob",
+                        format!(
+                            "Saw a job that the controller did not create or forgot: {}",
+                            job.name_any()
+                        ),
+                    );
+                    // Unlike upstream, a running Job this CronJob controls counts as active
+                    // (one made by a sync whose status write was lost, or adopted).
+                    active.push(job_ref(job));
                 }
                 None => {}
                 Some((kind, at)) => {
-                    let was_active = st
-                        .active
-                        .iter()
-                        .flatten()
-                        .any(|r| r.uid == job.metadata.uid);
-                    if was_active {
+                    if listed {
+                        active.retain(|r| r.uid != job.metadata.uid);
                         self.recorder.record(
                             &reference,
                             EventType::Normal,
                             "SawCompletedJob",
-                            format!("Saw completed job: {}, condition: {kind}", job.name_any()),
+                            format!("Saw completed job: {}, status: {kind}", job.name_any()),
                         );
                     }
                     if kind == "Complete"
@@ -279,7 +323,29 @@ impl CronJobController {
                 }
             }
         }
-        active.sort_by(|a, b| a.name.cmp(&b.name));
+        // Listed Jobs the cache does not hold: gone, or too new for the cache. Ask the server.
+        let unseen: Vec<ObjectReference> = active
+            .iter()
+            .filter(|r| !children.iter().any(|j| j.metadata.uid == r.uid))
+            .cloned()
+            .collect();
+        for r in unseen {
+            let job_name = r.name.clone().unwrap_or_default();
+            let gone = match jobs_api.get(&job_name).await {
+                Ok(found) => found.metadata.uid != r.uid,
+                Err(kube::Error::Api(s)) if s.code == 404 => true,
+                Err(e) => return Err(e.into()),
+            };
+            if gone {
+                self.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "MissingJob",
+                    format!("Active job went missing: {job_name}"),
+                );
+                active.retain(|a| a.uid != r.uid);
+            }
+        }
 
         // History limits.
         let by_kind = |want: &str| {
@@ -298,20 +364,22 @@ impl CronJobController {
         for job in doomed {
             self.delete_job(&jobs_api, &reference, &job.name_any())
                 .await?;
+            active.retain(|r| r.uid != job.metadata.uid);
         }
 
         let mut requeue = Action::await_change();
         if cj.metadata.deletion_timestamp.is_none() && spec.suspend != Some(true) {
             requeue = self
-                .schedule(&cj, &jobs_api, &reference, &mut st, &mut active)
+                .schedule(&cj, &children, &jobs_api, &reference, &mut st, &mut active)
                 .await?;
         }
 
+        active.sort_by(|a, b| a.name.cmp(&b.name));
         st.active = (!active.is_empty()).then_some(active);
         if cj.status.as_ref().unwrap_or(&CronJobStatus::default()) != &st {
             let mut updated = cj.clone();
             updated.status = Some(st);
-            Api::<CronJob>::namespaced(self.client.clone(), ns)
+            cron_jobs
                 .replace_status(name, &PostParams::default(), &updated)
                 .await?;
         }
@@ -323,6 +391,7 @@ impl CronJobController {
     async fn schedule(
         &self,
         cj: &CronJob,
+        children: &[Shared<Job>],
         jobs_api: &Api<Job>,
         reference: &ObjectReference,
         st: &mut CronJobStatus,
@@ -382,13 +451,33 @@ impl CronJobController {
             );
             return Ok(next_in(now));
         }
+        let job = job_for(cj, scheduled, &schedule);
+        let job_name = job.name_any();
+        // This start time was handled already: its Job exists (the status saying so may not
+        // have reached the cache). Deleting or creating again would replace the Job just made.
+        if active
+            .iter()
+            .any(|r| r.name.as_deref() == Some(job_name.as_str()))
+            || children.iter().any(|j| j.name_any() == job_name)
+        {
+            st.last_schedule_time = Some(Time(scheduled));
+            return Ok(next_in(now));
+        }
         match spec.concurrency_policy.as_deref() {
             Some("Forbid") if !active.is_empty() => {
                 // Upstream waits for the running Job and tries again at the next start time.
+                self.recorder.record(
+                    reference,
+                    EventType::Normal,
+                    "JobAlreadyActive",
+                    "Not starting job because prior execution is running and concurrency policy is Forbid",
+                );
                 return Ok(next_in(now));
             }
             Some("Replace") => {
-                for r in active.drain(..) {
+                // The running Jobs go first (in the background: their pods follow), so at most
+                // one Job of the CronJob is left undeleted at any time.
+                for r in std::mem::take(active) {
                     if let Some(name) = &r.name {
                         self.delete_job(jobs_api, reference, name).await?;
                     }
@@ -396,8 +485,6 @@ impl CronJobController {
             }
             _ => {}
         }
-        let job = job_for(cj, scheduled, &schedule);
-        let job_name = job.name_any();
         match jobs_api.create(&PostParams::default(), &job).await {
             Ok(made) => {
                 self.recorder.record(
@@ -441,7 +528,6 @@ impl CronJobController {
                 return Err(e.into());
             }
         }
-        active.sort_by(|a, b| a.name.cmp(&b.name));
         st.last_schedule_time = Some(Time(scheduled));
         Ok(next_in(now))
     }
