@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::{REF_PREFIX, digest, docs};
 use crate::discovery;
-use crate::registry::Registry;
+use crate::registry::{Kind, Registry, Schema};
 
 const DEFINITIONS: &str = "#/definitions/";
 
@@ -65,6 +65,13 @@ fn build(registry: &Registry) -> Value {
                     definitions.insert(name.clone(), schema_v2(schema));
                 }
             }
+        }
+    }
+    // Custom resources are published as upstream's CRD builder publishes them for v2, which
+    // differs from their v3 schema (what kubectl's v2 validation cannot cope with is dropped).
+    for def in registry.kinds().iter() {
+        if let Some(Schema::Custom { name, schema }) = &def.schema {
+            definitions.insert(name.clone(), custom_definition(def, schema));
         }
     }
     json!({
@@ -133,6 +140,104 @@ fn schema_v2(schema: &Value) -> Value {
         Value::Array(a) => Value::Array(a.iter().map(schema_v2).collect()),
         other => other.clone(),
     }
+}
+
+const OBJECT_META: &str = "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const METADATA_DESCRIPTION: &str = "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+const API_VERSION_DESCRIPTION: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const KIND_DESCRIPTION: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+
+/// A custom resource's v2 definition, as upstream's `buildKubeNative` for v2: a schema that
+/// preserves unknown fields at its root is published as a bare object; otherwise the structural
+/// schema made v2-safe (`ToStructuralOpenAPIV2`) with `metadata`, `apiVersion` and `kind`.
+fn custom_definition(def: &Kind, component: &Value) -> Value {
+    let gvk = json!([{"group": def.group, "kind": def.kind, "version": def.version}]);
+    if component.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)) {
+        return json!({"type": "object", "x-kubernetes-group-version-kind": gvk});
+    }
+    let mut out = schema_v2(&structural_v2(component));
+    if let Value::Object(m) = &mut out {
+        if m.get("description") == Some(&json!("")) {
+            m.remove("description");
+        }
+        let props = m.entry("properties").or_insert_with(|| json!({}));
+        if let Value::Object(p) = props {
+            p.insert(
+                "metadata".into(),
+                json!({"$ref": OBJECT_META, "description": METADATA_DESCRIPTION}),
+            );
+            p.insert(
+                "apiVersion".into(),
+                json!({"type": "string", "description": API_VERSION_DESCRIPTION}),
+            );
+            p.insert(
+                "kind".into(),
+                json!({"type": "string", "description": KIND_DESCRIPTION}),
+            );
+        }
+        m.insert("x-kubernetes-group-version-kind".into(), gvk);
+    }
+    out
+}
+
+/// Upstream's `ToStructuralOpenAPIV2` over a schema: nullable and unknown-preserving nodes lose
+/// their `items` and `properties` (and their type where kubectl would misread it), and a
+/// nullable property is not required.
+fn structural_v2(schema: &Value) -> Value {
+    let Value::Object(m) = schema else {
+        return schema.clone();
+    };
+    let mut m = m.clone();
+    let preserve = m.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
+    if m.remove("nullable") == Some(json!(true)) {
+        m.remove("type");
+        m.remove("items");
+        m.remove("properties");
+    }
+    if preserve {
+        m.remove("items");
+        m.remove("properties");
+    }
+    if !m.contains_key("items") && m.get("type") == Some(&json!("array")) {
+        m.remove("type");
+    }
+    if preserve && m.get("type") == Some(&json!("object")) {
+        m.remove("type");
+    }
+    let nullable: Vec<String> = m
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(_, p)| p.get("nullable") == Some(&json!(true)))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if let Some(Value::Array(required)) = m.get_mut("required") {
+        required.retain(|r| !nullable.iter().any(|n| r == n));
+    }
+    if m.get("additionalProperties")
+        .and_then(|a| a.get("nullable"))
+        == Some(&json!(true))
+    {
+        m.remove("required");
+    }
+    if m.get("required")
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty)
+    {
+        m.remove("required");
+    }
+    if let Some(Value::Object(props)) = m.get_mut("properties") {
+        for v in props.values_mut() {
+            *v = structural_v2(v);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(v) = m.get_mut(key).filter(|v| v.is_object()) {
+            *v = structural_v2(v);
+        }
+    }
+    Value::Object(m)
 }
 
 fn path_item(item: &Value) -> Value {

@@ -532,9 +532,12 @@ fn with_standard_fields(mut schema: Value) -> Value {
                 "description": "APIVersion defines the versioned schema of this representation of an object."}));
             p.entry("kind").or_insert(json!({"type": "string",
                 "description": "Kind is a string value representing the REST resource this object represents."}));
+            // As upstream: described, so that `kubectl explain <crd>.metadata` shows
+            // "Standard object's metadata".
             p.insert(
                 "metadata".into(),
-                json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}),
+                json!({"description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+                    "allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]}),
             );
         }
     }

@@ -152,3 +152,46 @@ async fn a_poller_revalidates_with_the_etag_and_protobuf_only_clients_get_406() 
         .unwrap();
     assert_eq!(pb.status(), StatusCode::NOT_ACCEPTABLE);
 }
+
+#[tokio::test]
+async fn unknown_preserving_schemas_are_published_as_upstream_publishes_them_for_v2() {
+    let s = Server::start().await;
+    let mut def = crd(true);
+    def["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema":
+            {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+        {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema":
+            {"type": "object", "properties": {"spec": {"type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {"a": {"type": "string"}}},
+                "maybe": {"type": "string", "nullable": true}},
+             "required": ["maybe"]}}},
+    ]);
+    let (code, body) = s
+        .call(
+            Method::POST,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            Some(def),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let doc = wait_for(&s, "both published", |d| {
+        d["definitions"].get(NAME).is_some()
+            && d["definitions"].get("com.example.v2.Widget").is_some()
+    })
+    .await;
+    // A schema preserving unknown fields at its root: a bare object (kubectl would otherwise
+    // refuse every field it does not list).
+    assert_eq!(
+        doc["definitions"][NAME],
+        json!({"type": "object", "x-kubernetes-group-version-kind":
+            [{"group": "example.com", "kind": "Widget", "version": "v1"}]})
+    );
+    let v2 = &doc["definitions"]["com.example.v2.Widget"];
+    assert_eq!(
+        v2["properties"]["spec"],
+        json!({"x-kubernetes-preserve-unknown-fields": true})
+    );
+    assert_eq!(v2["properties"]["maybe"], json!({}));
+    assert!(v2.get("required").is_none(), "{v2}");
+}
