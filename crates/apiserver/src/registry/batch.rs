@@ -37,6 +37,8 @@ pub(super) fn kinds() -> Vec<Kind> {
             .categories(&["all"])
             .subresources(&[Subresource::Status])
             .strategy(JobStrategy)
+            .selectable_fields(&["status.successful"])
+            .field_defaults(&[("status.successful", "0")])
             .printer(Printer::Columns {
                 columns: job_columns,
                 row: job_row,

@@ -16,6 +16,7 @@ pub(super) fn kinds() -> Vec<Kind> {
         Kind::of::<CertificateSigningRequest>()
             .short_names(&["csr"])
             .subresources(&[Subresource::Approval, Subresource::Status])
+            .selectable_fields(&["spec.signerName"])
             .printer(Printer::Columns { columns, row }),
     ]
 }

@@ -214,7 +214,13 @@ impl Kind {
 
     /// The value field selectors see for `field` of `obj`.
     pub fn selectable_value(&self, obj: &Value, field: &str) -> String {
-        let v = crate::object::field_string(obj, field);
+        // Upstream's volumes and claims offer a `name` field that is the object's name.
+        let path = if field == "name" {
+            "metadata.name"
+        } else {
+            field
+        };
+        let v = crate::object::field_string(obj, path);
         if !v.is_empty() {
             return v;
         }

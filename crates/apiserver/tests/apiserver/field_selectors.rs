@@ -82,4 +82,40 @@ async fn unset_boolean_and_count_fields_select_as_their_zero_value() {
     )
     .await;
     assert_eq!(names(&sets), ["rs"]);
+
+    // CSRs by signer (upstream's conformance spec lists them so), Jobs by successes.
+    let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": "c"}, "spec": {"request": "eA==", "signerName": "example.com/s",
+            "usages": ["client auth"]}});
+    let (code, body) = s
+        .call(
+            Method::POST,
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            Some(csr),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let csrs = list(
+        &s,
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests?fieldSelector=spec.signerName%3Dexample.com%2Fs",
+    )
+    .await;
+    assert_eq!(names(&csrs), ["c"]);
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]}}}});
+    let (code, body) = s
+        .call(
+            Method::POST,
+            "/apis/batch/v1/namespaces/default/jobs",
+            Some(job),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let jobs = list(
+        &s,
+        "/apis/batch/v1/namespaces/default/jobs?fieldSelector=status.successful%3D0",
+    )
+    .await;
+    assert_eq!(names(&jobs), ["j"]);
 }

@@ -20,6 +20,8 @@ pub(super) fn kind() -> Kind {
     Kind::of::<PersistentVolume>()
         .short_names(&["pv"])
         .subresources(&[Subresource::Status])
+        // Upstream keeps `name` beside `metadata.name` "for backward compatibility".
+        .selectable_fields(&["name"])
         .strategy(VolumeStrategy)
         .printer(Printer::Columns { columns, row })
 }

@@ -19,6 +19,8 @@ pub(super) fn kind() -> Kind {
     Kind::of::<PersistentVolumeClaim>()
         .short_names(&["pvc"])
         .subresources(&[Subresource::Status])
+        // Upstream keeps `name` beside `metadata.name` "for backward compatibility".
+        .selectable_fields(&["name"])
         .strategy(ClaimStrategy)
         .printer(Printer::Columns { columns, row })
 }
