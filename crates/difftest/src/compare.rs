@@ -24,7 +24,8 @@ pub struct Difference {
     pub label: String,
     /// The request line (references unresolved).
     pub request: String,
-    /// What differs: `status`, `reason`, `causes`, `message`, `details`, `warnings`,
+    /// What differs: `status:<a>/<b>`, `reason`, `causes:<reasons>`, `message`, `details[.key]`,
+    /// `warnings`,
     /// `body-kind`, `body:<path>`, `watch:types`, `watch:<path>`, `sentinel`.
     pub aspect: String,
     /// The first side's value there (A, or the recorded upstream answer on replay).
@@ -75,7 +76,13 @@ pub fn sequence(seq: &Sequence, a: &[Answer], b: &[Answer]) -> Vec<Difference> {
 /// The differences between two answers: aspect, A's value, B's value.
 pub fn answers(a: &Answer, b: &Answer, out: &mut Vec<(String, Value, Value)>) {
     if a.status != b.status {
-        out.push(("status".into(), summary(a), summary(b)));
+        // The codes are part of the class: "403 where upstream says 422" and "201 where upstream
+        // says 422" are different defects.
+        out.push((
+            format!("status:{}/{}", a.status, b.status),
+            summary(a),
+            summary(b),
+        ));
         return;
     }
     if a.warnings != b.warnings {
@@ -174,6 +181,11 @@ fn summary(a: &Answer) -> Value {
 
 fn status_objects(a: &Value, b: &Value, out: &mut Vec<(String, Value, Value)>) {
     let get = |v: &Value, k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    for k in ["status", "code"] {
+        if get(a, k) != get(b, k) {
+            out.push((format!("body:{k}"), get(a, k), get(b, k)));
+        }
+    }
     if get(a, "reason") != get(b, "reason") {
         out.push(("reason".into(), get(a, "reason"), get(b, "reason")));
     }
@@ -194,24 +206,50 @@ fn status_objects(a: &Value, b: &Value, out: &mut Vec<(String, Value, Value)>) {
     };
     let (ca, cb) = (causes(a), causes(b));
     if ca != cb {
-        out.push(("causes".into(), ca, cb));
+        // The reasons only one side gives name the class (`causes:NamespaceTerminating`).
+        let reasons = |x: &Value, y: &Value| -> BTreeSet<String> {
+            let ys: Vec<&Value> = y.as_array().into_iter().flatten().collect();
+            x.as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| !ys.contains(c))
+                .filter_map(|c| c.as_str()?.rsplit(' ').next().map(str::to_string))
+                .collect()
+        };
+        let mut only: BTreeSet<String> = reasons(&ca, &cb);
+        only.extend(reasons(&cb, &ca));
+        let names: Vec<String> = only.into_iter().collect();
+        out.push((format!("causes:{}", names.join(",")), ca, cb));
     }
     if get(a, "message") != get(b, "message") {
         out.push(("message".into(), get(a, "message"), get(b, "message")));
     }
-    let details = |v: &Value| -> Value {
-        let mut d = v.get("details").cloned().unwrap_or(Value::Null);
-        if let Some(m) = d.as_object_mut() {
-            m.remove("causes");
-        }
+    // Each key of `details` is its own aspect: one server leaving out `group: ""` must not hide
+    // another difference in `uid` or `name`.
+    let details = |v: &Value| -> serde_json::Map<String, Value> {
+        let mut d = v
+            .get("details")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        d.remove("causes");
         d
     };
-    if details(a) != details(b) {
-        out.push(("details".into(), details(a), details(b)));
+    if a.get("details").is_some() != b.get("details").is_some() {
+        // One side has no details at all: one difference, not one per key.
+        out.push(("details".into(), get(a, "details"), get(b, "details")));
+        return;
     }
-    for k in ["status", "code"] {
-        if get(a, k) != get(b, k) {
-            out.push((format!("body:{k}"), get(a, k), get(b, k)));
+    let (da, db) = (details(a), details(b));
+    let keys: BTreeSet<&String> = da.keys().chain(db.keys()).collect();
+    for k in keys {
+        let absent = || Value::String("<absent>".into());
+        let (x, y) = (
+            da.get(k).cloned().unwrap_or_else(absent),
+            db.get(k).cloned().unwrap_or_else(absent),
+        );
+        if x != y {
+            out.push((format!("details.{k}"), x, y));
         }
     }
 }
@@ -443,7 +481,7 @@ mod tests {
         let mut out = Vec::new();
         answers(&a, &b, &mut out);
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].0, "causes");
+        assert_eq!(out[0].0, "causes:FieldValueInvalid,FieldValueRequired");
 
         let x = Answer {
             status: 200,

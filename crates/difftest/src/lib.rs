@@ -52,7 +52,14 @@ pub fn normalize(seq: &Sequence, answers: &[Answer], actual: &str) -> Vec<Answer
     seq.steps
         .iter()
         .zip(answers)
-        .map(|(s, a)| n.answer(a, s.request.watch.as_ref().is_some_and(|w| w.sort_initial)))
+        .enumerate()
+        .map(|(i, (s, a))| {
+            n.answer(
+                i,
+                a,
+                s.request.watch.as_ref().is_some_and(|w| w.sort_initial),
+            )
+        })
         .collect()
 }
 
@@ -74,9 +81,12 @@ pub async fn compare_sequence(
     seq: &Sequence,
     suffix: &str,
 ) -> Result<Vec<Difference>, Error> {
+    // B's namespaces carry a suffix of their own, so that A and B may be the same server (to
+    // measure a server's own nondeterminism); normalization maps both to the canonical name.
+    let suffix_b = format!("{suffix}b");
     let (x, y) = tokio::join!(
         run_normalized(a, seq, suffix),
-        run_normalized(b, seq, suffix)
+        run_normalized(b, seq, &suffix_b)
     );
     Ok(compare::sequence(seq, &x?, &y?))
 }

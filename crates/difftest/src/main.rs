@@ -33,7 +33,8 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
-    /// Run the sequences against upstream and write its normalized answers to DIR/corpus.jsonl.
+    /// Run the sequences against upstream (twice, keeping those it answers the same way both
+    /// times) and write its normalized answers to DIR/corpus.jsonl.
     Record {
         /// Kubeconfig of upstream kube-apiserver.
         #[arg(long)]
@@ -43,6 +44,13 @@ enum Cmd {
         out: PathBuf,
         #[command(flatten)]
         common: Common,
+    },
+    /// Print the sequences of the seeds (their requests, references unresolved), to reproduce a
+    /// difference by hand.
+    Show {
+        /// Seeds, as for compare.
+        #[arg(long)]
+        seeds: String,
     },
     /// Replay a recorded corpus against a server and print every difference and a summary.
     Replay {
@@ -304,17 +312,35 @@ async fn main() -> Result<()> {
             let t = Target::named(&upstream).await?;
             let suffix = common.suffix.clone();
             let mut recorded = Vec::new();
-            let mut runs =
-                futures::stream::iter(seeds(&common.seeds)?)
-                    .map(|seed| {
-                        let (t, suffix) = (&t, &suffix);
-                        async move {
-                            difftest::record_sequence(t, generate::sequence(seed), suffix).await
-                        }
-                    })
-                    .buffer_unordered(common.jobs.max(1));
+            // Each sequence runs twice on upstream; one whose two normalized recordings differ
+            // (upstream's own nondeterminism, e.g. a watch from resourceVersion 0 served by a
+            // watch cache a write behind) is left out, so that the corpus replays the same way
+            // every time.
+            let mut unstable = Vec::new();
+            let mut runs = futures::stream::iter(seeds(&common.seeds)?)
+                .map(|seed| {
+                    let (t, suffix) = (&t, &suffix);
+                    async move {
+                        let first =
+                            difftest::record_sequence(t, generate::sequence(seed), suffix).await?;
+                        let again = format!("{suffix}again");
+                        let second =
+                            difftest::record_sequence(t, generate::sequence(seed), &again).await?;
+                        Ok::<_, difftest::Error>((first.answers == second.answers, first))
+                    }
+                })
+                .buffer_unordered(common.jobs.max(1));
             while let Some(r) = runs.next().await {
-                recorded.push(r?);
+                let (stable, rec) = r?;
+                if stable {
+                    recorded.push(rec);
+                } else {
+                    unstable.push(rec.sequence.seed);
+                }
+            }
+            unstable.sort_unstable();
+            if !unstable.is_empty() {
+                println!("left out, upstream answered differently twice: seeds {unstable:?}");
             }
             corpus::write(&out, &mut recorded)?;
             let steps: usize = recorded.iter().map(|r| r.sequence.steps.len()).sum();
@@ -324,6 +350,26 @@ async fn main() -> Result<()> {
                 started.elapsed().as_secs_f64(),
                 out.join(corpus::FILE).display()
             );
+        }
+        Cmd::Show { seeds: s } => {
+            for seed in seeds(&s)? {
+                let seq = generate::sequence(seed);
+                println!("# seed {seed}, namespace {}", seq.namespace);
+                for (i, step) in seq.steps.iter().enumerate() {
+                    let r = &step.request;
+                    println!("{i:3} [{}] {}", step.label, r.line());
+                    if let Some(b) = &r.body {
+                        println!("      {} {b}", r.content_type.as_deref().unwrap_or(""));
+                    }
+                    if let Some(w) = &r.watch {
+                        println!(
+                            "      then (sentinel) {} {}",
+                            w.sentinel.line(),
+                            w.sentinel.body.as_deref().unwrap_or("")
+                        );
+                    }
+                }
+            }
         }
         Cmd::Replay {
             corpus: dir,

@@ -27,7 +27,16 @@ static UUID: LazyLock<Regex> =
 static TOKEN_VOLUME: LazyLock<Regex> = LazyLock::new(|| re(r"kube-api-access-[a-z0-9]{5}"));
 /// A resourceVersion quoted in a message ("ResourceVersion in precondition: 12, ...").
 static MESSAGE_RV: LazyLock<Regex> =
-    LazyLock::new(|| re(r#"(?i)(resource ?version[^0-9"]{0,40}"?)(\d+)"#));
+    LazyLock::new(|| re(r"(?i)(resource ?version[^0-9]{0,40}?)(\d+)"));
+/// A timestamp inside a text (an object quoted in a message).
+static TEXT_TIME: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})"));
+/// Where one error of an aggregate (`X is invalid: [e1, e2]`) starts: a field path and a reason.
+static ERROR_START: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^[a-zA-Z][\w.\[\]/-]*: (Invalid value|Required value|Forbidden|Unsupported value|Duplicate value|Too long|Too many|Not found|Internal error)",
+    )
+});
 
 /// One side's normalizer for one sequence: symbols are numbered across the whole sequence.
 #[derive(Debug, Default)]
@@ -37,6 +46,9 @@ pub struct Normalizer {
     uids: HashMap<String, String>,
     rvs: HashMap<String, String>,
     generated: Vec<(String, String)>,
+    /// The step being normalized, and how many symbols it introduced so far.
+    step: usize,
+    fresh: usize,
 }
 
 impl Normalizer {
@@ -49,9 +61,14 @@ impl Normalizer {
         }
     }
 
-    /// The normalized form of `a`; call in step order. `sort_initial` sorts the ADDED events a
-    /// watch starts with by name (upstream sends them in no defined order).
-    pub fn answer(&mut self, a: &Answer, sort_initial: bool) -> Answer {
+    /// The normalized form of the answer to step `step`; call in step order. `sort_initial`
+    /// sorts the ADDED events a watch starts with by name (upstream sends them in no defined
+    /// order).
+    pub fn answer(&mut self, step: usize, a: &Answer, sort_initial: bool) -> Answer {
+        if step != self.step {
+            self.step = step;
+            self.fresh = 0;
+        }
         let mut events = a.events.clone();
         if let Some(ev) = events.as_mut()
             && sort_initial
@@ -66,9 +83,13 @@ impl Normalizer {
         for e in events.iter().flatten() {
             self.collect(e, false);
         }
-        let sentinel = a.sentinel.as_ref().map(|s| Box::new(self.answer(s, false)));
+        let sentinel = a
+            .sentinel
+            .as_ref()
+            .map(|s| Box::new(self.answer(step, s, false)));
         let mut body = self.transform(&a.body, None, false);
         sort_generated_items(&mut body);
+        sort_managed_fields(&mut body);
         Answer {
             status: a.status,
             body,
@@ -77,6 +98,7 @@ impl Normalizer {
                 ev.iter()
                     .map(|e| {
                         let mut e = self.transform(e, None, false);
+                        sort_managed_fields(&mut e);
                         if e.get("type").and_then(Value::as_str) == Some("BOOKMARK")
                             && let Some(m) = e.pointer_mut("/object/metadata")
                             && let Some(rv) = m.get_mut("resourceVersion")
@@ -114,7 +136,7 @@ impl Normalizer {
                         ("uid", Value::String(s)) => self.uid(s),
                         ("resourceVersion", Value::String(s)) if !list_meta => {
                             if !s.is_empty() && !self.rvs.contains_key(s) {
-                                let sym = format!("<rv{}>", self.rvs.len() + 1);
+                                let sym = self.symbol("rv");
                                 self.rvs.insert(s.clone(), sym);
                             }
                         }
@@ -140,8 +162,20 @@ impl Normalizer {
 
     fn uid(&mut self, s: &str) {
         if !self.uids.contains_key(s) {
-            let sym = format!("<uid{}>", self.uids.len() + 1);
+            let sym = self.symbol("uid");
             self.uids.insert(s.to_string(), sym);
+        }
+    }
+
+    /// A new symbol, named by the step that first showed the value (and its order there): a
+    /// server that mints one version more than the other differs at that step only, not at every
+    /// later one, as it would with symbols numbered across the sequence.
+    fn symbol(&mut self, what: &str) -> String {
+        self.fresh += 1;
+        if self.fresh == 1 {
+            format!("<{what}@{}>", self.step)
+        } else {
+            format!("<{what}@{}.{}>", self.step, self.fresh)
         }
     }
 
@@ -216,6 +250,13 @@ impl Normalizer {
                 })
                 .into_owned();
         }
+        if message && TEXT_TIME.is_match(&out) {
+            out = TEXT_TIME.replace_all(&out, "<time>").into_owned();
+        }
+        if message {
+            out = sort_aggregate(&out);
+            out = sort_listed_lines(&out);
+        }
         if message && MESSAGE_RV.is_match(&out) {
             out = MESSAGE_RV
                 .replace_all(&out, |c: &regex::Captures| {
@@ -229,6 +270,64 @@ impl Normalizer {
                 .into_owned();
         }
         out
+    }
+}
+
+/// Upstream lists the errors of an aggregate in Go map order (labels), which varies from run to
+/// run: `X is invalid: [e1, e2]` is compared with its errors sorted.
+fn sort_aggregate(message: &str) -> String {
+    let Some(open) = message.find("is invalid: [") else {
+        return message.to_string();
+    };
+    let start = open + "is invalid: [".len();
+    if !message.ends_with(']') || start >= message.len() {
+        return message.to_string();
+    }
+    let inner = &message[start..message.len() - 1];
+    let mut parts = Vec::new();
+    let mut from = 0;
+    for (at, _) in inner.match_indices(", ") {
+        if at >= from && ERROR_START.is_match(&inner[at + 2..]) {
+            parts.push(&inner[from..at]);
+            from = at + 2;
+        }
+    }
+    parts.push(&inner[from..]);
+    parts.sort_unstable();
+    format!("{}{}]", &message[..start], parts.join(", "))
+}
+
+/// An apply conflict lists its fields one per line (`\n- .spec.x`) in no defined order upstream;
+/// they are compared sorted.
+fn sort_listed_lines(message: &str) -> String {
+    let Some(first) = message.find("\n- ") else {
+        return message.to_string();
+    };
+    let mut lines: Vec<&str> = message[first + 1..].split('\n').collect();
+    if !lines.iter().all(|l| l.starts_with("- ")) {
+        return message.to_string();
+    }
+    lines.sort_unstable();
+    format!("{}\n{}", &message[..first], lines.join("\n"))
+}
+
+/// Upstream orders managedFields entries by time at one-second resolution, so entries written in
+/// the same second come in either order; they are compared sorted by manager, operation and
+/// subresource.
+fn sort_managed_fields(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+                let key = |e: &Value| {
+                    ["manager", "operation", "subresource", "apiVersion"]
+                        .map(|k| e.get(k).and_then(Value::as_str).unwrap_or("").to_string())
+                };
+                entries.sort_by_key(key);
+            }
+            m.values_mut().for_each(sort_managed_fields);
+        }
+        Value::Array(a) => a.iter_mut().for_each(sort_managed_fields),
+        _ => {}
     }
 }
 
@@ -279,15 +378,29 @@ mod tests {
             body: json!({"kind": "Status", "message": "Precondition failed: ResourceVersion in precondition: 812, ResourceVersion in object meta: 900, UID 0f0e0d0c-0000-4000-8000-000000000001"}),
             ..Default::default()
         };
-        let na = n.answer(&a, false);
-        assert_eq!(na.body["metadata"]["uid"], "<uid1>");
-        assert_eq!(na.body["metadata"]["resourceVersion"], "<rv1>");
+        let na = n.answer(0, &a, false);
+        assert_eq!(na.body["metadata"]["resourceVersion"], "<rv@0>");
+        assert_eq!(na.body["metadata"]["uid"], "<uid@0.2>");
         assert_eq!(na.body["metadata"]["creationTimestamp"], "<time>");
         assert_eq!(na.body["metadata"]["namespace"], "dt-1");
-        let nb = n.answer(&b, false);
+        let nb = n.answer(1, &b, false);
         assert_eq!(
             nb.body["message"],
-            "Precondition failed: ResourceVersion in precondition: <rv1>, ResourceVersion in object meta: <rv?>, UID <uid1>"
+            "Precondition failed: ResourceVersion in precondition: <rv@0>, ResourceVersion in object meta: <rv?>, UID <uid@0.2>"
+        );
+    }
+
+    #[test]
+    fn aggregate_errors_are_sorted() {
+        let m = "Pod \"a\" is invalid: [metadata.labels: Invalid value: \"b!\": x, y, metadata.labels: Invalid value: \"a!\": z]";
+        assert_eq!(
+            sort_aggregate(m),
+            "Pod \"a\" is invalid: [metadata.labels: Invalid value: \"a!\": z, metadata.labels: Invalid value: \"b!\": x, y]"
+        );
+        assert_eq!(sort_aggregate("plain"), "plain");
+        assert_eq!(
+            sort_listed_lines("Apply failed with 2 conflicts: with \"m\":\n- .spec.r\n- .spec.c"),
+            "Apply failed with 2 conflicts: with \"m\":\n- .spec.c\n- .spec.r"
         );
     }
 
@@ -300,7 +413,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            n.answer(&created, false).body["metadata"]["name"],
+            n.answer(0, &created, false).body["metadata"]["name"],
             "cm-<gen1>"
         );
         let list = Answer {
@@ -310,11 +423,11 @@ mod tests {
                 {"metadata": {"name": "cm-x7k2p", "resourceVersion": "5"}}]}),
             ..Default::default()
         };
-        let l = n.answer(&list, false).body;
+        let l = n.answer(1, &list, false).body;
         assert_eq!(l["metadata"]["resourceVersion"], "<list-rv>");
         assert_eq!(l["metadata"]["continue"], "<continue>");
         assert_eq!(l["items"][0]["metadata"]["name"], "cm-<gen1>");
-        assert_eq!(l["items"][0]["metadata"]["resourceVersion"], "<rv1>");
-        assert_eq!(l["items"][1]["metadata"]["resourceVersion"], "<rv2>");
+        assert_eq!(l["items"][0]["metadata"]["resourceVersion"], "<rv@0>");
+        assert_eq!(l["items"][1]["metadata"]["resourceVersion"], "<rv@1>");
     }
 }
