@@ -42,18 +42,21 @@ def results(side_dir):
     """Spec name -> passed | failed | skipped, from every JUnit report of one side's run."""
     out = {}
     # In the order they were written: a rerun's result replaces the earlier one.
-    for report in sorted(side_dir.glob("junit*.xml"), key=lambda p: p.stat().st_mtime):
+    # Ginkgo's own reports (junit-*.xml), not the e2e framework's per-process junit_NN.xml.
+    for report in sorted(side_dir.glob("junit-*.xml"), key=lambda p: p.stat().st_mtime):
         for case in ET.parse(report).getroot().iter("testcase"):
             name = case.get("name", "")
             if not name or name.startswith("[SynchronizedBeforeSuite]") or name.startswith("[SynchronizedAfterSuite]") or name.startswith("[ReportAfterSuite]"):
                 continue
             name = re.sub(r"^\[It\] ", "", name)
-            if case.find("skipped") is not None:
-                status = "skipped"
-            elif case.find("failure") is not None or case.find("error") is not None:
-                status = "failed"
-            else:
+            # Ginkgo writes the state as an attribute (passed, failed, skipped, pending, ...).
+            state = case.get("status", "")
+            if state == "passed":
                 status = "passed"
+            elif state in ("skipped", "pending", "") and case.find("failure") is None:
+                status = "skipped"
+            else:
+                status = "failed"
             # A spec skipped by a later run (it was not selected there) keeps its result.
             if status != "skipped" or name not in out:
                 out[name] = status
