@@ -549,6 +549,20 @@ impl DaemonSetController {
             now: jiff::Timestamp::now(),
         };
         let mut requeue = Action::await_change();
+        // A ready pod becoming available (`minReadySeconds` after it turned ready) can move the
+        // rollout on, a surge pod beside an old one included, yet no event says when: come back
+        // then. (The status counts only each node's oldest pod, so its wait misses surge pods;
+        // upstream requeues `minReadySeconds` after any pod turns ready.)
+        if let Some(wait) = sync
+            .pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| sync.until_available(p))
+            .filter(|d| !d.is_zero())
+            .min()
+        {
+            requeue.requeue_by(wait);
+        }
         if !satisfied {
             if let Some(d) = self.expectations.expires_in(&key) {
                 requeue.requeue_by(d);

@@ -650,6 +650,31 @@ async fn surge_starts_new_pods_beside_old_ones() {
     );
 }
 
+/// Upstream's surge spec: `maxSurge` 20% (one node at a time), `maxUnavailable` 0 and
+/// `minReadySeconds`. Each node's old pod goes once the new one beside it is available, which
+/// only time makes it: the controller must come back then, no event will wake it.
+#[tokio::test]
+async fn surge_with_min_ready_seconds_moves_on_once_new_pods_are_available() {
+    let c = cluster_with_nodes(3).await;
+    let spec = json!({"minReadySeconds": 1, "updateStrategy": {"type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "20%"}}});
+    c.create_ds("web", "web:1", spec).await;
+    c.wait_rolled_out("web", 3).await;
+    let (seen, watcher) = watch_invariants(
+        c.client.clone(),
+        "web",
+        names("node-", 3).into_iter().collect(),
+        0,
+        1,
+    );
+    c.set_image("web", "web:2").await;
+    c.wait_rolled_out("web", 3).await;
+    watcher.abort();
+    let seen = seen.lock().unwrap();
+    assert!(seen.violations.is_empty(), "{:?}", seen.violations);
+    assert!(seen.max_doubled >= 1, "surged: {seen:?}");
+}
+
 #[tokio::test]
 async fn on_delete_replaces_only_deleted_pods() {
     let c = cluster_with_nodes(3).await;
