@@ -91,6 +91,10 @@ pub fn validate_pod_spec(spec: &Value, path: &Path, claim_names: &[String]) -> V
             names::inclusive_range_error(1, MAX_INT32),
         ));
     }
+    errs.extend(validate_sysctls(
+        field(spec, "securityContext").map_or(&[][..], |sc| items(sc, "sysctls")),
+        &path.child("securityContext").child("sysctls"),
+    ));
     errs.extend(meta::validate_labels(
         field(spec, "nodeSelector"),
         &path.child("nodeSelector"),
@@ -612,3 +616,42 @@ pub fn validate_pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+/// The sysctl name expression upstream prints in its message.
+const SYSCTL_FMT: &str = "([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?";
+
+/// Upstream's `IsValidSysctlName`: at most 253 characters of segments (`[a-z0-9]`, inner `-` and
+/// `_`) joined by single dots or slashes.
+fn is_valid_sysctl_name(name: &str) -> bool {
+    let segment_ok = |seg: &str| {
+        let b = seg.as_bytes();
+        let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        !b.is_empty()
+            && edge(b[0])
+            && edge(b[b.len() - 1])
+            && b.iter().all(|&c| edge(c) || c == b'-' || c == b'_')
+    };
+    name.len() <= 253 && name.split(['.', '/']).all(segment_ok)
+}
+
+/// Upstream's `validateSysctls`: each name required, valid and not repeated.
+fn validate_sysctls(sysctls: &[Value], path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, s) in sysctls.iter().enumerate() {
+        let p = path.index(i).child("name");
+        match str_field(s, "name").unwrap_or_default() {
+            "" => errs.push(FieldError::required(p, "")),
+            name if !is_valid_sysctl_name(name) => errs.push(FieldError::invalid(
+                p,
+                Value::from(name),
+                format!("must have at most 253 characters and match regex ^{SYSCTL_FMT}$"),
+            )),
+            name if !seen.insert(name.to_string()) => {
+                errs.push(FieldError::duplicate(p, Value::from(name)))
+            }
+            _ => {}
+        }
+    }
+    errs
+}

@@ -271,3 +271,26 @@ fn pod_update_rules() {
         .collect();
     assert_eq!(got, vec![forbidden]);
 }
+
+#[test]
+fn sysctl_names_are_checked_as_upstream_checks_them() {
+    let spec = json!({"containers": [{"name": "c", "image": "i"}], "securityContext": {"sysctls": [
+        {"name": "foo-", "value": "bar"},
+        {"name": "kernel.shmmax", "value": "1"},
+        {"name": "safe-and-unsafe", "value": "1"},
+        {"name": "bar..", "value": "42"},
+        {"name": "net/ipv4/ip_forward", "value": "1"},
+        {"name": "kernel.shmmax", "value": "2"},
+    ]}});
+    let msgs = crate::validation::messages(validate_pod_spec(&spec, &Path::new("spec"), &[]));
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert!(msgs[0].starts_with("spec.securityContext.sysctls[0].name: Invalid value: \"foo-\": must have at most 253 characters"), "{msgs:?}");
+    assert!(
+        msgs[1].starts_with("spec.securityContext.sysctls[3].name: Invalid value: \"bar..\""),
+        "{msgs:?}"
+    );
+    assert_eq!(
+        msgs[2],
+        "spec.securityContext.sysctls[5].name: Duplicate value: \"kernel.shmmax\""
+    );
+}
