@@ -3,12 +3,15 @@
 //! is refused. The `default` ServiceAccount of a new namespace is created by the serviceaccount
 //! controller moments after the namespace, so a missing `default` is looked up again for a short
 //! while (upstream retries ten times), which keeps "create a namespace, then a pod" working.
+//! Unless the pod or its ServiceAccount opts out (`automountServiceAccountToken: false`), every
+//! container mounts the projected `kube-api-access-*` volume (token, cluster CA, namespace) at
+//! upstream's path, as the plugin adds it.
 
 use crate::{
     error::{ApiError, ApiResult},
     server::ApiServer,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// The ServiceAccount a pod runs as when it names none.
@@ -46,16 +49,78 @@ pub(crate) async fn admit_pod(
         Value::String(account.clone()),
     );
     spec.insert("serviceAccount".to_string(), Value::String(account.clone()));
-    if exists(server, namespace, &account).await? {
-        return Ok(());
+    let Some(sa) = lookup(server, namespace, &account).await? else {
+        return Err(ApiError::forbidden(format!(
+            "pods \"{requested}\" is forbidden: error looking up service account {namespace}/{account}: serviceaccount \"{account}\" not found"
+        )));
+    };
+    // The pod's own choice wins, then the ServiceAccount's; upstream mounts by default.
+    let automount = spec
+        .get("automountServiceAccountToken")
+        .and_then(Value::as_bool)
+        .or_else(|| {
+            sa.get("automountServiceAccountToken")
+                .and_then(Value::as_bool)
+        })
+        .unwrap_or(true);
+    if automount {
+        mount_token(spec);
     }
-    Err(ApiError::forbidden(format!(
-        "pods \"{requested}\" is forbidden: error looking up service account {namespace}/{account}: serviceaccount \"{account}\" not found"
-    )))
+    Ok(())
 }
 
-/// Whether `namespace/name` exists, looking again for a while when it is `default`.
-async fn exists(server: &ApiServer, namespace: &str, name: &str) -> ApiResult<bool> {
+/// Where every container finds its ServiceAccount's token, CA and namespace.
+pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// Upstream's `mountServiceAccountToken`: each container (init ones first) without a mount at
+/// [`TOKEN_MOUNT_PATH`] gets one of the pod's `kube-api-access-*` volume, added if missing.
+fn mount_token(spec: &mut serde_json::Map<String, Value>) {
+    let existing = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str())
+        .find(|n| n.starts_with("kube-api-access-"))
+        .map(str::to_string);
+    let volume = existing
+        .clone()
+        .unwrap_or_else(|| format!("kube-api-access-{}", crate::admission::random_suffix()));
+    let mut needed = false;
+    for list in ["initContainers", "containers"] {
+        let Some(Value::Array(containers)) = spec.get_mut(list) else {
+            continue;
+        };
+        for c in containers.iter_mut() {
+            let Some(c) = c.as_object_mut() else {
+                continue;
+            };
+            let mounts = c.entry("volumeMounts").or_insert_with(|| json!([]));
+            let Value::Array(mounts) = mounts else {
+                continue;
+            };
+            if mounts.iter().any(|m| m["mountPath"] == TOKEN_MOUNT_PATH) {
+                continue;
+            }
+            mounts.push(json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
+            needed = true;
+        }
+    }
+    if existing.is_none() && needed {
+        let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
+        if let Value::Array(volumes) = volumes {
+            volumes.push(json!({"name": volume, "projected": {"defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ]}}));
+        }
+    }
+}
+
+/// The ServiceAccount `namespace/name`, looking again for a while when it is `default`.
+async fn lookup(server: &ApiServer, namespace: &str, name: &str) -> ApiResult<Option<Value>> {
     let def = server
         .registry()
         .find("", "v1", "serviceaccounts")
@@ -66,9 +131,9 @@ async fn exists(server: &ApiServer, namespace: &str, name: &str) -> ApiResult<bo
             tokio::time::sleep(RETRY_INTERVAL).await;
             server.sync_cache().await?;
         }
-        if server.cache.get(&def, Some(namespace), name).is_some() {
-            return Ok(true);
+        if let Some(e) = server.cache.get(&def, Some(namespace), name) {
+            return Ok(Some(e.value()));
         }
     }
-    Ok(false)
+    Ok(None)
 }

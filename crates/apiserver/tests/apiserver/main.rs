@@ -17,5 +17,6 @@ mod openapi_v2;
 mod overload;
 mod pod_admission;
 mod quota;
+mod service_account_admission;
 mod watch_bookmarks;
 mod watch_relist;
