@@ -56,7 +56,12 @@ pub fn default_kinds() -> Vec<Kind> {
             true,
         ),
         ("v1", "Node", "nodes", false),
-        ("v1", "ReplicationController", "replicationcontrollers", true),
+        (
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            true,
+        ),
         ("apps/v1", "ReplicaSet", "replicasets", true),
         ("apps/v1", "Deployment", "deployments", true),
         ("apps/v1", "StatefulSet", "statefulsets", true),
