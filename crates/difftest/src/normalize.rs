@@ -297,18 +297,46 @@ fn sort_aggregate(message: &str) -> String {
     format!("{}{}]", &message[..start], parts.join(", "))
 }
 
-/// An apply conflict lists its fields one per line (`\n- .spec.x`) in no defined order upstream;
-/// they are compared sorted.
+/// An apply conflict lists its managers and their fields one per line (`conflicts with "m":` then
+/// `- .spec.x` lines) in no defined order upstream; groups and lines are compared sorted.
 fn sort_listed_lines(message: &str) -> String {
-    let Some(first) = message.find("\n- ") else {
+    let mut lines = message.split('\n');
+    let Some(first) = lines.next() else {
         return message.to_string();
     };
-    let mut lines: Vec<&str> = message[first + 1..].split('\n').collect();
-    if !lines.iter().all(|l| l.starts_with("- ")) {
+    let rest: Vec<&str> = lines.collect();
+    if rest.is_empty() || !rest[0].starts_with("- ") {
         return message.to_string();
     }
-    lines.sort_unstable();
-    format!("{}\n{}", &message[..first], lines.join("\n"))
+    // The first group's header ends the first line: `Apply failed with 2 conflicts: conflicts
+    // with "m" using v1:`; the others have lines of their own.
+    let (prefix, first_header) = match first.find(": conflict") {
+        Some(at) => (&first[..at + 2], &first[at + 2..]),
+        None => ("", first),
+    };
+    let mut groups: Vec<(String, Vec<&str>)> = vec![(first_header.to_string(), Vec::new())];
+    for line in rest {
+        match groups.last_mut() {
+            Some(g) if line.starts_with("- ") => g.1.push(line),
+            _ => groups.push((line.to_string(), Vec::new())),
+        }
+    }
+    for g in &mut groups {
+        g.1.sort_unstable();
+    }
+    if !prefix.is_empty() {
+        groups.sort();
+    }
+    let text: Vec<String> = groups
+        .iter()
+        .map(|(h, ls)| {
+            std::iter::once(h.as_str())
+                .chain(ls.iter().copied())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    format!("{prefix}{}", text.join("\n"))
 }
 
 /// Upstream orders managedFields entries by time at one-second resolution, so entries written in
@@ -401,6 +429,12 @@ mod tests {
         assert_eq!(
             sort_listed_lines("Apply failed with 2 conflicts: with \"m\":\n- .spec.r\n- .spec.c"),
             "Apply failed with 2 conflicts: with \"m\":\n- .spec.c\n- .spec.r"
+        );
+        assert_eq!(
+            sort_listed_lines(
+                "Apply failed with 2 conflicts: conflicts with \"b\":\n- .x\nconflicts with \"a\":\n- .z\n- .y"
+            ),
+            "Apply failed with 2 conflicts: conflicts with \"a\":\n- .y\n- .z\nconflicts with \"b\":\n- .x"
         );
     }
 
