@@ -20,6 +20,9 @@ pub enum Part {
     Main,
     /// The `status` subresource: only `status`.
     Status,
+    /// `namespaces/{name}/finalize`: the main resource whose `spec.finalizers` may change (a
+    /// write of the main resource keeps them, as upstream's namespace strategy does).
+    Finalize,
 }
 
 /// How unknown fields are treated (`fieldValidation`).
@@ -314,7 +317,7 @@ pub fn prepare_update(
             meta.remove("namespace");
         }
     }
-    if part == Part::Main && def.has(Subresource::Status) {
+    if part != Part::Status && def.has(Subresource::Status) {
         match old.get("status") {
             Some(s) => new["status"] = s.clone(),
             None => {
@@ -327,8 +330,10 @@ pub fn prepare_update(
     typecheck(def, new)?;
     strategy.defaults(new);
     match part {
-        Part::Main => {
-            strategy.prepare_for_update(new, old);
+        Part::Main | Part::Finalize => {
+            if part == Part::Main {
+                strategy.prepare_for_update(new, old);
+            }
             let old_generation = old_meta.get("generation").and_then(Value::as_i64);
             if let Some(g) = old_generation {
                 let g = if generation_moves(strategy.generation(), new, old) {
@@ -356,13 +361,13 @@ pub fn prepare_update(
         }
     }
     match part {
-        Part::Main => errors.extend(strategy.validate_update(new, old)),
+        Part::Main | Part::Finalize => errors.extend(strategy.validate_update(new, old)),
         Part::Status => errors.extend(strategy.validate_status_update(new, old)),
     }
     if !errors.is_empty() {
         return Err(ApiError::invalid(def, &name, &errors));
     }
-    if part == Part::Main {
+    if part != Part::Status {
         strategy
             .allocate_update(new, old, cluster)
             .map_err(|errors| ApiError::invalid(def, &name, &errors))?;

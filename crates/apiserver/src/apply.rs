@@ -103,6 +103,7 @@ fn subresource_name(part: Part) -> &'static str {
     match part {
         Part::Main => "",
         Part::Status => Subresource::Status.name(),
+        Part::Finalize => Subresource::Finalize.name(),
     }
 }
 

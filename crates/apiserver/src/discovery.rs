@@ -42,6 +42,8 @@ const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Verbs of `binding` and `eviction`.
 const CREATE_ONLY: &[&str] = &["create"];
+/// `namespaces/finalize`: replaced, nothing else.
+const UPDATE_ONLY: &[&str] = &["update"];
 
 /// `/version`: what `kubectl version` prints and what clients use for feature gating.
 pub fn version() -> Value {
@@ -179,6 +181,7 @@ fn sub_verbs(sub: Subresource) -> &'static [&'static str] {
     match sub {
         Subresource::Status | Subresource::Scale | Subresource::Approval => SUBRESOURCE_VERBS,
         Subresource::Binding | Subresource::Eviction => CREATE_ONLY,
+        Subresource::Finalize => UPDATE_ONLY,
     }
 }
 
@@ -187,13 +190,16 @@ fn foreign_kind(sub: Subresource) -> Option<(&'static str, &'static str, &'stati
     match sub {
         Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
         Subresource::Eviction => Some(("policy", "v1", "Eviction")),
-        Subresource::Status | Subresource::Binding | Subresource::Approval => None,
+        Subresource::Status
+        | Subresource::Binding
+        | Subresource::Approval
+        | Subresource::Finalize => None,
     }
 }
 
 fn sub_kind(def: &Kind, sub: Subresource) -> &str {
     match sub {
-        Subresource::Status | Subresource::Approval => &def.kind,
+        Subresource::Status | Subresource::Approval | Subresource::Finalize => &def.kind,
         Subresource::Binding => "Binding",
         Subresource::Scale | Subresource::Eviction => {
             foreign_kind(sub).map(|(_, _, k)| k).unwrap_or(&def.kind)

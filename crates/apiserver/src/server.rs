@@ -467,6 +467,9 @@ impl ApiServer {
             (Method::PUT, Some(Subresource::Status | Subresource::Approval)) => {
                 self.update(t, p, headers, body, Part::Status, out).await
             }
+            (Method::PUT, Some(Subresource::Finalize)) => {
+                self.update(t, p, headers, body, Part::Finalize, out).await
+            }
             (Method::PUT, Some(Subresource::Scale)) => {
                 self.write_scale(t, p, headers, body, false).await
             }

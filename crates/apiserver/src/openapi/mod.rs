@@ -1096,6 +1096,17 @@ fn resource_paths(gv: &Gv, def: &Kind, kind_schema: &str, paths: &mut Map<String
                     responses: responses(&created, schema, OBJECT_TYPES),
                 }]
             }
+            // Upstream: `replaceNamespaceFinalize`, a PUT of the Namespace.
+            Subresource::Finalize => vec![Op {
+                method: "put",
+                description: format!("replace finalize of the specified {kind}"),
+                id: format!("replace{o}{ns}{kind}{suffix}"),
+                action: "put",
+                gvk: gvk.clone(),
+                params: WRITE_PARAMS,
+                body: Some(body(kind_schema)),
+                responses: responses(&replaced, kind_schema, OBJECT_TYPES),
+            }],
         };
         paths.insert(path, path_item(ops, gv, scope(true)));
     }

@@ -29,6 +29,8 @@ pub enum Subresource {
     /// `certificatesigningrequests/approval`: a write of the approval conditions (served like
     /// `status`: the spec stays).
     Approval,
+    /// `namespaces/finalize`: the one way to change a namespace's `spec.finalizers` (update only).
+    Finalize,
 }
 
 impl Subresource {
@@ -40,6 +42,7 @@ impl Subresource {
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
             Subresource::Approval => "approval",
+            Subresource::Finalize => "finalize",
         }
     }
 }

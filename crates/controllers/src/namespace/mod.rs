@@ -1,7 +1,7 @@
 //! The namespace controller, as upstream's `pkg/controller/namespace`: a deleted namespace is
 //! Terminating until this controller has deleted everything in it and removed its `kubernetes`
-//! finalizer from `spec.finalizers` (a write of the namespace; upstream's `finalize` subresource
-//! is not served yet); the API server then removes it.
+//! finalizer from `spec.finalizers` through the `namespaces/{name}/finalize` subresource, the
+//! only write upstream's API server lets change them; the API server then removes it.
 //!
 //! Every namespaced kind the API serves is emptied, found through discovery (kinds added at run
 //! time included), never from a fixed list. Progress is reported as upstream's conditions
@@ -314,7 +314,7 @@ impl NamespaceController {
         }
         let api: Api<Namespace> = Api::all(self.client.clone());
         match api
-            .replace(&ns.name_any(), &PostParams::default(), &next)
+            .replace_subresource("finalize", &ns.name_any(), &PostParams::default(), &next)
             .await
         {
             Ok(_) => Ok(()),

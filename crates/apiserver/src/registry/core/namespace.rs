@@ -15,7 +15,7 @@ use crate::{
 pub(super) fn kind() -> Kind {
     let mut kind = Kind::of::<Namespace>()
         .short_names(&["ns"])
-        .subresources(&[Subresource::Status])
+        .subresources(&[Subresource::Status, Subresource::Finalize])
         .strategy(NamespaceStrategy)
         .selectable_fields(&["status.phase"])
         .printer(Printer::Columns { columns, row });
@@ -38,6 +38,21 @@ impl Strategy for NamespaceStrategy {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         api::validation::core_kinds::validate_namespace(obj)
+    }
+
+    /// A write of the namespace keeps `spec.finalizers`: only `namespaces/finalize` changes them.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        let kept = old.pointer("/spec/finalizers").cloned();
+        match (kept, new.get_mut("spec").and_then(Value::as_object_mut)) {
+            (Some(f), Some(spec)) => {
+                spec.insert("finalizers".into(), f);
+            }
+            (Some(f), None) => new["spec"] = json!({"finalizers": f}),
+            (None, Some(spec)) => {
+                spec.remove("finalizers");
+            }
+            (None, None) => {}
+        }
     }
 }
 
