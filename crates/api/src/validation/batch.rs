@@ -135,6 +135,15 @@ pub fn validate_cron_job(obj: &Value) -> Vec<FieldError> {
     ] {
         nonnegative(&mut errs, spec, key, &path);
     }
+    if let Some(zone) = field(spec, "timeZone").and_then(Value::as_str)
+        && let Some(why) = time_zone_error(zone)
+    {
+        errs.push(FieldError::invalid(
+            path.child("timeZone"),
+            Value::from(zone),
+            why,
+        ));
+    }
     let job_path = path.child("jobTemplate").child("spec");
     let job_spec_value = field(spec, "jobTemplate")
         .and_then(|t| field(t, "spec"))
@@ -178,5 +187,52 @@ mod tests {
         for bad in ["* * *", "every minute", "@sometimes"] {
             assert!(!schedule_ok(bad), "{bad}");
         }
+    }
+}
+
+/// Upstream's `validateTimeZone`: an explicit IANA zone, written with the characters zone names
+/// use (no `.`/`..` parts, none starting with `-`), that the zone database knows.
+fn time_zone_error(zone: &str) -> Option<String> {
+    if zone.is_empty() {
+        return Some("timeZone must be nil or non-empty string".into());
+    }
+    let part_ok = |p: &str| {
+        (1..=14).contains(&p.len())
+            && p != "."
+            && p != ".."
+            && !p.starts_with('-')
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+    };
+    if !zone.split('/').all(part_ok) {
+        return Some(format!("unknown time zone {zone}"));
+    }
+    if zone.eq_ignore_ascii_case("Local") {
+        return Some(
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                .into(),
+        );
+    }
+    match jiff::tz::TimeZone::get(zone) {
+        Ok(_) => None,
+        Err(_) => Some(format!("unknown time zone {zone}")),
+    }
+}
+
+#[cfg(test)]
+mod time_zone_tests {
+    use super::time_zone_error;
+
+    #[test]
+    fn zones_must_be_explicit_and_known() {
+        assert_eq!(time_zone_error("Europe/Berlin"), None);
+        assert_eq!(time_zone_error("UTC"), None);
+        assert_eq!(
+            time_zone_error("bad-time-zone").as_deref(),
+            Some("unknown time zone bad-time-zone")
+        );
+        assert!(time_zone_error("Local").is_some());
+        assert!(time_zone_error("../etc/passwd").is_some());
+        assert!(time_zone_error("").is_some());
     }
 }
