@@ -263,6 +263,29 @@ impl JobController {
         (job.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(k)
     }
 
+    /// The unfinished Jobs in a pod's namespace whose selector matches its labels.
+    fn matching_jobs(&self, pod: &Pod) -> Vec<Key> {
+        let ns = pod.namespace().unwrap_or_default();
+        self.jobs
+            .store()
+            .in_namespace(&ns)
+            .into_iter()
+            .filter(|job| {
+                let finished = job.status.as_ref().is_some_and(status::is_finished);
+                let selector = job
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.selector.clone())
+                    .and_then(|s| LabelSelector::from_label_selector(&s).ok());
+                !finished
+                    && selector.is_some_and(|s| {
+                        !s.is_empty() && s.matches_labels(pod.metadata.labels.as_ref())
+                    })
+            })
+            .map(|job| job.key())
+            .collect()
+    }
+
     fn pod_changed(&self, change: &Change<Pod>) {
         let pod = change.object();
         if !status::tracked(pod) {
@@ -279,6 +302,16 @@ impl JobController {
             if orphan {
                 self.queue.add(JobKey::Orphan(pod.key()));
             }
+        }
+        if job.is_none() && controller_of(&pod.metadata).is_none() {
+            // An orphan: the Jobs whose selector matches it may adopt it (upstream's
+            // getPodJobs on an orphan's add and label change).
+            for k in self.matching_jobs(pod) {
+                self.queue.add(JobKey::Job(k));
+            }
+            return;
+        }
+        if job.is_none() {
             return;
         }
         let Some(k) = job else { return };
@@ -367,7 +400,11 @@ impl JobController {
         let now = Timestamp::now();
         let uid = job.metadata.uid.clone().unwrap_or_default();
 
-        let candidates = self.pods.store().controlled_by(&uid);
+        let mut candidates = self.pods.store().controlled_by(&uid);
+        if job.metadata.deletion_timestamp.is_none() {
+            // Orphans its selector matches are adopted (upstream's getPodsForJob claims them).
+            candidates.extend(self.pods.store().orphans(ns));
+        }
         if status::is_finished(job.status.as_ref().unwrap_or(&JobStatus::default())) {
             // Nothing more to count; pods that still carry the finalizer lose it.
             for pod in candidates.iter().filter(|p| status::tracked(p)) {
@@ -391,7 +428,12 @@ impl JobController {
             job.metadata.deletion_timestamp.is_some(),
             candidates,
             |p| !selector.is_empty() && selector.matches_labels(p.metadata.labels.as_ref()),
-            || async { Ok(false) },
+            // Upstream's RecheckDeletionTimestamp: adopt only for the same, live Job.
+            || async {
+                let fresh = jobs_api.get(name).await?;
+                Ok(fresh.metadata.uid == job.metadata.uid
+                    && fresh.metadata.deletion_timestamp.is_none())
+            },
         )
         .await?;
 

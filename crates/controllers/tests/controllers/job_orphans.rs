@@ -153,3 +153,38 @@ async fn a_pod_with_the_tracking_finalizer_and_no_job_loses_it() {
     .await;
     assert_eq!(released.finalizers(), ["example.com/keep"]);
 }
+
+/// Upstream's conformance spec "Job should adopt matching orphans and release non-matching pods":
+/// a running Job's pod stripped of its owner reference is adopted again.
+#[tokio::test]
+async fn a_running_job_readopts_a_matching_orphan() {
+    let (_server, client) = start().await;
+    namespace(&client, "adopt").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "adopt");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "adopt");
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "adopt-release"},
+        "spec": {"parallelism": 2, "completions": 4, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox"}]}}},
+    }))
+    .unwrap();
+    let job = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let job_uid = job.uid().unwrap();
+    let name = embedded::wait_until(&pods, "the Job's pod", TIMEOUT, |p: &Pod| {
+        p.owner_references().iter().any(|r| r.uid == job_uid)
+    })
+    .await
+    .unwrap()
+    .name_any();
+
+    let strip = json!({"metadata": {"ownerReferences": null}});
+    pods.patch(&name, &PatchParams::default(), &Patch::Merge(&strip))
+        .await
+        .unwrap();
+    pod_until(&pods, &name, "is adopted again", |p| {
+        p.owner_references()
+            .iter()
+            .any(|r| r.uid == job_uid && r.controller == Some(true))
+    })
+    .await;
+}
