@@ -1408,16 +1408,13 @@ impl PodSim {
 
     /// The `status` the kubelet posts (a merge patch of everything it owns).
     pub fn status(&self, _wall: &str) -> Value {
+        // `reason` and `message` are always written, null when there is none: the status is a
+        // strategic merge patch, which merges a condition into the stored one of its type, so
+        // an absent field would keep a stale reason (`ContainersNotReady` on a Ready pod).
         let cond = |kind: &str, c: &Cond| {
-            let mut v = json!({"type": kind, "status": if c.status { "True" } else { "False" },
-                               "lastProbeTime": null, "lastTransitionTime": c.since});
-            if let Some(r) = c.reason {
-                v["reason"] = json!(r);
-            }
-            if let Some(m) = &c.message {
-                v["message"] = json!(m);
-            }
-            v
+            json!({"type": kind, "status": if c.status { "True" } else { "False" },
+                   "lastProbeTime": null, "lastTransitionTime": c.since,
+                   "reason": c.reason, "message": c.message})
         };
         let mut conditions = vec![
             cond("PodReadyToStartContainers", &self.sandbox),

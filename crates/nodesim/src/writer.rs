@@ -27,7 +27,9 @@ const MAX_QUEUED_EVENTS: usize = 10_000;
 
 /// One write.
 pub(crate) enum Write {
-    /// A merge patch of the pod's status.
+    /// A strategic merge patch of the pod's status: conditions merge by type, so those the
+    /// kubelet does not own (`DisruptionTarget` from an eviction, readiness gates) stay, as
+    /// upstream's status manager keeps them; a JSON merge patch would replace the list.
     PodStatus {
         namespace: String,
         name: String,
@@ -234,7 +236,7 @@ async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
                     "status",
                     &name,
                     &pp,
-                    &Patch::Merge(StatusPatch { status: &status }),
+                    &Patch::Strategic(StatusPatch { status: &status }),
                 )
                 .map_err(kube::Error::BuildRequest)?;
             match client.request_text(r).await {
@@ -254,7 +256,7 @@ async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
                     "status",
                     &name,
                     &pp,
-                    &Patch::Merge(StatusPatch { status: &status }),
+                    &Patch::Strategic(StatusPatch { status: &status }),
                 )
                 .map_err(kube::Error::BuildRequest)?;
             match client.request_text(r).await {

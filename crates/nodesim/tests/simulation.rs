@@ -1067,3 +1067,42 @@ async fn cronjobs_of_sleeping_jobs_replace_and_overlap() {
         too_many.lock().unwrap()
     );
 }
+
+/// The kubelet's status writes keep the conditions it does not own: an evicted Job pod ends
+/// `Failed` with the API server's `DisruptionTarget` condition still there, which a Job's pod
+/// failure policy (`onPodConditions: DisruptionTarget`) relies on (upstream's spec "Using a pod
+/// failure policy to not count some failures towards the backoffLimit").
+#[tokio::test]
+async fn an_evicted_pod_keeps_its_disruption_target_condition() {
+    use kube::api::EvictParams;
+    let sim = start(fast(1), Profile::default()).await;
+    let c = &sim.client;
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let mut spec = job_container(json!(["sleep", "1000000"]));
+    spec["terminationGracePeriodSeconds"] = json!(1);
+    let pod: Pod = serde_json::from_value(json!({
+        // The finalizer keeps the pod around after the kubelet's final status and delete.
+        "metadata": {"name": "evicted", "finalizers": ["rollwright.io/test-keep"]},
+        "spec": spec,
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    bind(c, "default", "evicted", "node-0").await.unwrap();
+    wait_pod(c, "evicted", "evicted Running", |p| phase(p) == "Running").await;
+    pods.evict("evicted", &EvictParams::default())
+        .await
+        .unwrap();
+    let done = wait_pod(c, "evicted", "evicted Failed", |p| phase(p) == "Failed").await;
+    let conds = done.status.as_ref().unwrap().conditions.clone().unwrap();
+    let target = conds
+        .iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .unwrap_or_else(|| panic!("DisruptionTarget kept: {conds:?}"));
+    assert_eq!(target.status, "True");
+    assert_eq!(target.reason.as_deref(), Some("EvictionByEvictionAPI"));
+    assert_eq!(terminated(&done).exit_code, 137);
+    let unblock = json!({"metadata": {"finalizers": null}});
+    pods.patch("evicted", &PatchParams::default(), &Patch::Merge(&unblock))
+        .await
+        .unwrap();
+}
