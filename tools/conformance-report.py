@@ -4,9 +4,10 @@
   conformance-report.py serial-focus DRY_RUN_REPORT.json
       prints a Ginkgo focus matching exactly the [Serial] specs of a dry run (v1.28's specs carry
       [Serial] in their names, not as a label, and Ginkgo cannot AND two focus expressions)
-  conformance-report.py failed-focus SIDE_DIR parallel|serial
+  conformance-report.py failed-focus SIDE_DIR parallel|serial [behind]
       prints a Ginkgo focus matching exactly the specs that failed in a side's last results
-      (the [Serial] ones or the others), for `RERUN=1 tools/conformance run SIDE`
+      (the [Serial] ones or the others; with `behind`, only those upstream passes), for
+      `RERUN=1|behind tools/conformance run SIDE`
   conformance-report.py table RUNS_DIR CONFORMANCE.md
       reads each side's JUnit reports under RUNS_DIR/<side>/ and rewrites the table between the
       markers in CONFORMANCE.md: every selected spec, its result on each side, and the reason kept
@@ -64,8 +65,13 @@ def results(side_dir):
     return out
 
 
-def failed_focus(side_dir, which):
-    names = [n for n, st in results(Path(side_dir)).items() if st == "failed"]
+def failed_focus(side_dir, which, only_behind=False):
+    side_dir = Path(side_dir)
+    names = [n for n, st in results(side_dir).items() if st == "failed"]
+    if only_behind:
+        # Only what the other side (upstream) passes.
+        other = results(side_dir.parent / "upstream")
+        names = [n for n in names if other.get(n) == "passed"]
     names = [n for n in names if ("[Serial]" in n) == (which == "serial")]
     print("|".join(re.escape(n) for n in names) if names else "^$nothing failed^")
 
@@ -118,8 +124,8 @@ def table(runs_dir, doc_path):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "serial-focus":
         serial_focus(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "failed-focus":
-        failed_focus(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "failed-focus":
+        failed_focus(sys.argv[2], sys.argv[3], len(sys.argv) == 5 and sys.argv[4] == "behind")
     elif len(sys.argv) == 4 and sys.argv[1] == "table":
         table(sys.argv[2], sys.argv[3])
     else:
