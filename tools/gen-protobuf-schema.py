@@ -43,6 +43,7 @@ ROOT_MODULES = [
     "api.rbac.v1",
     "api.scheduling.v1",
     "api.storage.v1",
+    "api.node.v1",
     "api.admissionregistration.v1",
     "apimachinery.pkg.apis.meta.v1",
     "apimachinery.pkg.api.resource",

@@ -741,3 +741,27 @@ fn truncations_and_noise_never_panic() {
         let _ = decode(&corrupt);
     }
 }
+
+#[test]
+fn runtime_class_as_client_go_sends_it() {
+    use k8s_pb::api::node::v1 as node;
+    let rc = node::RuntimeClass {
+        metadata: Some(go_meta("gvisor", "", &[])),
+        handler: s("runsc"),
+        overhead: Some(node::Overhead {
+            pod_fixed: [("cpu".to_string(), quantity("250m"))].into(),
+        }),
+        scheduling: None,
+    };
+    let got = decode(&envelope("node.k8s.io/v1", "RuntimeClass", &rc)).unwrap();
+    assert_eq!(
+        got,
+        json!({
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "gvisor"},
+            "handler": "runsc",
+            "overhead": {"podFixed": {"cpu": "250m"}},
+        })
+    );
+}
