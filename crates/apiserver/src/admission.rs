@@ -388,6 +388,9 @@ pub fn check_fields(
         return Ok(Vec::new());
     }
     let mut findings = crate::openapi::unknown_fields(def, obj);
+    if findings.is_empty() && duplicates.is_empty() {
+        return Ok(Vec::new());
+    }
     findings.extend(duplicates);
     if findings.is_empty() {
         return Ok(Vec::new());

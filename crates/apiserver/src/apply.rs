@@ -390,6 +390,7 @@ impl ApiServer {
         check_config(view, &mut config, name)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let mut warnings = check_apply_fields(view, &config, t, body, fv)?;
+        crate::openapi::prune_unknown(view, &mut config);
         let precondition = request::parse_rv(object::resource_version(&config))?;
         let subresource = subresource_name(part);
         let ns = t.namespace.as_deref();

@@ -55,7 +55,8 @@ pub(crate) fn admit_pod(server: &ApiServer, requested: &str, pod: &mut Value) ->
                 )));
             }
         },
-        // The global default with the highest value, as upstream's `getDefaultPriority`.
+        // The global default; of several (a race), the lowest, as upstream's
+        // `getDefaultPriorityClass`.
         None => server
             .cache
             .list(&def, None)
@@ -64,7 +65,7 @@ pub(crate) fn admit_pod(server: &ApiServer, requested: &str, pod: &mut Value) ->
             .map(|e| e.value())
             .filter(|v| v["globalDefault"].as_bool() == Some(true))
             .map(|v| Class::from_value(&v))
-            .max_by_key(|c| c.value),
+            .min_by_key(|c| c.value),
     };
     let priority = class.as_ref().map_or(0, |c| c.value);
     if let Some(given) = spec.get("priority").and_then(Value::as_i64)
@@ -76,18 +77,30 @@ pub(crate) fn admit_pod(server: &ApiServer, requested: &str, pod: &mut Value) ->
     }
     spec.insert("priority".into(), json!(priority));
     let Some(class) = class else {
-        return Ok(());
+        // No class and no default one: upstream's `getDefaultPriority` gives 0 and
+        // PreemptLowerPriority.
+        return set_policy(spec, "PreemptLowerPriority", &forbidden);
     };
     spec.insert("priorityClassName".into(), json!(class.name));
-    if let Some(policy) = class.preemption_policy {
-        if let Some(given) = spec.get("preemptionPolicy").and_then(Value::as_str)
-            && given != policy
-        {
-            return Err(forbidden(format!(
-                "the string value of PreemptionPolicy ({given}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
-            )));
-        }
-        spec.insert("preemptionPolicy".into(), json!(policy));
+    match class.preemption_policy {
+        Some(policy) => set_policy(spec, &policy, &forbidden),
+        None => Ok(()),
     }
+}
+
+/// Sets the pod's `preemptionPolicy`, refusing one the pod gave otherwise.
+fn set_policy(
+    spec: &mut serde_json::Map<String, Value>,
+    policy: &str,
+    forbidden: &dyn Fn(String) -> ApiError,
+) -> ApiResult<()> {
+    if let Some(given) = spec.get("preemptionPolicy").and_then(Value::as_str)
+        && given != policy
+    {
+        return Err(forbidden(format!(
+            "the string value of PreemptionPolicy ({given}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+        )));
+    }
+    spec.insert("preemptionPolicy".into(), json!(policy));
     Ok(())
 }

@@ -504,6 +504,7 @@ impl ApiServer {
             _ => request::duplicates(body, format),
         };
         let mut warnings = admission::check_fields(&t.def, &obj, dups, fv)?;
+        crate::openapi::prune_unknown(&t.def, &mut obj);
         let def = self.storage_of(&t.def);
         admission::check_type(&t.def, &mut obj)?;
         let mut obj = intake(&t.def, &def, obj);
@@ -712,6 +713,7 @@ impl ApiServer {
             _ => request::duplicates(body, format),
         };
         let mut warnings = admission::check_fields(&t.def, &new, dups, fv)?;
+        crate::openapi::prune_unknown(&t.def, &mut new);
         let precondition = request::parse_rv(object::resource_version(&new))?;
         // A uid in the body is a precondition, as upstream's `DefaultUpdatedObjectInfo` makes it.
         let uid_precondition = object::meta_str(&new, "uid")
@@ -804,6 +806,7 @@ impl ApiServer {
                         ));
                     }
                     warnings = admission::check_fields(view, &next, Vec::new(), fv)?;
+                    crate::openapi::prune_unknown(view, &mut next);
                     let precondition = request::parse_rv(object::resource_version(&next))?;
                     if precondition.is_some_and(|want| want != rev) {
                         return Err(ApiError::stale(&def, name));

@@ -112,6 +112,63 @@ pub fn unknown_fields(def: &Kind, obj: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Drops the fields a built-in kind's schema does not know, as decoding into upstream's Go
+/// types does: under `fieldValidation` Warn or Ignore they are reported (or not) and never
+/// stored. Custom resources are pruned by their own strategy, which honours
+/// `x-kubernetes-preserve-unknown-fields`.
+pub fn prune_unknown(def: &Kind, obj: &mut Value) {
+    if !matches!(def.schema, Some(Schema::Builtin(_))) {
+        return;
+    }
+    if let Some(schema) = schema_of(def) {
+        prune(schema, obj);
+    }
+}
+
+/// [`walk_unknown`]'s walk, removing what it would report.
+fn prune(schema: &Value, value: &mut Value) {
+    let mut parts = Vec::new();
+    flatten(schema, &mut parts, 0);
+    match value {
+        Value::Object(obj) => {
+            if parts
+                .iter()
+                .any(|s| s.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)))
+            {
+                return;
+            }
+            let props: Vec<&Map<String, Value>> = parts
+                .iter()
+                .filter_map(|s| s.get("properties").and_then(Value::as_object))
+                .collect();
+            let additional = parts
+                .iter()
+                .find_map(|s| s.get("additionalProperties"))
+                .filter(|a| a.is_object());
+            obj.retain(|k, v| {
+                if let Some(s) = props.iter().find_map(|p| p.get(k)) {
+                    prune(s, v);
+                    true
+                } else if let Some(a) = additional {
+                    prune(a, v);
+                    true
+                } else {
+                    // No properties and no additionalProperties schema: free-form.
+                    props.is_empty()
+                }
+            });
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = parts.iter().find_map(|s| s.get("items")) {
+                for v in items {
+                    prune(item_schema, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The paths of the fields [`unknown_fields`] reports (`spec.foo`), for callers that word them
 /// otherwise (server-side apply: `.spec.foo: field not declared in schema`).
 pub fn unknown_paths(def: &Kind, obj: &Value) -> Vec<String> {

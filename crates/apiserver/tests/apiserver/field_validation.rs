@@ -80,6 +80,10 @@ async fn a_typed_create_names_unknown_and_duplicate_fields() {
         send(&s, Method::POST, uri, "application/json", DEPLOYMENT).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     assert_eq!(created["spec"]["replicas"], 3);
+    // ... and, as decoding into upstream's Go types does, does not keep the unknown field.
+    assert!(created["spec"].get("unknownField").is_none(), "{created}");
+    let (_, stored) = s.call(Method::GET, &format!("{uri}/my-dep"), None).await;
+    assert!(stored["spec"].get("unknownField").is_none(), "{stored}");
     let text = warnings.join("\n");
     assert!(
         text.contains(r#"unknown field \"spec.unknownField\""#)

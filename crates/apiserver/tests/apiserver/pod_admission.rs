@@ -142,3 +142,19 @@ async fn a_runtime_class_sets_overhead_and_scheduling() {
         "pods \"missing\" is forbidden: pod rejected: RuntimeClass \"nope\" not found"
     );
 }
+
+#[tokio::test]
+async fn a_pod_without_a_class_preempts_lower_priorities() {
+    let s = Server::start().await;
+    let (code, p) = s
+        .call(Method::POST, PODS, Some(pod("plain", json!({}))))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{p}");
+    // Upstream's Priority admission without a default class: priority 0, PreemptLowerPriority.
+    assert_eq!(p["spec"]["priority"], 0);
+    assert_eq!(p["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+    let mut never = pod("never", json!({}));
+    never["spec"]["preemptionPolicy"] = json!("Never");
+    let (code, status) = s.call(Method::POST, PODS, Some(never)).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+}
