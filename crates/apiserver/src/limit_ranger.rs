@@ -5,7 +5,7 @@
 //! container and, for `Pod` items, summed over its containers; otherwise 403 with upstream's
 //! messages.
 
-use api::quantity::Quantity;
+use api::quota::resources::Amount;
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -154,41 +154,9 @@ fn set_defaults(items: &[&Value], pod: &mut Value) {
     }
 }
 
-/// An amount with the text it is printed as: the object's own spelling (`100m`, `500Mi`), as
-/// Go's `Quantity.String()` keeps the format it parsed.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Amount(Quantity, String);
-
-impl Amount {
-    fn is_zero(&self) -> bool {
-        self.0.is_zero()
-    }
-
-    fn milli_value(&self) -> i64 {
-        self.0.milli_value()
-    }
-
-    /// A computed amount (a pod's sum), printed in whole units or milli-units.
-    fn computed(q: Quantity) -> Self {
-        let milli = q.milli_value();
-        let text = if milli % 1000 == 0 {
-            (milli / 1000).to_string()
-        } else {
-            format!("{milli}m")
-        };
-        Amount(q, text)
-    }
-}
-
-impl std::fmt::Display for Amount {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.1)
-    }
-}
-
+/// A quantity of the object, printed as upstream's `Quantity.String()` prints it in messages.
 fn quantity(v: Option<&Value>) -> Option<Amount> {
-    let text = v.and_then(Value::as_str)?;
-    Some(Amount(text.parse().ok()?, text.to_string()))
+    Amount::parse(v?.as_str()?).ok()
 }
 
 /// One container's (or a pod's summed) requests and limits of a resource.
@@ -217,16 +185,16 @@ fn pod_usage(pod: &Value, resource: &str) -> Usage {
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
     let sum = |pick: fn(Usage) -> Option<Amount>| -> Option<Amount> {
-        let mut total = Quantity::default();
+        let mut total = Amount::zero();
         for c in containers {
-            total = total.saturating_add(pick(container_usage(c, resource))?.0);
+            total = total.plus(pick(container_usage(c, resource))?);
         }
         for c in inits {
             if let Some(q) = pick(container_usage(c, resource)) {
-                total = total.max(q.0);
+                total = total.max(q);
             }
         }
-        Some(Amount::computed(total))
+        Some(total)
     };
     Usage {
         request: sum(|u| u.request),
@@ -277,17 +245,17 @@ fn check(items: &[&Value], pod: &Value) -> Vec<String> {
 /// Upstream's `minConstraint`, `maxConstraint` and `limitRequestRatioConstraint`.
 fn bounds(item: &Value, kind: &str, resource: &str, u: &Usage, errors: &mut Vec<String>) {
     if let Some(min) = quantity(item.pointer(&format!("/min/{resource}"))) {
-        match &u.request {
+        match u.request {
             None => errors.push(format!(
                 "minimum {resource} usage per {kind} is {min}.  No request is specified"
             )),
-            Some(r) if *r < min => errors.push(format!(
+            Some(r) if r.value < min.value => errors.push(format!(
                 "minimum {resource} usage per {kind} is {min}, but request is {r}"
             )),
             _ => {}
         }
-        if let Some(l) = &u.limit
-            && *l < min
+        if let Some(l) = u.limit
+            && l.value < min.value
         {
             errors.push(format!(
                 "minimum {resource} usage per {kind} is {min}, but limit is {l}"
@@ -295,17 +263,17 @@ fn bounds(item: &Value, kind: &str, resource: &str, u: &Usage, errors: &mut Vec<
         }
     }
     if let Some(max) = quantity(item.pointer(&format!("/max/{resource}"))) {
-        match &u.limit {
+        match u.limit {
             None => errors.push(format!(
                 "maximum {resource} usage per {kind} is {max}.  No limit is specified"
             )),
-            Some(l) if *l > max => errors.push(format!(
+            Some(l) if l.value > max.value => errors.push(format!(
                 "maximum {resource} usage per {kind} is {max}, but limit is {l}"
             )),
             _ => {}
         }
-        if let Some(r) = &u.request
-            && *r > max
+        if let Some(r) = u.request
+            && r.value > max.value
         {
             errors.push(format!(
                 "maximum {resource} usage per {kind} is {max}, but request is {r}"
@@ -314,8 +282,8 @@ fn bounds(item: &Value, kind: &str, resource: &str, u: &Usage, errors: &mut Vec<
     }
     if let Some(ratio) = quantity(item.pointer(&format!("/maxLimitRequestRatio/{resource}"))) {
         match (
-            u.request.as_ref().filter(|r| !r.is_zero()),
-            u.limit.as_ref().filter(|l| !l.is_zero()),
+            u.request.filter(|r| !r.value.is_zero()),
+            u.limit.filter(|l| !l.value.is_zero()),
         ) {
             (None, _) => errors.push(format!(
                 "{resource} max limit to request ratio per {kind} is {ratio}, but no request is specified or request is 0"
@@ -324,8 +292,8 @@ fn bounds(item: &Value, kind: &str, resource: &str, u: &Usage, errors: &mut Vec<
                 "{resource} max limit to request ratio per {kind} is {ratio}, but no limit is specified or limit is 0"
             )),
             (Some(r), Some(l)) => {
-                let provided = l.milli_value() as f64 / r.milli_value() as f64;
-                if provided * 1000.0 > ratio.milli_value() as f64 {
+                let provided = l.value.milli_value() as f64 / r.value.milli_value() as f64;
+                if provided * 1000.0 > ratio.value.milli_value() as f64 {
                     errors.push(format!(
                         "{resource} max limit to request ratio per {kind} is {ratio}, but provided ratio is {provided:.6}"
                     ));

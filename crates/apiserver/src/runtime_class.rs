@@ -3,6 +3,7 @@
 //! pod's `spec.overhead` (a pod that sets another overhead, or sets one the class lacks, is
 //! refused), and its `scheduling` adds node-selector terms and tolerations.
 
+use api::quota::resources::{self, Amount, ResourceList};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -95,16 +96,17 @@ pub(crate) fn admit_pod(server: &ApiServer, requested: &str, pod: &mut Value) ->
     Ok(())
 }
 
-/// Whether two resource lists hold the same amounts (`1000m` equals `1`).
+/// Whether two resource lists hold the same amounts (`1000m` equals `1`), as upstream's
+/// semantic equality compares them.
 fn same_quantities(a: &Value, b: &Value) -> bool {
-    let parse = |v: &Value| -> Option<std::collections::BTreeMap<String, api::quantity::Quantity>> {
+    let parse = |v: &Value| -> Option<ResourceList> {
         v.as_object()?
             .iter()
-            .map(|(k, q)| Some((k.clone(), q.as_str()?.parse().ok()?)))
+            .map(|(k, q)| Some((k.clone(), Amount::parse(q.as_str()?).ok()?)))
             .collect()
     };
     match (parse(a), parse(b)) {
-        (Some(x), Some(y)) => x == y,
+        (Some(x), Some(y)) => resources::equals(&x, &y),
         _ => a == b,
     }
 }
