@@ -376,21 +376,23 @@ pub fn prepare_update(
 }
 
 /// Unknown- and duplicate-field findings for `fieldValidation`: an error under Strict, warnings
-/// under Warn. `duplicates` are the body's ([`crate::request::duplicates`]), computed by the
-/// caller only when the mode is not Ignore.
+/// under Warn. Unknown fields of built-in kinds are dropped from `obj` whatever the mode
+/// ([`crate::openapi::take_unknown`]). `duplicates` are the body's
+/// ([`crate::request::duplicates`]), computed by the caller only when the mode is not Ignore.
 pub fn check_fields(
     def: &Kind,
-    obj: &Value,
+    obj: &mut Value,
     duplicates: Vec<String>,
     mode: FieldValidation,
 ) -> ApiResult<Vec<String>> {
-    if mode == FieldValidation::Ignore {
+    let unknown = crate::openapi::take_unknown(def, obj);
+    if mode == FieldValidation::Ignore || (unknown.is_empty() && duplicates.is_empty()) {
         return Ok(Vec::new());
     }
-    let mut findings = crate::openapi::unknown_fields(def, obj);
-    if findings.is_empty() && duplicates.is_empty() {
-        return Ok(Vec::new());
-    }
+    let mut findings: Vec<String> = unknown
+        .into_iter()
+        .map(|p| format!("unknown field \"{p}\""))
+        .collect();
     findings.extend(duplicates);
     if findings.is_empty() {
         return Ok(Vec::new());

@@ -321,15 +321,20 @@ fn check_config(def: &Kind, config: &mut Value, name: &str) -> ApiResult<()> {
 /// plain error), and a duplicate key fails yaml.v2's strict decoding (400).
 fn check_apply_fields(
     view: &Kind,
-    config: &Value,
+    config: &mut Value,
     t: &Target,
     body: &Bytes,
     fv: FieldValidation,
 ) -> ApiResult<Vec<String>> {
-    if fv != FieldValidation::Strict {
-        return admission::check_fields(view, config, request::duplicates(body, Format::Yaml), fv);
+    match fv {
+        FieldValidation::Ignore => return admission::check_fields(view, config, Vec::new(), fv),
+        FieldValidation::Warn => {
+            let duplicates = request::duplicates(body, Format::Yaml);
+            return admission::check_fields(view, config, duplicates, fv);
+        }
+        FieldValidation::Strict => {}
     }
-    let unknown = crate::openapi::unknown_paths(view, config);
+    let unknown = crate::openapi::take_unknown(view, config);
     if !unknown.is_empty() {
         let mut errors: Vec<String> = unknown
             .iter()
@@ -389,8 +394,7 @@ impl ApiServer {
         let mut config = request::decode(body, Format::Yaml)?;
         check_config(view, &mut config, name)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
-        let mut warnings = check_apply_fields(view, &config, t, body, fv)?;
-        crate::openapi::prune_unknown(view, &mut config);
+        let mut warnings = check_apply_fields(view, &mut config, t, body, fv)?;
         let precondition = request::parse_rv(object::resource_version(&config))?;
         let subresource = subresource_name(part);
         let ns = t.namespace.as_deref();

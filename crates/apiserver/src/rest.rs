@@ -503,8 +503,7 @@ impl ApiServer {
             FieldValidation::Ignore => Vec::new(),
             _ => request::duplicates(body, format),
         };
-        let mut warnings = admission::check_fields(&t.def, &obj, dups, fv)?;
-        crate::openapi::prune_unknown(&t.def, &mut obj);
+        let mut warnings = admission::check_fields(&t.def, &mut obj, dups, fv)?;
         let def = self.storage_of(&t.def);
         admission::check_type(&t.def, &mut obj)?;
         let mut obj = intake(&t.def, &def, obj);
@@ -712,8 +711,7 @@ impl ApiServer {
             FieldValidation::Ignore => Vec::new(),
             _ => request::duplicates(body, format),
         };
-        let mut warnings = admission::check_fields(&t.def, &new, dups, fv)?;
-        crate::openapi::prune_unknown(&t.def, &mut new);
+        let mut warnings = admission::check_fields(&t.def, &mut new, dups, fv)?;
         let precondition = request::parse_rv(object::resource_version(&new))?;
         // A uid in the body is a precondition, as upstream's `DefaultUpdatedObjectInfo` makes it.
         let uid_precondition = object::meta_str(&new, "uid")
@@ -805,8 +803,7 @@ impl ApiServer {
                             "the patch produced something other than an object",
                         ));
                     }
-                    warnings = admission::check_fields(view, &next, Vec::new(), fv)?;
-                    crate::openapi::prune_unknown(view, &mut next);
+                    warnings = admission::check_fields(view, &mut next, Vec::new(), fv)?;
                     let precondition = request::parse_rv(object::resource_version(&next))?;
                     if precondition.is_some_and(|want| want != rev) {
                         return Err(ApiError::stale(&def, name));

@@ -106,77 +106,24 @@ pub fn property_description(schema: &str, property: &str) -> Option<&'static str
 /// order. Objects whose schema preserves unknown fields, or is free-form (no properties), accept
 /// anything. A kind without a schema yields nothing.
 pub fn unknown_fields(def: &Kind, obj: &Value) -> Vec<String> {
-    unknown_paths(def, obj)
+    take_unknown(def, &mut obj.clone())
         .into_iter()
         .map(|p| format!("unknown field \"{p}\""))
         .collect()
 }
 
-/// Drops the fields a built-in kind's schema does not know, as decoding into upstream's Go
-/// types does: under `fieldValidation` Warn or Ignore they are reported (or not) and never
-/// stored. Custom resources are pruned by their own strategy, which honours
-/// `x-kubernetes-preserve-unknown-fields`.
-pub fn prune_unknown(def: &Kind, obj: &mut Value) {
-    if !matches!(def.schema, Some(Schema::Builtin(_))) {
-        return;
-    }
-    if let Some(schema) = schema_of(def) {
-        prune(schema, obj);
-    }
-}
-
-/// [`walk_unknown`]'s walk, removing what it would report.
-fn prune(schema: &Value, value: &mut Value) {
-    let mut parts = Vec::new();
-    flatten(schema, &mut parts, 0);
-    match value {
-        Value::Object(obj) => {
-            if parts
-                .iter()
-                .any(|s| s.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)))
-            {
-                return;
-            }
-            let props: Vec<&Map<String, Value>> = parts
-                .iter()
-                .filter_map(|s| s.get("properties").and_then(Value::as_object))
-                .collect();
-            let additional = parts
-                .iter()
-                .find_map(|s| s.get("additionalProperties"))
-                .filter(|a| a.is_object());
-            obj.retain(|k, v| {
-                if let Some(s) = props.iter().find_map(|p| p.get(k)) {
-                    prune(s, v);
-                    true
-                } else if let Some(a) = additional {
-                    prune(a, v);
-                    true
-                } else {
-                    // No properties and no additionalProperties schema: free-form.
-                    props.is_empty()
-                }
-            });
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = parts.iter().find_map(|s| s.get("items")) {
-                for v in items {
-                    prune(item_schema, v);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The paths of the fields [`unknown_fields`] reports (`spec.foo`), for callers that word them
-/// otherwise (server-side apply: `.spec.foo: field not declared in schema`).
-pub fn unknown_paths(def: &Kind, obj: &Value) -> Vec<String> {
+/// The paths of the fields of `obj` its kind's schema does not know (`spec.foo`), in document
+/// order, removed from `obj` when the kind is built in, as decoding into upstream's Go types
+/// drops them (so under `fieldValidation` Warn or Ignore they are reported, or not, and never
+/// stored). Custom resources keep them here: their strategy prunes, honouring
+/// `x-kubernetes-preserve-unknown-fields`. One walk does both, since every write needs both.
+pub fn take_unknown(def: &Kind, obj: &mut Value) -> Vec<String> {
     let Some(schema) = schema_of(def) else {
         return Vec::new();
     };
+    let remove = matches!(def.schema, Some(Schema::Builtin(_)));
     let mut out = Vec::new();
-    walk_unknown(schema, obj, "", &mut out);
+    walk_unknown(schema, obj, "", remove, &mut out);
     out
 }
 
@@ -1399,7 +1346,13 @@ fn flatten<'a>(schema: &'a Value, out: &mut Vec<&'a Value>, depth: usize) {
     out.push(schema);
 }
 
-fn walk_unknown(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
+fn walk_unknown(
+    schema: &Value,
+    value: &mut Value,
+    path: &str,
+    remove: bool,
+    out: &mut Vec<String>,
+) {
     let mut parts = Vec::new();
     flatten(schema, &mut parts, 0);
     match value {
@@ -1414,27 +1367,32 @@ fn walk_unknown(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>
                 .iter()
                 .filter_map(|s| s.get("properties").and_then(Value::as_object))
                 .collect();
-            let additional = parts.iter().find_map(|s| s.get("additionalProperties"));
-            for (k, v) in obj {
+            let additional = parts
+                .iter()
+                .find_map(|s| s.get("additionalProperties"))
+                .filter(|a| a.is_object());
+            obj.retain(|k, v| {
                 let child = if path.is_empty() {
                     k.clone()
                 } else {
                     format!("{path}.{k}")
                 };
-                if let Some(s) = props.iter().find_map(|p| p.get(k)) {
-                    walk_unknown(s, v, &child, out);
-                } else if let Some(a) = additional.filter(|a| a.is_object()) {
-                    walk_unknown(a, v, &child, out);
-                } else if !props.is_empty() {
+                if let Some(s) = props.iter().find_map(|p| p.get(k)).or(additional) {
+                    walk_unknown(s, v, &child, remove, out);
+                    true
+                } else if props.is_empty() {
+                    // No properties and no additionalProperties schema: free-form, anything goes.
+                    true
+                } else {
                     out.push(child);
+                    !remove
                 }
-                // No properties and no additionalProperties schema: free-form, anything goes.
-            }
+            });
         }
         Value::Array(items) => {
             if let Some(item_schema) = parts.iter().find_map(|s| s.get("items")) {
-                for (i, v) in items.iter().enumerate() {
-                    walk_unknown(item_schema, v, &format!("{path}[{i}]"), out);
+                for (i, v) in items.iter_mut().enumerate() {
+                    walk_unknown(item_schema, v, &format!("{path}[{i}]"), remove, out);
                 }
             }
         }
