@@ -45,10 +45,13 @@ pub(crate) fn admit_pod(
         })
         .collect();
     set_defaults(&items, pod);
-    let errors = check(&items, pod);
+    let mut errors = check(&items, pod);
     if errors.is_empty() {
         return Ok(());
     }
+    // Printed as upstream's error aggregate: each message once, bracketed when several.
+    let mut seen = std::collections::HashSet::new();
+    errors.retain(|e| seen.insert(e.clone()));
     let why = if errors.len() == 1 {
         errors.join("")
     } else {
@@ -206,101 +209,108 @@ fn check(items: &[&Value], pod: &Value) -> Vec<String> {
     let mut errors = Vec::new();
     for item in items {
         let kind = item["type"].as_str().unwrap_or_default();
-        if !matches!(kind, "Container" | "Pod") {
-            continue;
-        }
-        let resources: std::collections::BTreeSet<&String> = ["min", "max", "maxLimitRequestRatio"]
-            .iter()
-            .flat_map(|k| {
-                item.get(*k)
+        // A Container item bounds each container (init ones after), a Pod item their sums.
+        let subjects: Vec<Option<&Value>> = match kind {
+            "Container" => ["containers", "initContainers"]
+                .iter()
+                .flat_map(|l| {
+                    pod.pointer(&format!("/spec/{l}"))
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                })
+                .map(Some)
+                .collect(),
+            // `None`: the pod as a whole.
+            "Pod" => vec![None],
+            _ => continue,
+        };
+        // As upstream's `PodValidateLimitFunc`: per subject, every min, then every max, then
+        // every ratio; each constraint reports its first violation.
+        for subject in &subjects {
+            for (key, constraint) in [
+                ("min", min_constraint as Constraint),
+                ("max", max_constraint),
+                ("maxLimitRequestRatio", ratio_constraint),
+            ] {
+                for (resource, enforced) in item
+                    .get(key)
                     .and_then(Value::as_object)
                     .into_iter()
                     .flatten()
-            })
-            .map(|(k, _)| k)
-            .collect();
-        for resource in resources {
-            let subjects: Vec<Usage> = if kind == "Container" {
-                ["containers", "initContainers"]
-                    .iter()
-                    .flat_map(|l| {
-                        pod.pointer(&format!("/spec/{l}"))
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                    })
-                    .map(|c| container_usage(c, resource))
-                    .collect()
-            } else {
-                vec![pod_usage(pod, resource)]
-            };
-            for usage in &subjects {
-                bounds(item, kind, resource, usage, &mut errors);
+                {
+                    let Some(enforced) = quantity(Some(enforced)) else {
+                        continue;
+                    };
+                    let usage = match subject {
+                        Some(container) => container_usage(container, resource),
+                        None => pod_usage(pod, resource),
+                    };
+                    if let Some(e) = constraint(kind, resource, enforced, &usage) {
+                        errors.push(e);
+                    }
+                }
             }
         }
     }
     errors
 }
 
-/// Upstream's `minConstraint`, `maxConstraint` and `limitRequestRatioConstraint`.
-fn bounds(item: &Value, kind: &str, resource: &str, u: &Usage, errors: &mut Vec<String>) {
-    if let Some(min) = quantity(item.pointer(&format!("/min/{resource}"))) {
-        match u.request {
-            None => errors.push(format!(
-                "minimum {resource} usage per {kind} is {min}.  No request is specified"
-            )),
-            Some(r) if r.value < min.value => errors.push(format!(
-                "minimum {resource} usage per {kind} is {min}, but request is {r}"
-            )),
-            _ => {}
-        }
-        if let Some(l) = u.limit
-            && l.value < min.value
-        {
-            errors.push(format!(
-                "minimum {resource} usage per {kind} is {min}, but limit is {l}"
-            ));
-        }
+/// One of upstream's constraint checks: the first violation of `enforced` for `resource`.
+type Constraint = fn(&str, &str, Amount, &Usage) -> Option<String>;
+
+/// Upstream's `minConstraint`.
+fn min_constraint(kind: &str, resource: &str, min: Amount, u: &Usage) -> Option<String> {
+    match (u.request, u.limit) {
+        (None, _) => Some(format!(
+            "minimum {resource} usage per {kind} is {min}.  No request is specified"
+        )),
+        (Some(r), _) if r.value < min.value => Some(format!(
+            "minimum {resource} usage per {kind} is {min}, but request is {r}"
+        )),
+        (_, Some(l)) if l.value < min.value => Some(format!(
+            "minimum {resource} usage per {kind} is {min}, but limit is {l}"
+        )),
+        _ => None,
     }
-    if let Some(max) = quantity(item.pointer(&format!("/max/{resource}"))) {
-        match u.limit {
-            None => errors.push(format!(
-                "maximum {resource} usage per {kind} is {max}.  No limit is specified"
-            )),
-            Some(l) if l.value > max.value => errors.push(format!(
-                "maximum {resource} usage per {kind} is {max}, but limit is {l}"
-            )),
-            _ => {}
-        }
-        if let Some(r) = u.request
-            && r.value > max.value
-        {
-            errors.push(format!(
-                "maximum {resource} usage per {kind} is {max}, but request is {r}"
-            ));
-        }
+}
+
+/// Upstream's `maxConstraint`.
+fn max_constraint(kind: &str, resource: &str, max: Amount, u: &Usage) -> Option<String> {
+    match (u.limit, u.request) {
+        (None, _) => Some(format!(
+            "maximum {resource} usage per {kind} is {max}.  No limit is specified"
+        )),
+        (Some(l), _) if l.value > max.value => Some(format!(
+            "maximum {resource} usage per {kind} is {max}, but limit is {l}"
+        )),
+        (_, Some(r)) if r.value > max.value => Some(format!(
+            "maximum {resource} usage per {kind} is {max}, but request is {r}"
+        )),
+        _ => None,
     }
-    if let Some(ratio) = quantity(item.pointer(&format!("/maxLimitRequestRatio/{resource}"))) {
-        match (
-            u.request.filter(|r| !r.value.is_zero()),
-            u.limit.filter(|l| !l.value.is_zero()),
-        ) {
-            (None, _) => errors.push(format!(
-                "{resource} max limit to request ratio per {kind} is {ratio}, but no request is specified or request is 0"
-            )),
-            (_, None) => errors.push(format!(
-                "{resource} max limit to request ratio per {kind} is {ratio}, but no limit is specified or limit is 0"
-            )),
-            (Some(r), Some(l)) => {
-                let provided = l.value.milli_value() as f64 / r.value.milli_value() as f64;
-                if provided * 1000.0 > ratio.value.milli_value() as f64 {
-                    errors.push(format!(
-                        "{resource} max limit to request ratio per {kind} is {ratio}, but provided ratio is {provided:.6}"
-                    ));
-                }
-            }
-        }
-    }
+}
+
+/// Upstream's `limitRequestRatioConstraint`.
+fn ratio_constraint(kind: &str, resource: &str, ratio: Amount, u: &Usage) -> Option<String> {
+    let request = u.request.filter(|r| !r.value.is_zero());
+    let limit = u.limit.filter(|l| !l.value.is_zero());
+    let (Some(r), Some(l)) = (request, limit) else {
+        let missing = if request.is_none() {
+            "request"
+        } else {
+            "limit"
+        };
+        return Some(format!(
+            "{resource} max limit to request ratio per {kind} is {ratio}, but no {missing} is specified or {missing} is 0"
+        ));
+    };
+    let provided = l.value.milli_value() as f64 / r.value.milli_value() as f64;
+    (provided * 1000.0 > ratio.value.milli_value() as f64).then(|| {
+        format!(
+            "{resource} max limit to request ratio per {kind} is {ratio}, but provided ratio is {provided:.6}"
+        )
+    })
 }
 
 #[cfg(test)]

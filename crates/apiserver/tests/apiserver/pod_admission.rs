@@ -158,3 +158,33 @@ async fn a_pod_without_a_class_preempts_lower_priorities() {
     let (code, status) = s.call(Method::POST, PODS, Some(never)).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
 }
+
+/// The message upstream's kube-apiserver v1.28.4 gave for this pod (recorded by hand): each
+/// constraint reports its first violation, repeated messages once.
+#[tokio::test]
+async fn limit_range_violations_read_as_upstream_words_them() {
+    let s = Server::start().await;
+    let lr = json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"},
+        "spec": {"limits": [
+            {"type": "Container", "min": {"cpu": "100m", "memory": "100Mi"},
+             "max": {"cpu": "500m", "memory": "500Mi"}, "defaultRequest": {"cpu": "200m"}},
+            {"type": "Pod", "max": {"cpu": "2"}}]}});
+    let (code, body) = s
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/limitranges",
+            Some(lr),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p3"}, "spec": {
+        "containers": [
+            {"name": "a", "image": "busybox", "resources": {"limits": {"cpu": "1100m"}}},
+            {"name": "b", "image": "busybox", "resources": {"limits": {"cpu": "1100m"}}}]}});
+    let (code, status) = s.call(Method::POST, PODS, Some(p)).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"p3\" is forbidden: [maximum cpu usage per Container is 500m, but limit is 1100m, maximum cpu usage per Pod is 2, but limit is 2200m]"
+    );
+}
