@@ -145,29 +145,39 @@ pub type Docs = BTreeMap<String, Doc>;
 
 static COMPONENTS: LazyLock<Components> = LazyLock::new(build_components);
 
-/// The last documents built, for the registry revision they were built from; kubectl fetches
-/// them on nearly every command, and they change only when a kind is added or removed.
-static DOCS: LazyLock<Mutex<Vec<BuiltDocs>>> = LazyLock::new(Default::default);
+/// What is built from a registry, kept per (registry id, registry revision): kubectl fetches the
+/// documents on nearly every command, and they change only when a kind is added or removed.
+/// Registries of servers that stopped are forgotten soon enough (16 are kept).
+struct PerRegistry<T>(Mutex<Vec<(u64, u64, Arc<T>)>>);
 
-/// Documents built for (registry id, registry revision).
-type BuiltDocs = (u64, u64, Arc<Docs>);
+impl<T> PerRegistry<T> {
+    const fn new() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+
+    /// The value for `registry` as it is now, built by `build` when it changed.
+    fn get(&self, registry: &Registry, build: impl FnOnce(&Registry) -> T) -> Arc<T> {
+        let (id, revision) = (registry.id(), registry.revision());
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, v)) = cache.iter().find(|(i, r, _)| *i == id && *r == revision) {
+            return v.clone();
+        }
+        let built = Arc::new(build(registry));
+        cache.retain(|(i, _, _)| *i != id);
+        if cache.len() >= 16 {
+            cache.remove(0);
+        }
+        cache.push((id, revision, built.clone()));
+        built
+    }
+}
+
+/// The v3 documents last built.
+static DOCS: PerRegistry<Docs> = PerRegistry::new();
 
 /// The documents of `registry` as it is now, built once per registry revision.
 fn docs(registry: &Registry) -> Arc<Docs> {
-    let id = registry.id();
-    let revision = registry.revision();
-    let mut cache = DOCS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, _, d)) = cache.iter().find(|(i, r, _)| *i == id && *r == revision) {
-        return d.clone();
-    }
-    let built = Arc::new(build_docs(registry));
-    cache.retain(|(i, _, _)| *i != id);
-    // Registries of servers that stopped are forgotten soon enough.
-    if cache.len() >= 16 {
-        cache.remove(0);
-    }
-    cache.push((id, revision, built.clone()));
-    built
+    DOCS.get(registry, build_docs)
 }
 
 /// (group, version, kind) of the kinds whose schemas are generated, and the generator call.

@@ -7,12 +7,12 @@
 //! converted (`requestBody` to a `body` parameter, `content` to `schema` plus `consumes` and
 //! `produces`), their component schemas as `definitions` with v3-only keywords dropped.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::{REF_PREFIX, digest, docs};
+use super::{PerRegistry, REF_PREFIX, digest, docs};
 use crate::discovery;
 use crate::registry::{Kind, Registry, Schema};
 
@@ -26,28 +26,18 @@ pub struct Document {
     pub etag: String,
 }
 
-/// The last document built, for (registry id, registry revision).
-type Built = (u64, u64, Arc<Document>);
-static BUILT: LazyLock<Mutex<Vec<Built>>> = LazyLock::new(Default::default);
+/// The document last built.
+static BUILT: PerRegistry<Document> = PerRegistry::new();
 
 /// The document for `registry` as it is now, built once per registry revision.
 pub fn document(registry: &Registry) -> Arc<Document> {
-    let (id, revision) = (registry.id(), registry.revision());
-    let mut cache = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, _, d)) = cache.iter().find(|(i, r, _)| *i == id && *r == revision) {
-        return d.clone();
-    }
-    let bytes = Bytes::from(serde_json::to_vec(&build(registry)).unwrap_or_default());
-    let built = Arc::new(Document {
-        etag: digest(&bytes),
-        bytes,
-    });
-    cache.retain(|(i, _, _)| *i != id);
-    if cache.len() >= 16 {
-        cache.remove(0);
-    }
-    cache.push((id, revision, built.clone()));
-    built
+    BUILT.get(registry, |registry| {
+        let bytes = Bytes::from(serde_json::to_vec(&build(registry)).unwrap_or_default());
+        Document {
+            etag: digest(&bytes),
+            bytes,
+        }
+    })
 }
 
 fn build(registry: &Registry) -> Value {
