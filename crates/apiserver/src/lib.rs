@@ -9,6 +9,7 @@
 pub mod admission;
 mod apply;
 pub mod cache;
+mod context;
 pub mod discovery;
 pub mod error;
 mod eviction;
@@ -19,6 +20,8 @@ mod limit_ranger;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
+mod plugins;
+mod pod_security;
 mod priority;
 pub mod protobuf;
 mod quota;
@@ -33,6 +36,7 @@ mod subresource;
 pub mod table;
 pub mod tls;
 mod watch;
+mod webhook;
 
 pub use server::{
     ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, serve_tls, serve_tls_with,

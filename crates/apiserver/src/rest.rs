@@ -10,7 +10,9 @@ use crate::{
     apply,
     cache::Entry,
     error::{ApiError, ApiResult},
-    object, priority,
+    object,
+    plugins::{Operation, Review},
+    priority,
     registry::{Kind, Registry, Storage},
     request::{self, BodyType, Output, Params, Target},
     server::ApiServer,
@@ -31,6 +33,14 @@ use store::{Revision, StoreError};
 const CACHE_WAIT: Duration = Duration::from_secs(10);
 /// How many times a write retries after losing a compare-and-swap race it did not ask for.
 const MAX_RETRIES: usize = 16;
+
+/// A client's write as [`ApiServer::admitted_update`] describes it to the admission plugins.
+pub(crate) struct Write<'a> {
+    /// The kind and version the client wrote.
+    pub view: &'a Kind,
+    /// The subresource written, `None` for the main resource.
+    pub subresource: Option<&'a str>,
+}
 
 /// What a write did.
 pub(crate) enum Outcome {
@@ -535,6 +545,19 @@ impl ApiServer {
             crate::runtime_class::admit_pod(self, &requested_name, &mut obj)?;
         }
         let dry_run = params.dry_run()?;
+        let user = crate::context::user();
+        let review = Review {
+            user: &user,
+            operation: Operation::Create,
+            kind: &def,
+            view: &t.def,
+            namespace: t.namespace.as_deref(),
+            name: &requested_name,
+            subresource: None,
+            old: None,
+            dry_run,
+        };
+        warnings.extend(self.admit(&review, &mut obj).await?);
         let created = self.store_create(&def, obj, dry_run).await?;
         if !dry_run {
             self.after_write(&def, &created);
@@ -625,12 +648,34 @@ impl ApiServer {
         ns: Option<&str>,
         name: &str,
         dry_run: bool,
-        mut f: F,
+        f: F,
     ) -> ApiResult<Outcome>
     where
         F: FnMut(&Value, Revision) -> ApiResult<Change> + Send,
     {
+        let (outcome, _) = self
+            .admitted_update(def, ns, name, dry_run, None, f)
+            .await?;
+        Ok(outcome)
+    }
+
+    /// [`Self::guaranteed_update`] of a client's write: each new object `f` makes goes through
+    /// the admission plugins ([`Self::admit`]) as `write` describes it, before it is stored.
+    /// Returns the plugins' warnings with the outcome.
+    pub(crate) async fn admitted_update<F>(
+        &self,
+        def: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        dry_run: bool,
+        write: Option<Write<'_>>,
+        mut f: F,
+    ) -> ApiResult<(Outcome, Vec<String>)>
+    where
+        F: FnMut(&Value, Revision) -> ApiResult<Change> + Send,
+    {
         let key = def.key(ns, name);
+        let mut warnings = Vec::new();
         for _ in 0..MAX_RETRIES {
             self.sync_cache().await?;
             let entry = self
@@ -642,11 +687,27 @@ impl ApiServer {
                 Change::Write(mut new) => {
                     set_rv(&mut new, entry.rev);
                     if admission::same_object(&new, &old) {
-                        return Ok(Outcome::Unchanged(old));
+                        return Ok((Outcome::Unchanged(old), warnings));
+                    }
+                    if let Some(write) = &write {
+                        let user = crate::context::user();
+                        let review = Review {
+                            user: &user,
+                            operation: Operation::Update,
+                            kind: def,
+                            view: write.view,
+                            namespace: ns,
+                            name,
+                            subresource: write.subresource,
+                            old: Some(&old),
+                            dry_run,
+                        };
+                        warnings = self.admit(&review, &mut new).await?;
+                        set_rv(&mut new, entry.rev);
                     }
                     crate::quota::check_update(self, def, &new, &old)?;
                     if dry_run {
-                        return Ok(Outcome::Written(new));
+                        return Ok((Outcome::Written(new), warnings));
                     }
                     admission::strip_resource_version(&mut new);
                     let bytes =
@@ -658,7 +719,7 @@ impl ApiServer {
                     {
                         Ok(kv) => {
                             set_rv(&mut new, kv.mod_revision);
-                            return Ok(Outcome::Written(new));
+                            return Ok((Outcome::Written(new), warnings));
                         }
                         Err(StoreError::Conflict { .. }) => continue,
                         Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(def, name)),
@@ -667,13 +728,13 @@ impl ApiServer {
                 }
                 Change::Delete => {
                     if dry_run {
-                        return Ok(Outcome::Deleted(old));
+                        return Ok((Outcome::Deleted(old), warnings));
                     }
                     match self.store.delete(&key, Some(entry.rev)).await {
                         Ok(kv) => {
                             let mut last = old;
                             set_rv(&mut last, kv.mod_revision);
-                            return Ok(Outcome::Deleted(last));
+                            return Ok((Outcome::Deleted(last), warnings));
                         }
                         Err(StoreError::Conflict { .. }) => continue,
                         Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(def, name)),
@@ -721,12 +782,17 @@ impl ApiServer {
         admission::check_type(&t.def, &mut new)?;
         let new = intake(&t.def, &def, new);
         let mut strategy_warnings = Vec::new();
-        let outcome = self
-            .guaranteed_update(
+        let sub = t.sub.map(|s| s.name());
+        let (outcome, admitted) = self
+            .admitted_update(
                 &def,
                 t.namespace.as_deref(),
                 name,
                 params.dry_run()?,
+                Some(Write {
+                    view: &t.def,
+                    subresource: sub,
+                }),
                 |old, rev| {
                     if let Some(uid) = &uid_precondition
                         && object::meta_str(old, "uid") != Some(uid.as_str())
@@ -750,6 +816,7 @@ impl ApiServer {
             )
             .await?;
         warnings.extend(strategy_warnings);
+        warnings.extend(admitted);
         if !params.dry_run()? {
             self.after_outcome(&def, &outcome);
         }
@@ -788,12 +855,17 @@ impl ApiServer {
             ));
         }
         let mut warnings = Vec::new();
-        let outcome = self
-            .guaranteed_update(
+        let sub = t.sub.map(|s| s.name());
+        let (outcome, admitted) = self
+            .admitted_update(
                 &def,
                 t.namespace.as_deref(),
                 name,
                 params.dry_run()?,
+                Some(Write {
+                    view,
+                    subresource: sub,
+                }),
                 |old, rev| {
                     // The patch applies to the object as the client sees it (its version).
                     let current = present(view, old.clone());
@@ -824,6 +896,7 @@ impl ApiServer {
                 },
             )
             .await?;
+        warnings.extend(admitted);
         if !params.dry_run()? {
             self.after_outcome(&def, &outcome);
         }
