@@ -33,3 +33,12 @@ pub(crate) fn loopback() -> Arc<UserInfo> {
         extra: Default::default(),
     })
 }
+
+/// Who a request is, as the request's extensions carry it from authentication on.
+#[derive(Clone, Debug)]
+pub(crate) struct Identity {
+    /// The user the request acts as (after impersonation).
+    pub user: Arc<UserInfo>,
+    /// The authenticated user who impersonates `user`, if any.
+    pub impersonator: Option<Arc<UserInfo>>,
+}

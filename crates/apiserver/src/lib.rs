@@ -8,6 +8,7 @@
 
 pub mod admission;
 mod apply;
+mod authorizer;
 pub mod cache;
 mod context;
 pub mod discovery;
@@ -31,6 +32,7 @@ mod rest;
 mod runtime_class;
 mod server;
 mod service_account;
+mod service_account_token;
 mod strict;
 mod subresource;
 pub mod table;
