@@ -134,6 +134,29 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// 403 for `resource` in `group` (and `name`, when the request names an object), as
+    /// upstream's `NewForbidden` words it: `pods "x" is forbidden: WHY`.
+    pub fn forbidden_for(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let message = match (qualified.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{qualified} is forbidden: {why}"),
+            (false, false) => format!("{qualified} \"{name}\" is forbidden: {why}"),
+        };
+        // Upstream's StatusDetails omits empty fields.
+        let details: serde_json::Map<String, Value> =
+            [("name", name), ("group", group), ("kind", resource)]
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+        Self::new(403, "Forbidden", message).with_details(Value::Object(details))
+    }
+
     /// 405.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod error;
 mod eviction;
 pub mod expiry;
+mod filters;
 mod health;
 pub mod inflight;
 mod limit_ranger;
@@ -40,6 +41,7 @@ pub mod tls;
 mod watch;
 mod webhook;
 
+pub use filters::authentication::ADMIN_USER;
 pub use server::{
     ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, serve_tls, serve_tls_with,
 };

@@ -3,8 +3,10 @@
 use crate::{
     admission::Part,
     cache::Cache,
+    context::Identity,
     discovery,
     error::{ApiError, ApiResult},
+    filters::{authentication, authorization, impersonation},
     health,
     inflight::{self, InFlight, InFlightLimits},
     metrics::Metrics,
@@ -36,7 +38,8 @@ use store::Store;
 /// Settings of an API server.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
-    /// The bearer token clients must send; `None` serves without authentication (in-process use).
+    /// The bootstrap admin's bearer token (user [`crate::ADMIN_USER`] in `system:masters`);
+    /// `None` accepts no such token.
     pub token: Option<String>,
     /// Watch-cache history per resource, in events.
     pub history: usize,
@@ -103,7 +106,7 @@ pub struct ApiServer {
     pub(crate) cache: Arc<Cache>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) in_flight: Arc<InFlight>,
-    token: Option<Arc<str>>,
+    pub(crate) token: Option<Arc<str>>,
     pub(crate) service_accounts: bool,
 }
 
@@ -169,19 +172,70 @@ impl ApiServer {
         self.store.revision()
     }
 
-    /// The HTTP routes, with authentication when a token is configured.
+    /// The HTTP routes behind the whole request pipeline: authentication, impersonation,
+    /// max-in-flight and authorization ([`crate::filters`]).
     pub fn router(&self) -> Router {
-        self.routes(true)
+        self.routes()
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                authorization::authorize,
+            ))
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                inflight::limit,
+            ))
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                impersonation::impersonate,
+            ))
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                authentication::authenticate,
+            ))
     }
 
-    /// The same routes without authentication, for clients in this process (the controllers,
-    /// scheduler and simulated nodes of `rollwright up`), which never cross a socket.
+    /// The routes for clients in this process that act as the server itself (in
+    /// `system:masters`, as upstream's loopback client): no authentication, no limits.
     pub fn in_process_router(&self) -> Router {
-        self.routes(false)
+        self.routes().layer(middleware::from_fn(
+            |mut req: Request, next: Next| async move {
+                req.extensions_mut().insert(Identity {
+                    user: crate::context::loopback(),
+                    impersonator: None,
+                });
+                next.run(req).await
+            },
+        ))
     }
 
-    fn routes(&self, authenticated: bool) -> Router {
-        let mut api = Router::new()
+    /// The routes for a client in this process acting as `user` (a controller's
+    /// ServiceAccount, the scheduler, a node): authorized as that user, as if it had presented
+    /// its credentials over TLS, without the cost of crossing a socket.
+    pub fn in_process_router_as(&self, user: authz::UserInfo) -> Router {
+        let user = Arc::new(user);
+        self.routes()
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                authorization::authorize,
+            ))
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                impersonation::impersonate,
+            ))
+            .layer(middleware::from_fn(move |mut req: Request, next: Next| {
+                let user = user.clone();
+                async move {
+                    req.extensions_mut().insert(Identity {
+                        user,
+                        impersonator: None,
+                    });
+                    next.run(req).await
+                }
+            }))
+    }
+
+    fn routes(&self) -> Router {
+        Router::new()
             .route("/api", get(core_discovery))
             .route("/apis", get(groups_discovery))
             .route("/api/{version}", get(core_resources))
@@ -198,18 +252,6 @@ impl ApiServer {
             .route("/openapi/v3", get(openapi_index))
             .route("/openapi/v3/{*path}", get(openapi_doc))
             .route("/metrics", get(metrics))
-            .fallback(dispatch);
-        if authenticated {
-            // Layers run outermost last-added: authentication first, so that a request without
-            // credentials never takes an in-flight slot.
-            api = api
-                .layer(middleware::from_fn_with_state(
-                    self.clone(),
-                    inflight::limit,
-                ))
-                .layer(middleware::from_fn_with_state(self.clone(), authenticate));
-        }
-        Router::new()
             .route(
                 "/version",
                 get(|| async { axum::Json(discovery::version()) }),
@@ -220,34 +262,9 @@ impl ApiServer {
             .route("/livez/{check}", get(health::livez_check))
             .route("/readyz", get(health::readyz))
             .route("/readyz/{check}", get(health::readyz_check))
-            .merge(api)
+            .fallback(dispatch)
             .with_state(self.clone())
     }
-}
-
-async fn authenticate(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
-    if let Some(token) = &s.token {
-        let ok = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), token.as_bytes()));
-        if !ok {
-            return ApiError::unauthorized().into_response();
-        }
-    }
-    next.run(req).await
-}
-
-/// Compares a presented token with the expected one in time that depends only on the expected
-/// token's length, so that timing tells an attacker nothing about how much of a guess was right.
-fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
-    let mut diff = given.len() ^ expected.len();
-    for (i, e) in expected.iter().enumerate() {
-        diff |= usize::from(given.get(i).copied().unwrap_or(0) ^ e);
-    }
-    diff == 0
 }
 
 fn wants_aggregated(headers: &HeaderMap) -> bool {
@@ -412,9 +429,16 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         Ok(b) => b,
         Err(_) => return ApiError::too_large(MAX_BODY).into_response(),
     };
-    let result = s
-        .handle(&parts.method, &parts.headers, &target, &params, &body)
-        .await;
+    let user = parts
+        .extensions
+        .get::<Identity>()
+        .map(|i| i.user.clone())
+        .unwrap_or_else(crate::context::loopback);
+    let result = crate::context::scope(
+        user,
+        s.handle(&parts.method, &parts.headers, &target, &params, &body),
+    )
+    .await;
     let response = result.unwrap_or_else(|e| e.into_response());
     s.metrics.observe(
         verb,
@@ -572,12 +596,24 @@ async fn serve_connection(
         }
     };
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    // rustls verified the chain against the cluster CA; the leaf names the user.
+    let certificate = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|leaf| authentication::certificate_user(leaf))
+        .map(|user| authentication::ClientCertificate(Arc::new(user)));
     let started = Arc::new(AtomicBool::new(false));
     let first = started.clone();
     let service = hyper_util::service::TowerToHyperService::new(router.map_request(
         move |r: Request<hyper::body::Incoming>| {
             first.store(true, Ordering::Relaxed);
-            r.map(Body::new)
+            let mut r = r.map(Body::new);
+            if let Some(c) = &certificate {
+                r.extensions_mut().insert(c.clone());
+            }
+            r
         },
     ));
     let io = hyper_util::rt::TokioIo::new(tls);
@@ -621,27 +657,3 @@ async fn serve_connection(
 
 #[allow(unused_imports)]
 use tower::ServiceExt as _;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_match_only_when_equal() {
-        let cases: &[(&str, bool)] = &[
-            ("s3cret-token", true),
-            ("s3cret-tokeN", false),
-            ("s3cret-toke", false),
-            ("s3cret-token-", false),
-            ("", false),
-            ("x3cret-token", false),
-        ];
-        for (given, want) in cases {
-            assert_eq!(
-                constant_time_eq(given.as_bytes(), b"s3cret-token"),
-                *want,
-                "{given}"
-            );
-        }
-    }
-}

@@ -52,6 +52,8 @@ pub struct Credentials {
     pub key: PrivateKeyDer<'static>,
     /// The bearer token clients must present.
     pub token: String,
+    /// The CA that signs client certificates (and the serving certificate).
+    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
@@ -106,11 +108,14 @@ impl Credentials {
                 .map_err(io(dir))?;
         }
         let ca_path = dir.join("ca.crt");
+        let ca_key_path = dir.join("ca.key");
         let cert_path = dir.join("server.crt");
         let key_path = dir.join("server.key");
         let token_path = dir.join("token");
-        if !(ca_path.exists() && cert_path.exists() && key_path.exists()) {
-            generate(&ca_path, &cert_path, &key_path)?;
+        // A data directory from before client certificates has no CA key: everything is made
+        // anew (the kubeconfig is rewritten at every start; the token is kept).
+        if !(ca_path.exists() && ca_key_path.exists() && cert_path.exists() && key_path.exists()) {
+            generate(&ca_path, &ca_key_path, &cert_path, &key_path)?;
         }
         if !token_path.exists() {
             let bytes: [u8; 24] = rand::random();
@@ -131,20 +136,66 @@ impl Credentials {
             .map_err(io(&token_path))?
             .trim()
             .to_string();
+        let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
+        let ca_key = rcgen::KeyPair::from_pem(&ca_key_pem).map_err(|e| TlsError::Pem {
+            path: ca_key_path.clone(),
+            reason: e.to_string(),
+        })?;
+        let ca = rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(|e| TlsError::Pem {
+            path: ca_path.clone(),
+            reason: e.to_string(),
+        })?;
         Ok(Self {
             ca_pem,
             cert_chain,
             key,
             token,
+            ca,
         })
+    }
+
+    /// A client certificate and key (PEM) for user `name` in `groups`, signed by the cluster
+    /// CA: the server authenticates it as upstream's x509 authenticator does (CN the user, each
+    /// O a group).
+    pub fn client_certificate(
+        &self,
+        name: &str,
+        groups: &[&str],
+    ) -> Result<(String, String), TlsError> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        for g in groups {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, *g);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.ca)?;
+        Ok((cert.pem(), key.serialize_pem()))
     }
 
     /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // Client certificates are asked for, not required: token and anonymous clients connect
+        // too. One the CA did not sign fails the handshake, as with upstream's --client-ca-file.
+        let mut roots = rustls::RootCertStore::empty();
+        for der in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()).flatten() {
+            roots.add(der)?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
         let mut cfg = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
+            .with_client_cert_verifier(verifier)
             .with_single_cert(self.cert_chain.clone(), self.key.clone_key())?;
         cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(cfg))
@@ -166,7 +217,12 @@ impl Credentials {
     }
 }
 
-fn generate(ca_path: &Path, cert_path: &Path, key_path: &Path) -> Result<(), TlsError> {
+fn generate(
+    ca_path: &Path,
+    ca_key_path: &Path,
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<(), TlsError> {
     let ca_key = rcgen::KeyPair::generate()?;
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
     ca_params
@@ -179,6 +235,7 @@ fn generate(ca_path: &Path, cert_path: &Path, key_path: &Path) -> Result<(), Tls
         rcgen::KeyUsagePurpose::DigitalSignature,
     ];
     let ca_cert = ca_params.self_signed(&ca_key)?;
+    write_private(ca_key_path, &ca_key.serialize_pem())?;
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
 
     let key = rcgen::KeyPair::generate()?;

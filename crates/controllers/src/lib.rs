@@ -44,6 +44,7 @@
 
 #![warn(missing_docs)]
 
+pub mod accounts;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -252,11 +253,29 @@ pub fn run(
     informers: &Informers,
     settings: &Settings,
 ) -> Result<impl Future<Output = ()> + Send + 'static, UnknownController> {
+    run_as(informers, settings, None)
+}
+
+/// [`run`], each controller writing as its own identity from `accounts`
+/// ([`accounts::service_account`]) while all read the shared cache.
+pub fn run_as(
+    informers: &Informers,
+    settings: &Settings,
+    accounts: Option<&accounts::ClientFor>,
+) -> Result<impl Future<Output = ()> + Send + 'static, UnknownController> {
     let enabled = enabled(settings)?;
     let starts: Vec<(&'static str, Start)> = CONTROLLERS
         .iter()
         .filter(|(name, _)| enabled.contains(name))
-        .map(|(name, start)| (*name, start(informers, settings)))
+        .map(|(name, start)| {
+            let informers = match accounts {
+                Some(client_for) => {
+                    informers.acting_as(client_for(accounts::service_account(name)))
+                }
+                None => informers.clone(),
+            };
+            (*name, start(&informers, settings))
+        })
         .collect();
     Ok(async move {
         // Dropping the set (the controllers stopping) aborts every supervisor, and with it

@@ -55,9 +55,15 @@ impl Embedded {
     }
 }
 
-/// A `kube` client for an in-process API server.
+/// A `kube` client for an in-process API server, acting as the server itself
+/// (`system:masters`).
 pub fn client_for(server: &ApiServer) -> Client {
     Client::new(server.in_process_router(), "default")
+}
+
+/// A `kube` client for an in-process API server acting as `user`: authorized as that user.
+pub fn client_as(server: &ApiServer, user: authz::UserInfo) -> Client {
+    Client::new(server.in_process_router_as(user), "default")
 }
 
 /// Watches `api` until some object satisfies `pred`, or `timeout` passes; returns that object.

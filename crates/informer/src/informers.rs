@@ -47,6 +47,9 @@ fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Clone)]
 pub struct Informers {
     inner: Arc<Inner>,
+    /// The client writes go through: the watches' own, or another identity's
+    /// ([`Informers::acting_as`]).
+    writer: Client,
 }
 
 impl std::fmt::Debug for Informers {
@@ -67,6 +70,7 @@ impl Informers {
     /// (which is what controller expectations guard against).
     pub fn with_lag(client: Client, lag: Duration) -> Self {
         Self {
+            writer: client.clone(),
             inner: Arc::new(Inner {
                 client,
                 lag,
@@ -77,9 +81,20 @@ impl Informers {
         }
     }
 
-    /// The client the watches use (and the controllers write with).
+    /// The client to write with: the watches' own unless this is a view
+    /// [`acting as`](Informers::acting_as) another identity.
     pub fn client(&self) -> &Client {
-        &self.inner.client
+        &self.writer
+    }
+
+    /// The same informers (the same watches and caches) for a component that writes as
+    /// another identity, `client`'s: each controller writes as its own ServiceAccount while
+    /// the process keeps one watch per kind, as kube-controller-manager's shared informers do.
+    pub fn acting_as(&self, client: Client) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            writer: client,
+        }
     }
 
     /// The informer of kind `K`, starting its watch if this is the first ask. Must be called

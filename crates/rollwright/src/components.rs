@@ -6,7 +6,7 @@
 
 use informer::Informers;
 use kube::Client;
-use std::path::PathBuf;
+use std::{path::PathBuf, sync::Arc};
 use tokio::{sync::watch, task::JoinSet};
 
 /// Which parts to run, and how. `None` leaves a part out.
@@ -59,6 +59,25 @@ pub fn start(client: Client, what: &Components) -> anyhow::Result<Running> {
     start_elected(client, what, None)
 }
 
+/// Clients acting as a given user: how parts started in the API server's process get their own
+/// identities without credentials crossing a socket.
+pub type ClientAs = Arc<dyn Fn(authz::UserInfo) -> Client + Send + Sync>;
+
+/// The user kube-controller-manager runs as; its shared informers read with it (upstream grants
+/// it `list` and `watch` on everything for that).
+const CONTROLLER_MANAGER: &str = "system:kube-controller-manager";
+/// The user kube-scheduler runs as.
+const SCHEDULER: &str = "system:kube-scheduler";
+
+/// [`start`], each part with its own identity from `client_as`, as upstream's components run:
+/// the shared cache reads as `system:kube-controller-manager`, each controller writes as its
+/// ServiceAccount (`kube-system/deployment-controller`...), the scheduler as
+/// `system:kube-scheduler`.
+pub fn start_with_identities(what: &Components, client_as: ClientAs) -> anyhow::Result<Running> {
+    let manager = client_as(authz::UserInfo::new(CONTROLLER_MANAGER, &[]));
+    start_parts(manager, what, None, Some(client_as))
+}
+
 /// [`start`], with the scheduler and the controllers each acting only while they hold their Lease
 /// (`kube-system/rollwright-scheduler`, `kube-system/rollwright-controllers`) when `election` is
 /// given, so that of several processes only one of each acts at a time.
@@ -67,7 +86,29 @@ pub fn start_elected(
     what: &Components,
     election: Option<&leader::Config>,
 ) -> anyhow::Result<Running> {
+    start_parts(client, what, election, None)
+}
+
+fn start_parts(
+    client: Client,
+    what: &Components,
+    election: Option<&leader::Config>,
+    client_as: Option<ClientAs>,
+) -> anyhow::Result<Running> {
     let (tx, rx) = watch::channel(false);
+    // The scheduler writes as itself; the controllers each as their ServiceAccount.
+    let scheduler_client = client_as
+        .as_ref()
+        .map(|f| f(authz::UserInfo::new(SCHEDULER, &[])));
+    let accounts: Option<controllers::accounts::ClientFor> = client_as.clone().map(|f| {
+        let manager = client.clone();
+        let for_account: controllers::accounts::ClientFor =
+            Arc::new(move |account: Option<&str>| match account {
+                Some(name) => f(service_account_user("kube-system", name)),
+                None => manager.clone(),
+            });
+        for_account
+    });
     let mut tasks = JoinSet::new();
     if let Some(config) = what.nodes.clone() {
         let profile = match &what.profile {
@@ -104,7 +145,11 @@ pub fn start_elected(
                 });
             }
             None => {
-                let informers = shared.clone().unwrap_or_else(|| Informers::new(client));
+                let informers = match (&shared, scheduler_client) {
+                    (Some(shared), Some(own)) => shared.acting_as(own),
+                    (Some(shared), None) => shared.clone(),
+                    (None, own) => Informers::new(own.unwrap_or(client)),
+                };
                 tasks.spawn(async move { scheduler::run(informers, config, stop).await });
             }
         }
@@ -112,8 +157,11 @@ pub fn start_elected(
     if let Some(settings) = &what.controllers {
         // Checked here, before anything starts: an unknown controller name is an error.
         let informers = shared.unwrap_or_else(|| Informers::new(client.clone()));
-        let first: futures::future::BoxFuture<'static, ()> =
-            Box::pin(controllers::run(&informers, settings)?);
+        let first: futures::future::BoxFuture<'static, ()> = Box::pin(controllers::run_as(
+            &informers,
+            settings,
+            accounts.as_ref(),
+        )?);
         let stop = shutdown_signal(&rx);
         match election {
             Some(election) => {
@@ -162,6 +210,18 @@ fn start_controllers(
 ) -> anyhow::Result<futures::future::BoxFuture<'static, ()>> {
     let informers = Informers::new(client.clone());
     Ok(Box::pin(controllers::run(&informers, settings)?))
+}
+
+/// The user a ServiceAccount's token authenticates as.
+fn service_account_user(namespace: &str, name: &str) -> authz::UserInfo {
+    authz::UserInfo::new(
+        format!("system:serviceaccount:{namespace}:{name}"),
+        &[
+            "system:serviceaccounts",
+            &format!("system:serviceaccounts:{namespace}"),
+            authz::AUTHENTICATED_GROUP,
+        ],
+    )
 }
 
 /// A candidate for the Lease `kube-system/NAME`, named after this process.

@@ -167,7 +167,11 @@ impl ControlPlane {
         ensure_cluster_objects(&server, &host, addr.port()).await?;
         // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
         // admission, none of the transport's cost.
-        let components = crate::components::start(embedded::client_for(&server), &opts.components)?;
+        let as_user = server.clone();
+        let components = crate::components::start_with_identities(
+            &opts.components,
+            Arc::new(move |user| embedded::client_as(&as_user, user)),
+        )?;
         Ok(Self {
             addr,
             kubeconfig,

@@ -6,3 +6,4 @@ pub mod chaos;
 pub mod components;
 pub mod control_plane;
 pub mod duration;
+pub mod user_kubeconfig;

@@ -150,6 +150,23 @@ enum Command {
         #[command(subcommand)]
         op: Option<NodeOp>,
     },
+    /// Print a kubeconfig for a user of a control plane started with `up` or `apiserver`: a
+    /// client certificate signed by its CA (CN the user, O each group), so that the user holds
+    /// only what RBAC grants them.
+    Kubeconfig {
+        /// The control plane's data directory.
+        #[arg(long, default_value = ".rollwright", env = "ROLLWRIGHT_DATA_DIR")]
+        data_dir: PathBuf,
+        /// The user's name.
+        #[arg(long)]
+        user: String,
+        /// A group of the user (repeat for several).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        /// Write it to this file (readable by its owner only) instead of standard output.
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
     /// Run a benchmark and print its figures.
     Bench {
         #[command(subcommand)]
@@ -269,6 +286,12 @@ async fn run() -> anyhow::Result<()> {
             serve(args, components).await
         }
         Command::Apiserver(args) => serve(args, Components::default()).await,
+        Command::Kubeconfig {
+            data_dir,
+            user,
+            groups,
+            output,
+        } => rollwright::user_kubeconfig::write(&data_dir, &user, &groups, output.as_deref()),
         Command::Controllers {
             elected,
             controllers,

@@ -1,0 +1,179 @@
+//! `Impersonate-*` headers: a user allowed to `impersonate` acts as another, as upstream's
+//! `WithImpersonation` does. Every part asked for (the user or ServiceAccount, each group, the
+//! uid, each extra value) is authorized on its own; the headers are removed once honoured.
+
+use crate::{context::Identity, error::ApiError, server::ApiServer};
+use authz::{Attributes, UserInfo};
+use axum::{
+    extract::{Request, State},
+    http::HeaderMap,
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use std::sync::Arc;
+
+const USER: &str = "impersonate-user";
+const GROUP: &str = "impersonate-group";
+const UID: &str = "impersonate-uid";
+const EXTRA: &str = "impersonate-extra-";
+
+/// The impersonation layer.
+pub(crate) async fn impersonate(
+    State(s): State<ApiServer>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let headers = req.headers();
+    let asked = headers.keys().any(|k| {
+        let k = k.as_str();
+        k == USER || k == GROUP || k == UID || k.starts_with(EXTRA)
+    });
+    if !asked {
+        return next.run(req).await;
+    }
+    let Some(identity) = req.extensions().get::<Identity>().cloned() else {
+        return ApiError::internal("impersonation before authentication").into_response();
+    };
+    match s.impersonated(&identity.user, headers) {
+        Ok(user) => {
+            let headers = req.headers_mut();
+            let names: Vec<_> = headers
+                .keys()
+                .filter(|k| k.as_str().starts_with("impersonate-"))
+                .cloned()
+                .collect();
+            for name in names {
+                headers.remove(name);
+            }
+            req.extensions_mut().insert(Identity {
+                user: Arc::new(user),
+                impersonator: Some(identity.user),
+            });
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+impl ApiServer {
+    /// The user `impersonator` asks to act as, if every part of it is allowed.
+    fn impersonated(
+        &self,
+        impersonator: &Arc<UserInfo>,
+        headers: &HeaderMap,
+    ) -> Result<UserInfo, ApiError> {
+        let values = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_string)
+                .collect()
+        };
+        let groups = values(GROUP);
+        let uid = values(UID).into_iter().next();
+        let mut extra = std::collections::BTreeMap::<String, Vec<String>>::new();
+        for name in headers.keys().filter(|k| k.as_str().starts_with(EXTRA)) {
+            let key = percent_encoding::percent_decode_str(&name.as_str()[EXTRA.len()..])
+                .decode_utf8_lossy()
+                .into_owned();
+            extra.entry(key).or_default().extend(values(name.as_str()));
+        }
+        let Some(username) = values(USER).into_iter().next() else {
+            return Err(ApiError::bad_request(format!(
+                "requested {} without impersonating a user",
+                describe(&groups, uid.as_deref(), &extra)
+            )));
+        };
+        let mut checks = Vec::new();
+        let service_account = username
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'));
+        match service_account {
+            Some((ns, name)) => {
+                checks.push(("", "serviceaccounts", "", ns.to_string(), name.to_string()))
+            }
+            None => checks.push(("", "users", "", String::new(), username.clone())),
+        }
+        for g in &groups {
+            checks.push(("", "groups", "", String::new(), g.clone()));
+        }
+        if let Some(uid) = &uid {
+            checks.push((
+                "authentication.k8s.io",
+                "uids",
+                "",
+                String::new(),
+                uid.clone(),
+            ));
+        }
+        for (key, vals) in &extra {
+            for v in vals {
+                checks.push((
+                    "authentication.k8s.io",
+                    "userextras",
+                    key.as_str(),
+                    String::new(),
+                    v.clone(),
+                ));
+            }
+        }
+        for (group, resource, subresource, namespace, name) in checks {
+            let attrs = Attributes {
+                user: impersonator.as_ref().clone(),
+                verb: "impersonate".into(),
+                resource_request: true,
+                api_group: group.into(),
+                resource: resource.into(),
+                subresource: subresource.into(),
+                namespace,
+                name,
+                ..Default::default()
+            };
+            let decision = self.authorize(&attrs);
+            if !decision.allowed() {
+                return Err(super::authorization::forbidden(&attrs, decision.reason()));
+            }
+        }
+        let mut groups = groups;
+        if let Some((ns, _)) = service_account
+            && groups.is_empty()
+        {
+            groups = vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+            ];
+        }
+        // Upstream adds the groups every such user has: authenticated, unless anonymous.
+        if username == authz::ANONYMOUS_USER {
+            if !groups.iter().any(|g| g == authz::UNAUTHENTICATED_GROUP) {
+                groups.push(authz::UNAUTHENTICATED_GROUP.into());
+            }
+        } else if !groups.iter().any(|g| g == authz::AUTHENTICATED_GROUP) {
+            groups.push(authz::AUTHENTICATED_GROUP.into());
+        }
+        Ok(UserInfo {
+            username,
+            uid: uid.unwrap_or_default(),
+            groups,
+            extra,
+        })
+    }
+}
+
+fn describe(
+    groups: &[String],
+    uid: Option<&str>,
+    extra: &std::collections::BTreeMap<String, Vec<String>>,
+) -> String {
+    let mut parts: Vec<String> = groups.iter().map(|g| format!("{{Group {g}}}")).collect();
+    if let Some(uid) = uid {
+        parts.push(format!("{{UID {uid}}}"));
+    }
+    for (k, vs) in extra {
+        for v in vs {
+            parts.push(format!("{{Extra {k} {v}}}"));
+        }
+    }
+    format!("[{}]", parts.join(" "))
+}
