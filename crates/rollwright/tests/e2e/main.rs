@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+mod access;
 mod chaos;
 mod cli_commands;
 mod cli_rollout;

@@ -121,7 +121,7 @@ async fn kubectl(kubeconfig: &Path, extra: &[&str]) -> (bool, String) {
 }
 
 #[tokio::test]
-async fn requests_without_the_right_token_get_401() {
+async fn a_wrong_token_gets_401_and_no_token_is_anonymous() {
     let dir = tempfile::tempdir().unwrap();
     let cp = start(dir.path()).await;
     let kubeconfig = dir.path().join("kubeconfig");
@@ -137,14 +137,24 @@ async fn requests_without_the_right_token_get_401() {
     assert!(!ok);
     assert!(stderr.contains("Unauthorized"), "{stderr}");
 
-    // Without a token at all, and with a wrong one, the answer is a 401 Status.
+    // A token nobody issued is a 401 Status, as upstream's "invalid bearer token".
     let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
-    for token in [None, Some(wrong.as_str()), Some("")] {
+    let (head, body) = https_get(cp.addr, &ca, "/api/v1/namespaces", Some(&wrong)).await;
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["reason"], "Unauthorized", "{body}");
+    assert_eq!(status["code"], 401);
+    // No token (or an empty one) is system:anonymous, whom upstream's default policy lets
+    // read no resources: 403 with upstream's message.
+    for token in [None, Some("")] {
         let (head, body) = https_get(cp.addr, &ca, "/api/v1/namespaces", token).await;
-        assert!(head.starts_with("HTTP/1.1 401"), "{token:?}: {head}");
+        assert!(head.starts_with("HTTP/1.1 403"), "{token:?}: {head}");
         let status: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(status["reason"], "Unauthorized", "{body}");
-        assert_eq!(status["code"], 401);
+        assert_eq!(
+            status["message"],
+            r#"namespaces is forbidden: User "system:anonymous" cannot list resource "namespaces" in API group "" at the cluster scope"#,
+            "{body}"
+        );
     }
     let (head, _) = https_get(cp.addr, &ca, "/api/v1/namespaces", Some(cp.token())).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
