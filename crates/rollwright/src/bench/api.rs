@@ -39,6 +39,11 @@ pub struct ApiBench {
     /// Data directory (default: a fresh temporary one, removed afterwards).
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
+    /// Make every request as this user (a client certificate; bound to ClusterRole `edit` in
+    /// `default`), so that RBAC decides each one; by default the admin token, whom
+    /// `system:masters` lets through before any authorizer.
+    #[arg(long)]
+    as_user: Option<String>,
 }
 
 fn pod(name: &str) -> Pod {
@@ -70,11 +75,18 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
         ..Default::default()
     })
     .await?;
-    let client = cp.client().await?;
+    let client = match &b.as_user {
+        None => cp.client().await?,
+        Some(user) => user_client(&cp, &dir, user).await?,
+    };
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     println!(
-        "rollwright bench api: {} pods, {} clients, {} watchers, store {:?}",
-        b.pods, b.clients, b.watchers, b.store
+        "rollwright bench api: {} pods, {} clients, {} watchers, store {:?}, as {}",
+        b.pods,
+        b.clients,
+        b.watchers,
+        b.store,
+        b.as_user.as_deref().unwrap_or("the admin (system:masters)")
     );
     let rss_before = rss().unwrap_or(0);
 
@@ -212,4 +224,24 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
     }
     cp.stop().await;
     Ok(())
+}
+
+/// A client for `user` (a client certificate), bound to `edit` in `default` by the admin.
+async fn user_client(
+    cp: &ControlPlane,
+    dir: &std::path::Path,
+    user: &str,
+) -> anyhow::Result<kube::Client> {
+    let admin = cp.client().await?;
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin, "default");
+    let binding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("bench-{user}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))?;
+    bindings.create(&PostParams::default(), &binding).await?;
+    let text = crate::user_kubeconfig::kubeconfig(dir, user, &[])?;
+    let kc = kube::config::Kubeconfig::from_yaml(&text)?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(cfg)?)
 }
