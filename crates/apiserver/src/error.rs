@@ -223,7 +223,11 @@ impl ApiError {
             "Expired",
             "ServiceUnavailable",
         ];
-        let reason = REASONS.iter().find(|r| **r == reason).copied().unwrap_or("");
+        let reason = REASONS
+            .iter()
+            .find(|r| **r == reason)
+            .copied()
+            .unwrap_or("");
         Self {
             code,
             reason,

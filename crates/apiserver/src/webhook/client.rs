@@ -190,9 +190,7 @@ fn resolve_service(server: &ApiServer, svc: &ServiceRef, port: u16) -> Result<So
 fn tls_config(ca_pem: &[u8]) -> Result<ClientConfig, String> {
     let mut roots = RootCertStore::empty();
     // An empty or unreadable bundle trusts nothing: every call then fails verification.
-    roots.add_parsable_certificates(
-        CertificateDer::pem_slice_iter(ca_pem).filter_map(Result::ok),
-    );
+    roots.add_parsable_certificates(CertificateDer::pem_slice_iter(ca_pem).filter_map(Result::ok));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -228,7 +226,12 @@ fn tls_error(e: &std::io::Error) -> String {
     }
 }
 
-async fn exchange(server: &ApiServer, hook: &Hook, t: &Target, body: Bytes) -> Result<Bytes, String> {
+async fn exchange(
+    server: &ApiServer,
+    hook: &Hook,
+    t: &Target,
+    body: Bytes,
+) -> Result<Bytes, String> {
     let (addrs, shown_addr): (Vec<SocketAddr>, String) = match &t.dial {
         Dial::Host(host, port) => {
             let shown = if host.contains(':') {
@@ -300,7 +303,11 @@ async fn exchange(server: &ApiServer, hook: &Hook, t: &Target, body: Bytes) -> R
 
 /// POSTs `body` (an AdmissionReview) to the webhook and returns the answer's bytes, within the
 /// webhook's timeout.
-pub(super) async fn post(server: &ApiServer, hook: &Hook, body: Vec<u8>) -> Result<Bytes, CallError> {
+pub(super) async fn post(
+    server: &ApiServer,
+    hook: &Hook,
+    body: Vec<u8>,
+) -> Result<Bytes, CallError> {
     let t = target(hook)?;
     let deadline: Duration = hook.timeout;
     match tokio::time::timeout(deadline, exchange(server, hook, &t, Bytes::from(body))).await {

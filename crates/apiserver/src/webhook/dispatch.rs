@@ -200,13 +200,15 @@ impl<'a> Write<'a> {
         let answer = client::post(self.server, hook, body)
             .await
             .map_err(|e| Failure::Call(format!("failed to call webhook: {e}")))?;
-        let answer = review::verify(&uid, flavor == Flavor::Mutating, &answer).map_err(|e| match e
-        {
-            AnswerError::Undecodable(why) => Failure::Call(format!("failed to call webhook: {why}")),
-            AnswerError::Invalid(why) => {
-                Failure::Call(format!("received invalid webhook response: {why}"))
-            }
-        })?;
+        let answer =
+            review::verify(&uid, flavor == Flavor::Mutating, &answer).map_err(|e| match e {
+                AnswerError::Undecodable(why) => {
+                    Failure::Call(format!("failed to call webhook: {why}"))
+                }
+                AnswerError::Invalid(why) => {
+                    Failure::Call(format!("received invalid webhook response: {why}"))
+                }
+            })?;
         if !answer.allowed {
             return Err(Failure::Refused(review::denial(
                 &hook.name,

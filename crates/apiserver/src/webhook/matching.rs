@@ -134,24 +134,63 @@ mod tests {
     fn rules_match_as_upstreams_matcher() {
         let pods = res("", "v1", "pods");
         let all = |resources: Value| {
-            rule(json!({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
-                "resources": resources}))
+            rule(
+                json!({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+                "resources": resources}),
+            )
         };
         // (rule, operation, subresource, namespace, resource, matches)
         let cases: Vec<(Rule, &str, &str, &str, &Resource, bool)> = vec![
             (all(json!(["pods"])), "CREATE", "", "default", &pods, true),
             (all(json!(["*"])), "UPDATE", "", "default", &pods, true),
             // `*` is every resource, not their subresources; `*/*` is both.
-            (all(json!(["*"])), "UPDATE", "status", "default", &pods, false),
-            (all(json!(["*/*"])), "UPDATE", "status", "default", &pods, true),
-            (all(json!(["pods/status"])), "UPDATE", "status", "default", &pods, true),
-            (all(json!(["pods/status"])), "UPDATE", "", "default", &pods, false),
+            (
+                all(json!(["*"])),
+                "UPDATE",
+                "status",
+                "default",
+                &pods,
+                false,
+            ),
+            (
+                all(json!(["*/*"])),
+                "UPDATE",
+                "status",
+                "default",
+                &pods,
+                true,
+            ),
+            (
+                all(json!(["pods/status"])),
+                "UPDATE",
+                "status",
+                "default",
+                &pods,
+                true,
+            ),
+            (
+                all(json!(["pods/status"])),
+                "UPDATE",
+                "",
+                "default",
+                &pods,
+                false,
+            ),
             // Upstream's matcher lets a `*` subresource match the main resource too.
             (all(json!(["pods/*"])), "UPDATE", "", "default", &pods, true),
-            (all(json!(["deployments"])), "CREATE", "", "default", &pods, false),
             (
-                rule(json!({"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                    "resources": ["pods"]})),
+                all(json!(["deployments"])),
+                "CREATE",
+                "",
+                "default",
+                &pods,
+                false,
+            ),
+            (
+                rule(
+                    json!({"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["pods"]}),
+                ),
                 "DELETE",
                 "",
                 "default",
@@ -168,8 +207,10 @@ mod tests {
                 false,
             ),
             (
-                rule(json!({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["v2"],
-                    "resources": ["*"]})),
+                rule(
+                    json!({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["v2"],
+                    "resources": ["*"]}),
+                ),
                 "CREATE",
                 "",
                 "default",

@@ -144,10 +144,7 @@ pub(super) fn verify(uid: &str, mutating: bool, body: &[u8]) -> Result<Answer, A
         return invalid("webhook response was absent".into());
     };
     if v1 && r.uid != uid {
-        return invalid(format!(
-            "expected response.uid={uid:?}, got {:?}",
-            r.uid
-        ));
+        return invalid(format!("expected response.uid={uid:?}, got {:?}", r.uid));
     }
     let patch = match r.patch.as_deref().filter(|p| !p.is_empty()) {
         None => Vec::new(),
@@ -166,10 +163,14 @@ pub(super) fn verify(uid: &str, mutating: bool, body: &[u8]) -> Result<Answer, A
     } else if v1 {
         match (&r.patch_type, patch.is_empty()) {
             (None, false) => {
-                return invalid("webhook returned response.patch but not response.patchType".into());
+                return invalid(
+                    "webhook returned response.patch but not response.patchType".into(),
+                );
             }
             (Some(_), true) => {
-                return invalid("webhook returned response.patchType but not response.patch".into());
+                return invalid(
+                    "webhook returned response.patchType but not response.patch".into(),
+                );
             }
             (Some(t), false) if t.is_empty() => {
                 return invalid(format!(
@@ -224,7 +225,12 @@ mod tests {
     #[test]
     fn denials_are_worded_as_upstreams_to_status_err() {
         let cases = [
-            (None, 400, "", "admission webhook \"foo\" denied the request without explanation"),
+            (
+                None,
+                400,
+                "",
+                "admission webhook \"foo\" denied the request without explanation",
+            ),
             (
                 Some(json!({"message": "you shall not pass"})),
                 400,
@@ -252,7 +258,10 @@ mod tests {
         ];
         for (status, code, reason, message) in cases {
             let e = denial("foo", status.as_ref());
-            assert_eq!((e.code, e.reason, e.message.as_str()), (code, reason, message));
+            assert_eq!(
+                (e.code, e.reason, e.message.as_str()),
+                (code, reason, message)
+            );
         }
     }
 
@@ -263,8 +272,10 @@ mod tests {
     #[test]
     fn answers_are_verified_as_upstream() {
         let ok = |resp: Value| {
-            answer(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "response": resp}))
+            answer(
+                json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": resp}),
+            )
         };
         let err = |mutating, body: &[u8]| verify("u1", mutating, body).unwrap_err().to_string();
         assert_eq!(
@@ -279,21 +290,28 @@ mod tests {
             "webhook response was absent"
         );
         assert_eq!(
-            err(true, &ok(json!({"uid": "u1", "allowed": true, "patch": "W10="}))),
+            err(
+                true,
+                &ok(json!({"uid": "u1", "allowed": true, "patch": "W10="}))
+            ),
             "webhook returned response.patch but not response.patchType"
         );
         assert_eq!(
             err(
                 false,
-                &ok(json!({"uid": "u1", "allowed": true, "patch": "W10=", "patchType": "JSONPatch"}))
+                &ok(
+                    json!({"uid": "u1", "allowed": true, "patch": "W10=", "patchType": "JSONPatch"})
+                )
             ),
             "validating webhook may not return response.patch"
         );
         let a = verify(
             "u1",
             true,
-            &ok(json!({"uid": "u1", "allowed": true, "patch": "W10=", "patchType": "JSONPatch",
-                "warnings": ["careful"]})),
+            &ok(
+                json!({"uid": "u1", "allowed": true, "patch": "W10=", "patchType": "JSONPatch",
+                "warnings": ["careful"]}),
+            ),
         )
         .unwrap();
         assert!(a.allowed);
