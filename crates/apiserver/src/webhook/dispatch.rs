@@ -264,13 +264,16 @@ fn apply_patch(
             answer.patch_type
         )));
     }
-    let mut seen = crate::rest::present(kind, obj.clone());
-    json_patch::patch(&mut seen, &patch)
+    // Compared in the form the webhook saw, as upstream compares the versioned objects.
+    let seen = crate::rest::present(kind, obj.clone());
+    let mut patched = seen.clone();
+    json_patch::patch(&mut patched, &patch)
         .map_err(|e| Failure::Refused(ApiError::internal(e.to_string())))?;
-    let patched = crate::rest::intake(kind, review.kind, seen);
-    let changed = patched != *obj;
-    *obj = patched;
-    Ok(changed)
+    if patched == seen {
+        return Ok(false);
+    }
+    *obj = crate::rest::intake(kind, review.kind, patched);
+    Ok(true)
 }
 
 /// Checks an object the mutating webhooks changed as the write's own checks did: upstream runs

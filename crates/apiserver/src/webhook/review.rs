@@ -48,6 +48,13 @@ fn options(review: &Review<'_>) -> Value {
 /// The AdmissionReview sent for `review`, with request `uid`.
 pub(super) fn request(uid: &str, review: &Review<'_>, subject: Subject<'_>) -> Value {
     let sub = review.subresource.unwrap_or_default();
+    // Upstream admits a new object before its name is generated: a `generateName` create is
+    // sent without a name (here the object already carries the generated one).
+    let object_name = subject.object.as_ref().map(crate::object::name);
+    let name = match review.operation {
+        Operation::Create if object_name != Some(review.name) => String::new(),
+        _ => review.name.to_string(),
+    };
     let mut request = json!({
         "uid": uid,
         "kind": gvk(subject.kind),
@@ -65,7 +72,7 @@ pub(super) fn request(uid: &str, review: &Review<'_>, subject: Subject<'_>) -> V
     for (key, value) in [
         ("subResource", sub),
         ("requestSubResource", sub),
-        ("name", review.name),
+        ("name", name.as_str()),
         ("namespace", review.namespace.unwrap_or_default()),
     ] {
         if !value.is_empty() {

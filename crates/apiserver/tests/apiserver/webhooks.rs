@@ -478,10 +478,23 @@ async fn a_webhook_behind_a_service_is_called_through_its_endpoints() {
         )
         .await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
-    let mut hook = w.hook("svc.example.com", "mutate", json!({}));
-    hook["clientConfig"] = json!({"caBundle": w.ca_bundle,
-        "service": {"namespace": "default", "name": "hook", "path": "/mutate"}});
-    configure(&s, MUTATING, "svc", vec![hook]).await;
+    let hook = |policy: &str| {
+        let mut hook = w.hook(
+            "svc.example.com",
+            "mutate",
+            json!({"failurePolicy": policy}),
+        );
+        hook["clientConfig"] = json!({"caBundle": w.ca_bundle,
+            "service": {"namespace": "default", "name": "hook", "path": "/mutate"}});
+        hook
+    };
+    configure(&s, MUTATING, "svc", vec![hook("Ignore")]).await;
+    let (code, _, created) = send(&s, Method::POST, PODS, Some(pod("ignored", json!({})))).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(created["metadata"]["labels"].get("mutated"), None);
+    let (code, _, _) = send(&s, Method::DELETE, &format!("{MUTATING}/svc"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    configure(&s, MUTATING, "svc", vec![hook("Fail")]).await;
     let (code, _, status) = send(&s, Method::POST, PODS, Some(pod("a", json!({})))).await;
     assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{status}");
     assert_eq!(
@@ -686,4 +699,74 @@ async fn a_webhook_asking_for_it_is_called_again_after_a_later_change() {
     let (code, _, created) = send(&s, Method::POST, PODS, Some(pod("b", json!({})))).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     assert_eq!(w.sent("observe").len(), 3);
+}
+
+#[tokio::test]
+async fn a_generated_name_is_not_sent() {
+    let s = Server::start().await;
+    let w = Webhook::start().await;
+    configure(
+        &s,
+        VALIDATING,
+        "observer",
+        vec![w.hook("observe.example.com", "observe", json!({}))],
+    )
+    .await;
+    let mut p = pod("", json!({}));
+    p["metadata"] = json!({"generateName": "web-"});
+    let (code, _, created) = send(&s, Method::POST, PODS, Some(p)).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let r = &w.sent("observe")[0]["request"];
+    assert_eq!(r.get("name"), None, "{r}");
+    assert_eq!(r["namespace"], "default");
+}
+
+#[tokio::test]
+async fn an_equivalent_resource_matches_under_the_equivalent_match_policy() {
+    let s = Server::start().await;
+    let w = Webhook::start().await;
+    let v2_rule = |policy: &str| {
+        w.hook(
+            &format!("{}.example.com", policy.to_lowercase()),
+            "observe",
+            json!({"matchPolicy": policy, "rules": [{"operations": ["CREATE"],
+                "apiGroups": ["autoscaling"], "apiVersions": ["v2"],
+                "resources": ["horizontalpodautoscalers"]}]}),
+        )
+    };
+    configure(
+        &s,
+        VALIDATING,
+        "hpa",
+        vec![v2_rule("Exact"), v2_rule("Equivalent")],
+    )
+    .await;
+    let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "h"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1, "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}});
+    let (code, _, created) = send(
+        &s,
+        Method::POST,
+        "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers",
+        Some(hpa),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    // Only the Equivalent webhook is called, with the object as the version its rule names.
+    let sent = w.sent("observe");
+    assert_eq!(sent.len(), 1);
+    let r = &sent[0]["request"];
+    assert_eq!(
+        r["kind"],
+        json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"})
+    );
+    assert_eq!(
+        r["requestKind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"})
+    );
+    assert_eq!(r["resource"]["version"], "v2");
+    assert_eq!(r["requestResource"]["version"], "v1");
+    assert_eq!(r["object"]["apiVersion"], "autoscaling/v2");
+    assert_eq!(r["object"]["spec"]["maxReplicas"], 3);
 }
