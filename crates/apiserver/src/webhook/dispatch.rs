@@ -82,10 +82,13 @@ impl<'a> Write<'a> {
                 .cloned(),
         );
         let resources = kinds.iter().map(|k| resource_of(k)).collect();
-        // A Namespace's own name stands for its namespace, as in upstream's request attributes.
+        // A Namespace's name, from its URL, is its namespace, as in upstream's request
+        // attributes (a create's URL names none).
         let namespace = match review.namespace {
             Some(ns) => ns.to_string(),
-            None if Self::is_namespace(review) => review.name.to_string(),
+            None if Self::is_namespace(review) && review.operation != Operation::Create => {
+                review.name.to_string()
+            }
             None => String::new(),
         };
         Write {
@@ -191,6 +194,7 @@ impl<'a> Write<'a> {
             review,
             Subject {
                 kind,
+                namespace: &self.namespace,
                 object: object.map(present),
                 old: review.old.map(present),
             },

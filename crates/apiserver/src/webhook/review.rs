@@ -19,6 +19,8 @@ const ADMISSION_V1BETA1: &str = "admission.k8s.io/v1beta1";
 /// an equivalent under `matchPolicy: Equivalent`), and the objects in that kind's form.
 pub(super) struct Subject<'a> {
     pub kind: &'a Kind,
+    /// The request's namespace (a Namespace's own name when written through its URL).
+    pub namespace: &'a str,
     pub object: Option<Value>,
     pub old: Option<Value>,
 }
@@ -73,7 +75,7 @@ pub(super) fn request(uid: &str, review: &Review<'_>, subject: Subject<'_>) -> V
         ("subResource", sub),
         ("requestSubResource", sub),
         ("name", name.as_str()),
-        ("namespace", review.namespace.unwrap_or_default()),
+        ("namespace", subject.namespace),
     ] {
         if !value.is_empty() {
             request[key] = json!(value);

@@ -7,7 +7,10 @@
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use axum::{
@@ -108,6 +111,12 @@ impl Webhook {
     async fn start() -> Webhook {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        // Each webhook's CA has its own name, so that one is never mistaken for another.
+        static CAS: AtomicUsize = AtomicUsize::new(0);
+        let n = CAS.fetch_add(1, Ordering::Relaxed);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("webhook-ca-{n}"));
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         ca_params.key_usages = vec![
             rcgen::KeyUsagePurpose::KeyCertSign,
@@ -769,4 +778,87 @@ async fn an_equivalent_resource_matches_under_the_equivalent_match_policy() {
     assert_eq!(r["requestResource"]["version"], "v1");
     assert_eq!(r["object"]["apiVersion"], "autoscaling/v2");
     assert_eq!(r["object"]["spec"]["maxReplicas"], 3);
+}
+
+#[tokio::test]
+async fn a_namespace_is_selected_by_its_own_labels() {
+    let s = Server::start().await;
+    let w = Webhook::start().await;
+    let mut hook = w.hook(
+        "namespaces.example.com",
+        "deny-forbidden",
+        json!({"namespaceSelector": {"matchLabels": {"webhooks": "on"}}}),
+    );
+    hook["rules"][0]["resources"] = json!(["namespaces"]);
+    configure(&s, VALIDATING, "namespaces", vec![hook]).await;
+    let ns = |name: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}})
+    };
+    // Not selected: not sent, whatever its labels.
+    let (code, _, body) = send(
+        &s,
+        Method::POST,
+        "/api/v1/namespaces",
+        Some(ns("quiet", json!({"forbidden": "yes"}))),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert!(w.sent("deny-forbidden").is_empty());
+    let (code, _, status) = send(
+        &s,
+        Method::POST,
+        "/api/v1/namespaces",
+        Some(ns("loud", json!({"webhooks": "on", "forbidden": "yes"}))),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    let r = &w.sent("deny-forbidden")[0]["request"];
+    assert_eq!(
+        r.get("namespace"),
+        None,
+        "a create's URL names no namespace: {r}"
+    );
+    let (code, _, body) = send(
+        &s,
+        Method::POST,
+        "/api/v1/namespaces",
+        Some(ns("loud", json!({"webhooks": "on"}))),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // An update is sent with the namespace's name as its namespace.
+    let (code, _, body) = send(
+        &s,
+        Method::PUT,
+        "/api/v1/namespaces/loud",
+        Some(ns("loud", json!({"webhooks": "on", "team": "a"}))),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let r = &w.sent("deny-forbidden").pop().unwrap()["request"];
+    assert_eq!(
+        (&r["operation"], &r["namespace"]),
+        (&json!("UPDATE"), &json!("loud"))
+    );
+}
+
+#[tokio::test]
+async fn a_webhook_is_trusted_only_through_its_ca_bundle() {
+    let s = Server::start().await;
+    let w = Webhook::start().await;
+    let stranger = Webhook::start().await;
+    let mut hook = w.hook("untrusted.example.com", "observe", json!({}));
+    hook["clientConfig"]["caBundle"] = json!(stranger.ca_bundle);
+    configure(&s, VALIDATING, "untrusted", vec![hook]).await;
+    let (code, _, status) = send(&s, Method::POST, PODS, Some(pod("a", json!({})))).await;
+    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Internal error occurred: failed calling webhook \"untrusted.example.com\": failed to call webhook: Post \"https://{}/observe?timeout=10s\": tls: failed to verify certificate: x509: certificate signed by unknown authority",
+            w.addr
+        )
+    );
+    assert!(w.sent("observe").is_empty());
 }
