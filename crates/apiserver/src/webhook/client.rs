@@ -283,7 +283,16 @@ async fn exchange(
         if status.is_success() {
             return Ok(bytes);
         }
-        // Upstream's REST client words an answer that is not a Status by its code.
+        // Upstream's REST client passes on a Status answer's message, and words any other
+        // answer by its code.
+        let message = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| {
+            (v["kind"] == "Status")
+                .then(|| v["message"].as_str().map(str::to_string))
+                .flatten()
+        });
+        if let Some(message) = message {
+            return Err(message);
+        }
         Err(match status.as_u16() {
             404 => "the server could not find the requested resource".to_string(),
             code if code >= 500 => format!(
