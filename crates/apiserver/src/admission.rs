@@ -111,7 +111,7 @@ pub fn check_namespace(def: &Kind, obj: &mut Value, path_ns: Option<&str>) -> Ap
 /// Checks `obj` decodes as the kind's upstream type would; a 400 `BadRequest` like upstream's
 /// decoding error otherwise. Unknown fields are ignored here (field validation handles them), so
 /// rollwright's own additions pass.
-fn typecheck(def: &Kind, obj: &Value) -> ApiResult<()> {
+pub(crate) fn typecheck(def: &Kind, obj: &Value) -> ApiResult<()> {
     let Some(check) = def.typecheck else {
         return Ok(());
     };

@@ -217,6 +217,48 @@ impl ApiError {
         Self::new(504, "Timeout", message)
     }
 
+    /// A `Status` another server answered with (an admission webhook's denial), passed on with
+    /// its code, reason and details. A reason upstream does not define is dropped.
+    pub fn from_status(
+        code: u16,
+        reason: &str,
+        message: impl Into<String>,
+        details: Option<Value>,
+    ) -> Self {
+        const REASONS: &[&str] = &[
+            "Unauthorized",
+            "Forbidden",
+            "NotFound",
+            "AlreadyExists",
+            "Conflict",
+            "Gone",
+            "Invalid",
+            "ServerTimeout",
+            "StoreReadError",
+            "Timeout",
+            "TooManyRequests",
+            "BadRequest",
+            "MethodNotAllowed",
+            "NotAcceptable",
+            "RequestEntityTooLarge",
+            "UnsupportedMediaType",
+            "InternalError",
+            "Expired",
+            "ServiceUnavailable",
+        ];
+        let reason = REASONS
+            .iter()
+            .find(|r| **r == reason)
+            .copied()
+            .unwrap_or("");
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details,
+        }
+    }
+
     /// The `Status` object.
     pub fn status(&self) -> Value {
         let mut status = json!({

@@ -1005,7 +1005,7 @@ impl ApiServer {
         let opts = DeleteOptions::from_request(params, headers, body)?;
         let def = self.storage_of(&t.def);
         let outcome = self
-            .delete_one(&def, t.namespace.as_deref(), name, &opts)
+            .delete_one(&def, &t.def, t.namespace.as_deref(), name, &opts)
             .await?;
         Ok(match outcome {
             Outcome::Deleted(_) if !def.graceful_delete() => {
@@ -1017,14 +1017,17 @@ impl ApiServer {
 
     /// Deletes one object of `def` (the stored kind) the way its kind is deleted: a Namespace
     /// and a CustomResourceDefinition start their finalization, anything else is deleted
-    /// gracefully. A single DELETE and each object of a DELETE of a collection come here.
+    /// gracefully. A single DELETE and each object of a DELETE of a collection come here, and
+    /// go through the admission plugins first (`view` is the kind the client named).
     async fn delete_one(
         &self,
         def: &Kind,
+        view: &Kind,
         ns: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
     ) -> ApiResult<Outcome> {
+        self.admit_delete(def, view, ns, name, opts).await?;
         if is_namespaces(def) {
             self.delete_namespace(name, opts).await
         } else if crate::registry::apiextensions::is_definition(def) {
@@ -1032,6 +1035,39 @@ impl ApiServer {
         } else {
             self.delete_object(def, ns, name, opts).await
         }
+    }
+
+    /// Runs the admission plugins on a client's delete, with the stored object as the old one
+    /// (upstream's delete handler admits, then the store's `deleteValidation` validates, with
+    /// `oldObject` set and no object). A missing object is left to the delete's own 404.
+    async fn admit_delete(
+        &self,
+        def: &Kind,
+        view: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<()> {
+        self.sync_cache().await?;
+        let Some(entry) = self.cache.get(def, ns, name) else {
+            return Ok(());
+        };
+        let old = entry.value();
+        let mut obj = old.clone();
+        let user = crate::context::user();
+        let review = Review {
+            user: &user,
+            operation: Operation::Delete,
+            kind: def,
+            view,
+            namespace: ns,
+            name,
+            subresource: None,
+            old: Some(&old),
+            dry_run: opts.dry_run,
+        };
+        self.admit(&review, &mut obj).await?;
+        Ok(())
     }
 
     /// Deletes (or starts deleting) one object as upstream's graceful deletion does.
@@ -1166,7 +1202,7 @@ impl ApiServer {
         let mut deleted = Vec::new();
         for e in items {
             let ns = Some(&*e.namespace).filter(|s| !s.is_empty());
-            let result = self.delete_one(&def, ns, &e.name, &opts).await;
+            let result = self.delete_one(&def, &t.def, ns, &e.name, &opts).await;
             match result {
                 Ok(o) => deleted.push(o.into_value()),
                 Err(err) if err.code == 404 => {}

@@ -1,23 +1,39 @@
-//! Admission webhooks: the Mutating- and ValidatingWebhookConfigurations called as upstream calls
-//! them. (Being built: until then none are called.)
+//! Admission webhooks: the Mutating- and ValidatingWebhookConfigurations called as upstream's
+//! `MutatingAdmissionWebhook` and `ValidatingAdmissionWebhook` plugins call them
+//! (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook`).
+//!
+//! - [`config`]: the stored configurations' webhooks, defaulted and ordered.
+//! - [`matching`]: rules, match policy, namespace and object selectors.
+//! - [`review`]: the AdmissionReview sent and the answer's verification; denials.
+//! - [`client`]: the HTTPS call, to a URL or through a Service's endpoints.
+//! - [`dispatch`]: mutating (in order, with reinvocation) and validating (concurrent) dispatch.
+//!
+//! `matchConditions` (CEL) are not evaluated: a webhook with them is called whenever its rules
+//! and selectors match.
+
+mod client;
+mod config;
+mod dispatch;
+mod matching;
+mod review;
 
 use crate::{error::ApiResult, plugins::Review, server::ApiServer};
 use serde_json::Value;
 
 /// Calls the mutating webhooks that match the write, in order; their patches change `obj`.
 pub(crate) async fn mutate(
-    _server: &ApiServer,
-    _review: &Review<'_>,
-    _obj: &mut Value,
+    server: &ApiServer,
+    review: &Review<'_>,
+    obj: &mut Value,
 ) -> ApiResult<Vec<String>> {
-    Ok(Vec::new())
+    dispatch::mutate(server, review, obj).await
 }
 
 /// Calls the validating webhooks that match the write; a refusal is an error.
 pub(crate) async fn validate(
-    _server: &ApiServer,
-    _review: &Review<'_>,
-    _obj: &Value,
+    server: &ApiServer,
+    review: &Review<'_>,
+    obj: &Value,
 ) -> ApiResult<Vec<String>> {
-    Ok(Vec::new())
+    dispatch::validate(server, review, obj).await
 }

@@ -21,3 +21,4 @@ mod quota;
 mod service_account_admission;
 mod watch_bookmarks;
 mod watch_relist;
+mod webhooks;
