@@ -134,6 +134,17 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// 403 from an admission plugin about one object (upstream's `NewForbidden`):
+    /// `pods "p" is forbidden: <why>`.
+    pub fn forbidden_by_admission(def: &Kind, name: &str, why: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{} \"{name}\" is forbidden: {why}", def.group_resource()),
+        )
+        .with_details(json!({"name": name, "group": def.group, "kind": def.plural}))
+    }
+
     /// 405.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
