@@ -98,6 +98,14 @@ fn admit_pod(server: &ApiServer, review: &Review<'_>, pod: &Value) -> ApiResult<
     {
         return Ok(Vec::new());
     }
+    // Upstream looks the namespace up first; asking about the update first lets a pod's
+    // metadata change (a finalizer removed) through even when its namespace is already gone.
+    if let Some(old) = review.old
+        && review.operation == Operation::Update
+        && !significant_update(pod, old)
+    {
+        return Ok(Vec::new());
+    }
     let ns = review.namespace.unwrap_or_default();
     let Some((policy, invalid_labels)) = namespace_policy(server, ns) else {
         return Err(ApiError::internal(format!(
@@ -108,18 +116,16 @@ fn admit_pod(server: &ApiServer, review: &Review<'_>, pod: &Value) -> ApiResult<
     if !invalid_labels && policy.fully_privileged() {
         return Ok(Vec::new());
     }
-    if let Some(old) = review.old
-        && review.operation == Operation::Update
-        && !significant_update(pod, old)
-    {
-        return Ok(Vec::new());
-    }
     let (meta, spec) = (&pod["metadata"], &pod["spec"]);
     let enforced = evaluate(policy.enforce, meta, spec);
     if !enforced.allowed() {
+        // Upstream names the pod as created: with its generated name, not its `generateName`.
+        let name = Some(object::name(pod))
+            .filter(|n| !n.is_empty())
+            .unwrap_or(review.name);
         return Err(ApiError::forbidden_by_admission(
             review.kind,
-            review.name,
+            name,
             &format!(
                 "violates PodSecurity {}: {}",
                 quoted(policy.enforce),

@@ -121,6 +121,22 @@ async fn enforce_refuses_violating_pods_with_upstreams_status() {
         .await;
     assert_eq!(code, StatusCode::NOT_FOUND);
 
+    // A generated name is the name upstream's message gives.
+    let generated = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-"},
+        "spec": {"hostPID": true, "containers": [{"name": "c", "image": "busybox"}]}});
+    let (code, _, status) = post(&s, "/api/v1/namespaces/locked/pods", generated).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    let name = status["details"]["name"].as_str().unwrap();
+    assert!(name.starts_with("web-") && name.len() == 9, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(r#"pods "{name}" is forbidden: violates PodSecurity "restricted:latest": host namespaces (hostPID=true), "#)),
+        "{status}"
+    );
+
     let (code, warnings, body) = post(
         &s,
         "/api/v1/namespaces/locked/pods",
