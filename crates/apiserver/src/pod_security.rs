@@ -208,41 +208,51 @@ fn admit_namespace(server: &ApiServer, review: &Review<'_>, ns: &Value) -> ApiRe
     if review.subresource.is_some() {
         return Ok(Vec::new());
     }
-    let name = object::name(ns);
+    let old = review.old.filter(|_| review.operation == Operation::Update);
+    match namespace_change(ns, old) {
+        Ok(None) => Ok(Vec::new()),
+        Ok(Some(enforce)) => Ok(evaluate_pods_in(server, object::name(ns), enforce)),
+        Err(errors) => {
+            let causes: Vec<FieldError> = errors
+                .iter()
+                .map(|e| {
+                    FieldError::invalid(
+                        e.field(),
+                        Value::String(e.value.clone()),
+                        e.reason.to_string(),
+                    )
+                })
+                .collect();
+            Err(ApiError::invalid(review.kind, object::name(ns), &causes))
+        }
+    }
+}
+
+/// What a namespace write means for Pod Security: its unreadable labels (refused), or the new
+/// enforce level its existing pods are to be checked against, if the change calls for it.
+fn namespace_change(
+    ns: &Value,
+    old: Option<&Value>,
+) -> Result<Option<LevelVersion>, Vec<podsecurity::LabelError>> {
     let (policy, errors) = policy_of(ns);
-    let refuse = |errors: &[podsecurity::LabelError]| {
-        let causes: Vec<FieldError> = errors
-            .iter()
-            .map(|e| {
-                FieldError::invalid(
-                    e.field(),
-                    Value::String(e.value.clone()),
-                    e.reason.to_string(),
-                )
-            })
-            .collect();
-        Err(ApiError::invalid(review.kind, name, &causes))
-    };
-    let Some(old) = review.old.filter(|_| review.operation == Operation::Update) else {
+    let Some(old) = old else {
         return if errors.is_empty() {
-            Ok(Vec::new())
+            Ok(None)
         } else {
-            refuse(&errors)
+            Err(errors)
         };
     };
     let (old_policy, old_errors) = policy_of(old);
     // Labels that were already unreadable may stay as they were.
     if !errors.is_empty() && (old_errors.is_empty() || errors != old_errors) {
-        return refuse(&errors);
+        return Err(errors);
     }
     let (new, old) = (policy.enforce, old_policy.enforce);
-    if new == old
+    // Nothing to check when enforce is unchanged, privileged, or relaxed at the same version.
+    let unchanged_or_looser = new == old
         || new.level == Level::Privileged
-        || (new.version == old.version && new.level <= old.level)
-    {
-        return Ok(Vec::new());
-    }
-    Ok(evaluate_pods_in(server, name, new))
+        || (new.version == old.version && new.level <= old.level);
+    Ok((!unchanged_or_looser).then_some(new))
 }
 
 /// Upstream's `EvaluatePodsInNamespace`: the existing pods of `ns` judged by the new enforce
@@ -389,6 +399,55 @@ mod tests {
         ];
         let order: Vec<&str> = prioritize(&pods).into_iter().map(object::name).collect();
         assert_eq!(order, ["a1", "b1", "bare", "a2"]);
+    }
+
+    #[test]
+    fn namespace_changes_as_upstream() {
+        use podsecurity::Version;
+        let ns = |labels: Value| json!({"metadata": {"name": "n", "labels": labels}});
+        let enforce = |level: &str| ns(json!({"pod-security.kubernetes.io/enforce": level}));
+        let invalid = ns(json!({"pod-security.kubernetes.io/enforce": "bogus"}));
+        let lv = |level, version| Ok(Some(LevelVersion::new(level, version)));
+
+        assert_eq!(namespace_change(&enforce("baseline"), None), Ok(None));
+        assert_eq!(
+            namespace_change(&invalid, None).map_err(|e| e.len()),
+            Err(1)
+        );
+        // Unreadable labels may stay as they were, but not become unreadable or change.
+        assert_eq!(namespace_change(&invalid, Some(&invalid)), Ok(None));
+        assert!(namespace_change(&invalid, Some(&enforce("baseline"))).is_err());
+        let other = ns(json!({"pod-security.kubernetes.io/enforce": "bogus2"}));
+        assert!(namespace_change(&other, Some(&invalid)).is_err());
+
+        let none = ns(json!({}));
+        assert_eq!(
+            namespace_change(&enforce("baseline"), Some(&none)),
+            lv(Level::Baseline, Version::Latest)
+        );
+        assert_eq!(
+            namespace_change(&enforce("restricted"), Some(&enforce("baseline"))),
+            lv(Level::Restricted, Version::Latest)
+        );
+        assert_eq!(
+            namespace_change(&enforce("baseline"), Some(&enforce("restricted"))),
+            Ok(None)
+        );
+        assert_eq!(
+            namespace_change(&enforce("privileged"), Some(&enforce("baseline"))),
+            Ok(None)
+        );
+        assert_eq!(
+            namespace_change(&enforce("baseline"), Some(&enforce("baseline"))),
+            Ok(None)
+        );
+        // A version change is checked even at a looser level.
+        let pinned = ns(json!({"pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "v1.24"}));
+        assert_eq!(
+            namespace_change(&enforce("baseline"), Some(&pinned)),
+            lv(Level::Baseline, Version::Latest)
+        );
     }
 
     #[test]
