@@ -270,9 +270,21 @@ fn evaluate_pods_in(server: &ApiServer, ns: &str, enforce: LevelVersion) -> Vec<
         .iter()
         .map(|e| e.value())
         .collect();
-    let pods = prioritize(&pods);
+    summarize_pods(ns, enforce, &pods, MAX_PODS_TO_CHECK, deadline)
+}
+
+/// The warnings about `pods` of `ns` at `enforce`, checking at most `max` of them until
+/// `deadline`.
+fn summarize_pods(
+    ns: &str,
+    enforce: LevelVersion,
+    pods: &[Value],
+    max: usize,
+    deadline: Instant,
+) -> Vec<String> {
+    let pods = prioritize(pods);
     let total = pods.len();
-    let mut checked = total.min(MAX_PODS_TO_CHECK);
+    let mut checked = total.min(max);
 
     // Each distinct summary, in first-seen order, with its lexically first pod and a count.
     let mut summaries: Vec<String> = Vec::new();
@@ -448,6 +460,75 @@ mod tests {
             namespace_change(&enforce("baseline"), Some(&pinned)),
             lv(Level::Baseline, Version::Latest)
         );
+    }
+
+    #[test]
+    fn summarizes_existing_pods_as_upstream() {
+        // Upstream's admission_test.go "bound number of pods" and "prioritized pods" (less the
+        // runtime-class exemptions, which the default configuration has none of), with
+        // real violations standing in for its stubbed evaluation. Pods are summarised by their
+        // reasons, so equal reasons group.
+        use podsecurity::Version;
+        let baseline = LevelVersion::new(Level::Baseline, Version::Latest);
+        let pod = |name: &str, uid: Option<&str>, spec: Value| {
+            let mut p = json!({"metadata": {"name": name}, "spec": spec});
+            if let Some(uid) = uid {
+                p["metadata"]["ownerReferences"] = json!([{"uid": uid, "controller": true}]);
+            }
+            p
+        };
+        let net = || json!({"hostNetwork": true});
+        let far = Instant::now() + Duration::from_secs(3600);
+
+        let five: Vec<Value> = (1..=5)
+            .map(|i| pod(&format!("pod{i}"), None, net()))
+            .collect();
+        assert_eq!(
+            summarize_pods("test", baseline, &five, 4, far),
+            [
+                "new PodSecurity enforce level only checked against the first 4 of 5 existing pods",
+                r#"existing pods in namespace "test" violate the new PodSecurity enforce level "baseline:latest""#,
+                "pod1 (and 3 other pods): host namespaces",
+            ]
+        );
+
+        let mut pods = Vec::new();
+        let privileged =
+            json!({"containers": [{"name": "c", "securityContext": {"privileged": true}}]});
+        for (rs, spec) in [("1", json!({"hostPID": true})), ("2", privileged)] {
+            for i in 1..=4 {
+                pods.push(pod(
+                    &format!("replicaset{rs}pod{i}"),
+                    Some(rs),
+                    spec.clone(),
+                ));
+            }
+        }
+        let sysctl = json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax"}]}});
+        pods.push(pod("uniquepod1", None, sysctl));
+        pods.push(pod(
+            "uniquepod2",
+            None,
+            json!({"volumes": [{"name": "v", "hostPath": {}}]}),
+        ));
+        assert_eq!(
+            summarize_pods("test", baseline, &pods, 4, far),
+            [
+                "new PodSecurity enforce level only checked against the first 4 of 10 existing pods",
+                r#"existing pods in namespace "test" violate the new PodSecurity enforce level "baseline:latest""#,
+                "replicaset1pod1: host namespaces",
+                "replicaset2pod1: privileged",
+                "uniquepod1: forbidden sysctls",
+                "uniquepod2: hostPath volumes",
+            ]
+        );
+
+        // A deadline already passed stops after the first pod.
+        assert_eq!(
+            summarize_pods("test", baseline, &five, 4, Instant::now())[0],
+            "new PodSecurity enforce level only checked against the first 1 of 5 existing pods"
+        );
+        assert!(summarize_pods("test", baseline, &[], 4, far).is_empty());
     }
 
     #[test]
