@@ -83,6 +83,7 @@ fn namespace_policy(server: &ApiServer, ns: &str) -> Option<(Policy, bool)> {
     Some((policy, !errors.is_empty()))
 }
 
+/// The policy a namespace object's labels ask for, and its unreadable labels.
 fn policy_of(namespace: &Value) -> (Policy, Vec<podsecurity::LabelError>) {
     Policy::default().with_labels(
         namespace
@@ -145,12 +146,12 @@ fn admit_pod(server: &ApiServer, review: &Review<'_>, pod: &Value) -> ApiResult<
 /// the number of (init) containers, an image, or an ephemeral container added or changed. Other
 /// fields of a running pod's spec cannot change.
 fn significant_update(pod: &Value, old: &Value) -> bool {
-    let list = |obj: &Value, key: &str| -> Vec<Value> {
-        obj["spec"][key].as_array().cloned().unwrap_or_default()
-    };
+    fn list<'a>(obj: &'a Value, key: &str) -> &'a [Value] {
+        obj["spec"][key].as_array().map_or(&[], Vec::as_slice)
+    }
     for key in ["containers", "initContainers"] {
         let (new, old) = (list(pod, key), list(old, key));
-        if new.len() != old.len() || new.iter().zip(&old).any(|(n, o)| n["image"] != o["image"]) {
+        if new.len() != old.len() || new.iter().zip(old).any(|(n, o)| n["image"] != o["image"]) {
             return true;
         }
     }
