@@ -157,6 +157,12 @@ impl ApiError {
         Self::new(403, "Forbidden", message).with_details(Value::Object(details))
     }
 
+    /// 403 from an admission plugin about one object (upstream's `NewForbidden`):
+    /// `pods "p" is forbidden: <why>`.
+    pub fn forbidden_by_admission(def: &Kind, name: &str, why: &str) -> Self {
+        Self::forbidden_for(&def.group, &def.plural, name, why)
+    }
+
     /// 405.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

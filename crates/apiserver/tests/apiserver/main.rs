@@ -17,6 +17,7 @@ mod namespace_isolation;
 mod openapi_v2;
 mod overload;
 mod pod_admission;
+mod pod_security;
 mod quota;
 mod service_account_admission;
 mod watch_bookmarks;
