@@ -324,3 +324,59 @@ fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may unwrap
+
+    use super::*;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Subject};
+    use kube::Api;
+
+    #[tokio::test]
+    async fn the_node_simulators_reader_is_granted_exactly_its_watches() {
+        let e = embedded::Embedded::memory().await.unwrap();
+        ensure_cluster_objects(&e.server, "127.0.0.1", 6443)
+            .await
+            .unwrap();
+        let name = "rollwright:node-simulator";
+        let role: ClusterRole = Api::all(e.client()).get(name).await.unwrap();
+        assert_eq!(
+            role.metadata.labels.unwrap()["app.kubernetes.io/managed-by"],
+            "rollwright"
+        );
+        let rule = PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(
+                ["nodes", "pods", "persistentvolumeclaims"]
+                    .map(String::from)
+                    .into(),
+            ),
+            verbs: ["get", "list", "watch"].map(String::from).into(),
+            ..Default::default()
+        };
+        assert_eq!(role.rules, Some(vec![rule]));
+        let binding: ClusterRoleBinding = Api::all(e.client()).get(name).await.unwrap();
+        assert_eq!(
+            binding.metadata.labels.unwrap()["app.kubernetes.io/managed-by"],
+            "rollwright"
+        );
+        assert_eq!(
+            (
+                binding.role_ref.kind.as_str(),
+                binding.role_ref.name.as_str()
+            ),
+            ("ClusterRole", name)
+        );
+        let reader = nodesim::identity::reader_user().username;
+        assert_eq!(
+            binding.subjects,
+            Some(vec![Subject {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "User".into(),
+                name: reader,
+                namespace: None,
+            }])
+        );
+    }
+}
