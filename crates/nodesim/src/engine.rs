@@ -1,8 +1,11 @@
 //! The simulation loop: one task owns every simulated node and pod, fed by two watches (nodes
 //! carrying the simulated label, pods with a `spec.nodeName`) and one heap of deadlines. Nothing
-//! here waits on the API: writes go to the [`Writer`](crate::writer::Writer) queue.
+//! here waits on the API: writes go to the [`Writer`](crate::writer::Writer) queue. The watches
+//! read as the simulator's reader; each node's events are recorded with that node's client (see
+//! [`Identities`]).
 
 use crate::{
+    Identities,
     config::{HEARTBEAT_ANNOTATION, NodeSim, PRESSURE_ANNOTATION, SIMULATED_LABEL},
     distribution::{Distribution, pod_rng, stable_hash},
     node::{self, Observed, Pressure},
@@ -17,7 +20,7 @@ use events::{EventType, Recorder};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolumeClaim, Pod};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, ResourceExt,
     runtime::{WatchStreamExt, watcher},
 };
 use std::{
@@ -75,7 +78,7 @@ impl SimNode {
 }
 
 pub(crate) struct Engine {
-    client: Client,
+    identities: Identities,
     cfg: NodeSim,
     profile: Profile,
     start_delay: Distribution,
@@ -99,7 +102,7 @@ pub(crate) struct Engine {
 
 impl Engine {
     pub(crate) fn new(
-        client: Client,
+        identities: Identities,
         mut cfg: NodeSim,
         profile: Profile,
         writer: Writer,
@@ -115,7 +118,7 @@ impl Engine {
             .unwrap_or_else(|| cfg.readiness_delay.clone());
         cfg.grace_scale = profile.grace_scale.unwrap_or(cfg.grace_scale);
         Engine {
-            client,
+            identities,
             cfg,
             profile,
             start_delay,
@@ -135,8 +138,9 @@ impl Engine {
 
     /// Runs until `shutdown` completes.
     pub(crate) async fn run(mut self, shutdown: impl Future<Output = ()>) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let pods: Api<Pod> = Api::all(self.client.clone());
+        let reader = self.identities.reader().clone();
+        let nodes: Api<Node> = Api::all(reader.clone());
+        let pods: Api<Pod> = Api::all(reader.clone());
         let node_events = watcher(
             nodes,
             watcher::Config::default().labels(&format!("{SIMULATED_LABEL}=true")),
@@ -145,7 +149,7 @@ impl Engine {
         let pod_events =
             watcher(pods, watcher::Config::default().fields("spec.nodeName!=")).default_backoff();
         let claim_events = watcher(
-            Api::<PersistentVolumeClaim>::all(self.client.clone()),
+            Api::<PersistentVolumeClaim>::all(reader),
             watcher::Config::default(),
         )
         .default_backoff();
@@ -319,7 +323,8 @@ impl Engine {
                 .filter(|c| !c.is_empty())
                 .and_then(|c| serde_json::to_value(c).ok());
             let index = self.index_for(n);
-            let recorder = Recorder::new(self.client.clone(), "kubelet", Some(name.clone()));
+            let recorder =
+                Recorder::new(self.identities.node(&name), "kubelet", Some(name.clone()));
             let sim = SimNode {
                 uid: n.metadata.uid.clone().unwrap_or_default(),
                 index,
@@ -516,6 +521,7 @@ impl Engine {
         let Some(sim) = self.nodes.remove(name) else {
             return;
         };
+        self.identities.forget(name);
         Stats::sub(&self.stats.nodes, 1);
         self.used_indices.remove(&sim.index);
         for uid in sim.pods {
@@ -716,6 +722,7 @@ impl Engine {
         };
         let write = if pod.finished {
             Write::PodFinish {
+                node: pod.node.clone(),
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
                 uid: pod.uid.clone(),
@@ -723,6 +730,7 @@ impl Engine {
             }
         } else {
             Write::PodStatus {
+                node: pod.node.clone(),
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
                 status,

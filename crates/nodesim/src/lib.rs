@@ -2,8 +2,9 @@
 //! `rollwright.io/simulated=true` label, and every pod bound to one, through the API alone: leases
 //! renew, pods go Pending -> Running -> Ready with upstream's statuses and events, graceful
 //! deletion completes, images change in place, and faults from a [`Profile`] show up as a real
-//! kubelet would report them. Because it only uses a `kube::Client`, it runs unchanged against a
-//! real cluster (as kwok does).
+//! kubelet would report them. Because it only uses `kube::Client`s, it runs unchanged against a
+//! real cluster (as kwok does): with one client ([`run`]), or with each node acting as its own
+//! `system:node:NAME` and the shared watches as a reader of their own ([`run_as`]).
 
 #![warn(missing_docs)]
 
@@ -12,6 +13,7 @@ pub mod command;
 pub mod config;
 pub mod distribution;
 mod engine;
+pub mod identity;
 pub mod image;
 pub mod node;
 pub mod ops;
@@ -26,6 +28,7 @@ pub use config::{
     BadShard, HEARTBEAT_ANNOTATION, LEASE_NAMESPACE, NodeSim, PRESSURE_ANNOTATION, SIMULATED_LABEL,
     Shard,
 };
+pub use identity::Identities;
 pub use profile::{FAULT_ANNOTATION, Profile, ProfileError};
 pub use stats::Stats;
 
@@ -88,10 +91,42 @@ pub async fn run_with_stats(
     shutdown: impl Future<Output = ()>,
     stats: Arc<Stats>,
 ) -> Result<(), Error> {
-    ops::register(&client, &config).await?;
-    let (writer, dispatcher) =
-        writer::Writer::start(client.clone(), config.max_in_flight_writes, stats.clone());
-    engine::Engine::new(client, config, profile, writer, stats)
+    run_as_with_stats(Identities::single(client), config, profile, shutdown, stats).await
+}
+
+/// [`run`], each node registering itself and writing its status, Lease, pods and events through
+/// its own client from `identities`, and the shared watches reading through its reader.
+pub async fn run_as(
+    identities: Identities,
+    config: NodeSim,
+    profile: Profile,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    run_as_with_stats(
+        identities,
+        config,
+        profile,
+        shutdown,
+        Arc::new(Stats::default()),
+    )
+    .await
+}
+
+/// [`run_as`], keeping counters in `stats`.
+pub async fn run_as_with_stats(
+    identities: Identities,
+    config: NodeSim,
+    profile: Profile,
+    shutdown: impl Future<Output = ()>,
+    stats: Arc<Stats>,
+) -> Result<(), Error> {
+    ops::register(&identities, &config).await?;
+    let (writer, dispatcher) = writer::Writer::start(
+        identities.clone(),
+        config.max_in_flight_writes,
+        stats.clone(),
+    );
+    engine::Engine::new(identities, config, profile, writer, stats)
         .run(shutdown)
         .await;
     dispatcher.abort();

@@ -3,7 +3,7 @@
 //! its watch.
 
 use crate::{
-    Error,
+    Error, Identities,
     config::{
         HEARTBEAT_ANNOTATION, LEASE_NAMESPACE, NodeSim, PRESSURE_ANNOTATION, SIMULATED_LABEL,
     },
@@ -23,11 +23,13 @@ const CONCURRENCY: usize = 64;
 
 /// Registers `node-0` ... `node-{n-1}` (those of this simulator's shard): creates each, or adopts
 /// an existing one (adding the simulated label), as a kubelet re-registering after a restart does.
-pub async fn register(client: &Client, cfg: &NodeSim) -> Result<Vec<String>, Error> {
+/// Each node does so through its own client, as upstream's Node authorizer lets a kubelet create
+/// and update its own Node.
+pub async fn register(identities: &Identities, cfg: &NodeSim) -> Result<Vec<String>, Error> {
     let indices: Vec<u32> = (0..cfg.nodes as u32)
         .filter(|i| cfg.shard.owns(&cfg.node_name(*i as usize)))
         .collect();
-    create_nodes(client, cfg, &indices).await
+    create_nodes(identities, cfg, &indices).await
 }
 
 /// Adds `count` nodes with the next free names.
@@ -55,20 +57,19 @@ pub async fn add(client: &Client, cfg: &NodeSim, count: usize) -> Result<Vec<Str
         .filter(|i| !taken.contains(i) && !names.contains(&cfg.node_name(*i as usize)))
         .take(count)
         .collect();
-    create_nodes(client, cfg, &indices).await
+    create_nodes(&Identities::single(client.clone()), cfg, &indices).await
 }
 
 async fn create_nodes(
-    client: &Client,
+    identities: &Identities,
     cfg: &NodeSim,
     indices: &[u32],
 ) -> Result<Vec<String>, Error> {
-    let api: Api<Node> = Api::all(client.clone());
     stream::iter(indices.iter().copied())
         .map(|i| {
-            let api = api.clone();
+            let name = cfg.node_name(i as usize);
+            let api: Api<Node> = Api::all(identities.node(&name));
             async move {
-                let name = cfg.node_name(i as usize);
                 let obj: Node = serde_json::from_value(node::registration(cfg, &name, i))?;
                 match api.create(&PostParams::default(), &obj).await {
                     Ok(_) => {}

@@ -2,16 +2,18 @@
 //! the same object coalesce (only the newest pod status is sent) and never overlap (a stale status
 //! cannot land after a newer one); lease renewals and node status go first, so heartbeats keep
 //! their rhythm while 100,000 pods start; events are dropped when too many queue, as upstream's
-//! broadcaster does.
+//! broadcaster does. Each write goes through the client of the node it is about (see
+//! [`Identities`]): a kubelet writes its own Node, Lease and pods, and its events with its own
+//! recorder.
 
-use crate::{config::LEASE_NAMESPACE, stats::Stats};
+use crate::{Identities, config::LEASE_NAMESPACE, stats::Stats};
 use events::{EventType, Recorder};
 use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{Node, ObjectReference, Pod},
 };
 use kube::{
-    Client, Resource,
+    Resource,
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
     core::Request,
 };
@@ -31,6 +33,8 @@ pub(crate) enum Write {
     /// kubelet does not own (`DisruptionTarget` from an eviction, readiness gates) stay, as
     /// upstream's status manager keeps them; a JSON merge patch would replace the list.
     PodStatus {
+        /// The node the pod is bound to: whose client writes.
+        node: String,
         namespace: String,
         name: String,
         /// As JSON text: a status waits here until the server takes it (for every pod at once
@@ -39,6 +43,8 @@ pub(crate) enum Write {
     },
     /// The last status, then delete with grace 0 and the UID as precondition.
     PodFinish {
+        /// The node the pod is bound to: whose client writes.
+        node: String,
         namespace: String,
         name: String,
         uid: String,
@@ -52,7 +58,7 @@ pub(crate) enum Write {
     },
     /// A merge patch of the node's status.
     NodeStatus { node: String, status: Value },
-    /// Record an event.
+    /// Record an event (the recorder carries its node's client).
     Event {
         recorder: Recorder,
         reference: Box<ObjectReference>,
@@ -101,7 +107,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// Starts the dispatcher task; the caller aborts it (with the returned handle) on shutdown.
     pub(crate) fn start(
-        client: Client,
+        identities: Identities,
         max_in_flight: usize,
         stats: Arc<Stats>,
     ) -> (Writer, tokio::task::JoinHandle<()>) {
@@ -110,7 +116,7 @@ impl Writer {
             notify: Arc::new(Notify::new()),
             stats,
         };
-        let task = tokio::spawn(dispatch(w.clone(), client, max_in_flight.max(1)));
+        let task = tokio::spawn(dispatch(w.clone(), identities, max_in_flight.max(1)));
         (w, task)
     }
 
@@ -184,7 +190,7 @@ impl Writer {
     }
 }
 
-async fn dispatch(w: Writer, client: Client, max_in_flight: usize) {
+async fn dispatch(w: Writer, identities: Identities, max_in_flight: usize) {
     let permits = Arc::new(Semaphore::new(max_in_flight));
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -197,9 +203,9 @@ async fn dispatch(w: Writer, client: Client, max_in_flight: usize) {
             }
             notified.await;
         };
-        let (w, client) = (w.clone(), client.clone());
+        let (w, identities) = (w.clone(), identities.clone());
         tokio::spawn(async move {
-            match perform(&client, write).await {
+            match perform(&identities, write).await {
                 Ok(()) => Stats::add(&w.stats.writes, 1),
                 Err(e) => {
                     Stats::add(&w.stats.write_errors, 1);
@@ -222,14 +228,17 @@ fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409)
 }
 
-async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
+/// Makes one write, through the client of the node it is about.
+async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Error> {
     let pp = PatchParams::default();
     match write {
         Write::PodStatus {
+            node,
             namespace,
             name,
             status,
         } => {
+            let client = &identities.node(&node);
             let req = Request::new(Pod::url_path(&(), Some(&namespace)));
             let r = req
                 .patch_subresource(
@@ -245,11 +254,13 @@ async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
             }
         }
         Write::PodFinish {
+            node,
             namespace,
             name,
             uid,
             status,
         } => {
+            let client = &identities.node(&node);
             let req = Request::new(Pod::url_path(&(), Some(&namespace)));
             let r = req
                 .patch_subresource(
@@ -284,6 +295,7 @@ async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
             node_uid,
             duration,
         } => {
+            let client = &identities.node(&node);
             let now = crate::node::micro_time(jiff::Timestamp::now());
             let req = Request::new(Lease::url_path(&(), Some(LEASE_NAMESPACE)));
             let patch = json!({"spec": {"holderIdentity": node, "leaseDurationSeconds": duration, "renewTime": now}});
@@ -317,6 +329,7 @@ async fn perform(client: &Client, write: Write) -> Result<(), kube::Error> {
             }
         }
         Write::NodeStatus { node, status } => {
+            let client = &identities.node(&node);
             let req = Request::new(Node::url_path(&(), None));
             let r = req
                 .patch_subresource(
@@ -359,6 +372,7 @@ mod tests {
 
     fn status(n: i64) -> Write {
         Write::PodStatus {
+            node: "node-0".into(),
             namespace: "ns".into(),
             name: "p".into(),
             status: serde_json::value::to_raw_value(&json!({"n": n})).unwrap(),

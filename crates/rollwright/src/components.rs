@@ -72,7 +72,8 @@ const SCHEDULER: &str = "system:kube-scheduler";
 /// [`start`], each part with its own identity from `client_as`, as upstream's components run:
 /// the shared cache reads as `system:kube-controller-manager`, each controller writes as its
 /// ServiceAccount (`kube-system/deployment-controller`...), the scheduler as
-/// `system:kube-scheduler`.
+/// `system:kube-scheduler`, each simulated node as `system:node:NAME` (its watches read as
+/// `rollwright:node-simulator`).
 pub fn start_with_identities(what: &Components, client_as: ClientAs) -> anyhow::Result<Running> {
     let manager = client_as(authz::UserInfo::new(CONTROLLER_MANAGER, &[]));
     start_parts(manager, what, None, Some(client_as))
@@ -116,9 +117,21 @@ fn start_parts(
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
             None => nodesim::Profile::default(),
         };
-        let (client, stop) = (client.clone(), shutdown_signal(&rx));
+        // Each node acts as its kubelet would (`system:node:NAME`), the shared watches as the
+        // simulator's reader (granted by `control_plane::ensure_cluster_objects`).
+        let identities = match &client_as {
+            Some(f) => {
+                let f = f.clone();
+                nodesim::Identities::new(
+                    f(nodesim::identity::reader_user()),
+                    Arc::new(move |node: &str| f(nodesim::identity::node_user(node))),
+                )
+            }
+            None => nodesim::Identities::single(client.clone()),
+        };
+        let stop = shutdown_signal(&rx);
         tasks.spawn(async move {
-            if let Err(e) = nodesim::run(client, config, profile, stop).await {
+            if let Err(e) = nodesim::run_as(identities, config, profile, stop).await {
                 tracing::error!(error = %e, "node simulator stopped");
             }
         });

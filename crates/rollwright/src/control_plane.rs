@@ -221,8 +221,11 @@ pub const DEFAULT_STORAGE_CLASS: &str = "standard";
 /// - the `kubernetes` Service in `default` (upstream's API server makes it; it needs the serving
 ///   port, known here) with its Endpoints and EndpointSlice pointing at this server;
 /// - the default StorageClass `standard`, like kind's: simulated provisioning, bound when the
-///   first pod using a claim is scheduled, volumes deleted with their claims.
+///   first pod using a claim is scheduled, volumes deleted with their claims;
+/// - the ClusterRole and ClusterRoleBinding `rollwright:node-simulator`, granting the node
+///   simulator's shared watches their reads (see [`node_simulator_reads`]).
 async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> anyhow::Result<()> {
+    let [reader_role, reader_binding] = node_simulator_reads();
     let objects = [
         apiserver::registry::kubernetes_service(port),
         serde_json::json!({
@@ -253,6 +256,8 @@ async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> an
             "reclaimPolicy": "Delete",
             "volumeBindingMode": "WaitForFirstConsumer",
         }),
+        reader_role,
+        reader_binding,
     ];
     for mut obj in objects {
         let what = format!("{}/{}", obj["kind"], obj["metadata"]["name"]);
@@ -262,6 +267,42 @@ async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> an
             .map_err(|e| anyhow::anyhow!("creating {what}: {e}"))?;
     }
     Ok(())
+}
+
+/// The ClusterRole and ClusterRoleBinding that let the node simulator's reader
+/// ([`nodesim::identity::READER`]) run the simulator's shared watches, and nothing else: its
+/// nodes write as themselves (`system:node:NAME`, under upstream's Node authorizer), and a
+/// kubelet's own permissions do not cover these watches (it may not list claims at all).
+fn node_simulator_reads() -> [serde_json::Value; 2] {
+    let name = nodesim::identity::READER;
+    let labels = serde_json::json!({"app.kubernetes.io/managed-by": "rollwright"});
+    [
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels},
+            "rules": [{
+                "apiGroups": [""],
+                // nodes: the watch of every simulated node (by label), whose annotations stop,
+                //   start and pressure it and whose deletion ends its kubelet;
+                // pods: the watch of every bound pod (`spec.nodeName!=`), each simulated by its
+                //   node;
+                // persistentvolumeclaims: the watch of every claim, since a pod starts only
+                //   once every claim it mounts is Bound (`nodesim::volumes`).
+                // Nothing else is read from the API: images, the fault profile and the command
+                // interpreter work from the pod spec and local files alone.
+                "resources": ["nodes", "pods", "persistentvolumeclaims"],
+                "verbs": ["get", "list", "watch"],
+            }],
+        }),
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
+        }),
+    ]
 }
 
 fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
@@ -281,5 +322,61 @@ fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
         Err(std::fs::TryLockError::Error(e)) => {
             Err(e).with_context(|| format!("locking {}", path.display()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may unwrap
+
+    use super::*;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Subject};
+    use kube::Api;
+
+    #[tokio::test]
+    async fn the_node_simulators_reader_is_granted_exactly_its_watches() {
+        let e = embedded::Embedded::memory().await.unwrap();
+        ensure_cluster_objects(&e.server, "127.0.0.1", 6443)
+            .await
+            .unwrap();
+        let name = "rollwright:node-simulator";
+        let role: ClusterRole = Api::all(e.client()).get(name).await.unwrap();
+        assert_eq!(
+            role.metadata.labels.unwrap()["app.kubernetes.io/managed-by"],
+            "rollwright"
+        );
+        let rule = PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(
+                ["nodes", "pods", "persistentvolumeclaims"]
+                    .map(String::from)
+                    .into(),
+            ),
+            verbs: ["get", "list", "watch"].map(String::from).into(),
+            ..Default::default()
+        };
+        assert_eq!(role.rules, Some(vec![rule]));
+        let binding: ClusterRoleBinding = Api::all(e.client()).get(name).await.unwrap();
+        assert_eq!(
+            binding.metadata.labels.unwrap()["app.kubernetes.io/managed-by"],
+            "rollwright"
+        );
+        assert_eq!(
+            (
+                binding.role_ref.kind.as_str(),
+                binding.role_ref.name.as_str()
+            ),
+            ("ClusterRole", name)
+        );
+        let reader = nodesim::identity::reader_user().username;
+        assert_eq!(
+            binding.subjects,
+            Some(vec![Subject {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "User".into(),
+                name: reader,
+                namespace: None,
+            }])
+        );
     }
 }
