@@ -43,5 +43,6 @@ mod webhook;
 
 pub use filters::authentication::ADMIN_USER;
 pub use server::{
+    act_as,
     ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, serve_tls, serve_tls_with,
 };

@@ -213,6 +213,17 @@ impl ApiServer {
     /// its credentials over TLS, without the cost of crossing a socket.
     pub fn in_process_router_as(&self, user: authz::UserInfo) -> Router {
         let user = Arc::new(user);
+        self.authorizing_router()
+            .layer(middleware::from_fn(move |mut req: Request, next: Next| {
+                act_as(&mut req, user.clone());
+                next.run(req)
+            }))
+    }
+
+    /// The routes behind impersonation and authorization only, for in-process clients that
+    /// say who they are with [`act_as`] on each request: one router for any number of
+    /// identities (a cluster's thousands of simulated nodes).
+    pub fn authorizing_router(&self) -> Router {
         self.routes()
             .layer(middleware::from_fn_with_state(
                 self.clone(),
@@ -222,16 +233,6 @@ impl ApiServer {
                 self.clone(),
                 impersonation::impersonate,
             ))
-            .layer(middleware::from_fn(move |mut req: Request, next: Next| {
-                let user = user.clone();
-                async move {
-                    req.extensions_mut().insert(Identity {
-                        user,
-                        impersonator: None,
-                    });
-                    next.run(req).await
-                }
-            }))
     }
 
     fn routes(&self) -> Router {
@@ -407,6 +408,14 @@ async fn metrics(State(s): State<ApiServer>) -> Response {
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
     );
     r
+}
+
+/// Marks an in-process request as made by `user`, for [`ApiServer::authorizing_router`].
+pub fn act_as<B>(req: &mut http::Request<B>, user: Arc<authz::UserInfo>) {
+    req.extensions_mut().insert(Identity {
+        user,
+        impersonator: None,
+    });
 }
 
 /// Every resource request: decides the verb and calls it.

@@ -167,10 +167,10 @@ impl ControlPlane {
         ensure_cluster_objects(&server, &host, addr.port()).await?;
         // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
         // admission, none of the transport's cost.
-        let as_user = server.clone();
+        let users = embedded::Users::new(&server);
         let components = crate::components::start_with_identities(
             &opts.components,
-            Arc::new(move |user| embedded::client_as(&as_user, user)),
+            Arc::new(move |user| users.client(user)),
         )?;
         Ok(Self {
             addr,
