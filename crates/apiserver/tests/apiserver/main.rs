@@ -18,6 +18,7 @@ mod openapi_v2;
 mod overload;
 mod pod_admission;
 mod quota;
+mod rbac;
 mod service_account_admission;
 mod watch_bookmarks;
 mod watch_relist;
