@@ -12,7 +12,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::sync::{
-    Arc, OnceLock, RwLock,
+    Arc, Mutex, OnceLock, RwLock,
     atomic::{AtomicBool, Ordering},
 };
 
@@ -48,6 +48,8 @@ pub(crate) struct PolicyCache {
     follow: OnceLock<()>,
     /// Whether followers are running; without them every request rebuilds.
     following: AtomicBool,
+    /// Held while rebuilding, so that requests arriving together after a change rebuild once.
+    rebuild: Mutex<()>,
 }
 
 impl PolicyCache {
@@ -162,13 +164,23 @@ impl ApiServer {
     pub(crate) fn rbac_policy(&self) -> Arc<Policy> {
         let state = &self.authz;
         state.follow_cache(&self.cache, state);
-        let following = state.following.load(Ordering::Acquire);
-        if following && !state.stale.load(Ordering::Acquire) {
-            return state
+        let current = || {
+            state
                 .policy
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
-                .clone();
+                .clone()
+        };
+        if !state.following.load(Ordering::Acquire) {
+            return Arc::new(build_policy(&self.cache));
+        }
+        if !state.stale.load(Ordering::Acquire) {
+            return current();
+        }
+        let _rebuilding = state.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        // Another request may have rebuilt while this one waited.
+        if !state.stale.load(Ordering::Acquire) {
+            return current();
         }
         // Cleared before reading the cache: a change landing during the build marks it again.
         state.stale.store(false, Ordering::Release);

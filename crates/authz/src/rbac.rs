@@ -926,6 +926,66 @@ mod tests {
         assert_eq!(p.rules_for(&u, "").0, vec![rule("get", "", "nodes", "")]);
     }
 
+    // Upstream's TestAppliesTo (rule_test.go): which subject of a binding names the user.
+    #[test]
+    fn applies_to_finds_the_first_matching_subject() {
+        let cases: &[(&[&str], UserInfo, &str, Option<usize>)] = &[
+            (&["User:foobar"], user("foobar", ""), "", Some(0)),
+            (
+                &["User:barfoo", "User:foobar"],
+                user("foobar", ""),
+                "",
+                Some(1),
+            ),
+            (
+                &["User:barfoo", "User:foobar"],
+                user("zimzam", ""),
+                "",
+                None,
+            ),
+            (
+                &["User:barfoo", "Group:foobar"],
+                user("zimzam", "foobar"),
+                "",
+                Some(1),
+            ),
+            (
+                &["User:barfoo", "Group:foobar"],
+                user("zimzam", "foobar"),
+                "namespace1",
+                Some(1),
+            ),
+            (
+                &[
+                    "User:barfoo",
+                    "Group:foobar",
+                    "ServiceAccount:kube-system/default",
+                ],
+                user("system:serviceaccount:kube-system:default", ""),
+                "default",
+                Some(2),
+            ),
+            (&["User:*"], user("foobar", ""), "default", None),
+            (
+                &["Group:system:authenticated", "Group:system:unauthenticated"],
+                user("foobar", "system:authenticated"),
+                "default",
+                Some(0),
+            ),
+            (
+                &["Group:system:authenticated", "Group:system:unauthenticated"],
+                user("system:anonymous", "system:unauthenticated"),
+                "default",
+                Some(1),
+            ),
+        ];
+        for (subs, u, ns, want) in cases {
+            let list = subjects(subs).unwrap();
+            let got = applies_to(u, &list, ns).map(|s| list.iter().position(|x| x == s).unwrap());
+            assert_eq!(got, *want, "{subs:?} {u:?} {ns}");
+        }
+    }
+
     // Upstream's TestRuleMatches, "star verb", "star group", "star resource" and "tuple
     // expansion" cases in one table.
     #[test]
