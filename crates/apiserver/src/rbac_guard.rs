@@ -122,3 +122,27 @@ fn only_gc_fields_changed(new: &Value, old: &Value) -> bool {
     }
     crate::admission::same_object(&copied, old)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_owner_references_and_finalizers_changing_skips_the_check() {
+        let old = json!({
+            "metadata": {"name": "r", "resourceVersion": "5"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+        });
+        let mut gc = old.clone();
+        gc["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]);
+        gc["metadata"]["finalizers"] = json!(["example.com/f"]);
+        assert!(only_gc_fields_changed(&gc, &old));
+        let mut more = gc.clone();
+        more["rules"][0]["verbs"] = json!(["get", "delete"]);
+        assert!(!only_gc_fields_changed(&more, &old));
+        let mut labelled = old.clone();
+        labelled["metadata"]["labels"] = json!({"a": "b"});
+        assert!(!only_gc_fields_changed(&labelled, &old));
+    }
+}
