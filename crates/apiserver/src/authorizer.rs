@@ -1,9 +1,20 @@
 //! Whether a request may do what it asks: upstream's authorizer chain (the `system:masters`
 //! group, the Node authorizer, RBAC) over the RBAC objects and pods this server holds.
-//! (Being built: until then only `system:masters` is allowed.)
+//!
+//! RBAC decides over an [`authz::rbac::Policy`] snapshot of the four RBAC kinds. Followers of the
+//! watch cache mark the snapshot stale when one of those kinds changes; the next request
+//! rebuilds it, so a request costs a lock and an index lookup, not a walk over every binding (as
+//! upstream's informer-fed authorizer, it trails a write by the time the cache takes to see it).
 
-use crate::server::ApiServer;
-use authz::{Attributes, Decision, UserInfo};
+use crate::{cache::Cache, server::ApiServer};
+use authz::{Attributes, Decision, UserInfo, node::NodeGraph, rbac::Policy};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::sync::{
+    Arc, Mutex, OnceLock, RwLock,
+    atomic::{AtomicBool, Ordering},
+};
 
 /// What a user may do in a namespace (SelfSubjectRulesReview's status).
 #[derive(Clone, Debug, Default)]
@@ -18,20 +29,268 @@ pub(crate) struct Rules {
     pub evaluation_error: String,
 }
 
+/// The RBAC kinds the snapshot is built from, as (group, plural).
+const RBAC_KINDS: [&str; 4] = [
+    "clusterroles",
+    "roles",
+    "clusterrolebindings",
+    "rolebindings",
+];
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The server's RBAC snapshot and whether it is out of date.
+#[derive(Default)]
+pub(crate) struct PolicyCache {
+    policy: RwLock<Arc<Policy>>,
+    /// Set when an RBAC object changed since `policy` was built (and at first).
+    stale: AtomicBool,
+    /// Starts the cache followers on first use (inside the server's runtime).
+    follow: OnceLock<()>,
+    /// Whether followers are running; without them every request rebuilds.
+    following: AtomicBool,
+    /// Held while rebuilding, so that requests arriving together after a change rebuild once.
+    rebuild: Mutex<()>,
+}
+
+impl PolicyCache {
+    fn follow_cache(&self, cache: &Arc<Cache>, this: &Arc<Self>) {
+        self.follow.get_or_init(|| {
+            if tokio::runtime::Handle::try_current().is_err() {
+                return;
+            }
+            for plural in RBAC_KINDS {
+                let Some(def) = cache.registry().owner(RBAC_GROUP, plural) else {
+                    continue;
+                };
+                let (cache, this) = (cache.clone(), Arc::downgrade(this));
+                // Subscribed before the first build, so no change is missed in between.
+                let Ok(mut sub) = cache.subscribe(&def, None) else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    loop {
+                        match sub.live.recv().await {
+                            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                                // The cache relisted: follow its new channel.
+                                match cache.subscribe(&def, None) {
+                                    Ok(s) => sub = s,
+                                    Err(_) => return,
+                                }
+                            }
+                        }
+                        match this.upgrade() {
+                            Some(state) => state.stale.store(true, Ordering::Release),
+                            None => return,
+                        }
+                    }
+                });
+            }
+            self.following.store(true, Ordering::Release);
+            self.stale.store(true, Ordering::Release);
+        });
+    }
+}
+
+fn objects<T: DeserializeOwned>(cache: &Cache, plural: &str) -> Vec<T> {
+    let Some(def) = cache.registry().owner(RBAC_GROUP, plural) else {
+        return Vec::new();
+    };
+    cache
+        .list(&def, None)
+        .0
+        .iter()
+        .filter_map(|e| serde_json::from_slice(&e.json).ok())
+        .collect()
+}
+
+/// A snapshot of the RBAC objects the cache holds.
+fn build_policy(cache: &Cache) -> Policy {
+    Policy::new(
+        objects::<ClusterRole>(cache, "clusterroles"),
+        objects::<Role>(cache, "roles"),
+        objects::<ClusterRoleBinding>(cache, "clusterrolebindings"),
+        objects::<RoleBinding>(cache, "rolebindings"),
+    )
+}
+
+/// Pods by node, PVs and VolumeAttachments from the watch cache, for the Node authorizer.
+struct CacheGraph<'c>(&'c Cache);
+
+impl CacheGraph<'_> {
+    fn values(&self, group: &str, plural: &str, ns: Option<&str>) -> Vec<Arc<crate::cache::Entry>> {
+        match self.0.registry().owner(group, plural) {
+            Some(def) => self.0.list(&def, ns).0,
+            None => Vec::new(),
+        }
+    }
+
+    fn value(&self, group: &str, plural: &str, name: &str) -> Option<Value> {
+        let def = self.0.registry().owner(group, plural)?;
+        Some(self.0.get(&def, None, name)?.value())
+    }
+}
+
+impl NodeGraph for CacheGraph<'_> {
+    fn pods_on_node(&self, node: &str, namespace: &str) -> Vec<Value> {
+        self.values("", "pods", Some(namespace).filter(|n| !n.is_empty()))
+            .iter()
+            .filter(|e| e.field("spec.nodeName").as_deref() == Some(node))
+            .map(|e| e.value())
+            .collect()
+    }
+
+    fn persistent_volume(&self, name: &str) -> Option<Value> {
+        self.value("", "persistentvolumes", name)
+    }
+
+    fn persistent_volumes(&self) -> Vec<Value> {
+        self.values("", "persistentvolumes", None)
+            .iter()
+            .map(|e| e.value())
+            .collect()
+    }
+
+    fn volume_attachment_node(&self, name: &str) -> Option<String> {
+        let va = self.value("storage.k8s.io", "volumeattachments", name)?;
+        va.pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+}
+
 impl ApiServer {
-    /// The authorizers' decision on `attrs`, in upstream's order.
+    /// The current RBAC snapshot, rebuilt first if an RBAC object changed.
+    pub(crate) fn rbac_policy(&self) -> Arc<Policy> {
+        let state = &self.authz;
+        state.follow_cache(&self.cache, state);
+        let current = || {
+            state
+                .policy
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        };
+        if !state.following.load(Ordering::Acquire) {
+            return Arc::new(build_policy(&self.cache));
+        }
+        if !state.stale.load(Ordering::Acquire) {
+            return current();
+        }
+        let _rebuilding = state.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        // Another request may have rebuilt while this one waited.
+        if !state.stale.load(Ordering::Acquire) {
+            return current();
+        }
+        // Cleared before reading the cache: a change landing during the build marks it again.
+        state.stale.store(false, Ordering::Release);
+        let policy = Arc::new(build_policy(&self.cache));
+        *state.policy.write().unwrap_or_else(|e| e.into_inner()) = policy.clone();
+        policy
+    }
+
+    /// A snapshot built now from the cache, for the escalation checks of RBAC writes: upstream's
+    /// RBAC storage resolves roles from the registry, not an informer, so a role created just
+    /// before a binding to it is found.
+    pub(crate) fn current_rbac_policy(&self) -> Policy {
+        build_policy(&self.cache)
+    }
+
+    /// The authorizers' decision on `attrs`, in upstream's order: `system:masters`, then the
+    /// Node authorizer, then RBAC. A no-opinion reason joins the reasons they gave, one per line,
+    /// as upstream's union authorizer does.
     pub(crate) fn authorize(&self, attrs: &Attributes) -> Decision {
         if attrs.user.in_group(authz::MASTERS_GROUP) {
             return Decision::Allow(String::new());
         }
-        Decision::NoOpinion(String::new())
+        let node = authz::node::authorize(&CacheGraph(&self.cache), attrs);
+        if !matches!(node, Decision::NoOpinion(_)) {
+            return node;
+        }
+        match self.rbac_policy().authorize(attrs) {
+            Decision::NoOpinion(rbac) => {
+                let reasons: Vec<&str> = [node.reason(), rbac.as_str()]
+                    .into_iter()
+                    .filter(|r| !r.is_empty())
+                    .collect();
+                Decision::NoOpinion(reasons.join("\n"))
+            }
+            other => other,
+        }
     }
 
-    /// The rules `user` holds in `namespace` (SelfSubjectRulesReview).
-    pub(crate) fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Rules {
-        Rules {
-            incomplete: true,
-            ..Default::default()
+    /// The rules `user` holds in `namespace` (SelfSubjectRulesReview), as upstream's rule
+    /// resolvers (the Node authorizer, which cannot list a node's, then RBAC) give them.
+    pub(crate) fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        let mut out = Rules::default();
+        let mut errors = Vec::new();
+        if authz::node::node_identity(user).is_some() {
+            out.incomplete = true;
+            errors.push("node authorizer does not support user rule resolution".to_string());
         }
+        let (rules, rbac_errors) = self.rbac_policy().rules_for(user, namespace);
+        errors.extend(rbac_errors.iter().map(ToString::to_string));
+        for r in rules {
+            let some = |v: &Option<Vec<String>>| v.as_ref().filter(|l| !l.is_empty()).cloned();
+            if let Some(resources) = some(&r.resources) {
+                let mut rule = json!({"verbs": r.verbs});
+                if let Some(g) = some(&r.api_groups) {
+                    rule["apiGroups"] = json!(g);
+                }
+                rule["resources"] = json!(resources);
+                if let Some(n) = some(&r.resource_names) {
+                    rule["resourceNames"] = json!(n);
+                }
+                out.resource_rules.push(rule);
+            }
+            if let Some(urls) = some(&r.non_resource_urls) {
+                out.non_resource_rules
+                    .push(json!({"verbs": r.verbs, "nonResourceURLs": urls}));
+            }
+        }
+        out.evaluation_error = aggregate(&errors);
+        out
+    }
+}
+
+/// Upstream's aggregate error message (one as is; several deduplicated in brackets).
+fn aggregate(messages: &[String]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for m in messages {
+        if !seen.contains(&m.as_str()) {
+            seen.push(m);
+        }
+    }
+    match seen.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// Test hooks. Requests through [`ApiServer::in_process_router`] are not authenticated, so tests
+/// of authorization reach it here: a decision, the rules a user holds, and requests made as a
+/// given user (the escalation checks of RBAC writes read the writer from the request context).
+impl ApiServer {
+    /// The authorizer chain's decision on `attrs` (what the HTTP pipeline asks per request).
+    pub fn authorize_for_test(&self, attrs: &Attributes) -> Decision {
+        self.authorize(attrs)
+    }
+
+    /// The rules `user` holds in `namespace`, as SelfSubjectRulesReview's status JSON
+    /// (`resourceRules`, `nonResourceRules`, `incomplete`, `evaluationError`).
+    pub fn rules_for_test(&self, user: &UserInfo, namespace: &str) -> Value {
+        let r = self.rules_for(user, namespace);
+        json!({
+            "resourceRules": r.resource_rules,
+            "nonResourceRules": r.non_resource_rules,
+            "incomplete": r.incomplete,
+            "evaluationError": r.evaluation_error,
+        })
+    }
+
+    /// Runs `f` (e.g. a call on the in-process router, polled in this task) as `user`.
+    pub async fn as_user_for_test<F: Future>(user: UserInfo, f: F) -> F::Output {
+        crate::context::scope(Arc::new(user), f).await
     }
 }

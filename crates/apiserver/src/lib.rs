@@ -9,6 +9,7 @@
 pub mod admission;
 mod apply;
 mod authorizer;
+mod bootstrap_policy;
 pub mod cache;
 mod context;
 pub mod discovery;
@@ -27,6 +28,7 @@ mod pod_security;
 mod priority;
 pub mod protobuf;
 mod quota;
+mod rbac_guard;
 pub mod registry;
 pub mod request;
 mod rest;

@@ -108,6 +108,8 @@ pub struct ApiServer {
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) token: Option<Arc<str>>,
     pub(crate) service_accounts: bool,
+    /// The RBAC snapshot authorization decides over (crate::authorizer).
+    pub(crate) authz: Arc<crate::authorizer::PolicyCache>,
 }
 
 /// The namespaces a cluster has from the start.
@@ -136,6 +138,7 @@ impl ApiServer {
             in_flight: Arc::new(InFlight::new(&opts.in_flight)),
             token: opts.token.map(Arc::from),
             service_accounts: opts.service_accounts,
+            authz: Default::default(),
         };
         server.bootstrap().await?;
         Ok(server)
@@ -158,7 +161,8 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
-        self.ensure_bootstrap_objects().await
+        self.ensure_bootstrap_objects().await?;
+        crate::bootstrap_policy::reconcile(self).await
     }
 
     /// What the watch cache holds of a resource (`None` for one the registry does not serve).

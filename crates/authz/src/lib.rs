@@ -7,10 +7,18 @@
 
 #![warn(missing_docs)]
 
+pub mod aggregation;
 mod attributes;
+pub mod bootstrap;
+pub mod escalation;
+pub mod node;
+mod quote;
+pub mod rbac;
+pub mod reconcile;
 mod user;
 
 pub use attributes::{Attributes, Decision};
+pub use quote::{quote, quote_list};
 pub use user::{
     ANONYMOUS_USER, AUTHENTICATED_GROUP, MASTERS_GROUP, UNAUTHENTICATED_GROUP, UserInfo,
 };

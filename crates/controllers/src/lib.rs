@@ -11,6 +11,7 @@
 //! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
 //! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
 //! - [`root_ca`]: every namespace's `kube-root-ca.crt` ConfigMap with the cluster's CA bundle.
+//! - [`clusterrole_aggregation`]: the rules of ClusterRoles with an `aggregationRule`.
 //! - [`job`]: Jobs (completions, parallelism, back-off limit, deadline, Indexed mode, pod
 //!   failure policy, suspension).
 //! - [`cronjob`]: CronJobs (schedules, concurrency policy, history limits) on a [`cronjob::Clock`].
@@ -45,6 +46,7 @@
 #![warn(missing_docs)]
 
 pub mod accounts;
+pub mod clusterrole_aggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -76,6 +78,7 @@ pub mod switches;
 pub mod ttl_after_finished;
 pub mod volume;
 
+use clusterrole_aggregation::ClusterRoleAggregationController;
 use cronjob::CronJobController;
 use daemonset::DaemonSetController;
 use deployment::DeploymentController;
@@ -150,6 +153,8 @@ pub struct Settings {
     pub disruption: disruption::Config,
     /// The resource quota controller's.
     pub resourcequota: resourcequota::Config,
+    /// The ClusterRole aggregation controller's.
+    pub clusterrole_aggregation: clusterrole_aggregation::Config,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -217,6 +222,13 @@ const CONTROLLERS: &[(&str, Starter)] = &[
     }),
     (ResourceQuotaController::NAME, |i, s| {
         on_cache(i, s.resourcequota.clone(), ResourceQuotaController::new)
+    }),
+    (ClusterRoleAggregationController::NAME, |i, s| {
+        on_cache(
+            i,
+            s.clusterrole_aggregation.clone(),
+            ClusterRoleAggregationController::new,
+        )
     }),
 ];
 

@@ -59,7 +59,7 @@ struct ControllersArgs {
     /// replicationcontroller, deployment, daemonset, statefulset, persistentvolume-binder,
     /// garbagecollector, podgc, resourcequota,
     /// nodelifecycle, namespace, serviceaccount, root-ca-cert-publisher, endpoint, endpointslice,
-    /// disruption, job, cronjob, ttl-after-finished.
+    /// disruption, job, cronjob, ttl-after-finished, clusterrole-aggregation.
     #[arg(long, default_value = "*")]
     controllers: controllers::Selection,
     /// PEM bundle of the cluster's root CA, which the root-ca-cert-publisher puts in every

@@ -1,5 +1,5 @@
 //! rbac.authorization.k8s.io/v1: Roles, ClusterRoles and their bindings, stored and validated.
-//! Nothing is authorized by them: every holder of the cluster's token is an administrator.
+//! What they grant is decided in `crate::authorizer` (and `crate::rbac_guard` checks writes).
 
 use jiff::Timestamp;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};

@@ -19,6 +19,7 @@ mod overload;
 mod pod_admission;
 mod pod_security;
 mod quota;
+mod rbac;
 mod service_account_admission;
 mod watch_bookmarks;
 mod watch_relist;

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+mod clusterrole_aggregation;
 mod cronjob;
 mod daemonset;
 mod daemonset_revisions;

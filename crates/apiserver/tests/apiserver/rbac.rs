@@ -1,0 +1,406 @@
+//! Authorization: upstream's bootstrap policy reconciled at start, RBAC and the Node authorizer
+//! deciding over what the server holds, and the escalation checks on RBAC writes.
+
+use crate::common::{DEADLINE, Server};
+use apiserver::{ApiServer, ServerOptions};
+use authz::{Attributes, Decision, UserInfo};
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use store::Store;
+
+const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+
+fn resource(
+    user: &UserInfo,
+    verb: &str,
+    group: &str,
+    res: &str,
+    ns: &str,
+    name: &str,
+) -> Attributes {
+    Attributes {
+        user: user.clone(),
+        verb: verb.into(),
+        resource_request: true,
+        api_group: group.into(),
+        resource: res.into(),
+        namespace: ns.into(),
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+async fn create_namespace(s: &Server, name: &str) {
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/api/v1/namespaces",
+            Some(json!({"metadata": {"name": name}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+/// Waits until the server's decision on `attrs` is `allowed` (the RBAC snapshot follows the
+/// watch cache), and returns it.
+async fn decision_becomes(server: &ApiServer, attrs: &Attributes, allowed: bool) -> Decision {
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            let d = server.authorize_for_test(attrs);
+            if d.allowed() == allowed {
+                return d;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("decision on {attrs:?} never became allowed={allowed}"))
+}
+
+#[tokio::test]
+async fn bootstrap_policy_is_created_with_upstreams_labels_and_annotations() {
+    let s = Server::start().await;
+    let (status, admin) = s
+        .call(
+            Method::GET,
+            &format!("{RBAC}/clusterroles/cluster-admin"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        admin["metadata"]["labels"]["kubernetes.io/bootstrapping"],
+        "rbac-defaults"
+    );
+    assert_eq!(
+        admin["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"],
+        "true"
+    );
+    assert_eq!(
+        admin["rules"],
+        json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+               {"nonResourceURLs": ["*"], "verbs": ["*"]}])
+    );
+    let (status, binding) = s
+        .call(
+            Method::GET,
+            &format!("{RBAC}/clusterrolebindings/system:basic-user"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        binding["subjects"],
+        json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}])
+    );
+    let (status, _) = s
+        .call(
+            Method::GET,
+            &format!(
+                "{RBAC}/namespaces/kube-system/roles/extension-apiserver-authentication-reader"
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Through the bootstrap bindings: anyone authenticated may discover, the scheduler bind.
+    let anyone = UserInfo::new("alice", &["system:authenticated"]);
+    let api = Attributes {
+        user: anyone.clone(),
+        verb: "get".into(),
+        path: "/apis".into(),
+        ..Default::default()
+    };
+    assert!(s.server.authorize_for_test(&api).allowed());
+    let pods = resource(&anyone, "list", "", "pods", "default", "");
+    assert_eq!(
+        s.server.authorize_for_test(&pods),
+        Decision::NoOpinion(String::new())
+    );
+}
+
+#[tokio::test]
+async fn reconciliation_restores_bootstrap_rules_unless_autoupdate_is_false() {
+    let s = Server::start().await;
+    let url = format!("{RBAC}/clusterroles/system:basic-user");
+    let (_, mut role) = s.call(Method::GET, &url, None).await;
+    let rules = role["rules"].clone();
+    role["rules"] = json!([]);
+    let (status, _) = s.call(Method::PUT, &url, Some(role.clone())).await;
+    assert_eq!(status, StatusCode::OK);
+    let protected_url = format!("{RBAC}/clusterroles/system:discovery");
+    let (_, mut protected) = s.call(Method::GET, &protected_url, None).await;
+    protected["rules"] = json!([]);
+    protected["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] =
+        json!("false");
+    let (status, _) = s.call(Method::PUT, &protected_url, Some(protected)).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // A server starting over the same store reconciles.
+    let again = ApiServer::start(s.store.clone() as Arc<dyn Store>, ServerOptions::default())
+        .await
+        .unwrap();
+    let router = again.in_process_router();
+    let (_, restored) = crate::common::call(&router, Method::GET, &url, None).await;
+    // Upstream appends the missing rules as its coverage check breaks them down: one resource
+    // and verb each.
+    assert_ne!(restored["rules"], rules);
+    assert_eq!(
+        restored["rules"],
+        json!([
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}
+        ])
+    );
+    let (_, left) = crate::common::call(&router, Method::GET, &protected_url, None).await;
+    assert_eq!(left["rules"], json!([]));
+}
+
+#[tokio::test]
+async fn rbac_follows_bindings_and_reports_missing_roles() {
+    let s = Server::start().await;
+    create_namespace(&s, "team").await;
+    let bob = UserInfo::new("bob", &["system:authenticated"]);
+    let get_pods = resource(&bob, "get", "", "pods", "team", "");
+    assert!(!s.server.authorize_for_test(&get_pods).allowed());
+
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &format!("{RBAC}/namespaces/team/rolebindings"),
+            Some(json!({
+                "metadata": {"name": "bob-view", "namespace": "team"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pod-reader"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let missing = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let d = s.server.authorize_for_test(&get_pods);
+            if !d.reason().is_empty() {
+                return d;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        missing,
+        Decision::NoOpinion(
+            r#"RBAC: clusterrole.rbac.authorization.k8s.io "pod-reader" not found"#.into()
+        )
+    );
+
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &format!("{RBAC}/clusterroles"),
+            Some(json!({
+                "metadata": {"name": "pod-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        decision_becomes(&s.server, &get_pods, true).await,
+        Decision::Allow(
+            r#"RBAC: allowed by RoleBinding "bob-view/team" of ClusterRole "pod-reader" to User "bob""#
+                .into()
+        )
+    );
+    // Only in the binding's namespace.
+    let elsewhere = resource(&bob, "get", "", "pods", "other", "");
+    assert!(!s.server.authorize_for_test(&elsewhere).allowed());
+
+    let rules = s.server.rules_for_test(&bob, "team");
+    assert!(
+        rules["resourceRules"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]})),
+        "{rules}"
+    );
+    assert_eq!(rules["incomplete"], false);
+    assert_eq!(rules["evaluationError"], "");
+}
+
+#[tokio::test]
+async fn the_node_authorizer_lets_a_node_read_only_what_its_pods_use() {
+    let s = Server::start().await;
+    for name in ["used", "unused"] {
+        let (status, _) = s
+            .call(
+                Method::POST,
+                "/api/v1/namespaces/default/secrets",
+                Some(json!({"metadata": {"name": name}})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/pods",
+            Some(json!({
+                "metadata": {"name": "p"},
+                "spec": {
+                    "nodeName": "node-1",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                    "volumes": [{"name": "s", "secret": {"secretName": "used"}}]
+                }
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let node = UserInfo::new(
+        "system:node:node-1",
+        &["system:nodes", "system:authenticated"],
+    );
+    let used = resource(&node, "get", "", "secrets", "default", "used");
+    decision_becomes(&s.server, &used, true).await;
+    let unused = resource(&node, "get", "", "secrets", "default", "unused");
+    assert_eq!(
+        s.server.authorize_for_test(&unused),
+        Decision::NoOpinion("no relationship found between node 'node-1' and this object".into())
+    );
+    let other = UserInfo::new("system:node:node-2", &["system:nodes"]);
+    assert!(
+        !s.server
+            .authorize_for_test(&resource(&other, "get", "", "secrets", "default", "used"))
+            .allowed()
+    );
+    // Beyond its graph, a node holds upstream's NodeRules.
+    assert!(
+        s.server
+            .authorize_for_test(&resource(&node, "list", "", "pods", "", ""))
+            .allowed()
+    );
+    let rules = s.server.rules_for_test(&node, "default");
+    assert_eq!(rules["incomplete"], true);
+    assert_eq!(
+        rules["evaluationError"],
+        "node authorizer does not support user rule resolution"
+    );
+}
+
+#[tokio::test]
+async fn writes_of_rbac_objects_cannot_grant_more_than_the_writer_holds() {
+    let s = Server::start().await;
+    create_namespace(&s, "team").await;
+    let alice = UserInfo::new("alice", &["devs", "system:authenticated"]);
+    let as_alice = |method: Method, uri: String, body: Value| {
+        let router = s.router.clone();
+        ApiServer::as_user_for_test(alice.clone(), async move {
+            crate::common::call(&router, method, &uri, Some(body)).await
+        })
+    };
+    let role = json!({
+        "metadata": {"name": "pods-get"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    });
+    let (status, body) = as_alice(Method::POST, format!("{RBAC}/clusterroles"), role.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["message"],
+        "clusterroles.rbac.authorization.k8s.io \"pods-get\" is forbidden: user \"alice\" (groups=[\"devs\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\"]}"
+    );
+    assert_eq!(body["reason"], "Forbidden");
+    assert_eq!(body["details"]["kind"], "clusterroles");
+
+    // Given a Role over pods (and creating roles and bindings) in `team`, she may make a Role
+    // within it there and bind what she holds, but not bind cluster-admin.
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &format!("{RBAC}/namespaces/team/roles"),
+            Some(json!({
+                "metadata": {"name": "pod-admin"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]},
+                          {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create"]}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &format!("{RBAC}/namespaces/team/rolebindings"),
+            Some(json!({
+                "metadata": {"name": "alice-pods"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    decision_becomes(
+        &s.server,
+        &resource(&alice, "delete", "", "pods", "team", "x"),
+        true,
+    )
+    .await;
+
+    let namespaced = json!({
+        "metadata": {"name": "pods-get", "namespace": "team"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    });
+    let (status, body) = as_alice(
+        Method::POST,
+        format!("{RBAC}/namespaces/team/roles"),
+        namespaced,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    let binding = |name: &str, kind: &str, role: &str| {
+        json!({
+            "metadata": {"name": name, "namespace": "team"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]
+        })
+    };
+    let (status, body) = as_alice(
+        Method::POST,
+        format!("{RBAC}/namespaces/team/rolebindings"),
+        binding("bob-pods", "Role", "pods-get"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = as_alice(
+        Method::POST,
+        format!("{RBAC}/namespaces/team/rolebindings"),
+        binding("bob-admin", "ClusterRole", "cluster-admin"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "rolebindings.rbac.authorization.k8s.io \"bob-admin\" is forbidden: user \"alice\" (groups=[\"devs\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}"),
+        "{message}"
+    );
+    // Binding a role that does not exist is upstream's NotFound of the role.
+    let (status, body) = as_alice(
+        Method::POST,
+        format!("{RBAC}/namespaces/team/rolebindings"),
+        binding("bob-nothing", "Role", "nothing"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        body["message"],
+        "roles.rbac.authorization.k8s.io \"nothing\" not found"
+    );
+}
