@@ -29,6 +29,7 @@ mod quota;
 pub mod registry;
 pub mod request;
 mod rest;
+mod review;
 mod runtime_class;
 mod server;
 mod service_account;
