@@ -423,7 +423,12 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["name"].as_str().unwrap(), r["namespaced"].as_bool().unwrap()))
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap(),
+                    r["namespaced"].as_bool().unwrap(),
+                )
+            })
             .collect();
         assert_eq!(
             names,

@@ -133,7 +133,11 @@ impl ApiServer {
             return Err(ApiError::invalid(&internal_kind(), "", &errors));
         }
         let decision = self.authorize(&spec.attributes(spec.user_info()));
-        set_type(&mut review, "authorization.k8s.io/v1", "SubjectAccessReview");
+        set_type(
+            &mut review,
+            "authorization.k8s.io/v1",
+            "SubjectAccessReview",
+        );
         review["status"] = access_status(&decision);
         Ok(review)
     }
@@ -145,7 +149,9 @@ impl ApiServer {
         mut review: Value,
     ) -> ApiResult<Value> {
         let Some(namespace) = namespace.filter(|n| !n.is_empty()) else {
-            return Err(ApiError::bad_request("namespace is required on this type: "));
+            return Err(ApiError::bad_request(
+                "namespace is required on this type: ",
+            ));
         };
         // The create handler's `EnsureObjectNamespaceMatchesRequestNamespace`.
         match crate::object::namespace(&review) {
@@ -170,14 +176,16 @@ impl ApiServer {
                 "must be empty except for namespace",
             ));
         }
-        if let Some(r) = &spec.resource_attributes {
-            if r.namespace != namespace {
-                errors.push(FieldError::invalid(
-                    "spec.resourceAttributes.namespace",
-                    json!(r.namespace),
-                    "must match metadata.namespace",
-                ));
-            }
+        if let Some(r) = spec
+            .resource_attributes
+            .as_ref()
+            .filter(|r| r.namespace != namespace)
+        {
+            errors.push(FieldError::invalid(
+                "spec.resourceAttributes.namespace",
+                json!(r.namespace),
+                "must match metadata.namespace",
+            ));
         }
         if let Some(n) = &spec.non_resource_attributes {
             errors.push(invalid_repr(

@@ -472,9 +472,7 @@ impl ApiServer {
             (Method::POST, None) if !named => self.create(t, p, headers, body, out).await,
             (Method::POST, Some(Subresource::Binding)) => self.bind(t, p, headers, body).await,
             (Method::POST, Some(Subresource::Eviction)) => self.evict(t, p, headers, body).await,
-            (Method::POST, Some(Subresource::Token)) => {
-                self.request_token(t, headers, body).await
-            }
+            (Method::POST, Some(Subresource::Token)) => self.request_token(t, headers, body).await,
             (Method::PUT, None) if named => self.update(t, p, headers, body, Part::Main, out).await,
             (Method::PUT, Some(Subresource::Status | Subresource::Approval)) => {
                 self.update(t, p, headers, body, Part::Status, out).await

@@ -194,7 +194,9 @@ impl ApiServer {
         }
         let held = object::path(&secret, "data.token")
             .and_then(Value::as_str)
-            .and_then(|b| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).ok());
+            .and_then(|b| {
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).ok()
+            });
         if held.as_deref() != Some(token.as_bytes()) {
             return Err("Token does not match server's copy".into());
         }
@@ -365,11 +367,8 @@ impl ApiServer {
         req["metadata"]["namespace"] = json!(namespace);
         req["metadata"]["creationTimestamp"] = json!(creation.to_string());
         let mut spec_out = json!({"audiences": audiences, "expirationSeconds": expiration});
-        spec_out["boundObjectRef"] = bound_ref.cloned().unwrap_or(Value::Null);
-        if spec_out["boundObjectRef"].is_null() {
-            if let Some(m) = spec_out.as_object_mut() {
-                m.remove("boundObjectRef");
-            }
+        if let Some(r) = bound_ref {
+            spec_out["boundObjectRef"] = r.clone();
         }
         req["spec"] = spec_out;
         req["status"] = json!({"token": token, "expirationTimestamp": expires.to_string()});
@@ -379,8 +378,12 @@ impl ApiServer {
     /// The object a TokenRequest binds its token to, checked as upstream does.
     fn bound_object(&self, namespace: &str, account: &str, r: &Value) -> ApiResult<Binding> {
         let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let (api_version, kind, name, want_uid) =
-            (field("apiVersion"), field("kind"), field("name"), field("uid"));
+        let (api_version, kind, name, want_uid) = (
+            field("apiVersion"),
+            field("kind"),
+            field("name"),
+            field("uid"),
+        );
         let (group, version) = match api_version.split_once('/') {
             Some((g, v)) => (g.to_string(), v.to_string()),
             None => (String::new(), api_version.clone()),
@@ -444,7 +447,10 @@ fn token_request_kind() -> crate::registry::Kind {
 
 /// The audiences a token (`token_audiences`, empty for a legacy token: the API server's own)
 /// is accepted for among `wanted`; none is an error (upstream's message).
-fn accepted_audiences(token_audiences: &[String], wanted: &[String]) -> Result<Vec<String>, String> {
+fn accepted_audiences(
+    token_audiences: &[String],
+    wanted: &[String],
+) -> Result<Vec<String>, String> {
     let api;
     let token_audiences = if token_audiences.is_empty() {
         api = api_audiences();

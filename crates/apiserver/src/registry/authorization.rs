@@ -2,8 +2,7 @@
 //! `crate::review`).
 
 use k8s_openapi::api::authorization::v1::{
-    LocalSubjectAccessReview, SelfSubjectAccessReview, SelfSubjectRulesReview,
-    SubjectAccessReview,
+    LocalSubjectAccessReview, SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
 };
 
 use super::Kind;

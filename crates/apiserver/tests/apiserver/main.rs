@@ -18,6 +18,8 @@ mod openapi_v2;
 mod overload;
 mod pod_admission;
 mod quota;
+mod reviews;
 mod service_account_admission;
+mod service_account_tokens;
 mod watch_bookmarks;
 mod watch_relist;
