@@ -22,5 +22,6 @@ mod replicationcontroller;
 mod resourcequota;
 mod root_ca;
 mod serviceaccount;
+mod serviceaccount_token;
 mod statefulset;
 mod support;
