@@ -95,6 +95,8 @@ pub(crate) struct Engine {
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     /// The deadline each pod is queued for; older heap entries for it are stale.
     pod_timer: HashMap<String, Instant>,
+    /// The token manager: started pods' projected ServiceAccount tokens.
+    tokens: tokio::sync::mpsc::UnboundedSender<crate::tokens::Msg>,
 }
 
 impl Engine {
@@ -115,6 +117,7 @@ impl Engine {
             .unwrap_or_else(|| cfg.readiness_delay.clone());
         cfg.grace_scale = profile.grace_scale.unwrap_or(cfg.grace_scale);
         Engine {
+            tokens: crate::tokens::start(client.clone(), stats.clone()),
             client,
             cfg,
             profile,
@@ -606,6 +609,16 @@ impl Engine {
         self.count_pod(&pod, 1);
         let uid = view.uid.clone();
         self.pods.insert(uid.clone(), pod);
+        if !view.tokens.is_empty() {
+            // The kubelet gets a pod's tokens as it mounts its volumes.
+            let _ = self.tokens.send(crate::tokens::Msg::Start {
+                namespace: view.namespace.clone(),
+                name: view.name.clone(),
+                uid: uid.clone(),
+                account: view.service_account.clone(),
+                sources: view.tokens.clone(),
+            });
+        }
         self.apply(&uid, out);
         if let Some(grace) = view.deletion_grace {
             self.with_pod(&uid, |pod, ctx| pod.observe_deletion(grace, ctx));
@@ -792,6 +805,9 @@ impl Engine {
         let Some(pod) = self.pods.remove(uid) else {
             return;
         };
+        let _ = self.tokens.send(crate::tokens::Msg::Stop {
+            uid: uid.to_string(),
+        });
         self.pod_timer.remove(uid);
         self.count_pod(&pod, -1);
         if let Some(node) = self.nodes.get_mut(&pod.node) {
