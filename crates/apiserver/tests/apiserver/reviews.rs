@@ -238,3 +238,30 @@ async fn discovery_lists_the_reviews_and_token_requests() {
         "createCoreV1NamespacedServiceAccountToken"
     );
 }
+
+/// Conformance: "Servers with support for Table transformation should return a 406 for a backend
+/// which does not implement metadata" posts a SelfSubjectAccessReview asking for a Table only.
+#[tokio::test]
+async fn a_review_asked_for_as_a_table_is_not_acceptable() {
+    use axum::{body::Body, http::Request};
+    use tower::ServiceExt;
+    let s = Server::start().await;
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/", "verb": "get"}}});
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(format!("{AUTHZ}/selfsubjectaccessreviews"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Body::from(review.to_string()))
+        .unwrap();
+    let resp = s.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_ACCEPTABLE);
+    let body: Value = serde_json::from_slice(
+        &axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(body["reason"], "NotAcceptable");
+}
