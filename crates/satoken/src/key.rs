@@ -48,6 +48,8 @@ pub enum VerifyError {
 pub struct Key {
     encoding: EncodingKey,
     decoding: DecodingKey,
+    /// The `kid` header tokens carry (upstream's `keyIDFromPublicKey`).
+    id: String,
     private_pem: String,
     public_pem: String,
 }
@@ -73,6 +75,13 @@ impl Key {
             return Err(KeyError::Pem("the key is of another algorithm".into()));
         }
         let public_pem = pair.public_key_pem();
+        let id = {
+            use base64::Engine as _;
+            use rcgen::PublicKeyData as _;
+            use sha2::Digest as _;
+            let digest = sha2::Sha256::digest(pair.subject_public_key_info());
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+        };
         let encoding =
             EncodingKey::from_ec_pem(pem.as_bytes()).map_err(|e| KeyError::Pem(e.to_string()))?;
         let decoding = DecodingKey::from_ec_pem(public_pem.as_bytes())
@@ -80,6 +89,7 @@ impl Key {
         Ok(Self {
             encoding,
             decoding,
+            id,
             private_pem: pem.to_string(),
             public_pem,
         })
@@ -111,9 +121,17 @@ impl Key {
         &self.public_pem
     }
 
+    /// The key's id: the unpadded base64url SHA-256 of its public key (DER SubjectPublicKeyInfo),
+    /// which upstream puts in every token's `kid` header and its JWKS document.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// Signs `claims` ([`crate::BoundClaims`] or [`crate::LegacyClaims`]) into a compact JWS.
     pub fn sign<C: Serialize>(&self, claims: &C) -> Result<String, KeyError> {
-        jsonwebtoken::encode(&Header::new(Algorithm::ES256), claims, &self.encoding)
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(self.id.clone());
+        jsonwebtoken::encode(&header, claims, &self.encoding)
             .map_err(|e| KeyError::Sign(e.to_string()))
     }
 
@@ -175,6 +193,10 @@ mod tests {
         let key = Key::generate().unwrap();
         let token = key.sign(&claims()).unwrap();
         assert_eq!(key.verify::<BoundClaims>(&token).unwrap(), claims());
+        let header = jsonwebtoken::decode_header(&token).unwrap();
+        assert_eq!(header.alg, Algorithm::ES256);
+        assert_eq!(header.kid.as_deref(), Some(key.id()));
+        assert_eq!(key.id().len(), 43);
         assert_eq!(
             crate::issuer_of(&token).as_deref(),
             Some(crate::DEFAULT_ISSUER)
