@@ -45,6 +45,9 @@ ROOT_MODULES = [
     "api.storage.v1",
     "api.node.v1",
     "api.admissionregistration.v1",
+    # TokenRequest and the review kinds (kubectl create token, auth can-i, auth whoami).
+    "api.authentication.v1",
+    "api.authorization.v1",
     "apimachinery.pkg.apis.meta.v1",
     "apimachinery.pkg.api.resource",
     "apimachinery.pkg.util.intstr",
@@ -94,6 +97,8 @@ def resolve(module, rust_path):
 def unwrap_type(ty):
     """Strips Option<>, Vec<>, Box<> wrappers from a prost field type."""
     ty = re.sub(r"\s+", "", ty)
+    # rustfmt breaks a long type over lines with a trailing comma (`Vec<\n    X,\n>`).
+    ty = ty.replace(",>", ">")
     changed = True
     while changed:
         changed = False

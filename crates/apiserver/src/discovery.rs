@@ -170,7 +170,9 @@ fn named_groups(registry: &Registry) -> Vec<(String, Vec<String>)> {
 
 /// The verbs of a resource's main endpoint (OpenAPI offers the same operations).
 pub(crate) fn verbs(def: &Kind) -> &'static [&'static str] {
-    if def.delete_collection {
+    if !def.is_stored() {
+        CREATE_ONLY
+    } else if def.delete_collection {
         ALL_VERBS
     } else {
         NAMESPACE_VERBS
@@ -180,7 +182,7 @@ pub(crate) fn verbs(def: &Kind) -> &'static [&'static str] {
 fn sub_verbs(sub: Subresource) -> &'static [&'static str] {
     match sub {
         Subresource::Status | Subresource::Scale | Subresource::Approval => SUBRESOURCE_VERBS,
-        Subresource::Binding | Subresource::Eviction => CREATE_ONLY,
+        Subresource::Binding | Subresource::Eviction | Subresource::Token => CREATE_ONLY,
         Subresource::Finalize => UPDATE_ONLY,
     }
 }
@@ -190,6 +192,7 @@ fn foreign_kind(sub: Subresource) -> Option<(&'static str, &'static str, &'stati
     match sub {
         Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
         Subresource::Eviction => Some(("policy", "v1", "Eviction")),
+        Subresource::Token => Some(("authentication.k8s.io", "v1", "TokenRequest")),
         Subresource::Status
         | Subresource::Binding
         | Subresource::Approval
@@ -201,7 +204,7 @@ fn sub_kind(def: &Kind, sub: Subresource) -> &str {
     match sub {
         Subresource::Status | Subresource::Approval | Subresource::Finalize => &def.kind,
         Subresource::Binding => "Binding",
-        Subresource::Scale | Subresource::Eviction => {
+        Subresource::Scale | Subresource::Eviction | Subresource::Token => {
             foreign_kind(sub).map(|(_, _, k)| k).unwrap_or(&def.kind)
         }
     }
@@ -231,10 +234,13 @@ fn main_entry(def: &Kind) -> Value {
     if !def.categories.is_empty() {
         e.insert("categories".into(), json!(def.categories));
     }
-    e.insert(
-        "storageVersionHash".into(),
-        json!(storage_version_hash(def)),
-    );
+    // Upstream gives a hash only where objects are stored (not for the review kinds).
+    if def.is_stored() {
+        e.insert(
+            "storageVersionHash".into(),
+            json!(storage_version_hash(def)),
+        );
+    }
     Value::Object(e)
 }
 
@@ -376,6 +382,11 @@ mod tests {
                 .map(|a| a.iter().map(|s| s.as_str().unwrap()).collect())
                 .unwrap_or_default();
             assert_eq!(short, def.short_names, "{}", def.plural);
+            if !def.is_stored() {
+                assert_eq!(e["verbs"], json!(["create"]), "{}", def.plural);
+                assert!(e.get("storageVersionHash").is_none());
+                continue;
+            }
             assert!(e["verbs"].as_array().unwrap().contains(&json!("watch")));
             assert!(e["storageVersionHash"].as_str().unwrap().len() >= 8);
             for sub in &def.subresources {
@@ -396,6 +407,52 @@ mod tests {
     }
 
     #[test]
+    fn review_kinds_are_create_only_as_upstream_lists_them() {
+        let authn = resource_list(&registry(), "authentication.k8s.io", "v1").unwrap();
+        assert_eq!(
+            authn["resources"],
+            json!([
+                {"name": "selfsubjectreviews", "singularName": "selfsubjectreview",
+                 "namespaced": false, "kind": "SelfSubjectReview", "verbs": ["create"]},
+                {"name": "tokenreviews", "singularName": "tokenreview", "namespaced": false,
+                 "kind": "TokenReview", "verbs": ["create"]},
+            ])
+        );
+        let authz = resource_list(&registry(), "authorization.k8s.io", "v1").unwrap();
+        let names: Vec<(&str, bool)> = authz["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap(),
+                    r["namespaced"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("localsubjectaccessreviews", true),
+                ("selfsubjectaccessreviews", false),
+                ("selfsubjectrulesreviews", false),
+                ("subjectaccessreviews", false),
+            ]
+        );
+        let agg = aggregated(&registry(), false);
+        let group = agg["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "authorization.k8s.io")
+            .unwrap();
+        let sar = &group["versions"][0]["resources"][3];
+        assert_eq!(sar["resource"], "subjectaccessreviews");
+        assert_eq!(sar["verbs"], json!(["create"]));
+        assert_eq!(sar["scope"], "Cluster");
+    }
+
+    #[test]
     fn subresource_entries_match_upstream() {
         let core = resource_list(&registry(), "", "v1").unwrap();
         let cases = [
@@ -413,6 +470,14 @@ mod tests {
                 json!("policy"),
                 json!("v1"),
                 "Eviction",
+                json!(["create"]),
+            ),
+            (
+                &core,
+                "serviceaccounts/token",
+                json!("authentication.k8s.io"),
+                json!("v1"),
+                "TokenRequest",
                 json!(["create"]),
             ),
             (

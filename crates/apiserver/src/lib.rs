@@ -32,6 +32,7 @@ mod rbac_guard;
 pub mod registry;
 pub mod request;
 mod rest;
+mod review;
 mod runtime_class;
 mod server;
 mod service_account;
@@ -45,6 +46,6 @@ mod webhook;
 
 pub use filters::authentication::ADMIN_USER;
 pub use server::{
-    act_as,
-    ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, serve_tls, serve_tls_with,
+    ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, act_as, serve_tls,
+    serve_tls_with,
 };

@@ -233,7 +233,7 @@ pub(crate) fn intake(view: &Kind, storage: &Kind, obj: Value) -> Value {
 pub(crate) fn entry_json(view: &Kind, e: &Entry) -> Bytes {
     match view.storage {
         Storage::Own if !view.strategy.defaults_on_read() => e.json.clone(),
-        Storage::Own | Storage::View { .. } => {
+        Storage::Own | Storage::View { .. } | Storage::Nowhere => {
             Bytes::from(serde_json::to_vec(&present(view, e.value())).unwrap_or_default())
         }
     }

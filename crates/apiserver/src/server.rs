@@ -54,6 +54,9 @@ pub struct ServerOptions {
     /// How long an Event lives after its last write (upstream's `--event-ttl`, 1 h); `None`
     /// keeps Events forever.
     pub event_ttl: Option<Duration>,
+    /// The key ServiceAccount tokens are signed and checked with (upstream's `sa.key`); `None`
+    /// issues no tokens (TokenRequest fails) and accepts none.
+    pub service_account_key: Option<Arc<satoken::Key>>,
 }
 
 impl Default for ServerOptions {
@@ -65,6 +68,7 @@ impl Default for ServerOptions {
             history_bytes: crate::cache::DEFAULT_HISTORY_BYTES,
             in_flight: InFlightLimits::default(),
             event_ttl: Some(DEFAULT_EVENT_TTL),
+            service_account_key: None,
         }
     }
 }
@@ -110,6 +114,7 @@ pub struct ApiServer {
     pub(crate) service_accounts: bool,
     /// The RBAC snapshot authorization decides over (crate::authorizer).
     pub(crate) authz: Arc<crate::authorizer::PolicyCache>,
+    pub(crate) service_account_key: Option<Arc<satoken::Key>>,
 }
 
 /// The namespaces a cluster has from the start.
@@ -139,6 +144,7 @@ impl ApiServer {
             token: opts.token.map(Arc::from),
             service_accounts: opts.service_accounts,
             authz: Default::default(),
+            service_account_key: opts.service_account_key,
         };
         server.bootstrap().await?;
         Ok(server)
@@ -490,6 +496,9 @@ impl ApiServer {
     ) -> ApiResult<Response> {
         let out: Output = request::negotiate(headers, None)?;
         let named = t.name.is_some();
+        if !t.def.is_stored() {
+            return self.review(method, t, headers, body).await;
+        }
         match (method.clone(), t.sub) {
             (Method::GET, _) if p.is_watch() => self.watch(t, p, out).await,
             (Method::GET, None | Some(Subresource::Status | Subresource::Approval)) if named => {
@@ -500,6 +509,7 @@ impl ApiServer {
             (Method::POST, None) if !named => self.create(t, p, headers, body, out).await,
             (Method::POST, Some(Subresource::Binding)) => self.bind(t, p, headers, body).await,
             (Method::POST, Some(Subresource::Eviction)) => self.evict(t, p, headers, body).await,
+            (Method::POST, Some(Subresource::Token)) => self.request_token(t, headers, body).await,
             (Method::PUT, None) if named => self.update(t, p, headers, body, Part::Main, out).await,
             (Method::PUT, Some(Subresource::Status | Subresource::Approval)) => {
                 self.update(t, p, headers, body, Part::Status, out).await

@@ -10,6 +10,8 @@
 //! - [`pod_gc`]: the pod garbage collector (orphaned, terminated and stuck terminating pods).
 //! - [`namespace`]: namespace deletion (emptying a Terminating namespace, then finalizing it).
 //! - [`serviceaccount`]: the `default` ServiceAccount of every namespace.
+//! - [`serviceaccount_token`]: legacy token Secrets filled with a signed token, the CA and the
+//!   namespace; those of gone ServiceAccounts deleted.
 //! - [`root_ca`]: every namespace's `kube-root-ca.crt` ConfigMap with the cluster's CA bundle.
 //! - [`clusterrole_aggregation`]: the rules of ClusterRoles with an `aggregationRule`.
 //! - [`job`]: Jobs (completions, parallelism, back-off limit, deadline, Indexed mode, pod
@@ -71,6 +73,7 @@ pub mod root_ca;
 pub mod runtime;
 pub mod selection;
 pub mod serviceaccount;
+pub mod serviceaccount_token;
 #[cfg(feature = "test-support")]
 pub mod stateful_invariants;
 pub mod statefulset;
@@ -133,6 +136,8 @@ pub struct Settings {
     pub serviceaccount: serviceaccount::Config,
     /// The root CA certificate publisher's (the bundle it publishes).
     pub root_ca: root_ca::Config,
+    /// The ServiceAccount token controller's (the signing key; it writes `root_ca`'s bundle).
+    pub serviceaccount_token: serviceaccount_token::Config,
     /// The namespace controller's.
     pub namespace: namespace::Config,
     /// The StatefulSet controller's.
@@ -189,6 +194,10 @@ const CONTROLLERS: &[(&str, Starter)] = &[
         on_cache(i, s.serviceaccount.clone(), ServiceAccountController::new)
     }),
     (RootCaCertPublisher::NAME, root_ca::start),
+    (
+        <serviceaccount_token::TokensController as Controller>::NAME,
+        serviceaccount_token::start,
+    ),
     (NamespaceController::NAME, |i, s| {
         on_cache(i, s.namespace.clone(), NamespaceController::new)
     }),

@@ -85,10 +85,13 @@ impl Users {
     pub fn client(&self, user: authz::UserInfo) -> Client {
         use tower::ServiceExt;
         let user = Arc::new(user);
-        let service = self.router.clone().map_request(move |mut req: http::Request<kube::client::Body>| {
-            apiserver::act_as(&mut req, user.clone());
-            req
-        });
+        let service =
+            self.router
+                .clone()
+                .map_request(move |mut req: http::Request<kube::client::Body>| {
+                    apiserver::act_as(&mut req, user.clone());
+                    req
+                });
         Client::new(service, "default")
     }
 }

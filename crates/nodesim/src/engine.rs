@@ -98,6 +98,8 @@ pub(crate) struct Engine {
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     /// The deadline each pod is queued for; older heap entries for it are stale.
     pod_timer: HashMap<String, Instant>,
+    /// The token manager: started pods' projected ServiceAccount tokens.
+    tokens: tokio::sync::mpsc::UnboundedSender<crate::tokens::Msg>,
 }
 
 impl Engine {
@@ -118,6 +120,7 @@ impl Engine {
             .unwrap_or_else(|| cfg.readiness_delay.clone());
         cfg.grace_scale = profile.grace_scale.unwrap_or(cfg.grace_scale);
         Engine {
+            tokens: crate::tokens::start(identities.clone(), stats.clone()),
             identities,
             cfg,
             profile,
@@ -612,6 +615,17 @@ impl Engine {
         self.count_pod(&pod, 1);
         let uid = view.uid.clone();
         self.pods.insert(uid.clone(), pod);
+        if !view.tokens.is_empty() {
+            // The kubelet gets a pod's tokens as it mounts its volumes.
+            let _ = self.tokens.send(crate::tokens::Msg::Start {
+                node: view.node.clone(),
+                namespace: view.namespace.clone(),
+                name: view.name.clone(),
+                uid: uid.clone(),
+                account: view.service_account.clone(),
+                sources: view.tokens.clone(),
+            });
+        }
         self.apply(&uid, out);
         if let Some(grace) = view.deletion_grace {
             self.with_pod(&uid, |pod, ctx| pod.observe_deletion(grace, ctx));
@@ -800,6 +814,9 @@ impl Engine {
         let Some(pod) = self.pods.remove(uid) else {
             return;
         };
+        let _ = self.tokens.send(crate::tokens::Msg::Stop {
+            uid: uid.to_string(),
+        });
         self.pod_timer.remove(uid);
         self.count_pod(&pod, -1);
         if let Some(node) = self.nodes.get_mut(&pod.node) {

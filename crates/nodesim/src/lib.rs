@@ -21,6 +21,7 @@ pub mod pod;
 pub mod profile;
 pub mod resync;
 pub mod stats;
+pub mod tokens;
 pub mod volumes;
 mod writer;
 

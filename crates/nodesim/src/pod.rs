@@ -98,6 +98,10 @@ pub struct PodView {
     pub status: Option<Value>,
     /// The PersistentVolumeClaims it mounts (it starts once they are bound).
     pub claims: Vec<String>,
+    /// Its ServiceAccount.
+    pub service_account: String,
+    /// Its projected volumes' ServiceAccount token sources (requested when it starts).
+    pub tokens: Vec<crate::tokens::TokenSource>,
 }
 
 impl PodView {
@@ -156,6 +160,11 @@ impl PodView {
                 .filter_map(|v| v.persistent_volume_claim.as_ref())
                 .map(|c| c.claim_name.clone())
                 .collect(),
+            service_account: spec
+                .service_account_name
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            tokens: crate::tokens::sources(pod),
         })
     }
 

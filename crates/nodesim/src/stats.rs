@@ -25,6 +25,8 @@ pub struct Stats {
     /// Pod statuses written back because someone else changed their `Ready` condition: a number
     /// that keeps growing means two writers disagree about a pod.
     pub status_resyncs: AtomicU64,
+    /// The projected ServiceAccount tokens the simulated kubelets hold, by pod.
+    pub tokens: crate::tokens::Tokens,
 }
 
 impl Stats {

@@ -123,6 +123,8 @@ mod tests {
             scheduled: None,
             status: None,
             claims: claims.iter().map(|c| c.to_string()).collect(),
+            service_account: "default".into(),
+            tokens: vec![],
         }
     }
 

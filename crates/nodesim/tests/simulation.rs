@@ -1106,3 +1106,111 @@ async fn an_evicted_pod_keeps_its_disruption_target_condition() {
         .await
         .unwrap();
 }
+
+/// The simulated kubelet asks for each projected ServiceAccount token of a pod it starts, bound
+/// to the pod: the token authenticates as the pod's ServiceAccount until the pod is deleted.
+#[tokio::test]
+async fn a_started_pods_projected_token_is_valid_until_the_pod_is_deleted() {
+    use k8s_openapi::api::{
+        authentication::v1::{TokenReview, TokenReviewSpec},
+        core::v1::ServiceAccount,
+    };
+    let key = std::sync::Arc::new(satoken::Key::generate().unwrap());
+    let server = apiserver::ApiServer::start(
+        std::sync::Arc::new(store::memory::MemoryStore::new()),
+        apiserver::ServerOptions {
+            service_account_key: Some(key),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let c = embedded::client_for(&server);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let stats = std::sync::Arc::new(nodesim::Stats::default());
+    let (client, s) = (c.clone(), stats.clone());
+    tokio::spawn(async move {
+        nodesim::run_with_stats(
+            client,
+            fast(1),
+            Profile::default(),
+            async move {
+                let _ = rx.await;
+            },
+            s,
+        )
+        .await
+        .unwrap();
+    });
+    let _stop = tx;
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    Api::<ServiceAccount>::default_namespaced(c.clone())
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+    let spec = json!({
+        "serviceAccountName": "robot",
+        "containers": [{"name": "app", "image": "nginx:1.27"}],
+        "volumes": [{"name": "token", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}}],
+    });
+    let pod = create_bound(&c, "p", "node-0", spec, json!({})).await;
+    let uid = pod.uid().unwrap();
+    let held = tokio::time::timeout(
+        T,
+        stats
+            .tokens
+            .wait_for(&uid, |t| t.contains_key("token/token")),
+    )
+    .await
+    .expect("the kubelet holds the pod's token");
+    let token = held["token/token"].clone();
+
+    let reviews: Api<TokenReview> = Api::all(c.clone());
+    let review = |token: String| {
+        let reviews = reviews.clone();
+        async move {
+            let r = TokenReview {
+                spec: TokenReviewSpec {
+                    token: Some(token),
+                    audiences: None,
+                },
+                ..Default::default()
+            };
+            reviews
+                .create(&PostParams::default(), &r)
+                .await
+                .unwrap()
+                .status
+                .unwrap()
+        }
+    };
+    let status = review(token.clone()).await;
+    assert_eq!(status.authenticated, Some(true), "{status:?}");
+    let user = status.user.unwrap();
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:default:robot")
+    );
+    assert_eq!(
+        user.extra.unwrap()["authentication.kubernetes.io/pod-uid"],
+        vec![uid.clone()]
+    );
+
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    tokio::time::timeout(T, await_condition(pods, "p", conditions::is_deleted(&uid)))
+        .await
+        .expect("p deleted")
+        .unwrap();
+    let status = review(token).await;
+    assert_eq!(status.authenticated, None, "{status:?}");
+    assert_eq!(
+        status.error.as_deref(),
+        Some("service account token has been invalidated")
+    );
+    tokio::time::timeout(T, stats.tokens.wait_for(&uid, |t| t.is_empty()))
+        .await
+        .expect("the kubelet drops a deleted pod's tokens");
+}

@@ -78,6 +78,18 @@ impl ControlPlane {
             .with_context(|| format!("creating data directory {}", opts.data_dir.display()))?;
         let lock = lock_data_dir(&opts.data_dir)?;
         let credentials = Credentials::load_or_create(&opts.data_dir.join("pki"))?;
+        // ServiceAccount tokens are signed with this key (upstream's `sa.key`); kept across
+        // restarts so that issued tokens stay valid.
+        let sa_key_path = opts.data_dir.join("pki").join("sa.key");
+        let service_account_key = Arc::new(
+            satoken::Key::load_or_create(&sa_key_path)
+                .with_context(|| format!("the service-account key {}", sa_key_path.display()))?,
+        );
+        if let Some(settings) = &mut opts.components.controllers
+            && settings.serviceaccount_token.key.is_none()
+        {
+            settings.serviceaccount_token.key = Some(service_account_key.clone());
+        }
         // The root-ca-cert-publisher publishes the CA the kubeconfig trusts this server with,
         // unless told another (`--root-ca-file`).
         if let Some(settings) = &mut opts.components.controllers
@@ -132,6 +144,7 @@ impl ControlPlane {
                     })
                 }),
                 event_ttl: Some(opts.event_ttl),
+                service_account_key: Some(service_account_key),
                 ..Default::default()
             },
         )

@@ -5,7 +5,12 @@
 //! A request whose bearer token nobody recognizes is refused (401) rather than served as
 //! anonymous, as upstream does: a client that sent a token meant to be somebody.
 
-use crate::{context::Identity, error::ApiError, server::ApiServer};
+use crate::{
+    context::Identity,
+    error::ApiError,
+    server::ApiServer,
+    service_account_token::{Authenticated, api_audiences},
+};
 use authz::UserInfo;
 use axum::{
     extract::{Request, State},
@@ -51,8 +56,8 @@ impl ApiServer {
             .and_then(|v| v.to_str().ok())
             .and_then(bearer_token);
         match bearer {
-            Some(token) => match self.authenticate_bearer(token) {
-                Some(Ok(user)) => Ok(with_authenticated_group(user)),
+            Some(token) => match self.authenticate_bearer(token, &[]) {
+                Some(Ok(found)) => Ok(with_authenticated_group(found.user)),
                 Some(Err(why)) => {
                     tracing::debug!(reason = %why, "bearer token refused");
                     Err(ApiError::unauthorized())
@@ -63,15 +68,41 @@ impl ApiServer {
         }
     }
 
-    /// Who a bearer token names: `None` when no authenticator knows it, `Some(Err)` when one
-    /// knows it and refuses it (TokenReview answers the same).
-    pub(crate) fn authenticate_bearer(&self, token: &str) -> Option<Result<UserInfo, String>> {
+    /// Who a bearer token meant for `audiences` (empty: the API server's own) names: `None`
+    /// when no authenticator knows it, `Some(Err)` when one knows it and refuses it. The
+    /// request pipeline and TokenReview ask the same authenticators.
+    ///
+    /// The bootstrap token has no audience of its own: it answers for the API server's
+    /// audiences only, as upstream's `WrapAudienceAgnosticToken` does.
+    pub(crate) fn authenticate_bearer(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Option<Result<Authenticated, String>> {
         if let Some(admin) = &self.token
             && constant_time_eq(token.as_bytes(), admin.as_bytes())
         {
-            return Some(Ok(UserInfo::new(ADMIN_USER, &[authz::MASTERS_GROUP])));
+            let own = api_audiences();
+            let wanted: Vec<String> = if audiences.is_empty() {
+                own
+            } else {
+                audiences
+                    .iter()
+                    .filter(|a| own.contains(a))
+                    .cloned()
+                    .collect()
+            };
+            if wanted.is_empty() {
+                return Some(Err(
+                    "token audiences is invalid for the target audiences".into()
+                ));
+            }
+            return Some(Ok(Authenticated {
+                user: UserInfo::new(ADMIN_USER, &[authz::MASTERS_GROUP]),
+                audiences: wanted,
+            }));
         }
-        self.authenticate_service_account(token)
+        self.verify_service_account_token(token, audiences)
     }
 }
 

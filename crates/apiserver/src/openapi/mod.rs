@@ -193,6 +193,12 @@ const EXTRA_KINDS: &[(&str, &str, &str, Register)] = &[
     ("", "v1", "Binding", reg::<core::v1::Binding>),
     ("autoscaling", "v1", "Scale", reg::<autoscaling::v1::Scale>),
     ("policy", "v1", "Eviction", reg::<policy::v1::Eviction>),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "TokenRequest",
+        reg::<k8s_openapi::api::authentication::v1::TokenRequest>,
+    ),
     ("", "v1", "Status", reg::<meta::Status>),
 ];
 
@@ -476,7 +482,8 @@ fn build_components() -> Components {
         by_gvk.insert((g.clone(), v.clone(), k.clone()), name.clone());
     }
     // The list kinds have no k8s-openapi schemars impl: derive them from their item kind.
-    for def in builtin_kinds() {
+    // (The review kinds have none: they are never listed.)
+    for def in builtin_kinds().iter().filter(|k| k.is_stored()) {
         let Some(item) = by_gvk
             .get(&(def.group.clone(), def.version.clone(), def.kind.clone()))
             .cloned()
@@ -947,6 +954,22 @@ fn resource_paths(gv: &Gv, def: &Kind, kind_schema: &str, paths: &mut Map<String
     let created = [("200", "OK"), ("201", "Created"), ("202", "Accepted")];
     let replaced = [("200", "OK"), ("201", "Created")];
 
+    if !def.is_stored() {
+        // The review kinds: a create and nothing else, as upstream publishes them.
+        let create = Op {
+            method: "post",
+            description: format!("create a {kind}"),
+            id: format!("create{o}{ns}{kind}"),
+            action: "post",
+            gvk: gvk.clone(),
+            params: WRITE_PARAMS,
+            body: Some(body(kind_schema)),
+            responses: responses(&created, kind_schema, OBJECT_TYPES),
+        };
+        paths.insert(collection, path_item(vec![create], gv, scope(false)));
+        return;
+    }
+
     // Collection.
     let mut ops = vec![
         Op {
@@ -1090,14 +1113,19 @@ fn resource_paths(gv: &Gv, def: &Kind, kind_schema: &str, paths: &mut Map<String
                     },
                 ]
             }
-            Subresource::Binding | Subresource::Eviction => {
-                let (schema, sgvk) = if sub == Subresource::Binding {
-                    ("io.k8s.api.core.v1.Binding", gvk_obj("", "v1", "Binding"))
-                } else {
-                    (
+            Subresource::Binding | Subresource::Eviction | Subresource::Token => {
+                let (schema, sgvk) = match sub {
+                    Subresource::Binding => {
+                        ("io.k8s.api.core.v1.Binding", gvk_obj("", "v1", "Binding"))
+                    }
+                    Subresource::Token => (
+                        "io.k8s.api.authentication.v1.TokenRequest",
+                        gvk_obj("authentication.k8s.io", "v1", "TokenRequest"),
+                    ),
+                    _ => (
                         "io.k8s.api.policy.v1.Eviction",
                         gvk_obj("policy", "v1", "Eviction"),
-                    )
+                    ),
                 };
                 vec![Op {
                     method: "post",
@@ -1638,6 +1666,9 @@ mod tests {
         for def in REGISTRY.kinds().iter() {
             let s = schema_of(def).unwrap();
             assert_eq!(s["x-kubernetes-group-version-kind"][0]["kind"], def.kind);
+            if !def.is_stored() {
+                continue;
+            }
             let list =
                 COMPONENTS
                     .by_gvk

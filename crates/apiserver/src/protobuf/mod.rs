@@ -278,7 +278,11 @@ impl Decoder<'_> {
                 let nanos = fields.get("duration").and_then(Value::as_i64).unwrap_or(0);
                 Ok(Some(Value::String(go_duration(nanos))))
             }
-            "apimachinery.pkg.apis.meta.v1.Verbs" => {
+            // A list in a message of its own; in JSON, just the list (a user's `extra` values).
+            "apimachinery.pkg.apis.meta.v1.Verbs"
+            | "api.authentication.v1.ExtraValue"
+            | "api.authorization.v1.ExtraValue"
+            | "api.certificates.v1.ExtraValue" => {
                 let fields = self.object(name, bytes, depth)?;
                 Ok(Some(
                     fields

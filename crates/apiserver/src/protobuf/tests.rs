@@ -765,3 +765,69 @@ fn runtime_class_as_client_go_sends_it() {
         })
     );
 }
+
+#[test]
+fn access_reviews_and_token_requests_decode_as_kubectl_sends_them() {
+    use k8s_pb::api::authentication::v1 as authn;
+    use k8s_pb::api::authorization::v1 as authz;
+    let review = authz::SubjectAccessReview {
+        metadata: Some(meta::ObjectMeta::default()),
+        spec: Some(authz::SubjectAccessReviewSpec {
+            resource_attributes: Some(authz::ResourceAttributes {
+                namespace: s("prod"),
+                verb: s("list"),
+                resource: s("pods"),
+                ..Default::default()
+            }),
+            user: s("alice"),
+            groups: vec!["devs".into()],
+            extra: BTreeMap::from([(
+                "scopes".to_string(),
+                authz::ExtraValue {
+                    items: vec!["a".into(), "b".into()],
+                },
+            )]),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let got = decode(&envelope(
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        &review,
+    ))
+    .unwrap();
+    assert_eq!(
+        got["spec"],
+        json!({
+            "resourceAttributes": {"namespace": "prod", "verb": "list", "resource": "pods"},
+            "user": "alice", "groups": ["devs"], "extra": {"scopes": ["a", "b"]},
+        })
+    );
+    let request = authn::TokenRequest {
+        metadata: Some(meta::ObjectMeta::default()),
+        spec: Some(authn::TokenRequestSpec {
+            audiences: vec!["vault".into()],
+            expiration_seconds: Some(600),
+            bound_object_ref: Some(authn::BoundObjectReference {
+                kind: s("Pod"),
+                api_version: s("v1"),
+                name: s("web-1"),
+                u_id: s("u1"),
+            }),
+        }),
+        status: None,
+    };
+    let got = decode(&envelope(
+        "authentication.k8s.io/v1",
+        "TokenRequest",
+        &request,
+    ))
+    .unwrap();
+    assert_eq!(got["kind"], "TokenRequest");
+    assert_eq!(
+        got["spec"],
+        json!({"audiences": ["vault"], "expirationSeconds": 600,
+               "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web-1", "uid": "u1"}})
+    );
+}

@@ -31,6 +31,9 @@ pub enum Subresource {
     Approval,
     /// `namespaces/finalize`: the one way to change a namespace's `spec.finalizers` (update only).
     Finalize,
+    /// `serviceaccounts/token`: an `authentication.k8s.io/v1` TokenRequest that returns a token
+    /// for the ServiceAccount (create only).
+    Token,
 }
 
 impl Subresource {
@@ -43,6 +46,7 @@ impl Subresource {
             Subresource::Eviction => "eviction",
             Subresource::Approval => "approval",
             Subresource::Finalize => "finalize",
+            Subresource::Token => "token",
         }
     }
 }
@@ -78,6 +82,9 @@ pub enum Storage {
         /// Between the stored form and this kind's.
         conversion: Arc<dyn Conversion>,
     },
+    /// Nowhere: the kind is only created, the server answers the create and keeps nothing (the
+    /// review kinds: TokenReview, SubjectAccessReview...).
+    Nowhere,
 }
 
 /// Checks a body decodes as a Go type would; the error is the decoder's.
@@ -255,6 +262,18 @@ impl Kind {
         self
     }
 
+    /// Serves this kind by create only, answered by the server and never stored.
+    pub fn never_stored(mut self) -> Self {
+        self.storage = Storage::Nowhere;
+        self.delete_collection = false;
+        self
+    }
+
+    /// Whether objects of this kind are kept (false for the review kinds).
+    pub fn is_stored(&self) -> bool {
+        !matches!(self.storage, Storage::Nowhere)
+    }
+
     /// `apps/v1`, or `v1` for core.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -301,7 +320,7 @@ impl Kind {
     /// The group and plural the objects are stored under.
     pub fn storage_resource(&self) -> (&str, &str) {
         match &self.storage {
-            Storage::Own => (&self.group, &self.plural),
+            Storage::Own | Storage::Nowhere => (&self.group, &self.plural),
             Storage::View { group, plural, .. } => (group, plural),
         }
     }
@@ -309,7 +328,7 @@ impl Kind {
     /// The conversion from the stored form, for a view.
     pub fn conversion(&self) -> Option<&Arc<dyn Conversion>> {
         match &self.storage {
-            Storage::Own => None,
+            Storage::Own | Storage::Nowhere => None,
             Storage::View { conversion, .. } => Some(conversion),
         }
     }

@@ -29,6 +29,8 @@ mod admissionregistration;
 pub mod apiextensions;
 mod apiregistration;
 mod apps;
+mod authentication;
+mod authorization;
 mod autoscaling;
 mod batch;
 mod certificates;
@@ -74,6 +76,8 @@ pub fn builtin() -> Vec<Kind> {
     kinds.extend(core::kinds());
     kinds.extend(apps::kinds());
     kinds.extend(events::kinds());
+    kinds.extend(authentication::kinds());
+    kinds.extend(authorization::kinds());
     kinds.extend(autoscaling::kinds());
     kinds.extend(batch::kinds());
     kinds.extend(certificates::kinds());
@@ -197,7 +201,7 @@ impl Registry {
     /// The kind that stores what `kind` serves: itself, or the owner of the objects it views.
     pub fn storage_of(&self, kind: &Arc<Kind>) -> Arc<Kind> {
         match &kind.storage {
-            Storage::Own => kind.clone(),
+            Storage::Own | Storage::Nowhere => kind.clone(),
             Storage::View { group, plural, .. } => {
                 self.owner(group, plural).unwrap_or_else(|| kind.clone())
             }

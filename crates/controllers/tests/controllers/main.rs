@@ -23,5 +23,6 @@ mod replicationcontroller;
 mod resourcequota;
 mod root_ca;
 mod serviceaccount;
+mod serviceaccount_token;
 mod statefulset;
 mod support;

@@ -21,6 +21,7 @@ use crate::{
 pub(super) fn service_account() -> Kind {
     Kind::of::<ServiceAccount>()
         .short_names(&["sa"])
+        .subresources(&[Subresource::Token])
         .printer(Printer::Columns {
             columns: || {
                 vec![
