@@ -53,11 +53,11 @@ pub(crate) enum RequestKind {
 }
 
 impl RequestKind {
+    /// The method decides first, as upstream's verb does (a POST is `create` whatever its query
+    /// says): only a read can be a watch, so a write with `?watch=1` still takes a mutating slot.
     fn of(req: &Request) -> Self {
-        let watch = Params::parse(req.uri().query()).is_ok_and(|p| p.is_watch())
-            || req.uri().path().contains("/watch/");
         match *req.method() {
-            _ if watch => RequestKind::LongRunning,
+            Method::GET | Method::HEAD if is_watch(req) => RequestKind::LongRunning,
             Method::GET | Method::HEAD | Method::OPTIONS => RequestKind::ReadOnly,
             _ => RequestKind::Mutating,
         }
@@ -71,6 +71,11 @@ impl RequestKind {
             RequestKind::LongRunning => "longRunning",
         }
     }
+}
+
+fn is_watch(req: &Request) -> bool {
+    Params::parse(req.uri().query()).is_ok_and(|p| p.is_watch())
+        || req.uri().path().contains("/watch/")
 }
 
 /// The permits of one server.
@@ -177,6 +182,28 @@ mod tests {
                 RequestKind::Mutating,
             ),
             ("DELETE", "/api/v1/namespaces/a/pods", RequestKind::Mutating),
+            // A write asking to watch is still a write: it may not take a watch slot.
+            (
+                "POST",
+                "/api/v1/namespaces/default/pods?watch=1",
+                RequestKind::Mutating,
+            ),
+            (
+                "PUT",
+                "/api/v1/namespaces/a/pods/b?watch=true",
+                RequestKind::Mutating,
+            ),
+            (
+                "PATCH",
+                "/apis/apps/v1/namespaces/a/deployments/b?watch=1",
+                RequestKind::Mutating,
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/a/pods?watch=1",
+                RequestKind::Mutating,
+            ),
+            ("POST", "/api/v1/watch/pods", RequestKind::Mutating),
         ];
         for (method, uri, want) in cases {
             let req = Request::builder()
