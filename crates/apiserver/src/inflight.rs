@@ -20,6 +20,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::Duration,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -32,6 +33,10 @@ pub struct InFlightLimits {
     pub mutating: usize,
     /// Open watches.
     pub watches: usize,
+    /// How long a request may take to send its body (upstream's `--request-timeout`, 60 s, which
+    /// bounds every request that is not long-running): a client that trickles its body cannot
+    /// hold a slot past this.
+    pub request_timeout: Duration,
 }
 
 impl Default for InFlightLimits {
@@ -40,6 +45,7 @@ impl Default for InFlightLimits {
             read_only: 400,
             mutating: 200,
             watches: 8192,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -83,6 +89,8 @@ pub(crate) struct InFlight {
     read_only: Arc<Semaphore>,
     mutating: Arc<Semaphore>,
     watches: Arc<Semaphore>,
+    /// [`InFlightLimits::request_timeout`].
+    pub(crate) request_timeout: Duration,
 }
 
 impl InFlight {
@@ -91,6 +99,7 @@ impl InFlight {
             read_only: Arc::new(Semaphore::new(limits.read_only.max(1))),
             mutating: Arc::new(Semaphore::new(limits.mutating.max(1))),
             watches: Arc::new(Semaphore::new(limits.watches.max(1))),
+            request_timeout: limits.request_timeout,
         }
     }
 

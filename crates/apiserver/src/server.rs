@@ -83,6 +83,9 @@ pub struct ConnectionLimits {
     /// HTTP/2 streams one connection may have open at once (upstream's
     /// `--http2-max-streams-per-connection`, 1000 in kube-apiserver).
     pub max_streams_per_connection: u32,
+    /// A connection with no request in progress (no open stream, no unfinished response) for this
+    /// long is closed (upstream's `IdleTimeout`, 90 s, for HTTP/1.1 keep-alive and HTTP/2 alike).
+    pub idle_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -92,9 +95,19 @@ impl Default for ConnectionLimits {
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
             max_streams_per_connection: 1000,
+            idle_timeout: Duration::from_secs(90),
         }
     }
 }
+
+/// The most header bytes a request may carry: upstream sets Go's `MaxHeaderBytes` to 1 MiB (for
+/// HTTP/2 Go derives its `SETTINGS_MAX_HEADER_LIST_SIZE` from the same value), so a long label
+/// selector that upstream takes is taken here too.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// What Go's HTTP/1 server reads past `MaxHeaderBytes` before it answers 431 (its
+/// `initialReadLimitSize` slack for the request line and framing).
+const HEADER_SLACK: usize = 4096;
 
 /// A running API server's shared state. Cheap to clone.
 #[derive(Clone)]
@@ -408,9 +421,9 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         Some(sub) => format!("{}/{}", target.def.plural, sub.name()),
         None => target.def.plural.to_string(),
     };
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+    let body = match request::read_body(body, MAX_BODY, s.in_flight.request_timeout).await {
         Ok(b) => b,
-        Err(_) => return ApiError::too_large(MAX_BODY).into_response(),
+        Err(e) => return e.into_response(),
     };
     let result = s
         .handle(&parts.method, &parts.headers, &target, &params, &body)
@@ -572,54 +585,181 @@ async fn serve_connection(
         }
     };
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    let started = Arc::new(AtomicBool::new(false));
-    let first = started.clone();
-    let service = hyper_util::service::TowerToHyperService::new(router.map_request(
+    let activity = Activity::new();
+    let requests = activity.clone();
+    let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
         move |r: Request<hyper::body::Incoming>| {
-            first.store(true, Ordering::Relaxed);
-            r.map(Body::new)
+            let router = router.clone();
+            let open = requests.begin();
+            async move {
+                let response = router.oneshot(r.map(Body::new)).await?;
+                // The request is in progress until its response body is done or dropped: a watch
+                // keeps its connection busy for as long as it streams.
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| Body::new(Busy { body, _open: open })),
+                )
+            }
         },
     ));
     let io = hyper_util::rt::TokioIo::new(tls);
     let timer = hyper_util::rt::TokioTimer::new();
-    let connection: std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<(), hyper::Error>> + Send>,
-    > = if h2 {
+    if h2 {
         let mut builder =
             hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
         builder
             .timer(timer)
             .max_concurrent_streams(limits.max_streams_per_connection)
+            .max_header_list_size(
+                u32::try_from(MAX_HEADER_BYTES + HEADER_SLACK).unwrap_or(u32::MAX),
+            )
             // Pings find peers that vanished without closing (upstream pings too).
             .keep_alive_interval(Some(Duration::from_secs(30)))
             .keep_alive_timeout(Duration::from_secs(20));
-        Box::pin(builder.serve_connection(io, service))
+        let connection = builder.serve_connection(io, service);
+        drive(
+            connection,
+            |c| c.graceful_shutdown(),
+            &activity,
+            peer,
+            limits,
+        )
+        .await;
     } else {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(timer)
-            .header_read_timeout(limits.header_read_timeout);
-        Box::pin(builder.serve_connection(io, service).with_upgrades())
-    };
+            .header_read_timeout(limits.header_read_timeout)
+            .max_header_size(MAX_HEADER_BYTES + HEADER_SLACK)
+            // The read buffer must hold the largest header block taken.
+            .max_buf_size(MAX_HEADER_BYTES + 2 * HEADER_SLACK);
+        let connection = builder.serve_connection(io, service).with_upgrades();
+        drive(
+            connection,
+            |c| c.graceful_shutdown(),
+            &activity,
+            peer,
+            limits,
+        )
+        .await;
+    }
+}
+
+/// Serves one HTTP connection until it ends, closing it (gracefully: HTTP/2 says GOAWAY) when it
+/// never starts a request or when it sits idle past the idle limit. hyper's HTTP/2 server has no
+/// idle timer of its own and its keep-alive pings would hold an idle connection forever, so the
+/// requests in progress are counted here (hand-written: neither hyper nor tower offers this).
+async fn drive<C>(
+    connection: C,
+    shutdown: fn(std::pin::Pin<&mut C>),
+    activity: &Activity,
+    peer: std::net::SocketAddr,
+    limits: &ConnectionLimits,
+) where
+    C: std::future::Future<Output = Result<(), hyper::Error>>,
+{
+    tokio::pin!(connection);
     // HTTP/1.1's header timeout covers a request that trickles in; this covers a connection that
     // never starts one (an HTTP/2 client that never sends its preface, say).
     let idle_start = async {
         tokio::time::sleep(limits.header_read_timeout).await;
-        if started.load(Ordering::Relaxed) {
+        if activity.started() {
             std::future::pending::<()>().await;
         }
     };
-    tokio::select! {
-        result = connection => {
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+    let result = tokio::select! {
+        result = &mut connection => result,
+        _ = idle_start => {
+            tracing::debug!(%peer, "no request in time; connection closed");
+            return;
         }
-        _ = idle_start => tracing::debug!(%peer, "no request in time; connection closed"),
+        _ = activity.idle_for(limits.idle_timeout) => {
+            tracing::debug!(%peer, "connection idle; closing it");
+            shutdown(connection.as_mut());
+            // With nothing in progress the close is immediate; a request that raced in is
+            // bounded by the request deadlines, not by this.
+            connection.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
 }
 
-#[allow(unused_imports)]
+/// The requests in progress on one connection.
+#[derive(Clone)]
+struct Activity {
+    open: tokio::sync::watch::Sender<usize>,
+    started: Arc<AtomicBool>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            open: tokio::sync::watch::Sender::new(0),
+            started: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A request begins; it ends when the returned guard is dropped.
+    fn begin(&self) -> Open {
+        self.started.store(true, Ordering::Relaxed);
+        self.open.send_modify(|n| *n += 1);
+        Open(self.open.clone())
+    }
+
+    fn started(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once no request has been in progress for `limit`.
+    async fn idle_for(&self, limit: Duration) {
+        // `self` holds a sender, so the waits below never fail.
+        let mut open = self.open.subscribe();
+        loop {
+            let _ = open.wait_for(|n| *n == 0).await.is_ok();
+            tokio::select! {
+                _ = tokio::time::sleep(limit) => return,
+                _ = async { open.wait_for(|n| *n > 0).await.is_ok() } => {}
+            }
+        }
+    }
+}
+
+/// One request in progress.
+struct Open(tokio::sync::watch::Sender<usize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A response body whose request is in progress until the body is finished or dropped.
+struct Busy {
+    body: Body,
+    _open: Open,
+}
+
+impl hyper::body::Body for Busy {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 use tower::ServiceExt as _;
 
 #[cfg(test)]

@@ -304,6 +304,7 @@ fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
 }
 
 #[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

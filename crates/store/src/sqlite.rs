@@ -663,6 +663,7 @@ fn backend(path: &Path, error: rusqlite::Error) -> StoreError {
 }
 
 #[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
     use crate::Store;
