@@ -10,6 +10,7 @@ pub mod admission;
 mod apply;
 mod authorizer;
 pub mod cache;
+mod connection;
 mod context;
 pub mod discovery;
 pub mod error;
