@@ -16,7 +16,7 @@ pub mod batch;
 pub mod config;
 pub mod core_kinds;
 mod label_selector;
-mod meta;
+pub mod meta;
 mod names;
 pub mod node;
 pub mod pod;

@@ -179,6 +179,11 @@ pub fn prepare_create(
         ));
     }
     errors.extend(strategy.validate(obj));
+    if errors.is_empty() {
+        // Upstream's `rest.BeforeCreate`: once the kind's own rules pass, the metadata rules
+        // every kind shares, so that no name is stored that is not one segment of its URL.
+        errors.extend(api::validation::meta::validate_common(obj, def.namespaced));
+    }
     if !errors.is_empty() {
         return Err(ApiError::invalid(def, &name, &errors));
     }

@@ -20,6 +20,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::Duration,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -32,6 +33,10 @@ pub struct InFlightLimits {
     pub mutating: usize,
     /// Open watches.
     pub watches: usize,
+    /// How long a request may take to send its body (upstream's `--request-timeout`, 60 s, which
+    /// bounds every request that is not long-running): a client that trickles its body cannot
+    /// hold a slot past this.
+    pub request_timeout: Duration,
 }
 
 impl Default for InFlightLimits {
@@ -40,6 +45,7 @@ impl Default for InFlightLimits {
             read_only: 400,
             mutating: 200,
             watches: 8192,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -53,11 +59,11 @@ pub(crate) enum RequestKind {
 }
 
 impl RequestKind {
+    /// The method decides first, as upstream's verb does (a POST is `create` whatever its query
+    /// says): only a read can be a watch, so a write with `?watch=1` still takes a mutating slot.
     fn of(req: &Request) -> Self {
-        let watch = Params::parse(req.uri().query()).is_ok_and(|p| p.is_watch())
-            || req.uri().path().contains("/watch/");
         match *req.method() {
-            _ if watch => RequestKind::LongRunning,
+            Method::GET | Method::HEAD if is_watch(req) => RequestKind::LongRunning,
             Method::GET | Method::HEAD | Method::OPTIONS => RequestKind::ReadOnly,
             _ => RequestKind::Mutating,
         }
@@ -73,11 +79,18 @@ impl RequestKind {
     }
 }
 
+fn is_watch(req: &Request) -> bool {
+    Params::parse(req.uri().query()).is_ok_and(|p| p.is_watch())
+        || req.uri().path().contains("/watch/")
+}
+
 /// The permits of one server.
 pub(crate) struct InFlight {
     read_only: Arc<Semaphore>,
     mutating: Arc<Semaphore>,
     watches: Arc<Semaphore>,
+    /// [`InFlightLimits::request_timeout`].
+    pub(crate) request_timeout: Duration,
 }
 
 impl InFlight {
@@ -86,6 +99,7 @@ impl InFlight {
             read_only: Arc::new(Semaphore::new(limits.read_only.max(1))),
             mutating: Arc::new(Semaphore::new(limits.mutating.max(1))),
             watches: Arc::new(Semaphore::new(limits.watches.max(1))),
+            request_timeout: limits.request_timeout,
         }
     }
 
@@ -177,6 +191,28 @@ mod tests {
                 RequestKind::Mutating,
             ),
             ("DELETE", "/api/v1/namespaces/a/pods", RequestKind::Mutating),
+            // A write asking to watch is still a write: it may not take a watch slot.
+            (
+                "POST",
+                "/api/v1/namespaces/default/pods?watch=1",
+                RequestKind::Mutating,
+            ),
+            (
+                "PUT",
+                "/api/v1/namespaces/a/pods/b?watch=true",
+                RequestKind::Mutating,
+            ),
+            (
+                "PATCH",
+                "/apis/apps/v1/namespaces/a/deployments/b?watch=1",
+                RequestKind::Mutating,
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/a/pods?watch=1",
+                RequestKind::Mutating,
+            ),
+            ("POST", "/api/v1/watch/pods", RequestKind::Mutating),
         ];
         for (method, uri, want) in cases {
             let req = Request::builder()

@@ -11,6 +11,7 @@ mod apply;
 mod authorizer;
 mod bootstrap_policy;
 pub mod cache;
+mod connection;
 mod context;
 pub mod discovery;
 pub mod error;

@@ -14,6 +14,25 @@ use std::sync::Arc;
 /// The largest request body accepted (upstream's limit is 3 MiB for JSON objects).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
+/// Reads a request's body: at most `limit` bytes (413 past it, as upstream's `limitedReadBody`),
+/// and within `deadline`, so that a client sending a byte now and then cannot hold the request
+/// (and its in-flight slot) open. Upstream's request timeout answers such a request with 504 and
+/// this Status.
+pub async fn read_body(
+    body: axum::body::Body,
+    limit: usize,
+    deadline: std::time::Duration,
+) -> ApiResult<Bytes> {
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(ApiError::too_large(limit)),
+        Err(_) => Err(ApiError {
+            details: Some(serde_json::json!({})),
+            ..ApiError::timeout("Timeout: request did not complete within the allotted timeout")
+        }),
+    }
+}
+
 /// The object or collection a request is about.
 #[derive(Debug, Clone)]
 pub struct Target {

@@ -3,6 +3,7 @@
 use crate::{
     admission::Part,
     cache::Cache,
+    connection::{Activity, drive},
     context::Identity,
     discovery,
     error::{ApiError, ApiResult},
@@ -27,10 +28,7 @@ use axum::{
 use bytes::Bytes;
 use serde_json::json;
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     time::{Duration, Instant},
 };
 use store::Store;
@@ -90,6 +88,9 @@ pub struct ConnectionLimits {
     /// HTTP/2 streams one connection may have open at once (upstream's
     /// `--http2-max-streams-per-connection`, 1000 in kube-apiserver).
     pub max_streams_per_connection: u32,
+    /// A connection with no request in progress (no open stream, no unfinished response) for this
+    /// long is closed (upstream's `IdleTimeout`, 90 s, for HTTP/1.1 keep-alive and HTTP/2 alike).
+    pub idle_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -99,9 +100,19 @@ impl Default for ConnectionLimits {
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
             max_streams_per_connection: 1000,
+            idle_timeout: Duration::from_secs(90),
         }
     }
 }
+
+/// The most header bytes a request may carry: upstream sets Go's `MaxHeaderBytes` to 1 MiB (for
+/// HTTP/2 Go derives its `SETTINGS_MAX_HEADER_LIST_SIZE` from the same value), so a long label
+/// selector that upstream takes is taken here too.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// What Go's HTTP/1 server reads past `MaxHeaderBytes` before it answers 431 (its
+/// `initialReadLimitSize` slack for the request line and framing).
+const HEADER_SLACK: usize = 4096;
 
 /// A running API server's shared state. Cheap to clone.
 #[derive(Clone)]
@@ -444,9 +455,9 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         Some(sub) => format!("{}/{}", target.def.plural, sub.name()),
         None => target.def.plural.to_string(),
     };
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+    let body = match request::read_body(body, MAX_BODY, s.in_flight.request_timeout).await {
         Ok(b) => b,
-        Err(_) => return ApiError::too_large(MAX_BODY).into_response(),
+        Err(e) => return e.into_response(),
     };
     let user = parts
         .extensions
@@ -627,56 +638,63 @@ async fn serve_connection(
         .and_then(|chain| chain.first())
         .and_then(|leaf| authentication::certificate_user(leaf))
         .map(|user| authentication::ClientCertificate(Arc::new(user)));
-    let started = Arc::new(AtomicBool::new(false));
-    let first = started.clone();
-    let service = hyper_util::service::TowerToHyperService::new(router.map_request(
+    let activity = Activity::new();
+    let requests = activity.clone();
+    let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
         move |r: Request<hyper::body::Incoming>| {
-            first.store(true, Ordering::Relaxed);
+            let router = router.clone();
+            let open = requests.begin();
             let mut r = r.map(Body::new);
             if let Some(c) = &certificate {
                 r.extensions_mut().insert(c.clone());
             }
-            r
+            async move {
+                let response = router.oneshot(r).await?;
+                Ok::<_, std::convert::Infallible>(response.map(|body| open.until_sent(body)))
+            }
         },
     ));
     let io = hyper_util::rt::TokioIo::new(tls);
     let timer = hyper_util::rt::TokioTimer::new();
-    let connection: std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<(), hyper::Error>> + Send>,
-    > = if h2 {
+    if h2 {
         let mut builder =
             hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
         builder
             .timer(timer)
             .max_concurrent_streams(limits.max_streams_per_connection)
+            .max_header_list_size(
+                u32::try_from(MAX_HEADER_BYTES + HEADER_SLACK).unwrap_or(u32::MAX),
+            )
             // Pings find peers that vanished without closing (upstream pings too).
             .keep_alive_interval(Some(Duration::from_secs(30)))
             .keep_alive_timeout(Duration::from_secs(20));
-        Box::pin(builder.serve_connection(io, service))
+        let connection = builder.serve_connection(io, service);
+        drive(
+            connection,
+            |c| c.graceful_shutdown(),
+            &activity,
+            peer,
+            limits,
+        )
+        .await;
     } else {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(timer)
-            .header_read_timeout(limits.header_read_timeout);
-        Box::pin(builder.serve_connection(io, service).with_upgrades())
-    };
-    // HTTP/1.1's header timeout covers a request that trickles in; this covers a connection that
-    // never starts one (an HTTP/2 client that never sends its preface, say).
-    let idle_start = async {
-        tokio::time::sleep(limits.header_read_timeout).await;
-        if started.load(Ordering::Relaxed) {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        result = connection => {
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        }
-        _ = idle_start => tracing::debug!(%peer, "no request in time; connection closed"),
+            .header_read_timeout(limits.header_read_timeout)
+            .max_header_size(MAX_HEADER_BYTES + HEADER_SLACK)
+            // The read buffer must hold the largest header block taken.
+            .max_buf_size(MAX_HEADER_BYTES + 2 * HEADER_SLACK);
+        let connection = builder.serve_connection(io, service).with_upgrades();
+        drive(
+            connection,
+            |c| c.graceful_shutdown(),
+            &activity,
+            peer,
+            limits,
+        )
+        .await;
     }
 }
 
-#[allow(unused_imports)]
 use tower::ServiceExt as _;

@@ -74,7 +74,7 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Opens the store, starts the API server on the configured port and writes the kubeconfig.
     pub async fn start(mut opts: Options) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&opts.data_dir)
+        private_dir(&opts.data_dir)
             .with_context(|| format!("creating data directory {}", opts.data_dir.display()))?;
         let lock = lock_data_dir(&opts.data_dir)?;
         let credentials = Credentials::load_or_create(&opts.data_dir.join("pki"))?;
@@ -318,6 +318,29 @@ fn node_simulator_reads() -> [serde_json::Value; 2] {
     ]
 }
 
+/// Creates the data directory readable by its owner only, and narrows one that exists: it holds
+/// the store (every Secret), the CA's key and the admin kubeconfig (etcd keeps its data directory
+/// 0700 for the same reason).
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
+        }
+        Ok(())
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
 fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
     let path = dir.join("lock");
     let file = std::fs::OpenOptions::new()
@@ -391,5 +414,34 @@ mod tests {
                 namespace: None,
             }])
         );
+    }
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod data_dir_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_data_directory_is_created_private() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("a").join(".rollwright");
+        private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+    }
+
+    #[test]
+    fn an_existing_data_directory_is_narrowed() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join(".rollwright");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
     }
 }

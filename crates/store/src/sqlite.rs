@@ -578,6 +578,7 @@ impl Readers {
 
 fn open_writer(path: &Path) -> Result<Connection> {
     let fail = |e| backend(path, e);
+    private_files(path)?;
     let conn = Connection::open(path).map_err(fail)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(fail)?;
@@ -603,6 +604,43 @@ fn open_writer(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The store holds every Secret in the cluster: its file is readable by its owner only. SQLite
+/// creates the `-wal` and `-shm` files with the database file's permissions, so creating the
+/// database 0600 before SQLite first opens it makes all three private; files left by an older
+/// version with wider permissions are narrowed.
+#[cfg(unix)]
+fn private_files(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let fail = |p: &Path, e: std::io::Error| StoreError::Backend(format!("{}: {e}", p.display()));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| fail(path, e))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let file = Path::new(&name);
+        match std::fs::metadata(file) {
+            Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+                std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| fail(file, e))?;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(file, e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn private_files(_path: &Path) -> Result<()> {
+    Ok(())
+}
+
 fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -622,4 +660,68 @@ fn key_value(key: String, row: &Row<'_>, first: usize) -> rusqlite::Result<KeyVa
 
 fn backend(path: &Path, error: rusqlite::Error) -> StoreError {
     StoreError::Backend(format!("{}: {error}", path.display()))
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod tests {
+    use super::*;
+    use crate::Store;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    }
+
+    #[tokio::test]
+    async fn the_store_and_its_wal_and_shm_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let store = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+        // A write makes SQLite use the WAL and the shared-memory index.
+        store
+            .create("/registry/secrets/default/s", Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+        for file in [
+            path.clone(),
+            with_suffix(&path, "-wal"),
+            with_suffix(&path, "-shm"),
+        ] {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_left_readable_by_others_is_narrowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        {
+            let store = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+            store
+                .create("/registry/secrets/default/s", Bytes::from_static(b"{}"))
+                .await
+                .unwrap();
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let file = with_suffix(&path, suffix);
+            if file.exists() {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }
+        }
+        let _store = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+        for file in [
+            path.clone(),
+            with_suffix(&path, "-wal"),
+            with_suffix(&path, "-shm"),
+        ] {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+    }
 }

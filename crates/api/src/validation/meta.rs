@@ -1,5 +1,5 @@
 //! `metadata` checks shared by every kind: names, namespace, labels, annotations, finalizers
-//! (upstream's `ValidateObjectMeta`).
+//! (upstream's `ValidateObjectMeta`, in `k8s.io/apimachinery/pkg/api/validation/objectmeta.go`).
 
 use super::{field, items, names, str_field};
 use crate::field::{FieldError, Path};
@@ -80,6 +80,33 @@ pub(super) fn validate_object_meta(
     ));
     errs.extend(validate_finalizers(meta, &path.child("finalizers")));
     errs
+}
+
+/// Upstream's `ValidateObjectMeta` with `NameIsDNSSubdomain` for a namespaced kind whose own
+/// validation rollwright checks no further than its metadata (ServiceAccount, Endpoints,
+/// Ingress, ...: every `ValidateXxxName` of theirs is `NameIsDNSSubdomain`).
+pub fn validate_namespaced(obj: &Value) -> Vec<FieldError> {
+    validate_object_meta(obj, true, names::name_is_dns_subdomain)
+}
+
+/// [`validate_namespaced`] for a cluster-scoped kind (IngressClass, CSIDriver, webhook
+/// configurations, ...).
+pub fn validate_cluster_scoped(obj: &Value) -> Vec<FieldError> {
+    validate_object_meta(obj, false, names::name_is_dns_subdomain)
+}
+
+/// What upstream's `rest.BeforeCreate` checks of every kind once the kind's own validation
+/// passed: `ValidateObjectMetaAccessor` with `ValidatePathSegmentName`, so that no kind, whatever
+/// its own name rule (a CertificateSigningRequest has none), stores a name that is not one
+/// segment of its URL.
+pub fn validate_common(obj: &Value, namespaced: bool) -> Vec<FieldError> {
+    validate_object_meta(obj, namespaced, names::path_segment_name)
+}
+
+/// Upstream's `NameIsDNSSubdomain`, for kinds that check names with rules of their own (a
+/// CustomResourceDefinition's name is also `<plural>.<group>`).
+pub fn name_is_dns_subdomain(name: &str, prefix: bool) -> Vec<String> {
+    names::name_is_dns_subdomain(name, prefix)
 }
 
 /// A label key (upstream's `ValidateLabelName`); errors are reported on `path` itself.
@@ -163,6 +190,41 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn every_kind_refuses_a_name_that_is_not_a_path_segment() {
+        let got: Vec<String> = validate_common(&json!({"metadata": {"name": "evil/x"}}), false)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            vec![r#"metadata.name: Invalid value: "evil/x": may not contain '/'"#]
+        );
+        assert!(validate_common(&json!({"metadata": {"name": "Any:Thing"}}), false).is_empty());
+    }
+
+    #[test]
+    fn dns_subdomain_kinds_refuse_a_slash_with_upstreams_message() {
+        let got: Vec<String> =
+            validate_namespaced(&json!({"metadata": {"name": "evil/x", "namespace": "default"}}))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        assert_eq!(
+            got,
+            vec![
+                r#"metadata.name: Invalid value: "evil/x": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#
+            ]
+        );
+        assert_eq!(
+            validate_cluster_scoped(&json!({"metadata": {"name": "x", "namespace": "a"}}))
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            vec!["metadata.namespace: Forbidden: not allowed on this type"]
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use serde_json::json;
 
-use super::{Kind, Subresource};
+use super::{Kind, Rules, Subresource};
 use crate::table::{AGE, Desc, NAME, Printer, age_cell, arr, col, name_cell, plain};
 
 /// The admissionregistration.k8s.io kinds.
@@ -34,9 +34,17 @@ pub(super) fn kinds() -> Vec<Kind> {
         },
     };
     vec![
-        Kind::of::<MutatingWebhookConfiguration>().printer(webhooks.clone()),
-        Kind::of::<ValidatingAdmissionPolicy>().subresources(&[Subresource::Status]),
-        Kind::of::<ValidatingAdmissionPolicyBinding>(),
-        Kind::of::<ValidatingWebhookConfiguration>().printer(webhooks),
+        // Each kind's name is a DNS subdomain, as upstream's validation of each checks.
+        Kind::of::<MutatingWebhookConfiguration>()
+            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
+            .printer(webhooks.clone()),
+        Kind::of::<ValidatingAdmissionPolicy>()
+            .subresources(&[Subresource::Status])
+            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped)),
+        Kind::of::<ValidatingAdmissionPolicyBinding>()
+            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped)),
+        Kind::of::<ValidatingWebhookConfiguration>()
+            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
+            .printer(webhooks),
     ]
 }

@@ -154,6 +154,17 @@ fn validate_definition(obj: &Value) -> Vec<FieldError> {
     let group = spec["group"].as_str().unwrap_or_default();
     let plural = spec["names"]["plural"].as_str().unwrap_or_default();
     let name = object::name(obj);
+    // Upstream's name rule for definitions: a DNS subdomain, and `<plural>.<group>`.
+    let mut name_errors = api::validation::meta::name_is_dns_subdomain(name, false);
+    if name != format!("{plural}.{group}") {
+        name_errors.push("must be spec.names.plural+\".\"+spec.group".to_string());
+    }
+    // An empty name is reported as missing, not as malformed.
+    if !name.is_empty() {
+        for msg in name_errors {
+            errs.push(FieldError::invalid("metadata.name", json!(name), msg));
+        }
+    }
     if group.is_empty() {
         errs.push(FieldError::required("spec.group", ""));
     } else if !group.contains('.') {
@@ -168,13 +179,6 @@ fn validate_definition(obj: &Value) -> Vec<FieldError> {
     }
     if spec["names"]["kind"].as_str().is_none_or(str::is_empty) {
         errs.push(FieldError::required("spec.names.kind", ""));
-    }
-    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
-        errs.push(FieldError::invalid(
-            "metadata.name",
-            json!(name),
-            "must be spec.names.plural+\".\"+spec.group",
-        ));
     }
     match spec["scope"].as_str().unwrap_or_default() {
         "Namespaced" | "Cluster" => {}

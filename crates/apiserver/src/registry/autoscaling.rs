@@ -19,7 +19,11 @@ pub(super) fn kinds() -> Vec<Kind> {
             .short_names(&["hpa"])
             .categories(&["all"])
             .subresources(&[Subresource::Status])
-            .strategy(Rules::new().defaults(api::defaults::horizontal_pod_autoscaler))
+            .strategy(
+                Rules::new()
+                    .defaults(api::defaults::horizontal_pod_autoscaler)
+                    .validate(api::validation::meta::validate_namespaced),
+            )
             .printer(printer.clone()),
         Kind::of::<v1::HorizontalPodAutoscaler>()
             .short_names(&["hpa"])

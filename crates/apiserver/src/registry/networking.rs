@@ -17,18 +17,28 @@ pub(super) fn kinds() -> Vec<Kind> {
         Kind::of::<Ingress>()
             .short_names(&["ing"])
             .subresources(&[Subresource::Status])
-            .strategy(Rules::new().generation(Generation::Spec))
+            .strategy(
+                Rules::new()
+                    .generation(Generation::Spec)
+                    .validate(api::validation::meta::validate_namespaced),
+            )
             .printer(Printer::Columns {
                 columns: ingress_columns,
                 row: ingress_row,
             }),
-        Kind::of::<IngressClass>().printer(Printer::Columns {
-            columns: ingress_class_columns,
-            row: ingress_class_row,
-        }),
+        Kind::of::<IngressClass>()
+            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
+            .printer(Printer::Columns {
+                columns: ingress_class_columns,
+                row: ingress_class_row,
+            }),
         Kind::of::<NetworkPolicy>()
             .short_names(&["netpol"])
-            .strategy(Rules::new().generation(Generation::Spec))
+            .strategy(
+                Rules::new()
+                    .generation(Generation::Spec)
+                    .validate(api::validation::meta::validate_namespaced),
+            )
             .printer(Printer::Columns {
                 columns: || {
                     vec![

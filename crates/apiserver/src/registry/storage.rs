@@ -29,57 +29,66 @@ pub(super) fn kinds() -> Vec<Kind> {
                 row: storage_class_row,
             }),
         Kind::of::<CSIDriver>()
-            .strategy(Rules::new().defaults(csi_driver_defaults))
+            .strategy(
+                Rules::new()
+                    .defaults(csi_driver_defaults)
+                    .validate(api::validation::meta::validate_cluster_scoped),
+            )
             .printer(Printer::Columns {
                 columns: csi_driver_columns,
                 row: csi_driver_row,
             }),
-        Kind::of::<CSINode>().printer(Printer::Columns {
-            columns: || {
-                vec![
-                    NAME,
-                    col(
-                        "Drivers",
-                        "integer",
-                        0,
-                        Desc::Field("io.k8s.api.storage.v1.CSINodeSpec", "drivers"),
-                    ),
-                    AGE,
-                ]
-            },
-            row: |obj, now| {
-                plain(vec![
-                    name_cell(obj),
-                    json!(arr(obj, &["spec", "drivers"]).len()),
-                    age_cell(obj, now),
-                ])
-            },
-        }),
-        Kind::of::<CSIStorageCapacity>().printer(Printer::Columns {
-            columns: || {
-                use Desc::Field;
-                const CAP: &str = "io.k8s.api.storage.v1.CSIStorageCapacity";
-                vec![
-                    NAME,
-                    col(
-                        "StorageClassName",
-                        "string",
-                        0,
-                        Field(CAP, "storageClassName"),
-                    ),
-                    col("Capacity", "string", 0, Field(CAP, "capacity")),
-                ]
-            },
-            row: |obj, _| {
-                plain(vec![
-                    name_cell(obj),
-                    json!(s(obj, &["storageClassName"])),
-                    json!(s(obj, &["capacity"])),
-                ])
-            },
-        }),
+        Kind::of::<CSINode>()
+            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
+            .printer(Printer::Columns {
+                columns: || {
+                    vec![
+                        NAME,
+                        col(
+                            "Drivers",
+                            "integer",
+                            0,
+                            Desc::Field("io.k8s.api.storage.v1.CSINodeSpec", "drivers"),
+                        ),
+                        AGE,
+                    ]
+                },
+                row: |obj, now| {
+                    plain(vec![
+                        name_cell(obj),
+                        json!(arr(obj, &["spec", "drivers"]).len()),
+                        age_cell(obj, now),
+                    ])
+                },
+            }),
+        Kind::of::<CSIStorageCapacity>()
+            .strategy(Rules::new().validate(api::validation::meta::validate_namespaced))
+            .printer(Printer::Columns {
+                columns: || {
+                    use Desc::Field;
+                    const CAP: &str = "io.k8s.api.storage.v1.CSIStorageCapacity";
+                    vec![
+                        NAME,
+                        col(
+                            "StorageClassName",
+                            "string",
+                            0,
+                            Field(CAP, "storageClassName"),
+                        ),
+                        col("Capacity", "string", 0, Field(CAP, "capacity")),
+                    ]
+                },
+                row: |obj, _| {
+                    plain(vec![
+                        name_cell(obj),
+                        json!(s(obj, &["storageClassName"])),
+                        json!(s(obj, &["capacity"])),
+                    ])
+                },
+            }),
         Kind::of::<VolumeAttachment>()
             .subresources(&[Subresource::Status])
+            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
             .printer(Printer::Columns {
                 columns: volume_attachment_columns,
                 row: volume_attachment_row,

@@ -12,6 +12,7 @@ mod event_ttl;
 mod field_selectors;
 mod field_validation;
 mod health;
+mod name_validation;
 mod namespace_finalize;
 mod namespace_isolation;
 mod openapi_v2;

@@ -8,14 +8,19 @@
 use crate::common;
 
 use apiserver::{ConnectionLimits, ServerOptions, inflight::InFlightLimits, tls::Credentials};
-use axum::http::{Method, StatusCode};
+use axum::{
+    body::Body,
+    http::{self, Method, StatusCode},
+};
 use common::{DEADLINE, Server, pod};
+use futures::StreamExt;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use std::{sync::Arc, time::Duration};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
 };
+use tower::ServiceExt;
 
 #[tokio::test]
 async fn past_the_in_flight_limit_writes_get_429_with_retry_after() {
@@ -96,6 +101,19 @@ async fn serve(
     std::net::SocketAddr,
     tempfile::TempDir,
 ) {
+    let (roots, addr, dir, _) = serve_with(limits).await;
+    (roots, addr, dir)
+}
+
+/// [`serve`], and the server for in-process calls.
+async fn serve_with(
+    limits: ConnectionLimits,
+) -> (
+    rustls::RootCertStore,
+    std::net::SocketAddr,
+    tempfile::TempDir,
+    Server,
+) {
     let dir = tempfile::tempdir().unwrap();
     let creds = Credentials::load_or_create(dir.path()).unwrap();
     let s = Server::start().await;
@@ -112,7 +130,7 @@ async fn serve(
     roots
         .add(CertificateDer::from_pem_slice(creds.ca_pem.as_bytes()).unwrap())
         .unwrap();
-    (roots, addr, dir)
+    (roots, addr, dir, s)
 }
 
 async fn tls(
@@ -210,4 +228,225 @@ async fn a_slowloris_is_cut_off_and_does_not_keep_a_client_out() {
     while let Some(done) = dawdlers.join_next().await {
         done.unwrap();
     }
+}
+
+/// An HTTP/2 client connection (as kubectl's); the task that drives it ends when the server closes it.
+async fn h2_client(
+    roots: &rustls::RootCertStore,
+    addr: std::net::SocketAddr,
+) -> (
+    hyper::client::conn::http2::SendRequest<Body>,
+    tokio::task::JoinHandle<()>,
+) {
+    let conn = tls(roots, addr, b"h2").await;
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(conn),
+    )
+    .await
+    .unwrap();
+    (
+        sender,
+        tokio::spawn(async move { connection.await.unwrap() }),
+    )
+}
+
+/// An HTTP/1.1 keep-alive client connection; the task that drives it ends when the server closes it.
+async fn h1_client(
+    roots: &rustls::RootCertStore,
+    addr: std::net::SocketAddr,
+) -> (
+    hyper::client::conn::http1::SendRequest<Body>,
+    tokio::task::JoinHandle<()>,
+) {
+    let conn = tls(roots, addr, b"http/1.1").await;
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(conn))
+            .await
+            .unwrap();
+    (
+        sender,
+        tokio::spawn(async move { connection.await.unwrap() }),
+    )
+}
+
+fn get(uri: &str) -> http::Request<Body> {
+    http::Request::get(format!("https://localhost{uri}"))
+        .header("host", "localhost")
+        .body(Body::empty())
+        .unwrap()
+}
+
+async fn body_of(resp: http::Response<hyper::body::Incoming>) -> serde_json::Value {
+    let bytes = axum::body::to_bytes(Body::new(resp.into_body()), usize::MAX)
+        .await
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// Waits for a connection's driver to end: the server closed the connection.
+async fn closed(task: tokio::task::JoinHandle<()>, what: &str) {
+    tokio::time::timeout(DEADLINE, task)
+        .await
+        .unwrap_or_else(|_| panic!("the server kept an idle {what} connection open"))
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_but_one_with_an_open_watch_is_not() {
+    let limits = ConnectionLimits {
+        idle_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let (roots, addr, _dir, s) = serve_with(limits).await;
+
+    let (mut watcher, watching) = h2_client(&roots, addr).await;
+    let watch = watcher
+        .send_request(get("/api/v1/namespaces/default/pods?watch=1"))
+        .await
+        .unwrap();
+    assert_eq!(watch.status(), StatusCode::OK);
+    let mut events = Body::new(watch.into_body()).into_data_stream();
+
+    // One request, answered in full: then the connection is idle, and is closed.
+    let (mut client, driving) = h2_client(&roots, addr).await;
+    let resp = client.send_request(get("/version")).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    body_of(resp).await;
+    closed(driving, "HTTP/2").await;
+
+    // The watch, open all the while, still streams.
+    assert!(!watching.is_finished(), "the watch's connection was closed");
+    let (code, _) = s
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/pods",
+            Some(pod("seen")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let mut seen = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(chunk) = events.next().await {
+            seen.extend_from_slice(&chunk.unwrap());
+            if String::from_utf8_lossy(&seen).contains("\"name\":\"seen\"") {
+                return;
+            }
+        }
+        panic!("the watch ended");
+    })
+    .await
+    .expect("the open watch delivers the new pod");
+}
+
+#[tokio::test]
+async fn an_idle_http1_keep_alive_connection_is_closed() {
+    let limits = ConnectionLimits {
+        idle_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let (roots, addr, _dir) = serve(limits).await;
+    let (mut client, driving) = h1_client(&roots, addr).await;
+    let resp = client.send_request(get("/version")).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    body_of(resp).await;
+    closed(driving, "HTTP/1.1").await;
+}
+
+/// kubectl sends a label selector in the URL, which HTTP/2 carries in a header; upstream takes up
+/// to 1 MiB of headers (Go's `MaxHeaderBytes`). A URL is at most 64 KiB here (the `http` crate's
+/// limit), so the selector is 60 KiB and another header makes up the 100 KiB.
+#[tokio::test]
+async fn a_long_label_selector_and_100_kib_of_headers_are_taken_over_http2_and_http1() {
+    let (roots, addr, _dir, s) = serve_with(ConnectionLimits::default()).await;
+    let (code, _) = s
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/pods",
+            Some(pod("kept")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let mut values = Vec::new();
+    let mut len = 0;
+    for i in 0.. {
+        let v = format!("value-{i:06}");
+        len += v.len() + 1;
+        values.push(v);
+        if len > 60 * 1024 {
+            break;
+        }
+    }
+    let uri = format!(
+        "/api/v1/namespaces/default/pods?labelSelector=app%20notin%20({})",
+        values.join(",")
+    );
+    let request = || {
+        let mut req = get(&uri);
+        req.headers_mut().insert(
+            "x-long",
+            http::HeaderValue::from_str(&"a".repeat(40 * 1024)).unwrap(),
+        );
+        req
+    };
+    assert!(uri.len() + 40 * 1024 > 100 * 1024);
+
+    let (mut h2, _driving) = h2_client(&roots, addr).await;
+    let resp = h2.send_request(request()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "HTTP/2");
+    assert_eq!(body_of(resp).await["items"][0]["metadata"]["name"], "kept");
+
+    let (mut h1, _driving) = h1_client(&roots, addr).await;
+    let resp = h1.send_request(request()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "HTTP/1.1");
+    assert_eq!(body_of(resp).await["items"][0]["metadata"]["name"], "kept");
+}
+
+/// A write whose body trickles in is cut off at the request timeout with upstream's 504 Status,
+/// and its mutating slot is free again.
+#[tokio::test]
+async fn a_body_that_never_finishes_gets_504_and_frees_its_slot() {
+    let s = Server::start_with(ServerOptions {
+        in_flight: InFlightLimits {
+            mutating: 1,
+            request_timeout: Duration::from_millis(300),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let limited = s.server.router();
+    let first: Result<bytes::Bytes, std::io::Error> =
+        Ok(bytes::Bytes::from_static(b"{\"apiVersion\": \"v1\","));
+    let trickle = futures::stream::iter([first]).chain(futures::stream::pending());
+    let req = http::Request::post("/api/v1/namespaces/default/pods")
+        .header("content-type", "application/json")
+        .body(Body::from_stream(trickle))
+        .unwrap();
+    let resp = tokio::time::timeout(DEADLINE, limited.clone().oneshot(req))
+        .await
+        .expect("a request whose body never ends is answered")
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::GATEWAY_TIMEOUT);
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        status,
+        serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Timeout: request did not complete within the allotted timeout",
+            "reason": "Timeout", "details": {}, "code": 504,
+        })
+    );
+
+    let (code, body) = common::call(
+        &limited,
+        Method::POST,
+        "/api/v1/namespaces/default/pods",
+        Some(pod("after")),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
 }

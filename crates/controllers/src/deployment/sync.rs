@@ -22,7 +22,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, PostParams},
 };
 use std::{collections::BTreeMap, time::Duration};
 
@@ -85,27 +85,17 @@ pub async fn write_status(dc: &DeploymentController, d: &mut Deployment) -> Resu
     Ok(())
 }
 
-/// Sets the Deployment's revision annotation (upstream writes it with the status; our status
-/// subresource keeps metadata, so it is a metadata patch of its own).
-async fn set_deployment_revision(
-    dc: &DeploymentController,
-    d: &mut Deployment,
-    revision: &str,
-) -> Result<(), Error> {
-    if d.annotations().get(REVISION).map(String::as_str) == Some(revision) {
-        return Ok(());
+/// Sets the Deployment's revision annotation in `d`; whether it changed (upstream's
+/// `SetDeploymentRevision`). The caller writes it with the status, as upstream does: the status
+/// subresource keeps the request's annotations and never moves `metadata.generation`, where a
+/// write of the main resource would (a Deployment's generation follows its annotations).
+fn set_deployment_revision(d: &mut Deployment, revision: &str) -> bool {
+    let annotations = d.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    if annotations.get(REVISION).map(String::as_str) == Some(revision) {
+        return false;
     }
-    let patch = serde_json::json!({"metadata": {"annotations": {REVISION: revision}}});
-    let patched = deployment_api(dc, d)
-        .patch(
-            &d.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-    d.metadata.annotations = patched.metadata.annotations;
-    d.metadata.resource_version = patched.metadata.resource_version;
-    Ok(())
+    annotations.insert(REVISION.into(), revision.into());
+    true
 }
 
 fn template_of(d: &Deployment) -> k8s_openapi::api::core::v1::PodTemplateSpec {
@@ -173,9 +163,10 @@ async fn new_replica_set(
             return Ok(Some(updated));
         }
         // The Deployment's revision follows the one its new ReplicaSet already has.
-        if let Some(revision) = rs.annotations().get(REVISION).cloned() {
-            set_deployment_revision(dc, d, &revision).await?;
-        }
+        let mut needs_update = match rs.annotations().get(REVISION).cloned() {
+            Some(revision) => set_deployment_revision(d, &revision),
+            None => false,
+        };
         if progress::progress_deadline(d).is_some()
             && progress::get(d.status.as_ref(), progress::PROGRESSING).is_none()
         {
@@ -188,6 +179,9 @@ async fn new_replica_set(
                 now,
             );
             progress::set(d.status.get_or_insert_with(Default::default), cond);
+            needs_update = true;
+        }
+        if needs_update {
             write_status(dc, d).await?;
         }
         return Ok(Some(rs));
@@ -314,7 +308,7 @@ async fn new_replica_set(
             format!("Scaled up replica set {name} from 0 to {replicas}"),
         );
     }
-    set_deployment_revision(dc, d, &new_revision.to_string()).await?;
+    let mut needs_update = set_deployment_revision(d, &new_revision.to_string());
     if !already_existed && progress::progress_deadline(d).is_some() {
         let msg = format!("Created new replica set {name:?}");
         let cond = progress::condition(
@@ -325,6 +319,9 @@ async fn new_replica_set(
             now,
         );
         progress::set(d.status.get_or_insert_with(Default::default), cond);
+        needs_update = true;
+    }
+    if needs_update {
         write_status(dc, d).await?;
     }
     Ok(Some(created))

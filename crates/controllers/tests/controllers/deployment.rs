@@ -162,6 +162,37 @@ async fn a_new_deployment_gets_a_hashed_replica_set_pods_and_status() {
     assert_eq!(status.unavailable_replicas, None);
 }
 
+/// The controller records the revision with the status, as upstream's does, so a new
+/// Deployment stays at generation 1: only a change of its spec or annotations by a client moves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_deployment_stays_at_generation_1() {
+    let c = Cluster::start().await;
+    let api = c.deployments();
+    create(
+        &api,
+        &deployment("gen", 1, "nginx:1", rolling(json!(1), json!(0))),
+    )
+    .await;
+    let d = embedded::wait_until(&api, "revision recorded", TIMEOUT, |d: &Deployment| {
+        let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+        d.name_any() == "gen"
+            && d.annotations()
+                .contains_key("deployment.kubernetes.io/revision")
+            && observed.is_some()
+            && observed >= d.metadata.generation
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        d.annotations()
+            .get("deployment.kubernetes.io/revision")
+            .map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(d.metadata.generation, Some(1));
+    assert_eq!(d.status.and_then(|s| s.observed_generation), Some(1));
+}
+
 async fn rolling_update_keeps_its_bounds(
     surge: serde_json::Value,
     unavailable: serde_json::Value,

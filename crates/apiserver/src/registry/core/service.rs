@@ -48,7 +48,7 @@ pub(super) fn service() -> Kind {
 pub(super) fn endpoints() -> Kind {
     Kind::of::<Endpoints>()
         .short_names(&["ep"])
-        .strategy(Rules::new())
+        .strategy(Rules::new().validate(api::validation::meta::validate_namespaced))
         .printer(Printer::Columns {
             columns: endpoints_columns,
             row: endpoints_row,

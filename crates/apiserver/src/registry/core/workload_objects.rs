@@ -22,6 +22,7 @@ pub(super) fn service_account() -> Kind {
     Kind::of::<ServiceAccount>()
         .short_names(&["sa"])
         .subresources(&[Subresource::Token])
+        .strategy(Rules::new().validate(api::validation::meta::validate_namespaced))
         .printer(Printer::Columns {
             columns: || {
                 vec![
@@ -47,40 +48,42 @@ pub(super) fn service_account() -> Kind {
 
 /// The podtemplates kind.
 pub(super) fn pod_template() -> Kind {
-    Kind::of::<PodTemplate>().printer(Printer::Columns {
-        columns: || {
-            vec![
-                NAME,
-                col(
-                    "Containers",
-                    "string",
-                    0,
-                    Desc::Text("Names of each container in the template."),
-                ),
-                col(
-                    "Images",
-                    "string",
-                    0,
-                    Desc::Text("Images referenced by each container in the template."),
-                ),
-                col(
-                    "Pod Labels",
-                    "string",
-                    0,
-                    Desc::Text("The labels for the pod template."),
-                ),
-            ]
-        },
-        row: |obj, _| {
-            let (names, images) = container_cells(&obj["template"]["spec"]);
-            plain(vec![
-                name_cell(obj),
-                json!(names),
-                json!(images),
-                json!(format_labels(get(obj, &["template", "metadata", "labels"]))),
-            ])
-        },
-    })
+    Kind::of::<PodTemplate>()
+        .strategy(Rules::new().validate(api::validation::meta::validate_namespaced))
+        .printer(Printer::Columns {
+            columns: || {
+                vec![
+                    NAME,
+                    col(
+                        "Containers",
+                        "string",
+                        0,
+                        Desc::Text("Names of each container in the template."),
+                    ),
+                    col(
+                        "Images",
+                        "string",
+                        0,
+                        Desc::Text("Images referenced by each container in the template."),
+                    ),
+                    col(
+                        "Pod Labels",
+                        "string",
+                        0,
+                        Desc::Text("The labels for the pod template."),
+                    ),
+                ]
+            },
+            row: |obj, _| {
+                let (names, images) = container_cells(&obj["template"]["spec"]);
+                plain(vec![
+                    name_cell(obj),
+                    json!(names),
+                    json!(images),
+                    json!(format_labels(get(obj, &["template", "metadata", "labels"]))),
+                ])
+            },
+        })
 }
 
 /// The replicationcontrollers kind.
@@ -258,9 +261,11 @@ fn quota_row(obj: &Value, now: Timestamp) -> Row {
 /// The limitranges kind: defaulted as upstream's, enforced on new pods by
 /// [`crate::limit_ranger`].
 pub(super) fn limit_range() -> Kind {
-    Kind::of::<LimitRange>()
-        .short_names(&["limits"])
-        .strategy(Rules::new().defaults(api::defaults::limit_range))
+    Kind::of::<LimitRange>().short_names(&["limits"]).strategy(
+        Rules::new()
+            .defaults(api::defaults::limit_range)
+            .validate(api::validation::meta::validate_namespaced),
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,138 @@
+//! A connection's requests in progress, and closing it once it sits idle: upstream's Go server
+//! closes a keep-alive connection (HTTP/1.1) or an HTTP/2 connection with no open streams after
+//! its `IdleTimeout` (90 s in kube-apiserver's `secure_serving.go`). hyper's HTTP/2 server has no
+//! idle timer, and its keep-alive pings would hold an idle connection forever, so the requests are
+//! counted here (hand-written: neither hyper nor tower offers this).
+
+use crate::server::ConnectionLimits;
+use axum::body::Body;
+use bytes::Bytes;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+/// Serves one HTTP connection until it ends, closing it (gracefully: HTTP/2 says GOAWAY) when it
+/// never starts a request or when it sits idle past the idle limit.
+pub(crate) async fn drive<C>(
+    connection: C,
+    shutdown: fn(std::pin::Pin<&mut C>),
+    activity: &Activity,
+    peer: std::net::SocketAddr,
+    limits: &ConnectionLimits,
+) where
+    C: std::future::Future<Output = Result<(), hyper::Error>>,
+{
+    tokio::pin!(connection);
+    // HTTP/1.1's header timeout covers a request that trickles in; this covers a connection that
+    // never starts one (an HTTP/2 client that never sends its preface, say).
+    let idle_start = async {
+        tokio::time::sleep(limits.header_read_timeout).await;
+        if activity.started() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let result = tokio::select! {
+        result = &mut connection => result,
+        _ = idle_start => {
+            tracing::debug!(%peer, "no request in time; connection closed");
+            return;
+        }
+        _ = activity.idle_for(limits.idle_timeout) => {
+            tracing::debug!(%peer, "connection idle; closing it");
+            shutdown(connection.as_mut());
+            // With nothing in progress the close is immediate; a request that raced in is
+            // finished first.
+            connection.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// The requests in progress on one connection.
+#[derive(Clone)]
+pub(crate) struct Activity {
+    open: tokio::sync::watch::Sender<usize>,
+    started: Arc<AtomicBool>,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Self {
+        Self {
+            open: tokio::sync::watch::Sender::new(0),
+            started: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A request begins; it ends when the returned guard is dropped.
+    pub(crate) fn begin(&self) -> Open {
+        self.started.store(true, Ordering::Relaxed);
+        self.open.send_modify(|n| *n += 1);
+        Open(self.open.clone())
+    }
+
+    fn started(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once no request has been in progress for `limit`.
+    async fn idle_for(&self, limit: Duration) {
+        // `self` holds a sender, so the waits below never fail.
+        let mut open = self.open.subscribe();
+        loop {
+            let _ = open.wait_for(|n| *n == 0).await.is_ok();
+            tokio::select! {
+                _ = tokio::time::sleep(limit) => return,
+                _ = async { open.wait_for(|n| *n > 0).await.is_ok() } => {}
+            }
+        }
+    }
+}
+
+/// One request in progress.
+pub(crate) struct Open(tokio::sync::watch::Sender<usize>);
+
+impl Open {
+    /// The response body of this request: the request is in progress until the body is sent or
+    /// dropped, so a watch keeps its connection busy for as long as it streams.
+    pub(crate) fn until_sent(self, body: Body) -> Body {
+        Body::new(Busy { body, _open: self })
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A response body whose request is in progress until the body is finished or dropped.
+struct Busy {
+    body: Body,
+    _open: Open,
+}
+
+impl hyper::body::Body for Busy {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
