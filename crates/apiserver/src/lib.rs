@@ -8,6 +8,7 @@
 
 pub mod admission;
 mod apply;
+pub mod audit;
 mod authorizer;
 pub mod cache;
 mod context;

@@ -51,6 +51,9 @@ pub struct ServerOptions {
     /// How long an Event lives after its last write (upstream's `--event-ttl`, 1 h); `None`
     /// keeps Events forever.
     pub event_ttl: Option<Duration>,
+    /// Audit logging (`--audit-policy-file`, `--audit-log-path`) of requests over
+    /// [`ApiServer::router`]; `None` audits nothing.
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 impl Default for ServerOptions {
@@ -62,6 +65,7 @@ impl Default for ServerOptions {
             history_bytes: crate::cache::DEFAULT_HISTORY_BYTES,
             in_flight: InFlightLimits::default(),
             event_ttl: Some(DEFAULT_EVENT_TTL),
+            audit: None,
         }
     }
 }
@@ -105,6 +109,7 @@ pub struct ApiServer {
     pub(crate) in_flight: Arc<InFlight>,
     token: Option<Arc<str>>,
     pub(crate) service_accounts: bool,
+    pub(crate) audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 /// The namespaces a cluster has from the start.
@@ -133,6 +138,7 @@ impl ApiServer {
             in_flight: Arc::new(InFlight::new(&opts.in_flight)),
             token: opts.token.map(Arc::from),
             service_accounts: opts.service_accounts,
+            audit: opts.audit,
         };
         server.bootstrap().await?;
         Ok(server)
@@ -206,6 +212,10 @@ impl ApiServer {
                 .layer(middleware::from_fn_with_state(
                     self.clone(),
                     inflight::limit,
+                ))
+                .layer(middleware::from_fn_with_state(
+                    self.clone(),
+                    crate::audit::layer,
                 ))
                 .layer(middleware::from_fn_with_state(self.clone(), authenticate));
         }
@@ -403,7 +413,7 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
-    let verb = verb_of(&parts.method, &target, &params);
+    let verb = request::verb_of(&parts.method, &target, &params);
     let resource = match target.sub {
         Some(sub) => format!("{}/{}", target.def.plural, sub.name()),
         None => target.def.plural.to_string(),
@@ -426,20 +436,6 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         tracing::warn!(method = %parts.method, path = %parts.uri.path(), code = response.status().as_u16(), "request failed");
     }
     response
-}
-
-fn verb_of(method: &Method, t: &Target, p: &Params) -> &'static str {
-    match *method {
-        Method::GET if p.is_watch() => "watch",
-        Method::GET if t.name.is_some() => "get",
-        Method::GET => "list",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE if t.name.is_some() => "delete",
-        Method::DELETE => "deletecollection",
-        _ => "other",
-    }
 }
 
 impl ApiServer {
@@ -577,7 +573,10 @@ async fn serve_connection(
     let service = hyper_util::service::TowerToHyperService::new(router.map_request(
         move |r: Request<hyper::body::Incoming>| {
             first.store(true, Ordering::Relaxed);
-            r.map(Body::new)
+            let mut r = r.map(Body::new);
+            // The peer's address, for the audit log's `sourceIPs`.
+            r.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            r
         },
     ));
     let io = hyper_util::rt::TokioIo::new(tls);
