@@ -144,13 +144,28 @@ impl ResponseStatus {
             status: text("status"),
             message: text("message"),
             reason: text("reason"),
-            details: status
-                .get("details")
-                .filter(|d| d.as_object().is_some_and(|m| !m.is_empty()))
-                .cloned(),
+            details: status.get("details").and_then(details),
             code,
         }
     }
+}
+
+/// `StatusDetails` as Go writes it: every field is `omitempty`, so zero values go.
+fn details(v: &Value) -> Option<Value> {
+    let zero = |v: &Value| match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_i64() == Some(0),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    let map: Map<String, Value> = v
+        .as_object()?
+        .iter()
+        .filter(|(_, v)| !zero(v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!map.is_empty()).then_some(Value::Object(map))
 }
 
 /// `metav1.MicroTime`: an instant, written to the microsecond.
@@ -218,7 +233,7 @@ mod tests {
         let status = serde_json::json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": "pods \"x\" not found", "reason": "NotFound",
-            "details": {"name": "x", "kind": "pods"}, "code": 404
+            "details": {"name": "x", "group": "", "kind": "pods", "causes": []}, "code": 404
         });
         let got = serde_json::to_value(ResponseStatus::from_status(&status, 404)).unwrap();
         assert_eq!(
