@@ -15,7 +15,7 @@
 use super::{
     Auditor,
     event::{Event, MicroTime, ObjectReference, ResponseStatus},
-    policy::{Level, RequestAuditConfig, Stage},
+    policy::{Level, RequestAuditConfig, Stage, Stages},
 };
 use crate::{
     context::Identity,
@@ -281,9 +281,15 @@ impl Recording {
             None => req,
         };
         let annotations = Annotations::default();
+        let abandoned = Abandoned {
+            auditor: self.auditor.clone(),
+            event: Some(ev.clone()),
+            omit,
+        };
         let handled = AssertUnwindSafe(ANNOTATIONS.scope(annotations.clone(), next.run(req)))
             .catch_unwind()
             .await;
+        abandoned.disarm();
         annotations.merge_into(ev);
         let resp = match handled {
             Ok(resp) => resp,
@@ -320,8 +326,12 @@ impl Recording {
         let code = resp.status().as_u16();
         let (parts, body) = resp.into_parts();
         let mut status = ResponseStatus::code(code);
+        // Only failures and deletes answer with a `Status`; other bodies matter at
+        // `RequestResponse` only, so a `Metadata` list is not read twice.
+        let may_be_status = !(200..300).contains(&code) || ev.verb.starts_with("delete");
+        let wanted = level >= Level::RequestResponse || may_be_status;
         let body = match body.size_hint().exact() {
-            Some(n) if is_json(&parts.headers) => {
+            Some(n) if wanted && is_json(&parts.headers) => {
                 if n as usize > MAX_OBJECT {
                     if level >= Level::RequestResponse {
                         ev.annotations
@@ -401,22 +411,11 @@ fn record_response(
     bytes: &Bytes,
     status: &mut ResponseStatus,
 ) {
-    #[derive(serde::Deserialize)]
-    struct Probe<'a> {
-        #[serde(borrow)]
-        kind: Option<std::borrow::Cow<'a, str>>,
-    }
-    let want_object = config.level >= Level::RequestResponse;
-    // Reading only `kind` skips the rest of a large list without building it.
-    let is_status =
-        serde_json::from_slice::<Probe>(bytes).is_ok_and(|p| p.kind.as_deref() == Some("Status"));
-    if !want_object && !is_status {
-        return;
-    }
     let Ok(mut obj) = serde_json::from_slice::<Value>(bytes) else {
         return;
     };
-    if is_status {
+    let want_object = config.level >= Level::RequestResponse;
+    if obj.get("kind").and_then(Value::as_str) == Some("Status") {
         *status = ResponseStatus::from_status(&obj, status.code);
     }
     if want_object {
@@ -557,6 +556,36 @@ impl HttpBody for Tee {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// Completes the event of a request whose client went away while it was handled, which
+/// cancels the handler here. Upstream's handler runs on and its event completes; without a
+/// response to show, it gets the status upstream gives a handler that wrote none.
+struct Abandoned {
+    auditor: Arc<Auditor>,
+    event: Option<Event>,
+    omit: Stages,
+}
+
+impl Abandoned {
+    fn disarm(mut self) {
+        self.event = None;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(mut ev) = self.event.take() {
+            ev.response_status = Some(ResponseStatus {
+                status: Some("Success".into()),
+                message: Some("Connection closed early".into()),
+                code: 200,
+                ..Default::default()
+            });
+            self.auditor
+                .emit_now(&mut ev, Stage::ResponseComplete, self.omit);
+        }
     }
 }
 

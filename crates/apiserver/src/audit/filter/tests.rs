@@ -287,3 +287,45 @@ async fn a_panicking_handler_is_recorded_at_the_panic_stage() {
         })
     );
 }
+
+#[tokio::test]
+async fn a_request_whose_client_leaves_still_completes_its_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let (server, auditor) = audited(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+        &log,
+    )
+    .await;
+    let started = Arc::new(tokio::sync::Notify::new());
+    let handler_started = started.clone();
+    let router = axum::Router::new()
+        .fallback(move || {
+            let started = handler_started.clone();
+            async move {
+                started.notify_one();
+                std::future::pending::<()>().await;
+                StatusCode::OK
+            }
+        })
+        .layer(axum::middleware::from_fn_with_state(server.clone(), layer))
+        .with_state(server);
+    let req = Request::builder()
+        .uri("/api/v1/pods")
+        .body(Body::empty())
+        .unwrap();
+    let task = tokio::spawn(router.oneshot(req));
+    started.notified().await;
+    task.abort();
+    assert!(task.await.is_err_and(|e| e.is_cancelled()));
+    auditor.flush().await;
+    let events = lines(&log);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[1]["stage"], "ResponseComplete");
+    assert_eq!(
+        events[1]["responseStatus"],
+        serde_json::json!({
+            "metadata": {}, "status": "Success", "message": "Connection closed early", "code": 200
+        })
+    );
+}
