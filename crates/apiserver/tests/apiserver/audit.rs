@@ -335,3 +335,64 @@ async fn a_bad_policy_file_is_refused_at_start_up() {
             .is_some()
     );
 }
+
+#[tokio::test]
+async fn a_client_over_the_network_is_recorded_with_its_address_and_agent() {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let (_s, router, auditor) = audited_server(&log).await;
+    let creds = apiserver::tls::Credentials::load_or_create(&dir.path().join("pki")).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(apiserver::serve_tls(
+        listener,
+        router,
+        creds.server_config().unwrap(),
+        std::future::pending(),
+    ));
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(creds.ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut conn = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    conn.write_all(
+        b"GET /api/v1/namespaces/default/configmaps?limit=5 HTTP/1.1\r\nHost: localhost\r\n\
+          User-Agent: kubectl/v1.28.4 (linux/amd64)\r\nX-Forwarded-For: 10.1.2.3\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(DEADLINE, conn.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_lowercase();
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
+    assert!(answer.contains("\r\naudit-id: "), "{answer}");
+
+    let all = events(&auditor, &log).await;
+    let list = of(
+        &all,
+        "list",
+        "/api/v1/namespaces/default/configmaps?limit=5",
+    );
+    assert_eq!(stages(&list), ["ResponseComplete"]);
+    assert_eq!(list[0]["sourceIPs"], json!(["10.1.2.3", "127.0.0.1"]));
+    assert_eq!(list[0]["userAgent"], "kubectl/v1.28.4 (linux/amd64)");
+}
