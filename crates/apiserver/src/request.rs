@@ -5,7 +5,7 @@ use crate::{
     error::{ApiError, ApiResult},
     registry::{Kind, Registry, Subresource},
 };
-use axum::http::{HeaderMap, Method};
+use axum::http::HeaderMap;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
@@ -88,21 +88,6 @@ pub fn parse_path(registry: &Registry, path: &str) -> Option<Target> {
         name: name.map(str::to_string),
         sub,
     })
-}
-
-/// The verb a resource request asks for, as upstream's `RequestInfo` names it.
-pub(crate) fn verb_of(method: &Method, t: &Target, p: &Params) -> &'static str {
-    match *method {
-        Method::GET if p.is_watch() => "watch",
-        Method::GET if t.name.is_some() => "get",
-        Method::GET => "list",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE if t.name.is_some() => "delete",
-        Method::DELETE => "deletecollection",
-        _ => "other",
-    }
 }
 
 /// The query parameters the API understands (unknown ones are ignored, as upstream does).

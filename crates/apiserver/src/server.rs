@@ -413,7 +413,7 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
-    let verb = request::verb_of(&parts.method, &target, &params);
+    let verb = verb_of(&parts.method, &target, &params);
     let resource = match target.sub {
         Some(sub) => format!("{}/{}", target.def.plural, sub.name()),
         None => target.def.plural.to_string(),
@@ -436,6 +436,20 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         tracing::warn!(method = %parts.method, path = %parts.uri.path(), code = response.status().as_u16(), "request failed");
     }
     response
+}
+
+fn verb_of(method: &Method, t: &Target, p: &Params) -> &'static str {
+    match *method {
+        Method::GET if p.is_watch() => "watch",
+        Method::GET if t.name.is_some() => "get",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if t.name.is_some() => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "other",
+    }
 }
 
 impl ApiServer {

@@ -12,22 +12,18 @@
 //! The user is the authenticated one: upstream audits before impersonating, so its policy
 //! matches the real requester, and the impersonated user is recorded beside it.
 
+use super::request_info::attributes;
 use super::{
     Auditor,
     event::{Event, MicroTime, ObjectReference, ResponseStatus},
     policy::{Level, RequestAuditConfig, Stage, Stages},
 };
-use crate::{
-    context::Identity,
-    registry::Registry,
-    request::{self, Params},
-    server::ApiServer,
-};
+use crate::{context::Identity, server::ApiServer};
 use authz::{Attributes, Decision, UserInfo};
 use axum::{
     body::Body,
     extract::{ConnectInfo, Request, State},
-    http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -134,7 +130,7 @@ pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) 
         }) => ((**user).clone(), None),
         None => (UserInfo::anonymous(), None),
     };
-    let attrs = attributes(s.registry(), req.method(), req.uri(), user);
+    let attrs = attributes(req.method(), req.uri(), user);
     let config = auditor.policy.evaluate(&attrs);
     let mut resp = if config.level == Level::None {
         next.run(req).await
@@ -154,52 +150,6 @@ pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) 
         resp.headers_mut().insert(AUDIT_ID.clone(), v);
     }
     resp
-}
-
-/// What a request asks, as authorizers and the audit policy see it (upstream's
-/// `GetAuthorizerAttributes` over its `RequestInfo`): a path the registry serves is a resource
-/// request, anything else a non-resource one whose verb is the lower-case method.
-pub(crate) fn attributes(
-    registry: &Registry,
-    method: &Method,
-    uri: &Uri,
-    user: UserInfo,
-) -> Attributes {
-    let path = uri.path();
-    let Some(target) = request::parse_path(registry, path) else {
-        return Attributes {
-            user,
-            verb: method.as_str().to_ascii_lowercase(),
-            resource_request: false,
-            path: path.to_string(),
-            ..Default::default()
-        };
-    };
-    let params = Params::parse(uri.query()).unwrap_or_default();
-    let def = &target.def;
-    // Upstream takes the namespace from `/namespaces/{name}` paths, so a namespace's own
-    // requests are in it.
-    let namespace = target
-        .namespace
-        .clone()
-        .or_else(|| {
-            (def.group.is_empty() && def.plural == "namespaces")
-                .then(|| target.name.clone())
-                .flatten()
-        })
-        .unwrap_or_default();
-    Attributes {
-        user,
-        verb: request::verb_of(method, &target, &params).to_string(),
-        resource_request: true,
-        api_group: def.group.clone(),
-        api_version: def.version.clone(),
-        resource: def.plural.clone(),
-        subresource: target.sub.map(|s| s.name().to_string()).unwrap_or_default(),
-        namespace,
-        name: target.name.clone().unwrap_or_default(),
-        path: path.to_string(),
-    }
 }
 
 /// Upstream's `LongRunningFunc` for kube-apiserver: verbs `watch` and `proxy`, and the
