@@ -21,6 +21,7 @@ pub(crate) struct Event {
     #[serde(rename = "requestURI")]
     pub request_uri: String,
     pub verb: String,
+    #[serde(serialize_with = "go_user_info")]
     pub user: UserInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub impersonated_user: Option<UserInfo>,
@@ -74,6 +75,29 @@ impl Event {
         line.push(b'\n');
         line
     }
+}
+
+/// `authentication.k8s.io/v1` UserInfo as Go writes it: every field `omitempty`, so a request
+/// without a user (one that failed authentication) has `"user":{}`.
+fn go_user_info<S: serde::Serializer>(u: &UserInfo, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct GoUserInfo<'a> {
+        #[serde(skip_serializing_if = "str::is_empty")]
+        username: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        uid: &'a str,
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        groups: &'a [String],
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        extra: &'a BTreeMap<String, Vec<String>>,
+    }
+    GoUserInfo {
+        username: &u.username,
+        uid: &u.uid,
+        groups: &u.groups,
+        extra: &u.extra,
+    }
+    .serialize(s)
 }
 
 /// What a resource request is about.

@@ -12,11 +12,11 @@
 //! The user is the authenticated one: upstream audits before impersonating, so its policy
 //! matches the real requester, and the impersonated user is recorded beside it.
 
-use super::request_info::attributes;
 use super::{
     Auditor,
     event::{Event, MicroTime, ObjectReference, ResponseStatus},
     policy::{Level, RequestAuditConfig, Stage, Stages},
+    request_info::attributes,
 };
 use crate::{context::Identity, server::ApiServer};
 use authz::{Attributes, Decision, UserInfo};
@@ -45,7 +45,7 @@ static AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
 
 /// The largest request or response body recorded; a larger one is left out and the event
 /// annotated as upstream's truncating backend does.
-pub(crate) const MAX_OBJECT: usize = 10 * 1024 * 1024;
+const MAX_OBJECT: usize = 10 * 1024 * 1024;
 
 const TRUNCATED: &str = "audit.k8s.io/truncated";
 
@@ -112,12 +112,7 @@ pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) 
         return next.run(req).await;
     };
     let received = MicroTime::now();
-    let audit_id = req
-        .headers()
-        .get(&AUDIT_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty())
-        .map_or_else(crate::admission::new_uid, str::to_string);
+    let audit_id = audit_id(&req);
     let identity = req.extensions().get::<Identity>();
     let (user, impersonated) = match identity {
         Some(Identity {
@@ -132,7 +127,7 @@ pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) 
     };
     let attrs = attributes(req.method(), req.uri(), user);
     let config = auditor.policy.evaluate(&attrs);
-    let mut resp = if config.level == Level::None {
+    let resp = if config.level == Level::None {
         next.run(req).await
     } else {
         let event = Event::new(config.level, audit_id.clone(), received);
@@ -144,12 +139,113 @@ pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) 
         .run(attrs, impersonated, req, next)
         .await
     };
+    with_audit_id(resp, &audit_id)
+}
+
+/// Records a request that failed authentication, as upstream's `WithFailedAuthenticationAudit`:
+/// the policy sees no user, and one `ResponseStarted` event says which credentials were tried.
+/// The authentication layer calls it with the 401 it answers (`client_cert`: whether the client
+/// presented a certificate).
+#[allow(dead_code, reason = "the authentication layer's hook")]
+pub(crate) async fn failed_authentication(
+    s: &ApiServer,
+    req: &Request,
+    client_cert: bool,
+    resp: Response,
+) -> Response {
+    let Some(auditor) = &s.audit else {
+        return resp;
+    };
+    let received = MicroTime::now();
+    let audit_id = audit_id(req);
+    let attrs = attributes(req.method(), req.uri(), UserInfo::default());
+    let config = auditor.policy.evaluate(&attrs);
+    if config.level != Level::None {
+        let mut ev = Event::new(config.level, audit_id.clone(), received);
+        request_metadata(&mut ev, req, attrs);
+        ev.response_status = Some(ResponseStatus {
+            message: Some(attempted_authentication(req, client_cert)),
+            code: resp.status().as_u16(),
+            ..Default::default()
+        });
+        auditor
+            .emit(&mut ev, Stage::ResponseStarted, config.omit_stages)
+            .await;
+    }
+    with_audit_id(resp, &audit_id)
+}
+
+/// Upstream's `getAuthMethods`.
+fn attempted_authentication(req: &Request, client_cert: bool) -> String {
+    let mut methods = Vec::new();
+    let auth = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim();
+    let scheme = auth.split(' ').next().unwrap_or("").to_ascii_lowercase();
+    if scheme == "basic" && auth.len() > "basic ".len() {
+        methods.push("basic");
+    }
+    if scheme == "bearer" && auth.split(' ').count() > 1 {
+        methods.push("bearer");
+    }
+    let access_token = req.uri().query().unwrap_or("").split('&').any(|p| {
+        p.strip_prefix("access_token=")
+            .is_some_and(|t| !t.trim().is_empty())
+    });
+    if access_token {
+        methods.push("access_token");
+    }
+    if client_cert {
+        methods.push("x509");
+    }
+    if methods.is_empty() {
+        "Authentication failed, no credentials provided".to_string()
+    } else {
+        format!("Authentication failed, attempted: {}", methods.join(", "))
+    }
+}
+
+/// The request's `Audit-ID`, or a new one (upstream's `WithAuditInit`).
+fn audit_id(req: &Request) -> String {
+    req.headers()
+        .get(&AUDIT_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map_or_else(crate::admission::new_uid, str::to_string)
+}
+
+/// Echoes the audit ID to the client, unless the response names one already.
+fn with_audit_id(mut resp: Response, audit_id: &str) -> Response {
     if !resp.headers().contains_key(&AUDIT_ID)
-        && let Ok(v) = HeaderValue::from_str(&audit_id)
+        && let Ok(v) = HeaderValue::from_str(audit_id)
     {
         resp.headers_mut().insert(AUDIT_ID.clone(), v);
     }
     resp
+}
+
+/// Upstream's `LogRequestMetadata`: who asked for what, from where.
+fn request_metadata(ev: &mut Event, req: &Request, attrs: Attributes) {
+    ev.request_uri = req.uri().path_and_query().map_or_else(
+        || req.uri().path().to_string(),
+        |pq| pq.as_str().to_string(),
+    );
+    ev.user_agent = user_agent(req.headers());
+    ev.source_ips = source_ips(req);
+    ev.object_ref = attrs.resource_request.then(|| ObjectReference {
+        resource: attrs.resource,
+        namespace: attrs.namespace,
+        name: attrs.name,
+        api_group: attrs.api_group,
+        api_version: attrs.api_version,
+        subresource: attrs.subresource,
+        ..Default::default()
+    });
+    ev.verb = attrs.verb;
+    ev.user = attrs.user;
 }
 
 /// Upstream's `LongRunningFunc` for kube-apiserver: verbs `watch` and `proxy`, and the
@@ -181,25 +277,9 @@ impl Recording {
         let omit = self.config.omit_stages;
         let level = self.config.level;
         let ev = &mut self.event;
-        ev.request_uri = req.uri().path_and_query().map_or_else(
-            || req.uri().path().to_string(),
-            |pq| pq.as_str().to_string(),
-        );
-        ev.verb = attrs.verb.clone();
-        ev.user_agent = user_agent(req.headers());
-        ev.source_ips = source_ips(&req);
-        ev.impersonated_user = impersonated;
-        ev.object_ref = attrs.resource_request.then(|| ObjectReference {
-            resource: attrs.resource.clone(),
-            namespace: attrs.namespace.clone(),
-            name: attrs.name.clone(),
-            api_group: attrs.api_group.clone(),
-            api_version: attrs.api_version.clone(),
-            subresource: attrs.subresource.clone(),
-            ..Default::default()
-        });
         let long_running = is_long_running(&attrs);
-        ev.user = attrs.user;
+        request_metadata(ev, &req, attrs);
+        ev.impersonated_user = impersonated;
         if !self.auditor.emit(ev, Stage::RequestReceived, omit).await {
             // Upstream refuses a request it cannot audit.
             return (

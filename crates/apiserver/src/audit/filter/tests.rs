@@ -301,3 +301,49 @@ async fn a_request_whose_client_leaves_still_completes_its_event() {
         })
     );
 }
+
+#[tokio::test]
+async fn a_failed_authentication_is_recorded_once_without_a_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let (server, auditor) = audited(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- {level: None, userGroups: ['system:unauthenticated']}\n- level: Metadata\n",
+        &log,
+    )
+    .await;
+    let unauthorized = || {
+        let mut r = Response::new(Body::from("{}"));
+        *r.status_mut() = StatusCode::UNAUTHORIZED;
+        r
+    };
+    let req = Request::builder()
+        .uri("/api/v1/namespaces/default/pods?limit=1")
+        .header("authorization", "Bearer not-a-token")
+        .body(Body::empty())
+        .unwrap();
+    let resp = failed_authentication(&server, &req, false, unauthorized()).await;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let id = resp.headers()["audit-id"].to_str().unwrap().to_string();
+    let bare = Request::builder()
+        .uri("/healthz")
+        .body(Body::empty())
+        .unwrap();
+    failed_authentication(&server, &bare, true, unauthorized()).await;
+    auditor.flush().await;
+    let events = lines(&log);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["auditID"], id.as_str());
+    assert_eq!(events[0]["stage"], "ResponseStarted");
+    assert_eq!(events[0]["user"], serde_json::json!({}));
+    assert_eq!(events[0]["verb"], "list");
+    assert_eq!(
+        events[0]["responseStatus"],
+        serde_json::json!({
+            "metadata": {}, "message": "Authentication failed, attempted: bearer", "code": 401
+        })
+    );
+    assert_eq!(
+        events[1]["responseStatus"]["message"],
+        "Authentication failed, attempted: x509"
+    );
+}
