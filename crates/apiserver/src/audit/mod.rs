@@ -2,8 +2,10 @@
 //! request how much is recorded, the [filter](layer) records it at each stage of the request as
 //! an `audit.k8s.io/v1` Event, and the log backend appends the events to a file as JSON lines.
 //!
-//! Code serving a request adds annotations to its event with [`annotate`] (the authorization
-//! layer's decision with [`record_decision`]).
+//! Hooks for the rest of the pipeline: code serving a request adds annotations to its event with
+//! [`annotate`] (the authorization layer's decision with [`record_decision`]); the
+//! authentication layer records the requests it refuses with [`failed_authentication`];
+//! [`attributes`] describes a request as upstream's `RequestInfo` does, for authorizers too.
 
 mod backend;
 mod event;
@@ -16,14 +18,14 @@ pub(crate) use filter::layer;
     unused_imports,
     reason = "hooks for the authorization layer and admission"
 )]
-pub(crate) use filter::{annotate, record_decision};
-pub use policy::{Level, Policy, PolicyError, Stage};
+pub(crate) use filter::{annotate, failed_authentication, record_decision};
+pub use policy::{Policy, PolicyError};
 #[allow(unused_imports, reason = "for the authorization layer")]
 pub(crate) use request_info::attributes;
 
 use backend::LogBackend;
 use event::Event;
-use policy::Stages;
+use policy::{Stage, Stages};
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
