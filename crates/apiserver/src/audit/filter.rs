@@ -299,7 +299,7 @@ impl Recording {
             "patch" | "delete" | "deletecollection" => level >= Level::Request,
             _ => false,
         };
-        let content_type = content_type(req.headers()).to_string();
+        let request_type = content_type(req.headers()).to_string();
         let captured = capture.then(|| Arc::new(Mutex::new(Captured::default())));
         let req = match &captured {
             Some(c) => req.map(|body| {
@@ -348,7 +348,7 @@ impl Recording {
             if overflow && level >= Level::Request {
                 ev.annotations
                     .insert(TRUNCATED.to_string(), "true".to_string());
-            } else if let Some(obj) = decode(&bytes, &content_type) {
+            } else if let Some(obj) = decode(&bytes, &request_type) {
                 record_request(ev, &self.config, obj);
             }
         }
@@ -361,7 +361,7 @@ impl Recording {
         let may_be_status = !(200..300).contains(&code) || ev.verb.starts_with("delete");
         let wanted = level >= Level::RequestResponse || may_be_status;
         let body = match body.size_hint().exact() {
-            Some(n) if wanted && is_json(&parts.headers) => {
+            Some(n) if wanted && readable(&parts.headers) => {
                 if n as usize > MAX_OBJECT {
                     if level >= Level::RequestResponse {
                         ev.annotations
@@ -373,7 +373,8 @@ impl Recording {
                     // this, and then the client gets the 500 the error would have become.
                     match axum::body::to_bytes(body, MAX_OBJECT).await {
                         Ok(bytes) => {
-                            record_response(ev, &self.config, &bytes, &mut status);
+                            let obj = decode(&bytes, content_type(&parts.headers));
+                            record_response(ev, &self.config, obj, &mut status);
                             Body::from(bytes)
                         }
                         Err(e) => {
@@ -438,10 +439,10 @@ fn record_request(ev: &mut Event, config: &RequestAuditConfig, mut obj: Value) {
 fn record_response(
     ev: &mut Event,
     config: &RequestAuditConfig,
-    bytes: &Bytes,
+    obj: Option<Value>,
     status: &mut ResponseStatus,
 ) {
-    let Ok(mut obj) = serde_json::from_slice::<Value>(bytes) else {
+    let Some(mut obj) = obj else {
         return;
     };
     let want_object = config.level >= Level::RequestResponse;
@@ -478,11 +479,15 @@ fn drop_managed_fields(obj: &mut Value) {
     }
 }
 
-/// A request body as JSON: JSON as sent, YAML (an apply patch) converted; nothing for other
-/// encodings (protobuf), which the log cannot show.
+/// A body as the log shows it, in JSON as upstream encodes recorded objects: JSON as sent,
+/// protobuf (what typed clients such as `kubectl create` send) and YAML (an apply patch)
+/// converted.
 fn decode(bytes: &[u8], content_type: &str) -> Option<Value> {
     if bytes.is_empty() {
         return None;
+    }
+    if content_type.starts_with(crate::protobuf::CONTENT_TYPE) {
+        return crate::protobuf::decode(bytes).ok();
     }
     if let Ok(v) = serde_json::from_slice(bytes) {
         return Some(v);
@@ -502,7 +507,9 @@ fn content_type(headers: &HeaderMap) -> &str {
         .unwrap_or("")
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
+/// Whether a response's body is JSON (the server answers only objects in JSON; protobuf it
+/// streams in watches, which are not recorded).
+fn readable(headers: &HeaderMap) -> bool {
     content_type(headers).starts_with("application/json")
 }
 

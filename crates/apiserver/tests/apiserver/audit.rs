@@ -30,8 +30,12 @@ rules:
 "#;
 
 async fn audited_server(log: &Path) -> (Server, axum::Router, Arc<Auditor>) {
+    audited_server_with(POLICY, log).await
+}
+
+async fn audited_server_with(policy: &str, log: &Path) -> (Server, axum::Router, Arc<Auditor>) {
     let auditor =
-        Arc::new(Auditor::new(Policy::from_bytes(POLICY.as_bytes()).unwrap(), log).unwrap());
+        Arc::new(Auditor::new(Policy::from_bytes(policy.as_bytes()).unwrap(), log).unwrap());
     let s = Server::start_with(ServerOptions {
         audit: Some(auditor.clone()),
         ..Default::default()
@@ -395,4 +399,67 @@ async fn a_client_over_the_network_is_recorded_with_its_address_and_agent() {
     assert_eq!(stages(&list), ["ResponseComplete"]);
     assert_eq!(list[0]["sourceIPs"], json!(["10.1.2.3", "127.0.0.1"]));
     assert_eq!(list[0]["userAgent"], "kubectl/v1.28.4 (linux/amd64)");
+}
+
+#[tokio::test]
+async fn protobuf_bodies_are_recorded_as_json() {
+    use k8s_pb::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+    use prost::Message;
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let (_s, router, auditor) = audited_server_with(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: RequestResponse\n",
+        &log,
+    )
+    .await;
+    // What `kubectl create configmap` sends: `k8s\0` and a runtime.Unknown around the object.
+    let cm = ConfigMap {
+        metadata: Some(ObjectMeta {
+            name: Some("typed".into()),
+            ..Default::default()
+        }),
+        data: [("a".to_string(), "1".to_string())].into(),
+        ..Default::default()
+    };
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
+        type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+        }),
+        raw: Some(cm.encode_to_vec()),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut body = b"k8s\0".to_vec();
+    body.extend(unknown.encode_to_vec());
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/namespaces/default/configmaps")
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .header("accept", "application/vnd.kubernetes.protobuf, */*")
+        .body(Body::from(body))
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let (_, stored) = call(
+        &router,
+        Method::GET,
+        "/api/v1/namespaces/default/configmaps/typed",
+        None,
+    )
+    .await;
+
+    let all = events(&auditor, &log).await;
+    let create = of(&all, "create", "/api/v1/namespaces/default/configmaps");
+    assert_eq!(stages(&create), ["RequestReceived", "ResponseComplete"]);
+    assert_eq!(create[1]["objectRef"]["name"], "typed");
+    assert_eq!(create[1]["requestObject"]["kind"], "ConfigMap");
+    assert_eq!(create[1]["requestObject"]["metadata"]["name"], "typed");
+    assert_eq!(create[1]["requestObject"]["data"], json!({"a": "1"}));
+    assert_eq!(
+        create[1]["responseObject"]["metadata"]["uid"],
+        stored["metadata"]["uid"]
+    );
+    assert_eq!(create[1]["responseObject"]["data"], json!({"a": "1"}));
 }
