@@ -28,6 +28,9 @@ pub mod scheduling;
 pub mod service;
 pub mod storage;
 
+/// Upstream's `IsDNS1123Subdomain`, for other crates' validation (the audit policy's groups).
+pub use names::dns1123_subdomain;
+
 use crate::field::{FieldError, Path};
 use serde_json::{Map, Value};
 

@@ -8,6 +8,7 @@
 
 pub mod admission;
 mod apply;
+pub mod audit;
 mod authorizer;
 mod bootstrap_policy;
 pub mod cache;

@@ -55,6 +55,9 @@ pub struct ServerOptions {
     /// The key ServiceAccount tokens are signed and checked with (upstream's `sa.key`); `None`
     /// issues no tokens (TokenRequest fails) and accepts none.
     pub service_account_key: Option<Arc<satoken::Key>>,
+    /// Audit logging (`--audit-policy-file`, `--audit-log-path`) of requests over
+    /// [`ApiServer::router`]; `None` audits nothing.
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 impl Default for ServerOptions {
@@ -67,6 +70,7 @@ impl Default for ServerOptions {
             in_flight: InFlightLimits::default(),
             event_ttl: Some(DEFAULT_EVENT_TTL),
             service_account_key: None,
+            audit: None,
         }
     }
 }
@@ -126,6 +130,7 @@ pub struct ApiServer {
     /// The RBAC snapshot authorization decides over (crate::authorizer).
     pub(crate) authz: Arc<crate::authorizer::PolicyCache>,
     pub(crate) service_account_key: Option<Arc<satoken::Key>>,
+    pub(crate) audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 /// The namespaces a cluster has from the start.
@@ -156,6 +161,7 @@ impl ApiServer {
             service_accounts: opts.service_accounts,
             authz: Default::default(),
             service_account_key: opts.service_account_key,
+            audit: opts.audit,
         };
         server.bootstrap().await?;
         Ok(server)
@@ -194,7 +200,7 @@ impl ApiServer {
     }
 
     /// The HTTP routes behind the whole request pipeline: authentication, impersonation,
-    /// max-in-flight and authorization ([`crate::filters`]).
+    /// audit, max-in-flight and authorization ([`crate::filters`]).
     pub fn router(&self) -> Router {
         self.routes()
             .layer(middleware::from_fn_with_state(
@@ -204,6 +210,12 @@ impl ApiServer {
             .layer(middleware::from_fn_with_state(
                 self.clone(),
                 inflight::limit,
+            ))
+            // Audit sees who acts and who impersonates (upstream audits before impersonation
+            // and records both the same way).
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                crate::audit::layer,
             ))
             .layer(middleware::from_fn_with_state(
                 self.clone(),
@@ -645,6 +657,8 @@ async fn serve_connection(
             let router = router.clone();
             let open = requests.begin();
             let mut r = r.map(Body::new);
+            // The peer's address, for the audit log's `sourceIPs`.
+            r.extensions_mut().insert(axum::extract::ConnectInfo(peer));
             if let Some(c) = &certificate {
                 r.extensions_mut().insert(c.clone());
             }

@@ -37,6 +37,10 @@ pub struct Options {
     pub etcd_servers: Vec<String>,
     /// How long an Event is kept after its last write (`--event-ttl`).
     pub event_ttl: std::time::Duration,
+    /// The audit policy (`--audit-policy-file`).
+    pub audit_policy_file: Option<PathBuf>,
+    /// Where audit events go (`--audit-log-path`, `-` for standard output).
+    pub audit_log_path: Option<PathBuf>,
     /// The parts to run beside the API server, on in-process clients.
     pub components: crate::components::Components,
 }
@@ -50,6 +54,8 @@ impl Default for Options {
             store: StoreKind::Sqlite,
             etcd_servers: Vec::new(),
             event_ttl: apiserver::DEFAULT_EVENT_TTL,
+            audit_policy_file: None,
+            audit_log_path: None,
             components: Default::default(),
         }
     }
@@ -64,6 +70,7 @@ pub struct ControlPlane {
     /// The API server's state (for in-process clients).
     pub server: ApiServer,
     credentials: Credentials,
+    audit: Option<Arc<apiserver::audit::Auditor>>,
     /// Held while running: one process per data directory.
     _lock: std::fs::File,
     components: Option<crate::components::Running>,
@@ -90,6 +97,11 @@ impl ControlPlane {
         {
             settings.serviceaccount_token.key = Some(service_account_key.clone());
         }
+        // A bad policy or log path stops start-up, as upstream's does.
+        let audit = apiserver::audit::Auditor::from_flags(
+            opts.audit_policy_file.as_deref(),
+            opts.audit_log_path.as_deref(),
+        )?;
         // The root-ca-cert-publisher publishes the CA the kubeconfig trusts this server with,
         // unless told another (`--root-ca-file`).
         if let Some(settings) = &mut opts.components.controllers
@@ -145,6 +157,7 @@ impl ControlPlane {
                 }),
                 event_ttl: Some(opts.event_ttl),
                 service_account_key: Some(service_account_key),
+                audit: audit.clone(),
                 ..Default::default()
             },
         )
@@ -190,6 +203,7 @@ impl ControlPlane {
             kubeconfig,
             server,
             credentials,
+            audit,
             _lock: lock,
             components: Some(components),
             shutdown: Some(tx),
@@ -219,6 +233,9 @@ impl ControlPlane {
         }
         if let Some(task) = self.task.take() {
             let _ = task.await;
+        }
+        if let Some(audit) = &self.audit {
+            audit.flush().await;
         }
     }
 }

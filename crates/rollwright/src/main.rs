@@ -43,6 +43,14 @@ struct ServeArgs {
     /// --event-ttl.
     #[arg(long, default_value = "1h", value_parser = rollwright::duration::parse)]
     event_ttl: std::time::Duration,
+    /// An audit.k8s.io/v1 Policy (YAML or JSON) saying which requests are audited and how
+    /// much of each, as upstream's --audit-policy-file; auditing needs --audit-log-path too.
+    #[arg(long)]
+    audit_policy_file: Option<PathBuf>,
+    /// Where audit events are appended as JSON lines (`-` for standard output), as upstream's
+    /// --audit-log-path.
+    #[arg(long)]
+    audit_log_path: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -364,6 +372,8 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         store: args.store,
         etcd_servers: args.etcd_servers,
         event_ttl: args.event_ttl,
+        audit_policy_file: args.audit_policy_file,
+        audit_log_path: args.audit_log_path,
         components,
     })
     .await?;

@@ -89,7 +89,7 @@ pub(crate) fn dns1123_label(s: &str) -> Vec<String> {
 }
 
 /// RFC 1123 subdomain: most object names, node names, label-key prefixes.
-pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
+pub fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > DNS1123_SUBDOMAIN_MAX {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));

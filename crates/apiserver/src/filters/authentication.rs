@@ -36,7 +36,11 @@ pub(crate) async fn authenticate(
 ) -> Response {
     let user = match s.authenticate_request(&req) {
         Ok(user) => user,
-        Err(e) => return e.into_response(),
+        Err(e) => {
+            let certificate = req.extensions().get::<ClientCertificate>().is_some();
+            return crate::audit::failed_authentication(&s, req, certificate, e.into_response())
+                .await;
+        }
     };
     req.extensions_mut().insert(Identity {
         user,

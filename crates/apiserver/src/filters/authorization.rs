@@ -21,6 +21,7 @@ pub(crate) async fn authorize(State(s): State<ApiServer>, req: Request, next: Ne
         &identity.user,
     );
     let decision = s.authorize(&attrs);
+    crate::audit::record_decision(&decision);
     if decision.allowed() {
         next.run(req).await
     } else {
