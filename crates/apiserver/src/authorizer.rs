@@ -268,9 +268,8 @@ fn aggregate(messages: &[String]) -> String {
     }
 }
 
-/// Test hooks. Requests through [`ApiServer::in_process_router`] are not authenticated, so tests
-/// of authorization reach it here: a decision, the rules a user holds, and requests made as a
-/// given user (the escalation checks of RBAC writes read the writer from the request context).
+/// Test hooks: the authorizer's decision and the rules a user holds, without a request (tests
+/// make requests as a user with [`ApiServer::in_process_router_as`]).
 impl ApiServer {
     /// The authorizer chain's decision on `attrs` (what the HTTP pipeline asks per request).
     pub fn authorize_for_test(&self, attrs: &Attributes) -> Decision {
@@ -287,10 +286,5 @@ impl ApiServer {
             "incomplete": r.incomplete,
             "evaluationError": r.evaluation_error,
         })
-    }
-
-    /// Runs `f` (e.g. a call on the in-process router, polled in this task) as `user`.
-    pub async fn as_user_for_test<F: Future>(user: UserInfo, f: F) -> F::Output {
-        crate::context::scope(Arc::new(user), f).await
     }
 }

@@ -16,9 +16,8 @@ use super::{
     Auditor,
     event::{Event, MicroTime, ObjectReference, ResponseStatus},
     policy::{Level, RequestAuditConfig, Stage, Stages},
-    request_info::attributes,
 };
-use crate::{context::Identity, server::ApiServer};
+use crate::{context::Identity, filters::request_info::attributes, server::ApiServer};
 use authz::{Attributes, Decision, UserInfo};
 use axum::{
     body::Body,

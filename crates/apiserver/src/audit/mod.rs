@@ -11,17 +11,10 @@ mod backend;
 mod event;
 mod filter;
 mod policy;
-mod request_info;
 
 pub(crate) use filter::layer;
-#[allow(
-    unused_imports,
-    reason = "hooks for the authorization layer and admission"
-)]
-pub(crate) use filter::{annotate, failed_authentication, record_decision};
+pub(crate) use filter::{failed_authentication, record_decision};
 pub use policy::{Policy, PolicyError};
-#[allow(unused_imports, reason = "for the authorization layer")]
-pub(crate) use request_info::attributes;
 
 use backend::LogBackend;
 use event::Event;

@@ -41,8 +41,8 @@ async fn audited_server_with(policy: &str, log: &Path) -> (Server, axum::Router,
         ..Default::default()
     })
     .await;
-    // The router clients reach over the network: the one that audits.
-    let router = s.server.router();
+    // The router clients reach over the network: the one that audits (as the admin).
+    let router = s.admin_router();
     (s, router, auditor)
 }
 
@@ -135,11 +135,11 @@ async fn each_rule_records_its_level() {
     assert_eq!(code, StatusCode::OK);
 
     let all = events(&auditor, &log).await;
-    let anonymous = json!({"username": "system:anonymous", "groups": ["system:unauthenticated"]});
+    let admin = json!({"username": apiserver::ADMIN_USER, "groups": ["system:masters", "system:authenticated"]});
     for e in &all {
         assert_eq!(e["kind"], "Event");
         assert_eq!(e["apiVersion"], "audit.k8s.io/v1");
-        assert_eq!(e["user"], anonymous);
+        assert_eq!(e["user"], admin);
         for ts in ["requestReceivedTimestamp", "stageTimestamp"] {
             let t = e[ts].as_str().unwrap();
             // RFC 3339 in UTC to the microsecond: 2006-01-02T15:04:05.000000Z.

@@ -32,7 +32,7 @@ async fn past_the_in_flight_limit_writes_get_429_with_retry_after() {
         ..Default::default()
     })
     .await;
-    let limited = s.server.router();
+    let limited = s.admin_router();
     s.store.hold_writes(true);
     let writes: Vec<_> = ["a", "b"]
         .into_iter()
@@ -121,7 +121,7 @@ async fn serve_with(
     let addr = listener.local_addr().unwrap();
     tokio::spawn(apiserver::serve_tls_with(
         listener,
-        s.server.router(),
+        s.admin_router(),
         creds.server_config().unwrap(),
         limits,
         std::future::pending(),
@@ -415,7 +415,7 @@ async fn a_body_that_never_finishes_gets_504_and_frees_its_slot() {
         ..Default::default()
     })
     .await;
-    let limited = s.server.router();
+    let limited = s.admin_router();
     let first: Result<bytes::Bytes, std::io::Error> =
         Ok(bytes::Bytes::from_static(b"{\"apiVersion\": \"v1\","));
     let trickle = futures::stream::iter([first]).chain(futures::stream::pending());

@@ -295,11 +295,41 @@ async fn writes_of_rbac_objects_cannot_grant_more_than_the_writer_holds() {
     let s = Server::start().await;
     create_namespace(&s, "team").await;
     let alice = UserInfo::new("alice", &["devs", "system:authenticated"]);
+    // She may create ClusterRoles (the authorizer lets the request through); what she may put
+    // in them is the escalation check's to say.
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &format!("{RBAC}/clusterroles"),
+            Some(json!({
+                "metadata": {"name": "role-writer"},
+                "rules": [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create"]}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &format!("{RBAC}/clusterrolebindings"),
+            Some(json!({
+                "metadata": {"name": "alice-role-writer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "role-writer"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    decision_becomes(
+        &s.server,
+        &resource(&alice, "create", "rbac.authorization.k8s.io", "clusterroles", "", ""),
+        true,
+    )
+    .await;
+    let alice_router = s.server.in_process_router_as(alice.clone());
     let as_alice = |method: Method, uri: String, body: Value| {
-        let router = s.router.clone();
-        ApiServer::as_user_for_test(alice.clone(), async move {
-            crate::common::call(&router, method, &uri, Some(body)).await
-        })
+        let router = alice_router.clone();
+        async move { crate::common::call(&router, method, &uri, Some(body)).await }
     };
     let role = json!({
         "metadata": {"name": "pods-get"},

@@ -107,6 +107,9 @@ fn managed_fields_leave_objects_lists_and_tables() {
     );
 }
 
+/// The bootstrap admin's token of [`audited`] servers.
+const ADMIN_TOKEN: &str = "admin-token";
+
 async fn audited(policy: &str, log: &Path) -> (ApiServer, Arc<Auditor>) {
     let auditor =
         Arc::new(Auditor::new(Policy::from_bytes(policy.as_bytes()).unwrap(), log).unwrap());
@@ -114,6 +117,7 @@ async fn audited(policy: &str, log: &Path) -> (ApiServer, Arc<Auditor>) {
         Arc::new(MemoryStore::new()) as Arc<dyn Store>,
         ServerOptions {
             audit: Some(auditor.clone()),
+            token: Some(ADMIN_TOKEN.into()),
             ..Default::default()
         },
     )
@@ -135,31 +139,22 @@ async fn an_impersonating_request_is_matched_and_recorded_as_its_real_user() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.log");
     let (server, auditor) = audited(
-        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- {level: Metadata, users: [admin], omitStages: [RequestReceived]}\n",
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- {level: Metadata, users: [rollwright-admin], omitStages: [RequestReceived]}\n",
         &log,
     )
     .await;
-    let admin = Arc::new(UserInfo::new("admin", &["system:masters"]));
-    let jane = Arc::new(UserInfo::new("jane", &["dev"]));
-    let identity = Identity {
-        user: jane.clone(),
-        impersonator: Some(admin.clone()),
-    };
-    let router = server
-        .router()
-        .layer(axum::middleware::map_request(move |mut r: Request| {
-            let identity = identity.clone();
-            async move {
-                r.extensions_mut().insert(identity);
-                r
-            }
-        }));
+    // The admin acts as jane through the server's own impersonation layer.
+    let router = server.router();
     let req = Request::builder()
         .uri("/api/v1/namespaces/default/configmaps")
+        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .header("impersonate-user", "jane")
+        .header("impersonate-group", "dev")
         .body(Body::empty())
         .unwrap();
     let resp = router.oneshot(req).await.unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
+    // jane holds no rules: the refusal is audited with both users.
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     let id = resp.headers()["audit-id"].to_str().unwrap().to_string();
     auditor.flush().await;
     let events = lines(&log);
@@ -169,11 +164,11 @@ async fn an_impersonating_request_is_matched_and_recorded_as_its_real_user() {
     assert_eq!(ev["stage"], "ResponseComplete");
     assert_eq!(
         ev["user"],
-        serde_json::json!({"username": "admin", "groups": ["system:masters"]})
+        serde_json::json!({"username": "rollwright-admin", "groups": ["system:masters", "system:authenticated"]})
     );
     assert_eq!(
         ev["impersonatedUser"],
-        serde_json::json!({"username": "jane", "groups": ["dev"]})
+        serde_json::json!({"username": "jane", "groups": ["dev", "system:authenticated"]})
     );
 }
 
@@ -321,14 +316,14 @@ async fn a_failed_authentication_is_recorded_once_without_a_user() {
         .header("authorization", "Bearer not-a-token")
         .body(Body::empty())
         .unwrap();
-    let resp = failed_authentication(&server, &req, false, unauthorized()).await;
+    let resp = failed_authentication(&server, req, false, unauthorized()).await;
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     let id = resp.headers()["audit-id"].to_str().unwrap().to_string();
     let bare = Request::builder()
         .uri("/healthz")
         .body(Body::empty())
         .unwrap();
-    failed_authentication(&server, &bare, true, unauthorized()).await;
+    failed_authentication(&server, bare, true, unauthorized()).await;
     auditor.flush().await;
     let events = lines(&log);
     assert_eq!(events.len(), 2, "{events:?}");

@@ -29,7 +29,8 @@ impl Server {
         Self::start_with(ServerOptions::default()).await
     }
 
-    pub async fn start_with(opts: ServerOptions) -> Server {
+    pub async fn start_with(mut opts: ServerOptions) -> Server {
+        opts.token.get_or_insert_with(|| ADMIN_TOKEN.to_string());
         let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
         let server = ApiServer::start(store.clone() as Arc<dyn Store>, opts)
             .await
@@ -40,6 +41,12 @@ impl Server {
             store,
             router,
         }
+    }
+
+    /// The server's whole request pipeline ([`ApiServer::router`]), every request made with the
+    /// bootstrap admin's token unless it brings credentials of its own.
+    pub fn admin_router(&self) -> axum::Router {
+        as_admin(self.server.router())
     }
 
     /// One request; the status and the body as JSON (`Null` when it is not JSON).
@@ -170,4 +177,22 @@ pub fn pod(name: &str) -> Value {
         "metadata": {"name": name, "labels": {"app": "x"}},
         "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}
     })
+}
+
+/// The bootstrap admin token of servers the tests start.
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// `router`, with the admin token added to requests that carry no `Authorization` header.
+pub fn as_admin(router: axum::Router) -> axum::Router {
+    router.layer(axum::middleware::map_request(
+        |mut req: axum::extract::Request| async move {
+            if !req.headers().contains_key(axum::http::header::AUTHORIZATION) {
+                req.headers_mut().insert(
+                    axum::http::header::AUTHORIZATION,
+                    axum::http::HeaderValue::from_static("Bearer test-admin-token"),
+                );
+            }
+            req
+        },
+    ))
 }
