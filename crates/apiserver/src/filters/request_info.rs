@@ -348,14 +348,12 @@ mod tests {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod rollwright_cases {
     use super::*;
 
     fn attrs(method: Method, uri: &str) -> Attributes {
-        let (path, query) = uri
-            .split_once('?')
-            .map_or((uri, None), |(p, q)| (p, Some(q)));
-        attributes(&method, path, query, &UserInfo::anonymous())
+        attributes(&method, &uri.parse().unwrap(), UserInfo::anonymous())
     }
 
     /// Cases from upstream's `requestinfo_test.go`.
