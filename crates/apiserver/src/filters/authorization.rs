@@ -22,6 +22,7 @@ pub(crate) async fn authorize(State(s): State<ApiServer>, req: Request, next: Ne
     );
     let decision = s.authorize(&attrs);
     crate::audit::record_decision(&decision);
+    s.metrics.authorization(&decision);
     if decision.allowed() {
         next.run(req).await
     } else {
