@@ -353,13 +353,13 @@ where
             current: count,
         });
     }
-    let patch = json!({
-        "metadata": {"resourceVersion": current.meta().resource_version},
-        "status": {"collisionCount": count.unwrap_or(0).saturating_add(1)},
-    });
-    owners
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    // UpdateStatus, as upstream: the controllers' roles grant `update` on the status, not
+    // `patch`.
+    let bumped = json!(count.unwrap_or(0).saturating_add(1));
+    crate::update::status(owners, &current, |v| {
+        v["status"]["collisionCount"] = bumped.clone();
+    })
+    .await?;
     Ok(())
 }
 

@@ -1,0 +1,122 @@
+//! Writes of a whole object as upstream's controllers make them: `Update`/`UpdateStatus` (a PUT
+//! carrying the resourceVersion read), retried on a 409 Conflict with the object read again, as
+//! `retry.RetryOnConflict` does. Upstream's controller roles grant `update` on what these
+//! controllers write (`statefulsets/status`, `namespaces/status`, `persistentvolumeclaims`...),
+//! not `patch`, so a merge patch would be refused under least privilege.
+
+use kube::{Api, Resource, ResourceExt, api::PostParams};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+use std::fmt::Debug;
+
+/// How many times a write is tried against a changed object (upstream's `retry.DefaultRetry`
+/// has five steps).
+const ATTEMPTS: usize = 5;
+
+/// Which part of the object the PUT goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Main,
+    Status,
+}
+
+/// Updates `cached`'s status subresource with `change` applied to it (as JSON): a PUT with the
+/// cached resourceVersion; on a conflict, `change` is applied again to the object as the API now
+/// has it. Returns the object written, or `None` when `change` left nothing to write.
+pub async fn status<K>(
+    api: &Api<K>,
+    cached: &K,
+    change: impl Fn(&mut Value),
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    write(api, cached, Part::Status, ATTEMPTS, change).await
+}
+
+/// Updates `cached` (the main resource) with `change` applied, as [`status`] does its status.
+pub async fn object<K>(
+    api: &Api<K>,
+    cached: &K,
+    change: impl Fn(&mut Value),
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    write(api, cached, Part::Main, ATTEMPTS, change).await
+}
+
+/// [`status`] tried once: a conflict is returned, for a controller whose change was decided on
+/// the cached object and is decided again when the newer one's event arrives.
+pub async fn status_once<K>(
+    api: &Api<K>,
+    cached: &K,
+    change: impl Fn(&mut Value),
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    write(api, cached, Part::Status, 1, change).await
+}
+
+/// [`object`] tried once, as [`status_once`].
+pub async fn object_once<K>(
+    api: &Api<K>,
+    cached: &K,
+    change: impl Fn(&mut Value),
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    write(api, cached, Part::Main, 1, change).await
+}
+
+/// Sets each of `fields` (an object) in `obj`'s status: what a status merge patch of them
+/// would change, for an update of the whole object.
+pub fn set_status_fields(obj: &mut Value, fields: &Value) {
+    if let Value::Object(fields) = fields {
+        for (k, v) in fields {
+            obj["status"][k] = v.clone();
+        }
+    }
+}
+
+async fn write<K>(
+    api: &Api<K>,
+    cached: &K,
+    part: Part,
+    attempts: usize,
+    change: impl Fn(&mut Value),
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    let name = cached.name_any();
+    let mut current = cached.clone();
+    let mut attempt = 1;
+    loop {
+        let before = serde_json::to_value(&current).map_err(kube::Error::SerdeError)?;
+        let mut after = before.clone();
+        change(&mut after);
+        if after == before {
+            return Ok(None);
+        }
+        let next: K = serde_json::from_value(after).map_err(kube::Error::SerdeError)?;
+        let pp = PostParams::default();
+        let written = match part {
+            Part::Main => api.replace(&name, &pp, &next).await,
+            Part::Status => api.replace_status(&name, &pp, &next).await,
+        };
+        match written {
+            Ok(obj) => return Ok(Some(obj)),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < attempts => {
+                attempt += 1;
+                current = match part {
+                    Part::Main => api.get(&name).await?,
+                    Part::Status => api.get_status(&name).await?,
+                };
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
