@@ -120,3 +120,65 @@ where
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    async fn stale_config_map() -> (Api<ConfigMap>, ConfigMap) {
+        let e = embedded::Embedded::memory().await.unwrap();
+        let api: Api<ConfigMap> = Api::namespaced(e.client(), "default");
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "cm"}, "data": {"a": "1"},
+        }))
+        .unwrap();
+        let cached = api.create(&PostParams::default(), &cm).await.unwrap();
+        // Someone else writes after the controller's cache saw the object.
+        let mut other = cached.clone();
+        other.data.as_mut().unwrap().insert("b".into(), "2".into());
+        api.replace("cm", &PostParams::default(), &other)
+            .await
+            .unwrap();
+        (api, cached)
+    }
+
+    #[tokio::test]
+    async fn a_conflict_is_retried_on_the_object_read_again() {
+        let (api, cached) = stale_config_map().await;
+        let written = object(&api, &cached, |v| v["data"]["c"] = json!("3"))
+            .await
+            .unwrap()
+            .unwrap();
+        let data = written.data.unwrap();
+        assert_eq!(
+            (data["a"].as_str(), data["b"].as_str(), data["c"].as_str()),
+            ("1", "2", "3")
+        );
+    }
+
+    #[tokio::test]
+    async fn once_returns_the_conflict() {
+        let (api, cached) = stale_config_map().await;
+        let err = object_once(&api, &cached, |v| v["data"]["c"] = json!("3"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, kube::Error::Api(s) if s.code == 409),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_is_written_when_nothing_changes() {
+        let (api, cached) = stale_config_map().await;
+        let written = object(&api, &cached, |v| v["data"]["a"] = json!("1"))
+            .await
+            .unwrap();
+        assert!(written.is_none());
+        let live = api.get("cm").await.unwrap();
+        assert_eq!(live.data.unwrap().len(), 2);
+    }
+}

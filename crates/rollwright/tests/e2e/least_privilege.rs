@@ -40,6 +40,9 @@ metadata: {name: db, namespace: least}
 spec:
   replicas: 2
   serviceName: db
+  # Scaled down, the controller makes the condemned pod its claim's owner (an update of the
+  # claim), and the garbage collector deletes the claim after the pod.
+  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete, whenScaled: Delete}
   selector: {matchLabels: {app: db}}
   template:
     metadata: {labels: {app: db}}
@@ -228,6 +231,14 @@ async fn run(c: &Cluster) -> Result<(), String> {
             "wait",
             "--for=jsonpath={.data.token}",
             "secret/builder-token",
+            "--timeout=60s",
+        ]),
+        ns(&["scale", "statefulset/db", "--replicas=1"]),
+        ns(&["rollout", "status", "statefulset/db", "--timeout=60s"]),
+        ns(&[
+            "wait",
+            "--for=delete",
+            "persistentvolumeclaim/data-db-1",
             "--timeout=60s",
         ]),
         // The namespace controller empties the namespace and finalizes it.
