@@ -340,7 +340,8 @@ pub async fn bump_collision_count<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    let current = owners.get_status(name).await?;
+    // A plain Get, as upstream's: the roles grant `get` on the owner, not on its status.
+    let current = owners.get(name).await?;
     let value = serde_json::to_value(&current).map_err(|e| Error::Template(name.to_string(), e))?;
     let count = value
         .pointer("/status/collisionCount")
