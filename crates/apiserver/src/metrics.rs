@@ -30,6 +30,11 @@ struct KindLabels {
     request_kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
 /// The server's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -40,6 +45,7 @@ pub struct Metrics {
     revision: Gauge<u64, AtomicU64>,
     in_flight: Family<KindLabels, Gauge>,
     dropped: Family<KindLabels, Counter>,
+    authorizations: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -64,6 +70,12 @@ impl Metrics {
         let revision = Gauge::<u64, AtomicU64>::default();
         let in_flight = Family::<KindLabels, Gauge>::default();
         let dropped = Family::<KindLabels, Counter>::default();
+        let authorizations = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "authorization_attempts",
+            "Counter of authorization attempts broken down by result. It can be either 'allowed', 'denied', 'no-opinion' or 'error'.",
+            authorizations.clone(),
+        );
         registry.register(
             "apiserver_current_inflight_requests",
             "Requests being served, by kind (readOnly, mutating, longRunning)",
@@ -108,7 +120,22 @@ impl Metrics {
             revision,
             in_flight,
             dropped,
+            authorizations,
         }
+    }
+
+    /// Counts one authorization decision, as upstream's `authorization_attempts_total` by
+    /// `result`: a request no authorizer allowed is `denied` when one refused it outright and
+    /// `no-opinion` when none had a rule for it (RBAC's usual refusal).
+    pub fn authorization(&self, decision: &authz::Decision) {
+        let result = match decision {
+            authz::Decision::Allow(_) => "allowed",
+            authz::Decision::Deny(_) => "denied",
+            authz::Decision::NoOpinion(_) => "no-opinion",
+        };
+        self.authorizations
+            .get_or_create(&ResultLabels { result })
+            .inc();
     }
 
     /// Counts a request refused by the max-in-flight filter.

@@ -340,7 +340,8 @@ pub async fn bump_collision_count<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    let current = owners.get_status(name).await?;
+    // A plain Get, as upstream's: the roles grant `get` on the owner, not on its status.
+    let current = owners.get(name).await?;
     let value = serde_json::to_value(&current).map_err(|e| Error::Template(name.to_string(), e))?;
     let count = value
         .pointer("/status/collisionCount")
@@ -353,13 +354,13 @@ where
             current: count,
         });
     }
-    let patch = json!({
-        "metadata": {"resourceVersion": current.meta().resource_version},
-        "status": {"collisionCount": count.unwrap_or(0).saturating_add(1)},
-    });
-    owners
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    // UpdateStatus, as upstream: the controllers' roles grant `update` on the status, not
+    // `patch`.
+    let bumped = json!(count.unwrap_or(0).saturating_add(1));
+    crate::update::status(owners, &current, |v| {
+        v["status"]["collisionCount"] = bumped.clone();
+    })
+    .await?;
     Ok(())
 }
 

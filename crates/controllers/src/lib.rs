@@ -79,6 +79,7 @@ pub mod stateful_invariants;
 pub mod statefulset;
 pub mod switches;
 pub mod ttl_after_finished;
+pub mod update;
 pub mod volume;
 
 use clusterrole_aggregation::ClusterRoleAggregationController;

@@ -17,6 +17,7 @@ pub(crate) async fn authorize(State(s): State<ApiServer>, req: Request, next: Ne
     let attrs = super::request_info::attributes(req.method(), req.uri(), identity.user.as_ref().clone());
     let decision = s.authorize(&attrs);
     crate::audit::record_decision(&decision);
+    s.metrics.authorization(&decision);
     if decision.allowed() {
         next.run(req).await
     } else {

@@ -434,3 +434,47 @@ async fn writes_of_rbac_objects_cannot_grant_more_than_the_writer_holds() {
         "roles.rbac.authorization.k8s.io \"nothing\" not found"
     );
 }
+
+/// Upstream's `authorization_attempts_total` counts each decision by result: a request RBAC has
+/// no rule for is `no-opinion` (and refused), one it allows is `allowed`.
+#[tokio::test]
+async fn authorization_attempts_are_counted_by_result() {
+    let s = Server::start().await;
+    let user = UserInfo::new("alice", &[authz::AUTHENTICATED_GROUP]);
+    let discovery = Attributes {
+        user: user.clone(),
+        verb: "get".into(),
+        path: "/api".into(),
+        ..Default::default()
+    };
+    // The bootstrap policy is in force once the RBAC snapshot has followed the store.
+    decision_becomes(&s.server, &discovery, true).await;
+    let alice = s.server.in_process_router_as(user);
+    let (status, _) = crate::common::call(
+        &alice,
+        Method::GET,
+        "/api/v1/namespaces/default/secrets",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Any authenticated user may read discovery (system:discovery).
+    let (status, _) = crate::common::call(&alice, Method::GET, "/api", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = crate::common::call_raw(&s.router, Method::GET, "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8_lossy(&body);
+    let mut counted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("authorization_attempts_total{"))
+        .collect();
+    counted.sort();
+    assert_eq!(
+        counted,
+        [
+            r#"authorization_attempts_total{result="allowed"} 1"#,
+            r#"authorization_attempts_total{result="no-opinion"} 1"#,
+        ],
+        "{text}"
+    );
+}

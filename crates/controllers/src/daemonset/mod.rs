@@ -1057,14 +1057,10 @@ impl DaemonSetController {
         }
         let api: Api<DaemonSet> =
             Api::namespaced(self.client.clone(), &ds.namespace().unwrap_or_default());
-        match api
-            .patch_status(
-                &ds.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"status": fields})),
-            )
-            .await
-        {
+        // UpdateStatus of the cached object with the counts, re-read on a conflict (upstream's
+        // storeDaemonSetStatus); the role grants `update` on `daemonsets/status`, not `patch`.
+        let set = |v: &mut Value| crate::update::set_status_fields(v, &fields);
+        match crate::update::status(&api, ds, set).await {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(e.into()),

@@ -17,10 +17,10 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, DynamicObject, ListParams, PostParams},
     discovery::{Discovery, Scope, verbs},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 /// The finalizer of `spec.finalizers` this controller owns.
@@ -283,15 +283,12 @@ impl NamespaceController {
             return Ok(());
         }
         let api: Api<Namespace> = Api::all(self.client.clone());
-        let patch = json!({"status": {"conditions": merged}});
-        match api
-            .patch_status(
-                &ns.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
+        // UpdateStatus, retried on a conflict with the namespace read again (upstream's
+        // retryOnConflictError around updateNamespaceStatusFunc): the role grants `update` on
+        // `namespaces/status`, not `patch`.
+        let merged = json!(merged);
+        let set = |v: &mut Value| v["status"]["conditions"] = merged.clone();
+        match crate::update::status(&api, ns, set).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),

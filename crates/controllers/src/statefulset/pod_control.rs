@@ -219,19 +219,11 @@ impl<'a> PodControl<'a> {
         claim: &PersistentVolumeClaim,
         owners: Vec<OwnerReference>,
     ) -> Result<(), Error> {
-        let patch = json!({"metadata": {
-            "ownerReferences": owners,
-            "resourceVersion": claim.metadata.resource_version,
-        }});
-        match self
-            .claims
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
+        // An update of the claim read (upstream's UpdateClaim): the role grants `update` on
+        // claims, not `patch`.
+        let owners = json!(owners);
+        let set = |v: &mut Value| v["metadata"]["ownerReferences"] = owners.clone();
+        match crate::update::object(&self.claims, claim, set).await {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
             Err(e) => Err(e.into()),

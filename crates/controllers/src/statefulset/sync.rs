@@ -21,11 +21,8 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
-use kube::{
-    Api, Client, ResourceExt,
-    api::{Patch, PatchParams},
-};
-use serde_json::{Value, json};
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
@@ -702,14 +699,12 @@ impl Syncer {
             self.client.clone(),
             &set.sts.namespace().unwrap_or_default(),
         );
-        match api
-            .patch_status(
-                set.name(),
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"status": st.to_json()})),
-            )
-            .await
-        {
+        // UpdateStatus of the cached object, re-read on a conflict (upstream's
+        // updateStatefulSetStatus with RetryOnConflict); the role grants `update` on
+        // `statefulsets/status`, not `patch`.
+        let fields = st.to_json();
+        let write = |v: &mut Value| crate::update::set_status_fields(v, &fields);
+        match crate::update::status(&api, &set.sts, write).await {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(e.into()),

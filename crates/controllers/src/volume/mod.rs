@@ -14,6 +14,7 @@ pub mod provision;
 use crate::{
     is_status,
     runtime::{Action, Backoff, Controller, WorkQueue},
+    update,
 };
 use binding::{ClaimStep, VolumeStep};
 use events::{EventType, Recorder};
@@ -26,9 +27,9 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, PostParams},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use std::{
     collections::{HashMap, HashSet},
     sync::{Arc, RwLock},
@@ -321,18 +322,13 @@ impl VolumeController {
             )
         };
         let volume = volume_name.and_then(|n| self.volumes.get(&n));
-        let (ns, name) = split_key(key);
+        let (ns, _) = split_key(key);
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
         let reference = events::reference(claim.object());
         if let Some(finalizers) = protection::finalizers(&claim, in_use) {
-            let patch = json!({"metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": claim.metadata.resource_version,
-            }});
-            return ignore_gone(
-                api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await,
-            );
+            let finalizers = json!(finalizers);
+            let set = |v: &mut Value| v["metadata"]["finalizers"] = finalizers.clone();
+            return ignore_gone(update::object_once(&api, claim.object(), set).await);
         }
         match binding::claim_step(
             &claim,
@@ -342,11 +338,8 @@ impl VolumeController {
         ) {
             ClaimStep::Nothing => Ok(()),
             ClaimStep::SetClass(class) => {
-                let patch = json!({"spec": {"storageClassName": class}});
-                ignore_gone(
-                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await,
-                )
+                let set = |v: &mut Value| v["spec"]["storageClassName"] = json!(class);
+                ignore_gone(update::object_once(&api, claim.object(), set).await)
             }
             ClaimStep::Provision(node) => {
                 let Some(class) = class else { return Ok(()) };
@@ -378,34 +371,29 @@ impl VolumeController {
                 }
             }
             ClaimStep::Bind(volume) => {
-                let patch = json!({
-                    "metadata": {
-                        "annotations": {
-                            binding::BIND_COMPLETED: "yes",
-                            binding::BOUND_BY_CONTROLLER: "yes",
-                            binding::STORAGE_PROVISIONER: class::SIMULATED_PROVISIONER,
-                            binding::STORAGE_PROVISIONER_BETA: class::SIMULATED_PROVISIONER,
-                        },
-                        "resourceVersion": claim.metadata.resource_version,
-                    },
-                    "spec": {"volumeName": volume},
-                });
-                ignore_gone(
-                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await,
-                )
+                let set = |v: &mut Value| {
+                    for key in [binding::BIND_COMPLETED, binding::BOUND_BY_CONTROLLER] {
+                        v["metadata"]["annotations"][key] = json!("yes");
+                    }
+                    for key in [
+                        binding::STORAGE_PROVISIONER,
+                        binding::STORAGE_PROVISIONER_BETA,
+                    ] {
+                        v["metadata"]["annotations"][key] = json!(class::SIMULATED_PROVISIONER);
+                    }
+                    v["spec"]["volumeName"] = json!(volume);
+                };
+                ignore_gone(update::object_once(&api, claim.object(), set).await)
             }
             ClaimStep::MarkBound => {
                 let spec = volume.as_ref().and_then(|v| v.spec.as_ref());
-                let patch = json!({"status": {
+                let fields = json!({
                     "phase": "Bound",
                     "accessModes": spec.and_then(|s| s.access_modes.clone()),
                     "capacity": spec.and_then(|s| s.capacity.clone()),
-                }});
-                ignore_gone(
-                    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await,
-                )
+                });
+                let set = |v: &mut Value| update::set_status_fields(v, &fields);
+                ignore_gone(update::status_once(&api, claim.object(), set).await)
             }
             ClaimStep::MarkLost => {
                 self.recorder.record(
@@ -414,11 +402,8 @@ impl VolumeController {
                     "ClaimLost",
                     "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
                 );
-                let patch = json!({"status": {"phase": "Lost"}});
-                ignore_gone(
-                    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await,
-                )
+                let set = |v: &mut Value| v["status"]["phase"] = json!("Lost");
+                ignore_gone(update::status_once(&api, claim.object(), set).await)
             }
             ClaimStep::Wait(reason) => {
                 if reason == "WaitForFirstConsumer" {
@@ -452,21 +437,13 @@ impl VolumeController {
         match binding::volume_step(&volume, claim.as_ref().map(|c| c.object()), &refs) {
             VolumeStep::Nothing => Ok(()),
             VolumeStep::MarkPhase(phase) => {
-                let patch = json!({"status": {"phase": phase}});
-                ignore_gone(
-                    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await,
-                )
+                let set = |v: &mut Value| v["status"]["phase"] = json!(phase);
+                ignore_gone(update::status_once(&api, volume.object(), set).await)
             }
             VolumeStep::ClaimBy(i) => {
-                let patch = json!({
-                    "metadata": {"resourceVersion": volume.metadata.resource_version},
-                    "spec": {"claimRef": provision::claim_ref(refs[i])},
-                });
-                ignore_gone(
-                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await,
-                )
+                let claim_ref = json!(provision::claim_ref(refs[i]));
+                let set = |v: &mut Value| v["spec"]["claimRef"] = claim_ref.clone();
+                ignore_gone(update::object_once(&api, volume.object(), set).await)
             }
             VolumeStep::Delete => match api.delete(name, &DeleteParams::default()).await {
                 Ok(_) => Ok(()),

@@ -27,6 +27,7 @@ mod jobs;
 mod kube_client;
 mod kubectl;
 mod leader_election;
+mod least_privilege;
 mod node_failure;
 mod realworld;
 mod scheduling;

@@ -233,16 +233,26 @@ impl Cluster {
     /// Starts a control plane that runs `components` in-process beside the API server, as
     /// `rollwright up` does (with the test's choice of nodes, delays and fault profile).
     pub async fn start_with(components: rollwright::components::Components) -> Cluster {
+        Cluster::start_with_options(components, |_| {}).await
+    }
+
+    /// [`Cluster::start_with`], with `adjust` changing the other options (an audit log...).
+    pub async fn start_with_options(
+        components: rollwright::components::Components,
+        adjust: impl FnOnce(&mut Options),
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
-        let cp = ControlPlane::start(Options {
+        let mut options = Options {
             data_dir: dir.path().to_path_buf(),
             port: 0,
             store: StoreKind::Sqlite,
             components,
             ..Default::default()
-        })
-        .await
-        .expect("control plane starts");
+        };
+        adjust(&mut options);
+        let cp = ControlPlane::start(options)
+            .await
+            .expect("control plane starts");
         Cluster { cp, dir }
     }
 
@@ -259,13 +269,18 @@ impl Cluster {
     }
 
     /// Starts more parts on this cluster's in-process API, apart from the control plane's own,
-    /// so that a test can stop them (a crash) and start new ones on the same server.
+    /// so that a test can stop them (a crash) and start new ones on the same server. Each part
+    /// acts as its own user, as in `rollwright up`, so that it holds only its role's rights.
     pub fn start_parts(
         &self,
         what: &rollwright::components::Components,
     ) -> rollwright::components::Running {
-        rollwright::components::start(embedded::client_for(&self.cp.server), what)
-            .expect("parts start")
+        let users = embedded::Users::new(&self.cp.server);
+        rollwright::components::start_with_identities(
+            what,
+            std::sync::Arc::new(move |user| users.client(user)),
+        )
+        .expect("parts start")
     }
 }
 
