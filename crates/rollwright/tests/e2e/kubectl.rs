@@ -707,7 +707,7 @@ async fn invalid_deployment_is_422_with_field_paths() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_or_missing_token_is_401() {
+async fn a_wrong_token_is_401_and_none_is_anonymous() {
     let c = Cluster::start().await;
     let good = std::fs::read_to_string(c.kubeconfig()).expect("kubeconfig");
     let token = good
@@ -723,22 +723,37 @@ async fn wrong_or_missing_token_is_401() {
         good.replace(&format!("token: {token}"), "username: nobody"),
     )
     .expect("write");
-    for kubeconfig in [&wrong, &none] {
-        let out = tokio::process::Command::new(common::KUBECTL)
-            .args(["get", "pods", "-v=6"])
-            .env("KUBECONFIG", kubeconfig)
-            .env("HOME", c.dir.path())
-            .output()
-            .await
-            .expect("kubectl runs");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success());
-        assert!(err.contains("401 Unauthorized"), "{err}");
-        assert!(
-            err.contains("error: You must be logged in to the server"),
-            "{err}"
-        );
-    }
+    let run = |kubeconfig: std::path::PathBuf, args: &'static [&'static str]| {
+        let home = c.dir.path().to_path_buf();
+        async move {
+            let out = tokio::process::Command::new(common::KUBECTL)
+                .args(args)
+                .env("KUBECONFIG", kubeconfig)
+                .env("HOME", home)
+                .output()
+                .await
+                .expect("kubectl runs");
+            assert!(!out.status.success());
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        }
+    };
+    // A token nobody issued: 401.
+    let err = run(wrong.clone(), &["get", "pods", "-v=6"]).await;
+    assert!(err.contains("401 Unauthorized"), "{err}");
+    assert!(
+        err.contains("error: You must be logged in to the server"),
+        "{err}"
+    );
+    // No credentials: system:anonymous, whom upstream's default policy refuses (403).
+    let err = run(
+        none.clone(),
+        &["get", "--raw", "/api/v1/namespaces/default/pods"],
+    )
+    .await;
+    assert!(
+        err.contains(r#"Error from server (Forbidden): pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" in the namespace "default""#),
+        "{err}"
+    );
     // The right token still works.
     c.kubectl(&["get", "pods"]).await;
     c.stop().await;
