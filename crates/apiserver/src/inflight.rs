@@ -125,44 +125,11 @@ pub(crate) async fn limit(State(s): State<ApiServer>, req: Request, next: Next) 
     let gauge = s.metrics.in_flight(kind.as_str());
     let resp = next.run(req).await;
     // The request is in flight until its body is sent: a watch for as long as it streams.
-    resp.map(|body| {
-        Body::new(Held {
-            body,
-            _permit: permit,
-            _gauge: gauge,
-        })
-    })
+    resp.map(|body| crate::guarded_body::guarded(body, (permit, gauge)))
 }
 
 /// What upstream's filter tells a client to wait before it retries.
 const RETRY_AFTER_SECONDS: u32 = 1;
-
-/// A response body that holds its request's permit until it is dropped.
-struct Held {
-    body: Body,
-    _permit: OwnedSemaphorePermit,
-    _gauge: GaugeGuard,
-}
-
-impl HttpBody for Held {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -19,6 +19,7 @@ pub mod error;
 mod eviction;
 pub mod expiry;
 mod filters;
+mod guarded_body;
 mod health;
 pub mod inflight;
 mod limit_ranger;

@@ -389,10 +389,7 @@ impl Recording {
         ev.response_status = Some(status);
         if long_running {
             self.auditor.emit(ev, Stage::ResponseStarted, omit).await;
-            let body = Body::new(Completing {
-                body,
-                pending: Some(Box::new(self)),
-            });
+            let body = crate::guarded_body::guarded(body, Completing(Some(Box::new(self))));
             Response::from_parts(parts, body)
         } else {
             self.auditor.emit(ev, Stage::ResponseComplete, omit).await;
@@ -623,40 +620,17 @@ impl Drop for Abandoned {
     }
 }
 
-/// A long-running response's body, which writes the `ResponseComplete` event when it is done
-/// (its stream ended or the client went away).
-struct Completing {
-    body: Body,
-    pending: Option<Box<Recording>>,
-}
+/// Writes a long-running response's `ResponseComplete` event when its body is done (its stream
+/// ended or the client went away).
+struct Completing(Option<Box<Recording>>);
 
 impl Drop for Completing {
     fn drop(&mut self) {
-        if let Some(mut r) = self.pending.take() {
+        if let Some(mut r) = self.0.take() {
             let omit = r.config.omit_stages;
             r.auditor
                 .emit_now(&mut r.event, Stage::ResponseComplete, omit);
         }
-    }
-}
-
-impl HttpBody for Completing {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
 
