@@ -352,10 +352,8 @@ mod rollwright_cases {
     use super::*;
 
     fn attrs(method: Method, uri: &str) -> Attributes {
-        let (path, query) = uri
-            .split_once('?')
-            .map_or((uri, None), |(p, q)| (p, Some(q)));
-        attributes(&method, path, query, &UserInfo::anonymous())
+        let uri: Uri = uri.parse().unwrap();
+        attributes(&method, &uri, UserInfo::anonymous())
     }
 
     /// Cases from upstream's `requestinfo_test.go`.

@@ -322,7 +322,14 @@ async fn writes_of_rbac_objects_cannot_grant_more_than_the_writer_holds() {
     assert_eq!(status, StatusCode::CREATED);
     decision_becomes(
         &s.server,
-        &resource(&alice, "create", "rbac.authorization.k8s.io", "clusterroles", "", ""),
+        &resource(
+            &alice,
+            "create",
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            "",
+            "",
+        ),
         true,
     )
     .await;

@@ -186,7 +186,10 @@ pub const ADMIN_TOKEN: &str = "test-admin-token";
 pub fn as_admin(router: axum::Router) -> axum::Router {
     router.layer(axum::middleware::map_request(
         |mut req: axum::extract::Request| async move {
-            if !req.headers().contains_key(axum::http::header::AUTHORIZATION) {
+            if !req
+                .headers()
+                .contains_key(axum::http::header::AUTHORIZATION)
+            {
                 req.headers_mut().insert(
                     axum::http::header::AUTHORIZATION,
                     axum::http::HeaderValue::from_static("Bearer test-admin-token"),
