@@ -358,6 +358,7 @@ mod rollwright_cases {
 
     /// Cases from upstream's `requestinfo_test.go`.
     #[test]
+    #[allow(clippy::type_complexity, reason = "one row of upstream's case table")]
     fn reads_requests_as_upstream() {
         let cases: &[(Method, &str, &str, &str, &str, &str, &str, &str)] = &[
             // method, uri, verb, group, namespace, resource, name, subresource

@@ -97,10 +97,7 @@ pub(crate) fn validate(
                     continue;
                 }
             };
-            let inputs = match Inputs::new(server, review, &write, &kind, object) {
-                Ok(inputs) => inputs,
-                Err(e) => return Err(e),
-            };
+            let inputs = Inputs::new(server, review, &write, &kind, object)?;
             for param in &params {
                 for (message, reason) in evaluate(policy, &inputs, param.as_ref()) {
                     for action in &binding.validation_actions {
