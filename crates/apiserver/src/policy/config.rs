@@ -87,6 +87,21 @@ struct WirePolicySpec {
     failure_policy: Option<String>,
     match_conditions: Vec<WireExpression>,
     variables: Vec<WireExpression>,
+    audit_annotations: Vec<WireAuditAnnotation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct WireAuditAnnotation {
+    key: String,
+    value_expression: String,
+}
+
+/// One `auditAnnotations` entry.
+pub(crate) struct AuditAnnotation {
+    pub key: String,
+    pub value_expression: Compiled,
+    pub source: String,
 }
 
 /// One `validations` entry.
@@ -118,6 +133,7 @@ pub(crate) struct Policy {
     pub unknown_failure_policy: Option<String>,
     pub match_conditions: Vec<(String, Compiled)>,
     pub variables: Vec<(String, Compiled)>,
+    pub audit_annotations: Vec<AuditAnnotation>,
 }
 
 impl Policy {
@@ -165,6 +181,15 @@ impl Policy {
             unknown_failure_policy,
             match_conditions: named(spec.match_conditions),
             variables: named(spec.variables),
+            audit_annotations: spec
+                .audit_annotations
+                .into_iter()
+                .map(|a| AuditAnnotation {
+                    key: a.key,
+                    value_expression: Compiled::new(&a.value_expression),
+                    source: a.value_expression,
+                })
+                .collect(),
         })
     }
 }

@@ -7,13 +7,13 @@
 //! - [`expression`]: the CEL environment (the `cel` crate with Kubernetes' libraries).
 //!
 //! Matching (`matchConstraints`, a binding's `matchResources`) reuses the webhooks' rule and
-//! selector matching. Not done: type checking and `status.typeChecking`, `auditAnnotations`
-//! and the `Audit` action's audit annotations, the `authorizer` variable, cost limits.
+//! selector matching. Not done: type checking and `status.typeChecking`, the `authorizer`
+//! variable, cost limits.
 
 mod config;
 mod expression;
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use cel::Value as Cel;
 use serde_json::{Value, json};
@@ -32,6 +32,12 @@ use crate::{
 
 /// Upstream's `celconfig.MaxEvaluatedMessageExpressionSizeBytes`.
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+
+/// Upstream's `maxAuditAnnotationValueLength`.
+const MAX_AUDIT_ANNOTATION_BYTES: usize = 10 * 1024;
+
+/// The audit annotation the `Audit` action publishes.
+const VALIDATION_FAILURE: &str = "validation.policy.admission.k8s.io/validation_failure";
 
 /// A refusal: which policy and binding, why, and the status reason.
 struct Denial {
@@ -79,6 +85,7 @@ pub(crate) fn validate(
                 continue;
             }
         };
+        let mut annotations: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for binding in bindings {
             if let Some(mr) = &binding.match_resources {
                 match matches(&mut write, review, mr, object) {
@@ -99,7 +106,8 @@ pub(crate) fn validate(
             };
             let inputs = Inputs::new(server, review, &write, &kind, object)?;
             for param in &params {
-                for (message, reason) in evaluate(policy, &inputs, param.as_ref()) {
+                let outcome = evaluate(policy, &inputs, param.as_ref());
+                for (index, message, reason) in outcome.failed {
                     for action in &binding.validation_actions {
                         match action.as_str() {
                             "Deny" => denials.push(Denial {
@@ -112,14 +120,40 @@ pub(crate) fn validate(
                                 "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {message}",
                                 policy.name, binding.name
                             )),
-                            _ => tracing::info!(
-                                policy = %policy.name, binding = %binding.name, %message,
-                                "ValidatingAdmissionPolicy validation failed (audit)"
-                            ),
+                            "Audit" => {
+                                let value = json!([{
+                                    "message": message,
+                                    "policy": policy.name,
+                                    "binding": binding.name,
+                                    "expressionIndex": index,
+                                    "validationActions": binding.validation_actions,
+                                }]);
+                                crate::audit::annotate(VALIDATION_FAILURE, &value.to_string());
+                            }
+                            _ => {}
                         }
                     }
                 }
+                for message in outcome.errors {
+                    denials.push(Denial {
+                        policy: policy.name.clone(),
+                        binding: Some(binding.name.clone()),
+                        message,
+                        reason: None,
+                    });
+                }
+                for (key, value) in outcome.annotations {
+                    let values = annotations.entry(key).or_default();
+                    if !values.contains(&value) {
+                        values.push(value);
+                    }
+                }
             }
+        }
+        // Each policy's annotations under `POLICY/KEY`, distinct values of several bindings or
+        // parameters joined (upstream's `auditAnnotationCollector`).
+        for (key, values) in annotations {
+            crate::audit::annotate(&format!("{}/{key}", policy.name), &values.join(", "));
         }
     }
     match denials.into_iter().next() {
@@ -336,13 +370,21 @@ impl Inputs {
     }
 }
 
-/// The failed validations of `policy` for one parameter object: (message, reason). Errors count
-/// as failures unless `failurePolicy` is Ignore (upstream's `validator.Validate`).
-fn evaluate(
-    policy: &Policy,
-    inputs: &Inputs,
-    param: Option<&Value>,
-) -> Vec<(String, Option<String>)> {
+/// What one policy's evaluation for one parameter object found.
+#[derive(Default)]
+struct Outcome {
+    /// Failed validations (index in `validations`, message, reason), errors included unless
+    /// `failurePolicy` is Ignore: these go through the binding's `validationActions`.
+    failed: Vec<(usize, String, Option<String>)>,
+    /// `auditAnnotations` errors under `failurePolicy: Fail`: these deny the write whatever the
+    /// actions (upstream's `AuditAnnotationActionError`).
+    errors: Vec<String>,
+    /// `auditAnnotations` values: key and value.
+    annotations: Vec<(String, String)>,
+}
+
+/// Evaluates `policy` for one parameter object (upstream's `validator.Validate`).
+fn evaluate(policy: &Policy, inputs: &Inputs, param: Option<&Value>) -> Outcome {
     let params = &param.map_or(Cel::Null, value_of);
     let mut variables: Vec<(String, Cel)> = Vec::new();
     let bind = |variables: &Vec<(String, Cel)>| {
@@ -369,29 +411,31 @@ fn evaluate(
         }
     }
     let eval = bind(&variables);
-    let failure = |message: String| (!policy.ignore_failures).then_some((message, None::<String>));
+    let mut outcome = Outcome::default();
     // matchConditions: any false skips the policy; errors follow failurePolicy.
     let mut errors = Vec::new();
     for (_, condition) in &policy.match_conditions {
         match eval(condition) {
-            Ok(Cel::Bool(false)) => return Vec::new(),
+            Ok(Cel::Bool(false)) => return outcome,
             Ok(_) => {}
             Err(e) => errors.push(e),
         }
     }
     if !errors.is_empty() {
-        let message = if errors.len() == 1 {
-            errors.remove(0)
-        } else {
-            format!("[{}]", errors.join(", "))
-        };
-        return failure(message).into_iter().collect();
+        if !policy.ignore_failures {
+            let message = if errors.len() == 1 {
+                errors.remove(0)
+            } else {
+                format!("[{}]", errors.join(", "))
+            };
+            outcome.failed.push((0, message, None));
+        }
+        return outcome;
     }
-    let mut failed = Vec::new();
-    for v in &policy.validations {
+    for (i, v) in policy.validations.iter().enumerate() {
         match eval(&v.expression) {
-            Err(e) => failed.extend(failure(e)),
-            Ok(Cel::Bool(true)) => {}
+            Err(e) if !policy.ignore_failures => outcome.failed.push((i, e, None)),
+            Err(_) | Ok(Cel::Bool(true)) => {}
             Ok(_) => {
                 let from_expression = v
                     .message_expression
@@ -406,9 +450,53 @@ fn evaluate(
                 let message = from_expression
                     .or_else(|| Some(v.message.trim().to_string()).filter(|m| !m.is_empty()))
                     .unwrap_or_else(|| format!("failed expression: {}", v.source.trim()));
-                failed.push((message, v.reason.clone()));
+                outcome.failed.push((i, message, v.reason.clone()));
             }
         }
     }
-    failed
+    for a in &policy.audit_annotations {
+        match eval(&a.value_expression) {
+            Ok(Cel::String(value)) => {
+                let value = value.trim();
+                if !value.is_empty() {
+                    let mut value = value.to_string();
+                    if value.len() > MAX_AUDIT_ANNOTATION_BYTES {
+                        let mut end = MAX_AUDIT_ANNOTATION_BYTES;
+                        while !value.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        value.truncate(end);
+                    }
+                    outcome.annotations.push((a.key.clone(), value));
+                }
+            }
+            Ok(Cel::Null) => {}
+            Ok(other) if !policy.ignore_failures => outcome.errors.push(format!(
+                "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                a.source,
+                type_name(&other)
+            )),
+            Err(e) if !policy.ignore_failures => outcome.errors.push(e),
+            Ok(_) | Err(_) => {}
+        }
+    }
+    outcome
+}
+
+/// A value's CEL type name, as cel-go prints it.
+fn type_name(v: &Cel) -> &'static str {
+    match v {
+        Cel::List(_) => "list",
+        Cel::Map(_) => "map",
+        Cel::Int(_) => "int",
+        Cel::UInt(_) => "uint",
+        Cel::Float(_) => "double",
+        Cel::String(_) => "string",
+        Cel::Bytes(_) => "bytes",
+        Cel::Bool(_) => "bool",
+        Cel::Duration(_) => "google.protobuf.Duration",
+        Cel::Timestamp(_) => "google.protobuf.Timestamp",
+        Cel::Null => "null_type",
+        _ => "dyn",
+    }
 }

@@ -5,7 +5,8 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
-use crate::common::Server;
+use crate::common::{Server, call};
+use apiserver::{ServerOptions, audit::Auditor, audit::Policy};
 
 use axum::{
     body::Body,
@@ -482,4 +483,71 @@ async fn variables_and_namespace_object() {
         ),
     )
     .await;
+}
+
+/// The `Audit` action and `auditAnnotations`, as the audit log's events carry them.
+#[tokio::test]
+async fn audit_action_and_audit_annotations_reach_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let policy_yaml = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
+    let auditor = std::sync::Arc::new(
+        Auditor::new(Policy::from_bytes(policy_yaml.as_bytes()).unwrap(), &log).unwrap(),
+    );
+    let s = Server::start_with(ServerOptions {
+        audit: Some(auditor.clone()),
+        ..Default::default()
+    })
+    .await;
+    let mut spec = replicas_policy();
+    spec["auditAnnotations"] = json!([
+        {"key": "high-replica-count",
+         "valueExpression": "object.spec.replicas > 3 ? 'Deployment spec.replicas set to ' + string(object.spec.replicas) : null"}
+    ]);
+    policy(&s, "demo-policy.example.com", spec).await;
+    binding(
+        &s,
+        "demo-binding-audit.example.com",
+        json!({"policyName": "demo-policy.example.com", "validationActions": ["Audit"]}),
+    )
+    .await;
+    let router = s.admin_router();
+    let uri = deployments("default");
+    let (code, body) = call(
+        &router,
+        Method::POST,
+        &uri,
+        Some(deployment("nginx", 6, json!({}), &["nginx"])),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    auditor.flush().await;
+    let events: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let event = events
+        .iter()
+        .find(|e| {
+            e["verb"] == "create" && e["requestURI"] == uri && e["stage"] == "ResponseComplete"
+        })
+        .unwrap();
+    let annotations = &event["annotations"];
+    let failure: Value = serde_json::from_str(
+        annotations["validation.policy.admission.k8s.io/validation_failure"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        failure,
+        json!([{"message": "failed expression: object.spec.replicas <= 5",
+            "policy": "demo-policy.example.com", "binding": "demo-binding-audit.example.com",
+            "expressionIndex": 0, "validationActions": ["Audit"]}])
+    );
+    assert_eq!(
+        annotations["demo-policy.example.com/high-replica-count"],
+        "Deployment spec.replicas set to 6"
+    );
 }
