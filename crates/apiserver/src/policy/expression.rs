@@ -3,7 +3,8 @@
 //! and Kubernetes' `lists` and `regex` libraries; objects as CEL maps.
 //!
 //! The `lists` and `regex` functions are hand-written here: they are Kubernetes' own libraries,
-//! which no crate provides. `url()`, `authorizer` and `quantity()` are not provided.
+//! which no crate provides; `authorizer` is in [`super::authorizer`]. `url()` is not provided
+//! (nor `quantity()`, which 1.28 allows only in stored expressions).
 
 use std::{collections::HashMap, sync::Arc, sync::OnceLock};
 
@@ -58,6 +59,7 @@ fn env() -> &'static Arc<Env> {
                 vec![STRING_TYPE, INT_TYPE],
                 find_all_n,
             ),
+            super::authorizer::register(&mut env),
         ];
         for r in results {
             if let Err(e) = r {
@@ -141,7 +143,10 @@ pub(crate) fn map_of(entries: impl IntoIterator<Item = (String, Value)>) -> Valu
 
 type Out<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
 
-fn args_of(function: &str, args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, ExecutionError> {
+pub(super) fn args_of(
+    function: &str,
+    args: &[CowVal<'_, '_>],
+) -> Result<Vec<Value>, ExecutionError> {
     args.iter()
         .map(|a| {
             Value::try_from(a.as_ref())
@@ -150,7 +155,7 @@ fn args_of(function: &str, args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, Execut
         .collect()
 }
 
-fn out<'b, 'v>(function: &str, v: Value) -> Out<'b, 'v> {
+pub(super) fn out<'b, 'v>(function: &str, v: Value) -> Out<'b, 'v> {
     let boxed: Box<dyn Val> = Box::<dyn Val>::try_from(v)
         .map_err(|e| ExecutionError::function_error(function, e.to_string()))?;
     Ok(CowVal::Owned(boxed))

@@ -5,11 +5,12 @@
 //!
 //! - [`config`]: the stored policies and bindings, compiled.
 //! - [`expression`]: the CEL environment (the `cel` crate with Kubernetes' libraries).
+//! - [`authorizer`]: the `authorizer` library.
 //!
 //! Matching (`matchConstraints`, a binding's `matchResources`) reuses the webhooks' rule and
-//! selector matching. Not done: type checking and `status.typeChecking`, the `authorizer`
-//! variable, cost limits.
+//! selector matching. Not done: type checking and `status.typeChecking`, cost limits, `url()`.
 
+mod authorizer;
 mod config;
 mod expression;
 
@@ -106,7 +107,9 @@ pub(crate) fn validate(
             };
             let inputs = Inputs::new(server, review, &write, &kind, object)?;
             for param in &params {
-                let outcome = evaluate(policy, &inputs, param.as_ref());
+                let outcome = authorizer::with(&inputs.user, &inputs.authorize, || {
+                    evaluate(policy, &inputs, param.as_ref())
+                });
                 for (index, message, reason) in outcome.failed {
                     for action in &binding.validation_actions {
                         match action.as_str() {
@@ -304,6 +307,11 @@ fn params(
 
 /// The CEL variables of one write that do not depend on the binding.
 struct Inputs {
+    /// `authorizer`, with `authorizer.requestResource`.
+    authorizer: Cel,
+    /// Asks the server's authorizer for `authorizer`'s checks.
+    authorize: authorizer::Authorize,
+    user: authz::UserInfo,
     object: Cel,
     old_object: Cel,
     request: Cel,
@@ -361,7 +369,26 @@ impl Inputs {
                 None => return Err(ApiError::not_found(&def, &write.namespace)),
             }
         };
+        let mut authorizer_value = authorizer::authorizer();
+        if let Cel::Map(m) = &mut authorizer_value {
+            let mut fields = m.map.as_ref().clone();
+            fields.insert(
+                cel::objects::Key::from("requestResource".to_string()),
+                authorizer::request_resource(
+                    &kind.group,
+                    &kind.plural,
+                    review.subresource.unwrap_or_default(),
+                    &write.namespace,
+                    review.name,
+                ),
+            );
+            *m = fields.into();
+        }
+        let server = server.clone();
         Ok(Inputs {
+            authorizer: authorizer_value,
+            authorize: Arc::new(move |a| server.authorize(a)),
+            user: review.user.clone(),
             object: object.as_ref().map_or(Cel::Null, value_of),
             old_object: old.as_ref().map_or(Cel::Null, value_of),
             request: value_of(&request),
@@ -397,6 +424,7 @@ fn evaluate(policy: &Policy, inputs: &Inputs, param: Option<&Value>) -> Outcome 
                 ("params", params),
                 ("namespaceObject", &inputs.namespace_object),
                 ("variables", &variables),
+                ("authorizer", &inputs.authorizer),
             ])
         }
     };

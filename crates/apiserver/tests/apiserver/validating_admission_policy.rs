@@ -551,3 +551,60 @@ async fn audit_action_and_audit_annotations_reach_the_audit_log() {
         "Deployment spec.replicas set to 6"
     );
 }
+
+/// The `authorizer` variable asks the server's authorizer: for the requesting user (the admin
+/// here), for `requestResource`, and for a ServiceAccount through RBAC.
+#[tokio::test]
+async fn authorizer_checks_ask_the_servers_authorizer() {
+    let s = Server::start().await;
+    policy(
+        &s,
+        "authz.example.com",
+        json!({
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "validations": [
+                {"expression": "authorizer.group('').resource('secrets').namespace('default').check('get').allowed()"},
+                {"expression": "authorizer.requestResource.check('create').allowed()"},
+                {"expression": "authorizer.path('/healthz').check('get').allowed()"},
+                {"expression": "authorizer.serviceAccount('default', 'reader').group('').resource('secrets').namespace('default').check('get').allowed()",
+                 "messageExpression": "'reader may not read secrets: ' + authorizer.serviceAccount('default', 'reader').group('').resource('secrets').namespace('default').check('get').reason()"}
+            ]
+        }),
+    )
+    .await;
+    binding(
+        &s,
+        "authz.example.com",
+        json!({"policyName": "authz.example.com", "validationActions": ["Deny"]}),
+    )
+    .await;
+    let cm =
+        |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    let (code, _, body) = post(&s, "/api/v1/namespaces/default/configmaps", cm("a")).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    // RBAC gives no reason when nothing allows; the message is trimmed, as upstream's.
+    assert_eq!(
+        body["message"],
+        "configmaps \"a\" is forbidden: ValidatingAdmissionPolicy 'authz.example.com' with binding 'authz.example.com' denied request: reader may not read secrets:",
+        "{body}"
+    );
+    created(
+        &s,
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "secret-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+    )
+    .await;
+    created(
+        &s,
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "secret-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": "default"}]}),
+    )
+    .await;
+    created(&s, "/api/v1/namespaces/default/configmaps", cm("b")).await;
+}
