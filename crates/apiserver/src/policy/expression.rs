@@ -70,6 +70,11 @@ fn env() -> &'static Arc<Env> {
     })
 }
 
+/// Why `source` does not parse, if it does not.
+pub(crate) fn compile_error(source: &str) -> Option<String> {
+    env().compile(source).err().map(|e| e.to_string())
+}
+
 /// A compiled expression, or why it does not compile (upstream's `compilation error: ...`).
 pub(crate) struct Compiled {
     source: String,

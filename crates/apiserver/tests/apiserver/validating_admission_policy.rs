@@ -608,3 +608,64 @@ async fn authorizer_checks_ask_the_servers_authorizer() {
     .await;
     created(&s, "/api/v1/namespaces/default/configmaps", cm("b")).await;
 }
+
+/// Stored policies and bindings get upstream's defaults, and the validation a client meets most:
+/// unparsable expressions, missing actions, Deny with Warn.
+#[tokio::test]
+async fn policies_and_bindings_are_defaulted_and_validated() {
+    let s = Server::start().await;
+    let mut spec = replicas_policy();
+    spec.as_object_mut().unwrap().remove("failurePolicy");
+    policy(&s, "demo-policy.example.com", spec).await;
+    let (code, stored) = s
+        .call(
+            Method::GET,
+            &format!("{POLICIES}/demo-policy.example.com"),
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{stored}");
+    assert_eq!(stored["spec"]["failurePolicy"], "Fail");
+    assert_eq!(
+        stored["spec"]["matchConstraints"]["matchPolicy"],
+        "Equivalent"
+    );
+    assert_eq!(
+        stored["spec"]["matchConstraints"]["namespaceSelector"],
+        json!({})
+    );
+
+    let mut bad = replicas_policy();
+    bad["validations"] = json!([{"expression": "object.spec.replicas <= "}]);
+    let p = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "bad"}, "spec": bad});
+    let (code, _, body) = post(&s, POLICIES, p).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: spec.validations[0].expression: Invalid value: \"object.spec.replicas <= \": compilation failed: "
+        ),
+        "{body}"
+    );
+
+    let b = |actions: Value| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "b"},
+            "spec": {"policyName": "demo-policy.example.com", "validationActions": actions}})
+    };
+    let (code, _, body) = post(&s, BINDINGS, b(json!([]))).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["message"],
+        "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io \"b\" is invalid: spec.validationActions: Required value: at least one validation action is required",
+        "{body}"
+    );
+    let (code, _, body) = post(&s, BINDINGS, b(json!(["Deny", "Warn"]))).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.ends_with(": must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)"),
+        "{body}"
+    );
+}
