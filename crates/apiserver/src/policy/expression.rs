@@ -3,8 +3,8 @@
 //! and Kubernetes' `lists` and `regex` libraries; objects as CEL maps.
 //!
 //! The `lists` and `regex` functions are hand-written here: they are Kubernetes' own libraries,
-//! which no crate provides; `authorizer` is in [`super::authorizer`]. `url()` is not provided
-//! (nor `quantity()`, which 1.28 allows only in stored expressions).
+//! which no crate provides; `authorizer` is in [`super::authorizer`], `url` in [`super::urls`].
+//! `quantity()` is not provided (1.28 allows it only in stored expressions).
 
 use std::{collections::HashMap, sync::Arc, sync::OnceLock};
 
@@ -60,6 +60,7 @@ fn env() -> &'static Arc<Env> {
                 find_all_n,
             ),
             super::authorizer::register(&mut env),
+            super::urls::register(&mut env),
         ];
         for r in results {
             if let Err(e) = r {

@@ -6,14 +6,16 @@
 //! - [`config`]: the stored policies and bindings, compiled.
 //! - [`expression`]: the CEL environment (the `cel` crate with Kubernetes' libraries).
 //! - [`authorizer`]: the `authorizer` library.
+//! - [`urls`]: the `url` library.
 //! - [`validation`]: defaults and validation of the stored objects.
 //!
 //! Matching (`matchConstraints`, a binding's `matchResources`) reuses the webhooks' rule and
-//! selector matching. Not done: type checking and `status.typeChecking`, cost limits, `url()`.
+//! selector matching. Not done: type checking and `status.typeChecking`, cost limits.
 
 mod authorizer;
 mod config;
 mod expression;
+mod urls;
 mod validation;
 
 pub(crate) use validation::{default_binding, default_policy, validate_binding, validate_policy};
