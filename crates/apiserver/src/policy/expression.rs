@@ -397,6 +397,33 @@ mod tests {
         }
     }
 
+    /// The examples of upstream's `lists.go` and `regex.go` documentation (the regex ones with
+    /// `+`: with `*`, Go's `FindString` answers the empty match at 0, as the regex crate does).
+    #[test]
+    fn upstreams_documented_library_examples() {
+        let cases = [
+            "[1, 2, 3].isSorted() && ['a', 'b', 'b', 'c'].isSorted() && ![2.0, 1.0].isSorted()",
+            "[1, 3].sum() == 4",
+            "[1.0, 3.0].sum() == 4.0",
+            "[duration('1m'), duration('1s')].sum() == duration('61s')",
+            "[].sum() == 0",
+            "[1, 3].min() == 1 && [1, 3].max() == 3 && [1].min() == 1",
+            "[1, 2, 2, 3].indexOf(2) == 1",
+            "['a', 'b', 'b', 'c'].lastIndexOf('b') == 2",
+            "[1.0].indexOf(1.1) == -1",
+            "[].indexOf('string') == -1",
+            "'abc 123'.find('[0-9]+') == '123'",
+            "'abc 123'.find('xyz') == ''",
+            "'123 abc 456'.findAll('[0-9]+') == ['123', '456']",
+            "'123 abc 456'.findAll('[0-9]+', 1) == ['123']",
+            "'123 abc 456'.findAll('xyz') == []",
+        ];
+        for src in cases {
+            assert_eq!(Compiled::new(src).eval(&[]), Ok(Value::Bool(true)), "{src}");
+        }
+        assert!(Compiled::new("[].min()").eval(&[]).is_err());
+    }
+
     #[test]
     fn errors_are_worded_as_upstreams_filter() {
         let e = eval("object.spec.missing == 1", json!({"spec": {}})).unwrap_err();
