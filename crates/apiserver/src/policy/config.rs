@@ -2,7 +2,10 @@
 //! upstream's defaults (`pkg/apis/admissionregistration/v1beta1/defaults.go`), their expressions
 //! compiled.
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use api::selector::LabelSelector;
 use serde::Deserialize;
@@ -269,18 +272,64 @@ fn stored(server: &ApiServer, plural: &str) -> Vec<Value> {
     objects
 }
 
+/// The policies with their bindings, compiled.
+pub(crate) type Policies = Vec<(Policy, Vec<Binding>)>;
+
+/// What identifies one state of the stored objects: each one's uid and resourceVersion.
+type Generation = Vec<(String, String)>;
+
+fn generation(objects: &[Value]) -> Generation {
+    objects
+        .iter()
+        .map(|o| {
+            let meta = |k: &str| {
+                o.pointer(&format!("/metadata/{k}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (meta("uid"), meta("resourceVersion"))
+        })
+        .collect()
+}
+
+/// The last compiled state (a write compiles the policies only when one of them or of their
+/// bindings changed, as upstream's controller recompiles on change).
+static LAST: Mutex<Option<(Generation, Arc<Policies>)>> = Mutex::new(None);
+
 /// Every stored policy (by name) with its bindings (by name).
-pub(crate) fn policies(server: &ApiServer) -> Vec<(Policy, Vec<Binding>)> {
+pub(crate) fn policies(server: &ApiServer) -> Arc<Policies> {
+    let policies = stored(server, "validatingadmissionpolicies");
+    if policies.is_empty() {
+        return Arc::default();
+    }
+    let bindings = stored(server, "validatingadmissionpolicybindings");
+    let mut key = generation(&policies);
+    key.extend(generation(&bindings));
+    if let Ok(last) = LAST.lock()
+        && let Some((k, compiled)) = last.as_ref()
+        && *k == key
+    {
+        return compiled.clone();
+    }
+    let compiled = Arc::new(compile(&policies, &bindings));
+    if let Ok(mut last) = LAST.lock() {
+        *last = Some((key, compiled.clone()));
+    }
+    compiled
+}
+
+fn compile(policies: &[Value], binding_objects: &[Value]) -> Policies {
     let mut bindings: HashMap<String, Vec<Binding>> = HashMap::new();
-    for obj in stored(server, "validatingadmissionpolicybindings") {
-        match Binding::from_object(&obj) {
+    for obj in binding_objects {
+        match Binding::from_object(obj) {
             Ok((policy, binding)) => bindings.entry(policy).or_default().push(binding),
             Err(e) => {
-                tracing::warn!(binding = %crate::object::name(&obj), error = %e, "unreadable binding skipped")
+                tracing::warn!(binding = %crate::object::name(obj), error = %e, "unreadable binding skipped")
             }
         }
     }
-    stored(server, "validatingadmissionpolicies")
+    policies
         .iter()
         .filter_map(|obj| match Policy::from_object(obj) {
             Ok(p) => {

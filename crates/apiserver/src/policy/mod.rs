@@ -69,7 +69,7 @@ pub(crate) fn validate(
     let object = (review.operation != Operation::Delete).then_some(obj);
     let mut warnings = Vec::new();
     let mut denials = Vec::new();
-    for (policy, bindings) in &policies {
+    for (policy, bindings) in policies.iter() {
         let config_error = |binding: Option<&Binding>, why: String| -> Option<Denial> {
             let message = match &policy.unknown_failure_policy {
                 Some(p) => format!("unrecognized failure policy: '{p}'"),
