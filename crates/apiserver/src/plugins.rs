@@ -1,6 +1,6 @@
 //! The admission plugins that run after the built-in mutations of a write, in upstream's order:
-//! mutating webhooks, then Pod Security, then ValidatingAdmissionPolicy, then validating webhooks (after RBAC's escalation
-//! check, which upstream's RBAC storage makes).
+//! mutating webhooks, then Pod Security, then ValidatingAdmissionPolicy, then validating webhooks
+//! (after RBAC's escalation check, which upstream's RBAC storage makes).
 //!
 //! Each plugin sees a [`Review`] (upstream's `admission.Attributes`): who writes, what, and the
 //! object before and after. The built-in plugins that only default or check one kind
