@@ -337,7 +337,7 @@ impl Inputs {
         let old = review.old.map(present);
         let view = review.view;
         let user = review.user;
-        let request = json!({
+        let mut request = json!({
             "uid": crate::admission::new_uid(),
             "kind": {"group": kind.group, "version": kind.version, "kind": kind.kind},
             "resource": {"group": kind.group, "version": kind.version, "resource": kind.plural},
@@ -348,14 +348,13 @@ impl Inputs {
             "name": review.name,
             "namespace": write.namespace,
             "operation": review.operation.as_str(),
-            "userInfo": {
-                "username": user.username,
-                "uid": user.uid,
-                "groups": user.groups,
-                "extra": user.extra,
-            },
+            "userInfo": serde_json::to_value(user).unwrap_or_default(),
             "dryRun": review.dry_run,
         });
+        // AdmissionRequest's optional strings are omitted when empty, so that `has()` is false.
+        if let Some(fields) = request.as_object_mut() {
+            fields.retain(|_, v| v.as_str() != Some(""));
+        }
         // A Namespace is not in a namespace of its own here (upstream unsets it likewise).
         let namespace_object = if write.namespace.is_empty() || Write::is_namespace(review) {
             Cel::Null
