@@ -669,3 +669,43 @@ async fn policies_and_bindings_are_defaulted_and_validated() {
         "{body}"
     );
 }
+
+/// `request`, `oldObject` and `namespaceObject` as upstream builds them, on create and update.
+#[tokio::test]
+async fn request_old_object_and_namespace_object() {
+    let s = Server::start().await;
+    policy(
+        &s,
+        "request.example.com",
+        json!({
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+            "validations": [
+                {"expression": "request.kind.kind == 'ConfigMap' && request.resource.resource == 'configmaps' && request.requestKind.version == 'v1' && !has(request.subResource)"},
+                {"expression": "request.namespace == 'default' && request.name == object.metadata.name && namespaceObject.metadata.name == 'default'"},
+                {"expression": "request.operation == 'CREATE' ? oldObject == null : oldObject.data.v == '1'",
+                 "messageExpression": "'was ' + oldObject.data.v"},
+                {"expression": "'system:masters' in request.userInfo.groups && !request.dryRun"}
+            ]
+        }),
+    )
+    .await;
+    binding(
+        &s,
+        "request.example.com",
+        json!({"policyName": "request.example.com", "validationActions": ["Deny"]}),
+    )
+    .await;
+    let cm = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"v": v}});
+    created(&s, "/api/v1/namespaces/default/configmaps", cm("1")).await;
+    let uri = "/api/v1/namespaces/default/configmaps/cm";
+    let (code, body) = s.call(Method::PUT, uri, Some(cm("2"))).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, body) = s.call(Method::PUT, uri, Some(cm("3"))).await;
+    assert_denied(
+        code,
+        &body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "configmaps \"cm\" is forbidden: ValidatingAdmissionPolicy 'request.example.com' with binding 'request.example.com' denied request: was 2",
+    );
+}
