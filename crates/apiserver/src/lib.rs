@@ -28,6 +28,7 @@ pub mod object;
 pub mod openapi;
 mod plugins;
 mod pod_security;
+mod policy;
 mod priority;
 pub mod protobuf;
 mod quota;

@@ -1,6 +1,6 @@
 //! The admission plugins that run after the built-in mutations of a write, in upstream's order:
-//! mutating webhooks, then Pod Security, then validating webhooks (after RBAC's escalation
-//! check, which upstream's RBAC storage makes).
+//! mutating webhooks, then Pod Security, then ValidatingAdmissionPolicy, then validating webhooks
+//! (after RBAC's escalation check, which upstream's RBAC storage makes).
 //!
 //! Each plugin sees a [`Review`] (upstream's `admission.Attributes`): who writes, what, and the
 //! object before and after. The built-in plugins that only default or check one kind
@@ -66,6 +66,7 @@ impl ApiServer {
         crate::rbac_guard::check(self, review, obj)?;
         let mut warnings = crate::webhook::mutate(self, review, obj).await?;
         warnings.extend(crate::pod_security::admit(self, review, obj)?);
+        warnings.extend(crate::policy::validate(self, review, obj)?);
         warnings.extend(crate::webhook::validate(self, review, obj).await?);
         Ok(warnings)
     }

@@ -13,7 +13,7 @@ mod filter;
 mod policy;
 
 pub(crate) use filter::layer;
-pub(crate) use filter::{failed_authentication, record_decision};
+pub(crate) use filter::{annotate, failed_authentication, record_decision};
 pub use policy::{Policy, PolicyError};
 
 use backend::LogBackend;

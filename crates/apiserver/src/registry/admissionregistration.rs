@@ -1,5 +1,5 @@
-//! admissionregistration.k8s.io/v1: webhook configurations and validating admission policies,
-//! stored only. rollwright calls no webhook and evaluates no policy.
+//! admissionregistration.k8s.io/v1: webhook configurations (called by crate::webhook) and
+//! validating admission policies (evaluated by crate::policy).
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -38,11 +38,19 @@ pub(super) fn kinds() -> Vec<Kind> {
         Kind::of::<MutatingWebhookConfiguration>()
             .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
             .printer(webhooks.clone()),
+        // Policies are evaluated by crate::policy, which defaults and validates them.
         Kind::of::<ValidatingAdmissionPolicy>()
             .subresources(&[Subresource::Status])
-            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped)),
-        Kind::of::<ValidatingAdmissionPolicyBinding>()
-            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped)),
+            .strategy(
+                Rules::new()
+                    .defaults(crate::policy::default_policy)
+                    .validate(crate::policy::validate_policy),
+            ),
+        Kind::of::<ValidatingAdmissionPolicyBinding>().strategy(
+            Rules::new()
+                .defaults(crate::policy::default_binding)
+                .validate(crate::policy::validate_binding),
+        ),
         Kind::of::<ValidatingWebhookConfiguration>()
             .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
             .printer(webhooks),

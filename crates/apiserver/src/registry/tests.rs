@@ -118,6 +118,11 @@ fn minimal(def: &Kind) -> Value {
             obj["handler"] = json!("runc");
             json!({})
         }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            json!({"matchConstraints": {"resourceRules": [{"apiGroups": [""],
+                "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+                "validations": [{"expression": "true"}]})
+        }
         ("storage.k8s.io", "VolumeAttachment") => json!({"attacher": "x", "nodeName": "n",
             "source": {"persistentVolumeName": "pv"}}),
         ("apiextensions.k8s.io", _) => {

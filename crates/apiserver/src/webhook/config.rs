@@ -33,7 +33,7 @@ impl Flavor {
 /// One rule of a webhook (`RuleWithOperations`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
-pub(super) struct Rule {
+pub(crate) struct Rule {
     pub operations: Vec<String>,
     pub api_groups: Vec<String>,
     pub api_versions: Vec<String>,

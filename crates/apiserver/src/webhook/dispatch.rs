@@ -4,11 +4,12 @@
 
 use std::{collections::HashSet, sync::Arc};
 
+use api::selector::LabelSelector;
 use serde_json::{Map, Value};
 
 use super::{
     client,
-    config::{self, Flavor, Hook},
+    config::{self, Flavor, Hook, Rule},
     matching::{self, Attributes, Resource},
     review::{self, Answer, AnswerError, Subject},
 };
@@ -53,19 +54,20 @@ fn resource_of(k: &Kind) -> Resource {
 
 /// One write as the dispatchers see it: its attributes, the resources that serve the same objects
 /// (the written one first), and the namespace's labels once looked up.
-struct Write<'a> {
+pub(crate) struct Write<'a> {
     server: &'a ApiServer,
     review: &'a Review<'a>,
     /// The written kind first, then the other kinds over the same stored objects (upstream's
     /// equivalent resources: other versions or groups of the resource).
     kinds: Vec<Arc<Kind>>,
     resources: Vec<Resource>,
-    namespace: String,
+    /// The namespace the write is in (a Namespace's own name for a Namespace).
+    pub(crate) namespace: String,
     namespace_labels: Option<Map<String, Value>>,
 }
 
 impl<'a> Write<'a> {
-    fn new(server: &'a ApiServer, review: &'a Review<'a>) -> Self {
+    pub(crate) fn new(server: &'a ApiServer, review: &'a Review<'a>) -> Self {
         let view = review.view;
         let sub = review.subresource;
         let mut kinds = vec![Arc::new(view.clone())];
@@ -101,11 +103,11 @@ impl<'a> Write<'a> {
         }
     }
 
-    fn is_namespace(review: &Review<'_>) -> bool {
+    pub(crate) fn is_namespace(review: &Review<'_>) -> bool {
         review.kind.group.is_empty() && review.kind.plural == "namespaces"
     }
 
-    fn attributes(&self) -> Attributes<'_> {
+    pub(crate) fn attributes(&self) -> Attributes<'_> {
         Attributes {
             operation: self.review.operation.as_str(),
             subresource: self.review.subresource.unwrap_or_default(),
@@ -142,11 +144,54 @@ impl<'a> Write<'a> {
     /// The kind `hook` is called with, if it is called for this write (upstream's
     /// `ShouldCallHook`; `matchConditions` are not evaluated).
     fn should_call(&mut self, hook: &Hook, object: Option<&Value>) -> ApiResult<Option<Arc<Kind>>> {
-        let Some(at) = matching::matched_resource(hook, &self.attributes(), &self.resources) else {
+        self.matched_kind(
+            &hook.rules,
+            hook.equivalent,
+            &hook.namespace_selector,
+            &hook.object_selector,
+            object,
+        )
+    }
+
+    /// The kind (the written one or an equivalent one) that `rules` match for this write, if
+    /// the namespace and object selectors select it too. Shared with ValidatingAdmissionPolicy's
+    /// `matchConstraints`/`matchResources`, which upstream matches the same way.
+    pub(crate) fn matched_kind(
+        &mut self,
+        rules: &[Rule],
+        equivalent: bool,
+        namespace_selector: &Result<LabelSelector, String>,
+        object_selector: &Result<LabelSelector, String>,
+        object: Option<&Value>,
+    ) -> ApiResult<Option<Arc<Kind>>> {
+        let Some(kind) = self.matched_rules(rules, equivalent) else {
             return Ok(None);
         };
-        let ns_selector = hook
-            .namespace_selector
+        if !self.selected(namespace_selector, object_selector, object)? {
+            return Ok(None);
+        }
+        Ok(Some(kind))
+    }
+
+    /// The kind (the written one or, if `equivalent`, an equivalent one) that `rules` match.
+    pub(crate) fn matched_rules(&self, rules: &[Rule], equivalent: bool) -> Option<Arc<Kind>> {
+        matching::matched_resource(rules, equivalent, &self.attributes(), &self.resources)
+            .map(|at| self.kinds[at].clone())
+    }
+
+    /// The kind the client wrote.
+    pub(crate) fn requested_kind(&self) -> Arc<Kind> {
+        self.kinds[0].clone()
+    }
+
+    /// Whether the namespace and object selectors select this write.
+    pub(crate) fn selected(
+        &mut self,
+        namespace_selector: &Result<LabelSelector, String>,
+        object_selector: &Result<LabelSelector, String>,
+        object: Option<&Value>,
+    ) -> ApiResult<bool> {
+        let ns_selector = namespace_selector
             .as_ref()
             .map_err(|e| ApiError::internal(e.clone()))?;
         let applies = !self.namespace.is_empty() || Self::is_namespace(self.review);
@@ -154,16 +199,16 @@ impl<'a> Write<'a> {
             && !ns_selector.is_empty()
             && !ns_selector.matches_map(self.namespace_labels(object)?)
         {
-            return Ok(None);
+            return Ok(false);
         }
-        let object_selector = hook
-            .object_selector
+        let object_selector = object_selector
             .as_ref()
             .map_err(|e| ApiError::internal(e.clone()))?;
-        if !matching::object_selected(object_selector, object, self.review.old) {
-            return Ok(None);
-        }
-        Ok(Some(self.kinds[at].clone()))
+        Ok(matching::object_selected(
+            object_selector,
+            object,
+            self.review.old,
+        ))
     }
 
     /// Calls `hook` about `object` presented as `kind`, and checks its answer.

@@ -9,18 +9,18 @@
 use api::selector::LabelSelector;
 use serde_json::{Map, Value};
 
-use super::config::{Hook, Rule};
+use super::config::Rule;
 
 /// A group, version and resource, as rules name them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Resource {
+pub(crate) struct Resource {
     pub group: String,
     pub version: String,
     pub resource: String,
 }
 
 /// What the rules look at in a write.
-pub(super) struct Attributes<'a> {
+pub(crate) struct Attributes<'a> {
     /// `CREATE`, `UPDATE` or `DELETE`.
     pub operation: &'a str,
     /// The subresource written, empty for the main resource.
@@ -38,7 +38,7 @@ fn is_namespaces(r: &Resource) -> bool {
 }
 
 /// Whether `rule` matches the write `a` made on `resource` (upstream's `rules.Matcher`).
-pub(super) fn rule_matches(rule: &Rule, a: &Attributes<'_>, resource: &Resource) -> bool {
+pub(crate) fn rule_matches(rule: &Rule, a: &Attributes<'_>, resource: &Resource) -> bool {
     let scope = match rule.scope.as_deref() {
         None | Some("*") => true,
         Some("Namespaced") => !is_namespaces(resource) && !a.namespace.is_empty(),
@@ -59,19 +59,20 @@ pub(super) fn rule_matches(rule: &Rule, a: &Attributes<'_>, resource: &Resource)
 /// Which of `resources` the hook is called for: the first (the resource the client wrote) when a
 /// rule matches it; otherwise, under `matchPolicy: Equivalent`, the first equivalent one a rule
 /// matches, trying rules in order and, for each, the equivalents in order (as upstream).
-pub(super) fn matched_resource(
-    hook: &Hook,
+pub(crate) fn matched_resource(
+    rules: &[Rule],
+    equivalent: bool,
     a: &Attributes<'_>,
     resources: &[Resource],
 ) -> Option<usize> {
     let requested = resources.first()?;
-    if hook.rules.iter().any(|r| rule_matches(r, a, requested)) {
+    if rules.iter().any(|r| rule_matches(r, a, requested)) {
         return Some(0);
     }
-    if !hook.equivalent {
+    if !equivalent {
         return None;
     }
-    hook.rules.iter().find_map(|rule| {
+    rules.iter().find_map(|rule| {
         resources
             .iter()
             .enumerate()
@@ -83,7 +84,7 @@ pub(super) fn matched_resource(
 }
 
 /// The `metadata.labels` of an object (none when it has none).
-pub(super) fn labels(obj: &Value) -> Map<String, Value> {
+pub(crate) fn labels(obj: &Value) -> Map<String, Value> {
     obj.pointer("/metadata/labels")
         .and_then(Value::as_object)
         .cloned()
@@ -263,12 +264,24 @@ mod tests {
         let a = attrs("CREATE", "", "default");
         let exact = &hooks_of(&config("Exact"))[0];
         let equivalent = &hooks_of(&config("Equivalent"))[0];
-        assert_eq!(matched_resource(exact, &a, &resources), None);
-        assert_eq!(matched_resource(equivalent, &a, &resources), Some(1));
+        assert_eq!(
+            matched_resource(&exact.rules, exact.equivalent, &a, &resources),
+            None
+        );
+        assert_eq!(
+            matched_resource(&equivalent.rules, equivalent.equivalent, &a, &resources),
+            Some(1)
+        );
         // The written resource itself is preferred.
         let reversed = [resources[1].clone(), resources[0].clone()];
-        assert_eq!(matched_resource(exact, &a, &reversed), Some(0));
-        assert_eq!(matched_resource(equivalent, &a, &reversed), Some(0));
+        assert_eq!(
+            matched_resource(&exact.rules, exact.equivalent, &a, &reversed),
+            Some(0)
+        );
+        assert_eq!(
+            matched_resource(&equivalent.rules, equivalent.equivalent, &a, &reversed),
+            Some(0)
+        );
     }
 
     #[test]

@@ -12,9 +12,11 @@
 //! and selectors match.
 
 mod client;
-mod config;
+pub(crate) mod config;
 mod dispatch;
-mod matching;
+
+pub(crate) use dispatch::Write;
+pub(crate) mod matching;
 mod review;
 
 use crate::{error::ApiResult, plugins::Review, server::ApiServer};

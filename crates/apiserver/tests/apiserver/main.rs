@@ -25,6 +25,7 @@ mod rbac;
 mod reviews;
 mod service_account_admission;
 mod service_account_tokens;
+mod validating_admission_policy;
 mod watch_bookmarks;
 mod watch_relist;
 mod webhooks;
