@@ -7,22 +7,15 @@
 //! requests (watches) do not count against either; they have a limit of their own here, since
 //! each open watch holds memory for as long as it lives.
 
-use crate::{error::ApiError, metrics::GaugeGuard, request::Params, server::ApiServer};
+use crate::{error::ApiError, request::Params, server::ApiServer};
 use axum::{
-    body::Body,
     extract::{Request, State},
     http::{HeaderValue, Method, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
-use std::{
-    pin::Pin,
-    sync::Arc,
-    task::{Context, Poll},
-    time::Duration,
-};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use std::{sync::Arc, time::Duration};
+use tokio::sync::Semaphore;
 
 /// How many requests of each kind are served at once.
 #[derive(Clone, Debug)]
@@ -134,6 +127,7 @@ const RETRY_AFTER_SECONDS: u32 = 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
 
     #[test]
     fn requests_count_against_their_kind() {
