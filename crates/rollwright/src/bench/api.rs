@@ -39,9 +39,9 @@ pub struct ApiBench {
     /// Data directory (default: a fresh temporary one, removed afterwards).
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
-    /// Make every request as this user (a client certificate; bound to ClusterRole `edit` in
-    /// `default`), so that RBAC decides each one; by default the admin token, whom
-    /// `system:masters` lets through before any authorizer.
+    /// Make every request as this user (a client certificate, bound to a ClusterRole of what
+    /// the benchmark does to pods in `default`), so that RBAC decides each one; by default the
+    /// admin token, whom `system:masters` lets through before any authorizer.
     #[arg(long)]
     as_user: Option<String>,
 }
@@ -226,22 +226,60 @@ pub async fn run(b: ApiBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A client for `user` (a client certificate), bound to `edit` in `default` by the admin.
+/// A client for `user` (a client certificate), allowed by a ClusterRole of what the benchmark
+/// does to pods in `default` and a RoleBinding there, made by the admin; returns once the
+/// authorizer allows it.
 async fn user_client(
     cp: &ControlPlane,
     dir: &std::path::Path,
     user: &str,
 ) -> anyhow::Result<kube::Client> {
     let admin = cp.client().await?;
-    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin, "default");
-    let binding = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("bench-{user}")},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }))?;
-    bindings.create(&PostParams::default(), &binding).await?;
+    let name = format!("bench-{user}");
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(admin.clone());
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "rules": [{"apiGroups": [""], "resources": ["pods"],
+                           "verbs": ["create", "get", "list", "watch", "delete"]}],
+            }))?,
+        )
+        .await?;
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(admin.clone(), "default");
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            }))?,
+        )
+        .await?;
     let text = crate::user_kubeconfig::kubeconfig(dir, user, &[])?;
     let kc = kube::config::Kubeconfig::from_yaml(&text)?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(cfg)?)
+    let client = kube::Client::try_from(cfg)?;
+    // The authorizer follows RBAC objects through the watch cache: ask it until it agrees.
+    let reviews: Api<k8s_openapi::api::authorization::v1::SelfSubjectAccessReview> =
+        Api::all(client.clone());
+    let review: k8s_openapi::api::authorization::v1::SelfSubjectAccessReview =
+        serde_json::from_value(serde_json::json!({
+            "spec": {"resourceAttributes": {"verb": "create", "resource": "pods", "namespace": "default"}}
+        }))?;
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let answer = reviews.create(&PostParams::default(), &review).await?;
+        if answer.status.is_some_and(|s| s.allowed) {
+            return Ok(client);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "user {user} never became allowed to create pods"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
