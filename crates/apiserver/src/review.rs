@@ -115,18 +115,8 @@ impl ApiServer {
 
     /// SubjectAccessReview: whether the user in the spec may do what it describes.
     fn subject_access_review(&self, mut review: Value) -> ApiResult<Value> {
-        let spec: AccessSpec = spec_of(&review)?;
-        let mut errors = validate_spec(&spec, true);
-        if !metadata_empty(&review, false) {
-            errors.push(invalid_repr(
-                "metadata",
-                object_meta_repr(&review),
-                "must be empty",
-            ));
-        }
-        if !errors.is_empty() {
-            return Err(ApiError::invalid(&internal_kind(), "", &errors));
-        }
+        let (spec, errors) = access_spec(&review, true, false)?;
+        valid(errors)?;
         let decision = self.authorize(&spec.attributes(spec.user_info()));
         set_type(
             &mut review,
@@ -162,15 +152,7 @@ impl ApiServer {
                 review["metadata"]["namespace"] = json!(namespace);
             }
         }
-        let spec: AccessSpec = spec_of(&review)?;
-        let mut errors = validate_spec(&spec, true);
-        if !metadata_empty(&review, true) {
-            errors.push(invalid_repr(
-                "metadata",
-                object_meta_repr(&review),
-                "must be empty except for namespace",
-            ));
-        }
+        let (spec, mut errors) = access_spec(&review, true, true)?;
         if let Some(r) = spec
             .resource_attributes
             .as_ref()
@@ -189,9 +171,7 @@ impl ApiServer {
                 "disallowed on this kind of request",
             ));
         }
-        if !errors.is_empty() {
-            return Err(ApiError::invalid(&internal_kind(), "", &errors));
-        }
+        valid(errors)?;
         let decision = self.authorize(&spec.attributes(spec.user_info()));
         set_type(
             &mut review,
@@ -205,18 +185,8 @@ impl ApiServer {
     /// SelfSubjectAccessReview: whether the caller may do what the spec describes
     /// (`kubectl auth can-i`).
     fn self_subject_access_review(&self, mut review: Value) -> ApiResult<Value> {
-        let spec: AccessSpec = spec_of(&review)?;
-        let mut errors = validate_spec(&spec, false);
-        if !metadata_empty(&review, false) {
-            errors.push(invalid_repr(
-                "metadata",
-                object_meta_repr(&review),
-                "must be empty",
-            ));
-        }
-        if !errors.is_empty() {
-            return Err(ApiError::invalid(&internal_kind(), "", &errors));
-        }
+        let (spec, errors) = access_spec(&review, false, false)?;
+        valid(errors)?;
         let user = (*context::user()).clone();
         let decision = self.authorize(&spec.attributes(user));
         set_type(
@@ -506,6 +476,36 @@ fn object_meta_repr(review: &Value) -> String {
         map("labels"),
         map("annotations"),
     )
+}
+
+/// An access review's spec and what is wrong with it and its metadata, as upstream's
+/// validation finds them: `with_user` for the reviews that name a user in their spec,
+/// `namespaced` for LocalSubjectAccessReview (whose metadata may hold its namespace).
+fn access_spec(
+    review: &Value,
+    with_user: bool,
+    namespaced: bool,
+) -> ApiResult<(AccessSpec, Vec<FieldError>)> {
+    let spec: AccessSpec = spec_of(review)?;
+    let mut errors = validate_spec(&spec, with_user);
+    if !metadata_empty(review, namespaced) {
+        let why = if namespaced {
+            "must be empty except for namespace"
+        } else {
+            "must be empty"
+        };
+        errors.push(invalid_repr("metadata", object_meta_repr(review), why));
+    }
+    Ok((spec, errors))
+}
+
+/// Upstream's Invalid status for a review with `errors`.
+fn valid(errors: Vec<FieldError>) -> ApiResult<()> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&internal_kind(), "", &errors))
+    }
 }
 
 #[cfg(test)]
