@@ -51,8 +51,52 @@ pub(crate) async fn impersonate(
             });
             next.run(req).await
         }
-        Err(e) => e.into_response(),
+        Err(Refused::Forbidden(e)) => e.into_response(),
+        Err(Refused::Malformed(why)) => internal_error(req.uri(), &why),
     }
+}
+
+/// Why impersonation was not honoured.
+enum Refused {
+    /// A part of it is not allowed: upstream's Forbidden.
+    Forbidden(ApiError),
+    /// The headers ask for nothing that can be honoured (groups without a user).
+    Malformed(String),
+}
+
+impl From<ApiError> for Refused {
+    fn from(e: ApiError) -> Self {
+        Refused::Forbidden(e)
+    }
+}
+
+/// Upstream's `responsewriters.InternalError`, which its impersonation filter answers malformed
+/// headers with: a plain-text 500 naming the request URI.
+fn internal_error(uri: &http::Uri, why: &str) -> Response {
+    let uri = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let text = format!("Internal Server Error: {}: {why}", go_quote(uri))
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let mut r = (
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        format!("{text}\n"),
+    )
+        .into_response();
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        "x-content-type-options",
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+/// Go's `%q` of a string (a JSON string is the same for what a URI holds).
+fn go_quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
 }
 
 impl ApiServer {
@@ -61,7 +105,7 @@ impl ApiServer {
         &self,
         impersonator: &Arc<UserInfo>,
         headers: &HeaderMap,
-    ) -> Result<UserInfo, ApiError> {
+    ) -> Result<UserInfo, Refused> {
         let values = |name: &str| -> Vec<String> {
             headers
                 .get_all(name)
@@ -80,7 +124,7 @@ impl ApiServer {
             extra.entry(key).or_default().extend(values(name.as_str()));
         }
         let Some(username) = values(USER).into_iter().next() else {
-            return Err(ApiError::bad_request(format!(
+            return Err(Refused::Malformed(format!(
                 "requested {} without impersonating a user",
                 describe(&groups, uid.as_deref(), &extra)
             )));
@@ -132,7 +176,7 @@ impl ApiServer {
             };
             let decision = self.authorize(&attrs);
             if !decision.allowed() {
-                return Err(super::authorization::forbidden(&attrs, decision.reason()));
+                return Err(super::authorization::forbidden(&attrs, decision.reason()).into());
             }
         }
         let mut groups = groups;
@@ -166,14 +210,21 @@ fn describe(
     uid: Option<&str>,
     extra: &std::collections::BTreeMap<String, Vec<String>>,
 ) -> String {
-    let mut parts: Vec<String> = groups.iter().map(|g| format!("{{Group {g}}}")).collect();
-    if let Some(uid) = uid {
-        parts.push(format!("{{UID {uid}}}"));
-    }
+    // Go's `%v` of upstream's `[]ObjectReference` (Kind Namespace Name UID APIVersion
+    // ResourceVersion FieldPath): groups, then extras, then the uid, in upstream's order.
+    const VERSION: &str = "authentication.k8s.io/v1";
+    let reference = |kind: &str, name: &str, version: &str, field: &str| {
+        format!("{{{kind}  {name}  {version}  {field}}}")
+    };
+    let mut parts: Vec<String> = groups
+        .iter()
+        .map(|g| reference("Group", g, "", ""))
+        .collect();
     for (k, vs) in extra {
-        for v in vs {
-            parts.push(format!("{{Extra {k} {v}}}"));
-        }
+        parts.extend(vs.iter().map(|v| reference("UserExtra", v, VERSION, k)));
+    }
+    if let Some(uid) = uid {
+        parts.push(reference("UID", uid, VERSION, ""));
     }
     format!("[{}]", parts.join(" "))
 }

@@ -485,3 +485,43 @@ async fn authorization_attempts_are_counted_by_result() {
         "{text}"
     );
 }
+
+/// Impersonation headers answered as kube-apiserver v1.28.4 answers them (checked against it:
+/// `curl -H "Impersonate-Group: devs"` with an admin token, and `Impersonate-User: jane`).
+#[tokio::test]
+async fn impersonation_is_answered_as_upstream() {
+    let s = Server::start().await;
+    let router = s.admin_router();
+    let get = |headers: &[(&str, &str)]| {
+        let mut req = axum::http::Request::builder().uri("/api/v1/namespaces/default/pods");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let router = router.clone();
+        let req = req.body(axum::body::Body::empty()).unwrap();
+        async move {
+            use tower::ServiceExt;
+            let resp = router.oneshot(req).await.unwrap();
+            let code = resp.status();
+            let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (code, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    // Groups without a user: upstream's plain-text internal error.
+    let (code, body) = get(&[("impersonate-group", "devs")]).await;
+    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        body,
+        "Internal Server Error: \"/api/v1/namespaces/default/pods\": requested [{Group  devs    }] without impersonating a user\n"
+    );
+    // A user the admin may impersonate, who holds nothing.
+    let (code, body) = get(&[("impersonate-user", "jane")]).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        status["message"],
+        "pods is forbidden: User \"jane\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+    );
+}
