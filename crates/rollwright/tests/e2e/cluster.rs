@@ -273,6 +273,7 @@ async fn pods_from_kubectl_run_and_yaml_are_scheduled_and_become_ready_with_even
     assert!(cs.state.as_ref().unwrap().running.is_some());
 
     let node = bound_node(&c, "web").await;
+    common::wait_event(c.client().await, "default", Some("web"), "Started", "web").await;
     let describe = c.kubectl(&["describe", "pod", "web"]).await;
     let ip = status.pod_ip.clone().unwrap();
     for (key, want) in [
@@ -625,6 +626,14 @@ async fn graceful_deletion_completes() {
         cs.state.as_ref().unwrap().terminated.is_some(),
         "containers terminated before the pod went: {cs:?}"
     );
+    common::wait_event(
+        c.client().await,
+        "default",
+        Some("web"),
+        "Killing",
+        "Stopping",
+    )
+    .await;
     let events = c
         .kubectl(&[
             "get",
@@ -872,6 +881,14 @@ async fn a_stopped_node_goes_unknown_is_tainted_and_evicted_then_recovers() {
     })
     .await;
     assert_eq!(doomed.spec.unwrap().node_name.as_deref(), Some("node-1"));
+    common::wait_event(
+        c.client().await,
+        "default",
+        Some("doomed"),
+        "TaintManagerEviction",
+        "Marking for deletion",
+    )
+    .await;
     let events = c
         .kubectl(&[
             "get",
@@ -1004,6 +1021,14 @@ async fn every_fault_of_the_profile_shows_in_kubectl_get_pods() {
     }
     let pull = wait_pod(&c, "pull", "pending", |_| true).await;
     assert_eq!(pull.status.unwrap().phase.as_deref(), Some("Pending"));
+    for (reason, message) in [
+        ("Failed", "Failed to pull image"),
+        ("Failed", "Error: ErrImagePull"),
+        ("BackOff", "Back-off pulling image"),
+        ("Failed", "Error: ImagePullBackOff"),
+    ] {
+        common::wait_event(c.client().await, "default", Some("pull"), reason, message).await;
+    }
     let events = c
         .kubectl(&[
             "get",

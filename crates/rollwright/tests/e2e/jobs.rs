@@ -243,6 +243,14 @@ async fn a_failing_job_stops_at_its_backoff_limit() {
             (&3.into(), &"Error".into())
         );
     }
+    common::wait_event(
+        c.client().await,
+        "default",
+        Some("broken"),
+        "BackoffLimitExceeded",
+        "",
+    )
+    .await;
     let events = c
         .kubectl(&[
             "get",

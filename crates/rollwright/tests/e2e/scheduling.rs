@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::Cluster;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, ResourceExt};
 use nodesim::{NodeSim, distribution::Distribution};
 use std::{
@@ -116,17 +116,9 @@ fn summary(p: &Pod) -> String {
     )
 }
 
-/// Waits for an event on `pod` with `reason` and exactly `message`.
+/// Waits for an event on `pod` with `reason` and `message`.
 async fn wait_event(c: &Cluster, pod: &str, reason: &str, message: &str) {
-    let api: Api<Event> = Api::namespaced(c.client().await, "default");
-    let what = format!("{reason} event of {pod}: {message}");
-    embedded::wait_until(&api, &what, TIMEOUT, |e: &Event| {
-        e.involved_object.name.as_deref() == Some(pod)
-            && e.reason.as_deref() == Some(reason)
-            && e.message.as_deref() == Some(message)
-    })
-    .await
-    .unwrap();
+    common::wait_event(c.client().await, "default", Some(pod), reason, message).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

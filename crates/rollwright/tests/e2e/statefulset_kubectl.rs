@@ -932,6 +932,14 @@ async fn in_place_rollout(ordered: bool) {
             .clone();
         assert!(api::image::same(&status.image, "app:2"), "{status:?}");
     }
+    common::wait_event(
+        env.client.clone(),
+        "default",
+        None,
+        "SuccessfulUpdatePodInPlace",
+        "in place",
+    )
+    .await;
     let out = env
         .kubectl(&[
             "get",
@@ -1322,6 +1330,14 @@ async fn a_failed_pod_is_recreated_with_the_same_identity_and_claims() {
         }
         uids.len() >= 3
     })
+    .await;
+    common::wait_event(
+        env.client.clone(),
+        "default",
+        None,
+        "RecreatingFailedPod",
+        "recreating failed Pod app-1",
+    )
     .await;
     let events = env
         .kubectl(&[

@@ -190,6 +190,29 @@ impl LineReader {
 /// How long a test waits for something that should happen promptly.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
+/// Waits for an event in `namespace` with `reason` whose message contains `message`, about the
+/// object named `object` if given. Recorders write events on their own queue, as upstream's do, so
+/// an event may land just after the change it describes: a test waits for it rather than reading
+/// once.
+pub async fn wait_event(
+    client: kube::Client,
+    namespace: &str,
+    object: Option<&str>,
+    reason: &str,
+    message: &str,
+) -> k8s_openapi::api::core::v1::Event {
+    let api: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(client, namespace);
+    let what = format!("a {reason} event on {object:?} saying {message:?}");
+    embedded::wait_until(&api, &what, DEADLINE, |e| {
+        object.is_none_or(|o| e.involved_object.name.as_deref() == Some(o))
+            && e.reason.as_deref() == Some(reason)
+            && e.message.as_deref().is_some_and(|m| m.contains(message))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// A Pod manifest with labels.
 pub fn pod_yaml(name: &str, labels: &[(&str, &str)]) -> String {
     let labels: String = labels
