@@ -369,6 +369,11 @@ pub fn prepare_update(
         Part::Main | Part::Finalize => errors.extend(strategy.validate_update(new, old)),
         Part::Status => errors.extend(strategy.validate_status_update(new, old)),
     }
+    if errors.is_empty() {
+        // Upstream's `rest.BeforeUpdate` checks every kind's metadata as on create once the
+        // kind's own rules pass (a CustomResourceDefinition's annotations are limited too).
+        errors.extend(api::validation::meta::validate_common(new, def.namespaced));
+    }
     if !errors.is_empty() {
         return Err(ApiError::invalid(def, &name, &errors));
     }

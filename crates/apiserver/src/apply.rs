@@ -170,7 +170,11 @@ fn record(
     } else {
         Requested::Keep
     };
-    prepare(next)?;
+    // Upstream's field manager sees the request as decoded, defaults included, and runs before
+    // the kind's strategy: what the strategy generates (a Job's selector and labels, a status
+    // carried over) is nobody's, so a later apply that leaves it out does not remove it.
+    admission::typecheck(def, next)?;
+    def.strategy.defaults(next);
     let now = object::now_rfc3339();
     let writer = Writer {
         manager,
@@ -186,7 +190,7 @@ fn record(
         &writer,
         scope(def, subresource),
     );
-    Ok(())
+    admit_keeping_managed(next, prepare)
 }
 
 /// Runs admission on an applied object without losing the `managedFields` apply computed (the

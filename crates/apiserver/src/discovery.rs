@@ -17,8 +17,9 @@ pub const AGGREGATED_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// The Kubernetes version the server claims. The `kubectl` dispatcher on the hosts picks its
-/// bundled client by this, so it must stay within one minor of kubectl 1.32.
-const GIT_VERSION: &str = "v1.32.4";
+/// bundled client by this, so it must stay within one minor of kubectl 1.32. Rollwright's
+/// components give it as their version too.
+pub const GIT_VERSION: &str = "v1.32.4";
 
 /// Verbs of a main resource endpoint, sorted like upstream.
 const ALL_VERBS: &[&str] = &[

@@ -6,6 +6,8 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
+
 use apiserver::{ApiServer, ServerOptions};
 use futures::{StreamExt, TryStreamExt};
 use kube::{
@@ -84,12 +86,18 @@ impl Users {
     /// A client whose requests are authorized as `user`'s.
     pub fn client(&self, user: authz::UserInfo) -> Client {
         use tower::ServiceExt;
+        let agent = agent::Component::of_user(&user.username).map(agent::Component::user_agent);
         let user = Arc::new(user);
         let service =
             self.router
                 .clone()
                 .map_request(move |mut req: http::Request<kube::client::Body>| {
                     apiserver::act_as(&mut req, user.clone());
+                    if let Some(agent) = &agent {
+                        req.headers_mut()
+                            .entry(http::header::USER_AGENT)
+                            .or_insert_with(|| agent.clone());
+                    }
                     req
                 });
         Client::new(service, "default")

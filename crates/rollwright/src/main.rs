@@ -4,6 +4,7 @@ mod cli;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use embedded::agent::Component;
 use rollwright::{
     components::{self, Components},
     control_plane::{ControlPlane, Options, StoreKind},
@@ -305,7 +306,8 @@ async fn run() -> anyhow::Result<()> {
             controllers,
         } => {
             let mut settings = controllers.settings()?;
-            let config = kube_config(&elected.cluster).await?;
+            let mut config = kube_config(&elected.cluster).await?;
+            introduce(&mut config, Component::ControllerManager);
             if settings.root_ca.bundle.is_none() {
                 settings.root_ca.bundle = kubeconfig_ca(&config);
             }
@@ -321,7 +323,7 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Scheduler(c) => {
             run_parts(
-                client(&c.cluster).await?,
+                client(&c.cluster, Component::Scheduler).await?,
                 Components {
                     scheduler: Some(Default::default()),
                     ..Default::default()
@@ -343,7 +345,7 @@ async fn run() -> anyhow::Result<()> {
                 ..Default::default()
             };
             run_parts(
-                client(&cluster).await?,
+                client(&cluster, Component::Kubelet).await?,
                 Components {
                     nodes: Some(nodes),
                     profile,
@@ -390,8 +392,18 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn client(args: &ClusterArgs) -> anyhow::Result<kube::Client> {
-    Ok(kube::Client::try_from(kube_config(args).await?)?)
+/// A client of the cluster `args` name for `component`, which introduces itself as upstream's.
+async fn client(args: &ClusterArgs, component: Component) -> anyhow::Result<kube::Client> {
+    let mut config = kube_config(args).await?;
+    introduce(&mut config, component);
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Sends `component`'s `User-Agent`, which names its writes' field manager.
+fn introduce(config: &mut kube::Config, component: Component) {
+    config
+        .headers
+        .push((http::header::USER_AGENT, component.user_agent()));
 }
 
 async fn kube_config(args: &ClusterArgs) -> anyhow::Result<kube::Config> {
@@ -437,7 +449,7 @@ async fn run_parts(
 }
 
 async fn node_op(args: &ClusterArgs, op: NodeOp) -> anyhow::Result<()> {
-    let client = client(args).await?;
+    let client = client(args, Component::Kubelet).await?;
     match op {
         NodeOp::Add {
             count,

@@ -117,3 +117,37 @@ async fn every_kind_refuses_a_name_with_a_slash() {
         accepted.join("\n")
     );
 }
+
+/// Upstream's `rest.BeforeUpdate` checks the metadata of every kind on update as on create: a
+/// CustomResourceDefinition whose annotations grow past 256 KiB (a `kubectl apply` of a large
+/// definition, whose last-applied annotation holds all of it) is refused, as kube-apiserver
+/// v1.28.4 refuses it.
+#[tokio::test]
+async fn updates_keep_annotations_within_upstreams_total_size() {
+    let s = Server::start().await;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd = |annotation: &str| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "bigs.example.com", "annotations": {"note": annotation}},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "Big", "plural": "bigs", "singular": "big", "listKind": "BigList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}],
+            },
+        })
+    };
+    let (code, created) = s.call(Method::POST, crds, Some(crd("small"))).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let mut big = crd(&"x".repeat(290_000));
+    big["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    let (code, status) = s
+        .call(Method::PUT, &format!("{crds}/bigs.example.com"), Some(big))
+        .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{status}");
+    assert_eq!(
+        status["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"bigs.example.com\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"
+    );
+}

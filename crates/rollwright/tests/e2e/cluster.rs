@@ -272,6 +272,30 @@ async fn pods_from_kubectl_run_and_yaml_are_scheduled_and_become_ready_with_even
     assert!(!cs.image_id.is_empty());
     assert!(cs.state.as_ref().unwrap().running.is_some());
 
+    // Each write is its writer's, named as upstream's components name themselves.
+    let shown = c
+        .kubectl_json(&["get", "pod", "web", "-o", "json", "--show-managed-fields"])
+        .await;
+    let managers: Vec<(&str, &str, &str)> = shown["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or(""),
+                e["operation"].as_str().unwrap_or(""),
+                e["subresource"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        managers,
+        [
+            ("kubectl-run", "Update", ""),
+            ("kubelet", "Update", "status")
+        ]
+    );
+
     let node = bound_node(&c, "web").await;
     common::wait_event(c.client().await, "default", Some("web"), "Started", "web").await;
     let describe = c.kubectl(&["describe", "pod", "web"]).await;

@@ -23,6 +23,74 @@ fn realworld_files() -> Vec<std::path::PathBuf> {
     files
 }
 
+/// The Job of upstream's "Running an example Job" task, which server-side apply used to break
+/// after a client-side apply: its generated selector and labels were counted as kubectl's.
+const PI_JOB: &str = r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: pi
+spec:
+  template:
+    spec:
+      containers:
+      - name: pi
+        image: perl:5.34.0
+        command: ["perl", "-Mbignum=bpi", "-wle", "print bpi(2000)"]
+      restartPolicy: Never
+  backoffLimit: 4
+"#;
+
+/// Each object `kubectl get -f path` shows, with its resourceVersion.
+async fn versions(c: &Cluster, path: &str) -> Vec<(String, String)> {
+    let list = c.kubectl_json(&["get", "-f", path, "-o", "json"]).await;
+    let items = list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| vec![list]);
+    items
+        .iter()
+        .map(|o| {
+            (
+                format!("{}/{}", o["kind"], o["metadata"]["name"]),
+                o["metadata"]["resourceVersion"].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Moving from client-side to server-side apply, as kubectl's documentation describes it: the
+/// first server-side apply takes over kubectl's fields, and applying the same file again writes
+/// nothing. Upstream's field manager counts only what a request sent and defaulting filled in as
+/// its manager's, never what the kind's strategy generates (a Job's selector and labels).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_side_then_server_side_apply_twice_writes_once() {
+    let c = Cluster::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = dir.path().join("job.yaml");
+    std::fs::write(&job, PI_JOB).expect("job manifest");
+    let mut files = realworld_files();
+    files.push(job);
+    for file in files {
+        let path = file.to_string_lossy().to_string();
+        c.kubectl(&["apply", "-f", &path]).await;
+        for round in ["first", "second"] {
+            let before = versions(&c, &path).await;
+            let out = c
+                .kubectl_raw(&["apply", "--server-side", "-f", &path], None)
+                .await;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && stderr.is_empty(),
+                "{path}: {round} server-side apply: {stderr}"
+            );
+            if round == "second" {
+                assert_eq!(versions(&c, &path).await, before, "{path}: a second write");
+            }
+        }
+    }
+    c.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_realworld_manifest_applies_unchanged() {
     let c = Cluster::start().await;
