@@ -8,6 +8,9 @@
       prints a Ginkgo focus matching exactly the specs that failed in a side's last results
       (the [Serial] ones or the others; with `behind`, only those upstream passes), for
       `RERUN=1|behind tools/conformance run SIDE`
+  conformance-report.py cross RUN_DIR
+      prints the cross-run's table (tools/conformance cross-run): each end-to-end test's result
+      on rollwright's API server and on upstream's
   conformance-report.py table RUNS_DIR CONFORMANCE.md
       reads each side's JUnit reports under RUNS_DIR/<side>/ and rewrites the table between the
       markers in CONFORMANCE.md: every selected spec, its result on each side, and the reason kept
@@ -121,11 +124,41 @@ def table(runs_dir, doc_path):
     print(f"wrote {doc_path}: {len(names)} specs")
 
 
+def cross(run_dir):
+    """The cross-run's table: each test with its result on rollwright's API server and on
+    upstream's, from `cargo test`'s own lines (`test NAME ... ok|FAILED|ignored`)."""
+    sides = ["rollwright", "upstream"]
+    found = {}
+    for side in sides:
+        try:
+            log = open(f"{run_dir}/{side}.log", encoding="utf-8", errors="replace").read()
+        except FileNotFoundError:
+            continue
+        for name, result in re.findall(r"^test (\S+) \.\.\. (ok|FAILED|ignored)$", log, re.M):
+            found.setdefault(name, {})[side] = {"ok": "pass", "FAILED": "FAIL"}.get(result, result)
+    seconds = {}
+    for side in sides:
+        try:
+            seconds[side] = open(f"{run_dir}/{side}-seconds").read().strip()
+        except FileNotFoundError:
+            seconds[side] = "?"
+    print("| test | on rollwright's API server | on upstream's kube-apiserver |")
+    print("| --- | --- | --- |")
+    for name in sorted(found):
+        row = [found[name].get(side, "not run") for side in sides]
+        print(f"| `{name}` | {row[0]} | {row[1]} |")
+    passed = [sum(1 for n in found if found[n].get(side) == "pass") for side in sides]
+    print(f"| **passed** | **{passed[0]} of {len(found)}** ({seconds['rollwright']} s) "
+          f"| **{passed[1]} of {len(found)}** ({seconds['upstream']} s) |")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "serial-focus":
         serial_focus(sys.argv[2])
     elif len(sys.argv) in (4, 5) and sys.argv[1] == "failed-focus":
         failed_focus(sys.argv[2], sys.argv[3], len(sys.argv) == 5 and sys.argv[4] == "behind")
+    elif len(sys.argv) == 3 and sys.argv[1] == "cross":
+        cross(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "table":
         table(sys.argv[2], sys.argv[3])
     else:

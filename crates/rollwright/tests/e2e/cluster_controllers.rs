@@ -11,7 +11,6 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::wait::await_condition,
 };
-use rollwright::control_plane::{ControlPlane, Options, StoreKind};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -141,22 +140,14 @@ async fn a_deleted_namespace_empties_and_goes_also_across_a_restart() {
         .await;
     assert_eq!(left.trim(), "", "content left behind: {left}");
 
-    // Restart the control plane mid-way; the new namespace controller finishes the deletion.
-    let Cluster { cp, dir } = c;
-    cp.stop().await;
-    let cp = ControlPlane::start(Options {
-        data_dir: dir.path().to_path_buf(),
-        port: 0,
-        store: StoreKind::Sqlite,
-        components: rollwright::components::Components {
+    // Restart the controllers mid-way (on rollwright's own server, the whole control plane);
+    // the new namespace controller finishes the deletion.
+    let c = c
+        .restart_with(rollwright::components::Components {
             controllers: Some(Default::default()),
             ..Default::default()
-        },
-        ..Default::default()
-    })
-    .await
-    .expect("control plane restarts");
-    let c = Cluster { cp, dir };
+        })
+        .await;
     c.kubectl(&["get", "namespace", "shop"]).await;
     c.kubectl(&[
         "patch",

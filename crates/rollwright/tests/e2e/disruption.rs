@@ -135,7 +135,7 @@ async fn budget_status_counts_numbers_and_percentages() {
     // budget that allows nothing gets 429 with upstream's message and cause.
     // An in-process client: the HTTPS one retries 429s with back-off for minutes, as kube's
     // default retry policy does (kubectl drain below shows the 429 over HTTPS).
-    let pods: Api<Pod> = Api::default_namespaced(embedded::client_for(&c.cp.server));
+    let pods: Api<Pod> = Api::default_namespaced(embedded::client_for(&c.cp().server));
     let quarter_pods = c
         .kubectl(&["get", "pods", "-l", "app=quarter", "-o", "name"])
         .await;

@@ -116,7 +116,7 @@ async fn rollouts_go_on_with_one_member_down_and_writes_fail_cleanly_without_quo
         ..Default::default()
     };
     let c = Cluster::start_on_etcd(&etcd, components, None).await;
-    let client = embedded::client_for(&c.cp.server);
+    let client = embedded::client_for(&c.cp().server);
     c.kubectl_stdin(&["apply", "-f", "-"], &web("nginx:1"))
         .await;
     c.kubectl(&["rollout", "status", "deployment/web", "--timeout=90s"])

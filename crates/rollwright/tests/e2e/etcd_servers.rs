@@ -33,7 +33,7 @@ async fn two_api_servers_on_one_etcd_serve_one_cluster() {
     };
     let a = Cluster::start_on_etcd(&etcd, Default::default(), None).await;
     let b = Cluster::start_on_etcd(&etcd, Default::default(), Some(&a)).await;
-    assert_ne!(a.cp.addr, b.cp.addr);
+    assert_ne!(a.cp().addr, b.cp().addr);
 
     // No controllers run: the Deployments are plain objects here.
     a.kubectl(&["create", "deployment", "before", "--image=app:v0"])

@@ -41,7 +41,7 @@ impl Cluster {
         })
         .await
         .expect("control plane starts on etcd");
-        Cluster { cp, dir }
+        Cluster::own(cp, dir)
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod etcd;
 pub mod process;
+pub mod upstream;
 
 use rollwright::control_plane::{ControlPlane, Options, StoreKind};
 use std::{path::PathBuf, process::Output, time::Duration};
@@ -13,33 +14,101 @@ use std::{path::PathBuf, process::Output, time::Duration};
 /// the server's version).
 pub const KUBECTL: &str = "/usr/bin/kubectl";
 
-/// A control plane started for one test, with its own data directory.
+/// A control plane started for one test, with its own data directory: rollwright's own, or in a
+/// cross-run ([`upstream`]) upstream's kube-apiserver with rollwright's parts as its clients.
 pub struct Cluster {
-    pub cp: ControlPlane,
+    own: Option<ControlPlane>,
+    upstream: Option<Upstream>,
     pub dir: tempfile::TempDir,
+}
+
+/// Upstream's API server and the parts a test started against it.
+struct Upstream {
+    server: upstream::ApiServer,
+    parts: Option<rollwright::components::Running>,
 }
 
 impl Cluster {
     /// Starts a control plane on a free loopback port with a SQLite store in a temporary directory.
     pub async fn start() -> Cluster {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Cluster::start_with(Default::default()).await
+    }
+
+    /// A cluster on rollwright's own control plane.
+    pub fn own(cp: ControlPlane, dir: tempfile::TempDir) -> Cluster {
+        Cluster {
+            own: Some(cp),
+            upstream: None,
+            dir,
+        }
+    }
+
+    /// Rollwright's control plane, for the tests that reach into it (its in-process server, its
+    /// token, a restart); such tests are not part of a cross-run.
+    pub fn cp(&self) -> &ControlPlane {
+        self.own
+            .as_ref()
+            .expect("this test needs rollwright's own API server, not upstream's")
+    }
+
+    /// Stops what rollwright runs of this cluster and starts it again with `components`: the
+    /// whole control plane on its (SQLite) data directory, or on upstream's API server the parts.
+    pub async fn restart_with(self, components: rollwright::components::Components) -> Cluster {
+        let Cluster { own, upstream, dir } = self;
+        if let Some(mut u) = upstream {
+            if let Some(parts) = u.parts.take() {
+                parts.stop().await;
+            }
+            u.parts = Some(
+                rollwright::components::start_elected(u.server.client.clone(), &components, None)
+                    .expect("parts start"),
+            );
+            return Cluster {
+                own: None,
+                upstream: Some(u),
+                dir,
+            };
+        }
+        // Only SQLite keeps its data in the directory across a restart.
+        let cp = own.expect("a cluster has a control plane");
+        cp.stop().await;
         let cp = ControlPlane::start(Options {
             data_dir: dir.path().to_path_buf(),
             port: 0,
             store: StoreKind::Sqlite,
+            components,
             ..Default::default()
         })
         .await
-        .expect("control plane starts");
-        Cluster { cp, dir }
+        .expect("control plane restarts");
+        Cluster::own(cp, dir)
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
-        self.cp.kubeconfig.clone()
+        match (&self.own, &self.upstream) {
+            (Some(cp), _) => cp.kubeconfig.clone(),
+            (None, Some(u)) => u.server.kubeconfig.clone(),
+            (None, None) => unreachable!("a cluster has a control plane"),
+        }
     }
 
+    /// A client over HTTPS, as any client connects.
     pub async fn client(&self) -> kube::Client {
-        self.cp.client().await.expect("kube client")
+        match (&self.own, &self.upstream) {
+            (Some(cp), _) => cp.client().await.expect("kube client"),
+            (None, Some(u)) => u.server.client.clone(),
+            (None, None) => unreachable!("a cluster has a control plane"),
+        }
+    }
+
+    /// An admin client the test itself uses: in-process on rollwright's own server (cheaper),
+    /// over HTTPS on upstream's.
+    pub fn admin_client(&self) -> kube::Client {
+        match (&self.own, &self.upstream) {
+            (Some(cp), _) => embedded::client_for(&cp.server),
+            (None, Some(u)) => u.server.client.clone(),
+            (None, None) => unreachable!("a cluster has a control plane"),
+        }
     }
 
     /// Runs kubectl with this cluster's kubeconfig; stdin is fed when given.
@@ -149,7 +218,12 @@ impl Cluster {
     }
 
     pub async fn stop(self) {
-        self.cp.stop().await;
+        if let Some(cp) = self.own {
+            cp.stop().await;
+        }
+        if let Some(parts) = self.upstream.and_then(|u| u.parts) {
+            parts.stop().await;
+        }
     }
 }
 
@@ -265,6 +339,20 @@ impl Cluster {
         adjust: impl FnOnce(&mut Options),
     ) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
+        if let Some(reference) = upstream::reference() {
+            let server = reference.start(dir.path()).await;
+            let parts =
+                rollwright::components::start_elected(server.client.clone(), &components, None)
+                    .expect("parts start");
+            return Cluster {
+                own: None,
+                upstream: Some(Upstream {
+                    server,
+                    parts: Some(parts),
+                }),
+                dir,
+            };
+        }
         let mut options = Options {
             data_dir: dir.path().to_path_buf(),
             port: 0,
@@ -276,7 +364,7 @@ impl Cluster {
         let cp = ControlPlane::start(options)
             .await
             .expect("control plane starts");
-        Cluster { cp, dir }
+        Cluster::own(cp, dir)
     }
 
     /// Starts a control plane running only the controllers named (no nodes, no scheduler).
@@ -298,7 +386,11 @@ impl Cluster {
         &self,
         what: &rollwright::components::Components,
     ) -> rollwright::components::Running {
-        let users = embedded::Users::new(&self.cp.server);
+        if let Some(u) = &self.upstream {
+            return rollwright::components::start_elected(u.server.client.clone(), what, None)
+                .expect("parts start");
+        }
+        let users = embedded::Users::new(&self.cp().server);
         rollwright::components::start_with_identities(
             what,
             std::sync::Arc::new(move |user| users.client(user)),
@@ -331,7 +423,7 @@ impl Rig {
             ..Default::default()
         })
         .await;
-        let client = embedded::client_for(&c.cp.server);
+        let client = c.admin_client();
         Rig {
             c,
             client,
