@@ -245,6 +245,22 @@ impl ControlPlane {
 /// The name of the StorageClass every cluster starts with.
 pub const DEFAULT_STORAGE_CLASS: &str = "standard";
 
+/// The default StorageClass `standard`, like kind's: provisioned by rollwright's volume
+/// controller (a simulated provisioner), bound when the first pod using a claim is scheduled.
+pub fn default_storage_class() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": DEFAULT_STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": controllers::volume::class::SIMULATED_PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    })
+}
+
 /// Creates the objects a fresh cluster has beside what the API server bootstraps by itself
 /// (namespaces, system PriorityClasses), when they are missing; ones a user changed are left
 /// alone, as upstream's addon manager does with `EnsureExists`:
@@ -275,17 +291,7 @@ async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> an
             "endpoints": [{"addresses": [host], "conditions": {"ready": true}}],
             "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
         }),
-        serde_json::json!({
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {
-                "name": DEFAULT_STORAGE_CLASS,
-                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
-            },
-            "provisioner": "rollwright.io/simulated",
-            "reclaimPolicy": "Delete",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }),
+        default_storage_class(),
         reader_role,
         reader_binding,
     ];

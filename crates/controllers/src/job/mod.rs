@@ -724,15 +724,14 @@ impl JobController {
         }
 
         // 4. Status.
-        st.active = Some(active.len() as i32);
+        // `active`, `succeeded` and `failed` are `omitempty` integers in upstream's types: a zero
+        // is not written, so the status read back from any API server equals the one computed.
+        let counted = |n: i32| (n != 0).then_some(n);
+        st.active = counted(active.len() as i32);
         st.ready = Some(active.iter().filter(|p| p.facts().is_ready()).count() as i32);
         st.terminating = Some(terminating);
-        if st.succeeded.is_none() {
-            st.succeeded = Some(0);
-        }
-        if st.failed.is_none() {
-            st.failed = Some(0);
-        }
+        st.succeeded = st.succeeded.and_then(counted);
+        st.failed = st.failed.and_then(counted);
         if job.status.as_ref() != Some(&st) {
             self.write_status(&jobs_api, name, job, st).await?;
         }

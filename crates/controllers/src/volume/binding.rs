@@ -192,12 +192,15 @@ pub fn volume_step(
                 mark("Available")
             }
         }
+        // As upstream's binder: a volume whose claim is gone is Released first, then reclaimed,
+        // so the pv-protection finalizer (held while Bound) lets the deleted volume go.
+        None if !matches!(current, "Released" | "Failed") => VolumeStep::MarkPhase("Released"),
         None => {
             let policy = spec.and_then(|s| s.persistent_volume_reclaim_policy.as_deref());
-            if policy == Some("Delete") {
+            if policy == Some("Delete") && current == "Released" {
                 VolumeStep::Delete
             } else {
-                mark("Released")
+                VolumeStep::Nothing
             }
         }
     }
@@ -463,10 +466,22 @@ mod tests {
                 MarkPhase("Available"),
             ),
             (
-                "claim gone, Delete: delete",
+                "claim gone: Released first, whatever the policy",
                 volume(Some("c1"), "Delete", "Bound"),
                 None,
+                MarkPhase("Released"),
+            ),
+            (
+                "claim gone, Released, Delete: delete",
+                volume(Some("c1"), "Delete", "Released"),
+                None,
                 Delete,
+            ),
+            (
+                "claim gone, Released, Retain: kept",
+                volume(Some("c1"), "Retain", "Released"),
+                None,
+                Nothing,
             ),
             (
                 "claim gone, Retain: Released",

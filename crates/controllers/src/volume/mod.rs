@@ -433,6 +433,11 @@ impl VolumeController {
             .filter_map(|k| self.claims.get(k))
             .collect();
         let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        if let Some(finalizers) = protection::volume_finalizers(&volume) {
+            let finalizers = json!(finalizers);
+            let set = |v: &mut Value| v["metadata"]["finalizers"] = finalizers.clone();
+            return ignore_gone(update::object_once(&api, volume.object(), set).await);
+        }
         let refs: Vec<&PersistentVolumeClaim> = waiting.iter().map(|c| c.object()).collect();
         match binding::volume_step(&volume, claim.as_ref().map(|c| c.object()), &refs) {
             VolumeStep::Nothing => Ok(()),

@@ -100,6 +100,7 @@ impl Reference {
         .expect("kubeconfig written");
         let client = super::process::client(dir).await;
         wait_ready(&client).await;
+        add_default_storage_class(&client).await;
         ApiServer {
             _process: process,
             kubeconfig,
@@ -151,4 +152,18 @@ async fn wait_ready(client: &kube::Client) {
         ready.is_ok(),
         "kube-apiserver not ready within {READY_WITHIN:?}"
     );
+}
+
+/// A bare kube-apiserver has no StorageClass; a real cluster has a default one from its
+/// installer (kind's `standard`, a cloud's disks). This is rollwright's, as `rollwright up`
+/// installs it: claims that name no class are provisioned by rollwright's volume controller.
+async fn add_default_storage_class(client: &kube::Client) {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let class: StorageClass =
+        serde_json::from_value(rollwright::control_plane::default_storage_class())
+            .expect("a StorageClass");
+    kube::Api::<StorageClass>::all(client.clone())
+        .create(&Default::default(), &class)
+        .await
+        .expect("the default StorageClass is created");
 }
