@@ -726,7 +726,9 @@ impl JobController {
         // 4. Status.
         // `active`, `succeeded` and `failed` are `omitempty` integers in upstream's types: a zero
         // is not written, so the status read back from any API server equals the one computed.
-        let counted = |n: i32| (n != 0).then_some(n);
+        fn counted(n: i32) -> Option<i32> {
+            (n != 0).then_some(n)
+        }
         st.active = counted(active.len() as i32);
         st.ready = Some(active.iter().filter(|p| p.facts().is_ready()).count() as i32);
         st.terminating = Some(terminating);
