@@ -326,6 +326,22 @@ fn statefulset(name: &str, replicas: i32, image: &str, ordered: bool, extra: Val
         }
     });
     merge(&mut s["spec"], extra);
+    as_the_server_takes_it(s)
+}
+
+/// Upstream's API has no `podUpdatePolicy`; on its kube-apiserver (a cross-run) the same switch is
+/// the annotation a user of a real cluster sets (`controllers::switches`).
+fn as_the_server_takes_it(mut s: Value) -> Value {
+    if common::upstream::reference().is_none() {
+        return s;
+    }
+    let policy = s
+        .pointer_mut("/spec/updateStrategy/rollingUpdate")
+        .and_then(Value::as_object_mut)
+        .and_then(|r| r.remove("podUpdatePolicy"));
+    if let Some(policy) = policy {
+        s["metadata"]["annotations"][controllers::switches::POD_UPDATE_POLICY] = policy;
+    }
     s
 }
 
