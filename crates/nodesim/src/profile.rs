@@ -591,6 +591,7 @@ mod tests {
             "neverReady",
             "slowStart",
             "failAfter",
+            "readinessFailure",
         ] {
             let d = std::mem::discriminant(&Fault::named(f).unwrap());
             assert!(kinds.contains(&d), "the example shows {f}");
@@ -638,7 +639,53 @@ mod tests {
             let p = Profile::from_yaml(&format!("rules:\n- {yaml}\n")).unwrap();
             assert_eq!(p.rules[0].fault, want, "{yaml}");
         }
+        let probe_cases = [
+            (
+                "fault: readinessFailure",
+                ProbeKind::Readiness,
+                Some(Distribution::Fixed(Duration::from_secs(30))),
+            ),
+            ("fault: livenessFailure", ProbeKind::Liveness, None),
+            ("fault: startupFailure", ProbeKind::Startup, None),
+            (
+                "fault: {readinessFailure: {after: 10s, for: 5s, message: down}}",
+                ProbeKind::Readiness,
+                Some(Distribution::Fixed(Duration::from_secs(5))),
+            ),
+        ];
+        for (yaml, kind, lasts) in probe_cases {
+            let p = Profile::from_yaml(&format!("rules:\n- {yaml}\n")).unwrap();
+            let Fault::ProbeFailure {
+                probe,
+                duration,
+                exit_code,
+                ..
+            } = &p.rules[0].fault
+            else {
+                panic!("{yaml}: {:?}", p.rules[0].fault);
+            };
+            assert_eq!(
+                (*probe, duration, *exit_code),
+                (kind, &lasts, 137),
+                "{yaml}"
+            );
+        }
+        let p = Profile::from_yaml(
+            "rules:\n- fault: {livenessFailure: {after: 1m, message: slow, exitCode: 2}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            p.rules[0].fault,
+            Fault::ProbeFailure {
+                probe: ProbeKind::Liveness,
+                after: Distribution::Fixed(Duration::from_secs(60)),
+                duration: None,
+                message: Some("slow".into()),
+                exit_code: 2,
+            }
+        );
         let bad = [
+            "rules:\n- fault: {livenessFailure: {until: 2s}}\n",
             "rules:\n- fault: meteorStrike\n",
             "rules:\n- fault: neverReady\n  probability: 2\n",
             "rules:\n- fault: neverReady\n  match: {labels: 'app in ('}\n",

@@ -413,7 +413,7 @@ mod tests {
                     "configmaps",
                 ]
                 .map(String::from)
-                    .into(),
+                .into(),
             ),
             verbs: ["get", "list", "watch"].map(String::from).into(),
             ..Default::default()
