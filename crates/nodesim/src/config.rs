@@ -51,7 +51,8 @@ pub struct NodeSim {
     pub readiness_delay: Distribution,
     /// Multiplies grace periods: 0.01 makes a 30s grace take 0.3s.
     pub grace_scale: f64,
-    /// Multiplies crash-loop and image-pull back-offs (10s, 20s, ... 5m) and probe periods.
+    /// Multiplies crash-loop, image-pull and volume-mount back-offs (10s, 20s, ... 5m) and
+    /// probe times (`initialDelaySeconds`, `periodSeconds`): 1 keeps upstream's.
     pub backoff_scale: f64,
     /// The most API writes in flight at once.
     pub max_in_flight_writes: usize,

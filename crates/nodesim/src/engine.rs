@@ -8,6 +8,7 @@ use crate::{
     Identities,
     config::{HEARTBEAT_ANNOTATION, NodeSim, PRESSURE_ANNOTATION, SIMULATED_LABEL},
     distribution::{Distribution, pod_rng, stable_hash},
+    mounts::{Kind, Objects},
     node::{self, Observed, Pressure},
     pod::{Ctx, Outcome, PodSim, PodView, wall_now},
     profile::Profile,
@@ -18,9 +19,12 @@ use crate::{
 };
 use events::{EventType, Recorder};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Node, ObjectReference, PersistentVolumeClaim, Pod, Secret,
+};
 use kube::{
     Api, ResourceExt,
+    core::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
 use std::{
@@ -95,6 +99,8 @@ pub(crate) struct Engine {
     parked_node: HashMap<String, String>,
     /// Bound pods waiting for their claims to bind.
     volumes: VolumeGate,
+    /// The Secrets and ConfigMaps that exist, which pods' volumes need.
+    objects: Objects,
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     /// The deadline each pod is queued for; older heap entries for it are stale.
     pod_timer: HashMap<String, Instant>,
@@ -134,6 +140,7 @@ impl Engine {
             parked: HashMap::new(),
             parked_node: HashMap::new(),
             volumes: VolumeGate::default(),
+            objects: Objects::default(),
             timers: BinaryHeap::new(),
             pod_timer: HashMap::new(),
         }
@@ -152,12 +159,29 @@ impl Engine {
         let pod_events =
             watcher(pods, watcher::Config::default().fields("spec.nodeName!=")).default_backoff();
         let claim_events = watcher(
-            Api::<PersistentVolumeClaim>::all(reader),
+            Api::<PersistentVolumeClaim>::all(reader.clone()),
             watcher::Config::default(),
         )
         .default_backoff();
-        self.run_streams(node_events, pod_events, claim_events, shutdown)
-            .await;
+        // Only their names matter (does the object a volume needs exist?): metadata suffices.
+        let secret_events = watcher(
+            Api::<PartialObjectMeta<Secret>>::all(reader.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff();
+        let config_map_events = watcher(
+            Api::<PartialObjectMeta<ConfigMap>>::all(reader),
+            watcher::Config::default(),
+        )
+        .default_backoff();
+        self.run_streams(
+            node_events,
+            pod_events,
+            claim_events,
+            (secret_events, config_map_events),
+            shutdown,
+        )
+        .await;
     }
 
     async fn run_streams(
@@ -165,11 +189,17 @@ impl Engine {
         node_events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
         pod_events: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
         claim_events: impl Stream<Item = Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>,
+        (secret_events, config_map_events): (
+            impl Stream<Item = Result<watcher::Event<PartialObjectMeta<Secret>>, watcher::Error>>,
+            impl Stream<Item = Result<watcher::Event<PartialObjectMeta<ConfigMap>>, watcher::Error>>,
+        ),
         shutdown: impl Future<Output = ()>,
     ) {
         let mut node_events = pin!(node_events);
         let mut pod_events = pin!(pod_events);
         let mut claim_events = pin!(claim_events);
+        let mut secret_events = pin!(secret_events);
+        let mut config_map_events = pin!(config_map_events);
         let mut shutdown = pin!(shutdown);
         let mut nodes_relisting: Option<HashSet<String>> = None;
         let mut pods_relisting: Option<HashSet<String>> = None;
@@ -193,6 +223,16 @@ impl Engine {
                 ev = claim_events.next() => match ev {
                     Some(Ok(ev)) => self.on_claim_event(ev),
                     Some(Err(e)) => tracing::warn!(error = %e, "claim watch"),
+                    None => return,
+                },
+                ev = secret_events.next() => match ev {
+                    Some(Ok(ev)) => self.on_object_event(Kind::Secret, ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "secret watch"),
+                    None => return,
+                },
+                ev = config_map_events.next() => match ev {
+                    Some(Ok(ev)) => self.on_object_event(Kind::ConfigMap, ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "configmap watch"),
                     None => return,
                 },
                 _ = sleep, if next.is_some() => self.fire_timers(),
@@ -589,13 +629,42 @@ impl Engine {
         }
     }
 
+    /// A Secret or ConfigMap changed: pods whose volumes wait for it find it at their next
+    /// attempt, as the kubelet's retries do.
+    fn on_object_event<K>(&mut self, kind: Kind, ev: watcher::Event<PartialObjectMeta<K>>) {
+        let key = |o: &PartialObjectMeta<K>| {
+            (
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        };
+        match ev {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                let (ns, name) = key(&o);
+                self.objects.added(kind, &ns, &name);
+            }
+            watcher::Event::Delete(o) => {
+                let (ns, name) = key(&o);
+                self.objects.removed(kind, &ns, &name);
+            }
+            watcher::Event::Init => self.objects.relist(kind),
+            watcher::Event::InitDone => self.objects.listed(kind),
+        }
+    }
+
     fn start_pod(&mut self, view: &PodView) {
         let Some(node) = self.nodes.get_mut(&view.node) else {
             return;
         };
-        let (a, b) = node::pod_cidr(node.index);
-        let ip = node.allocate_ip().map(|h| Ipv4Addr::new(10, a, b, h));
         let host_ip = node::node_ip(node.index);
+        // A `hostNetwork` pod is its node's network: its IP is the node's (upstream's
+        // `kubelet_pods.go` reports the host IPs as the pod's).
+        let ip = if view.host_network {
+            Some(host_ip)
+        } else {
+            let (a, b) = node::pod_cidr(node.index);
+            node.allocate_ip().map(|h| Ipv4Addr::new(10, a, b, h))
+        };
         node.pods.insert(view.uid.clone());
         let rng = pod_rng(self.profile.seed, &view.namespace, &view.name, &view.uid);
         let mut ctx = Ctx {
@@ -605,6 +674,7 @@ impl Engine {
             readiness_delay: &self.readiness_delay,
             node_images: &mut node.images,
             node_files: &mut node.files,
+            objects: &self.objects,
             now: Instant::now(),
             wall: wall_now(),
         };
@@ -648,6 +718,7 @@ impl Engine {
             readiness_delay: &self.readiness_delay,
             node_images: &mut node.images,
             node_files: &mut node.files,
+            objects: &self.objects,
             now: Instant::now(),
             wall: wall_now(),
         };
@@ -821,7 +892,7 @@ impl Engine {
         self.count_pod(&pod, -1);
         if let Some(node) = self.nodes.get_mut(&pod.node) {
             node.pods.remove(uid);
-            if let Some(ip) = pod.ip {
+            if let Some(ip) = pod.ip.filter(|_| !pod.host_network) {
                 node.release_ip(ip.octets()[3]);
             }
         }

@@ -8,8 +8,12 @@ use crate::{
     config::NodeSim,
     distribution::{Distribution, format_go},
     image,
+    mounts::{self, Need, Objects},
     node::time,
-    profile::{Chosen, EXIT_CODE_ANNOTATION, FAULT_ANNOTATION, Fault, PodFacts, Profile},
+    probe::{ProbeKind, Probes, Running, Window},
+    profile::{
+        Chosen, EXIT_CODE_ANNOTATION, FAULT_ANNOTATION, Fault, KILLED_EXIT_CODE, PodFacts, Profile,
+    },
     resync::Reported,
 };
 use events::EventType;
@@ -48,6 +52,8 @@ pub struct ContainerSpec {
     /// What its command says about each run, if it says anything (shared: a pod's spec is
     /// read again on every change).
     pub program: Option<Arc<Program>>,
+    /// Its probes, if it has any.
+    pub probes: Option<Arc<Probes>>,
 }
 
 impl ContainerSpec {
@@ -63,6 +69,7 @@ impl ContainerSpec {
             pull_policy,
             sidecar: c.restart_policy.as_deref() == Some("Always"),
             program: Program::of(c, pod).map(Arc::new),
+            probes: Probes::of(c).map(Arc::new),
         }
     }
 }
@@ -102,6 +109,10 @@ pub struct PodView {
     pub service_account: String,
     /// Its projected volumes' ServiceAccount token sources (requested when it starts).
     pub tokens: Vec<crate::tokens::TokenSource>,
+    /// The Secrets and ConfigMaps its volumes cannot be set up without.
+    pub mounts: Vec<Need>,
+    /// `hostNetwork: true`: it uses its node's IP.
+    pub host_network: bool,
 }
 
 impl PodView {
@@ -165,6 +176,8 @@ impl PodView {
                 .clone()
                 .unwrap_or_else(|| "default".into()),
             tokens: crate::tokens::sources(pod),
+            mounts: mounts::needs(pod),
+            host_network: spec.host_network == Some(true),
         })
     }
 
@@ -224,6 +237,8 @@ pub struct Ctx<'a> {
     pub node_images: &'a mut HashSet<String>,
     /// Files containers made under the node's host paths (see [`crate::command`]).
     pub node_files: &'a mut HashSet<String>,
+    /// The Secrets and ConfigMaps that exist, for mounting volumes.
+    pub objects: &'a Objects,
     /// Monotonic now, for timers.
     pub now: Instant,
     /// Wall-clock now, for status fields.
@@ -281,6 +296,8 @@ struct Ctr {
     pull_took: Duration,
     /// The exit code of the current run of a run-to-completion container.
     planned_exit: i32,
+    /// The probes of the current run (boxed: most containers have none).
+    probes: Option<Box<Running>>,
 }
 
 impl Ctr {
@@ -305,7 +322,31 @@ impl Ctr {
             crashes: 0,
             pull_took: Duration::ZERO,
             planned_exit: 0,
+            probes: None,
         }
+    }
+
+    /// Nothing more is due for this run: no step, no readiness, no probe.
+    fn halt(&mut self) {
+        self.step = None;
+        self.ready_at = None;
+        self.probes = None;
+    }
+
+    /// The fault window a probe failure gives a run started at `at`, drawn from `rng`.
+    fn probe_window(&self, at: Instant, rng: &mut StdRng) -> Option<(ProbeKind, Window)> {
+        let Some(Fault::ProbeFailure {
+            probe,
+            after,
+            duration,
+            ..
+        }) = &self.fault
+        else {
+            return None;
+        };
+        let from = at + after.sample(rng);
+        let until = duration.as_ref().map(|d| from + d.sample(rng));
+        Some((*probe, Window { from, until }))
     }
 
     fn field_path(&self) -> String {
@@ -331,7 +372,14 @@ impl Ctr {
     /// Init containers are done when they exited 0; sidecars once started.
     fn init_done(&self) -> bool {
         if self.spec.sidecar {
+            // A sidecar with a startup probe lets the next init container start once it passes.
             self.container_id.is_some()
+                && (self.started
+                    || self
+                        .spec
+                        .probes
+                        .as_ref()
+                        .is_none_or(|p| p.startup.is_none()))
         } else {
             self.exit_code() == Some(0)
         }
@@ -385,9 +433,13 @@ pub struct PodSim {
     pub uid: String,
     /// Its node.
     pub node: String,
-    /// Its IP, once it has a sandbox.
+    /// Its IP, once it has a sandbox (its node's with `hostNetwork`).
     pub ip: Option<Ipv4Addr>,
+    /// `hostNetwork: true`: its IP is its node's, not one of the node's pod range.
+    pub host_network: bool,
     host_ip: Ipv4Addr,
+    /// Volumes that could not be set up yet; its containers wait for them.
+    mounting: Option<Box<Mounting>>,
     restart_policy: String,
     rng: StdRng,
     chosen: Option<Chosen>,
@@ -429,6 +481,19 @@ pub struct PodSim {
 fn compact(v: &Value) -> Box<str> {
     v.to_string().into_boxed_str()
 }
+
+/// A pod's volumes that wait for Secrets or ConfigMaps.
+#[derive(Debug)]
+struct Mounting {
+    needs: Vec<Need>,
+    /// Failed attempts so far.
+    failures: u32,
+    /// The next attempt.
+    at: Instant,
+}
+
+/// While the simulator does not know yet which objects exist, attempts wait this long.
+const MOUNT_UNKNOWN_RETRY: Duration = Duration::from_millis(200);
 
 fn unready_message(prefix: &str, names: &[&str]) -> String {
     format!("{prefix} [{}]", names.join(" "))
@@ -486,7 +551,9 @@ impl PodSim {
             uid: view.uid.clone(),
             node: view.node.clone(),
             ip,
+            host_network: view.host_network,
             host_ip,
+            mounting: None,
             restart_policy: view.restart_policy.clone(),
             rng,
             chosen,
@@ -515,13 +582,17 @@ impl PodSim {
             reported: Reported::default(),
         };
         if !pod.adopt(view) {
-            let delay = pod.start_delay(ctx);
-            match pod.init.first_mut() {
-                Some(first) => {
-                    first.step = Some((ctx.now + delay, Step::Start));
-                    first.pull_took = delay;
-                }
-                None => pod.schedule_app_starts(ctx.now, delay),
+            if view.mounts.is_empty() {
+                pod.begin(ctx);
+            } else {
+                // The kubelet sets the volumes up before it creates the sandbox: the first
+                // attempt is due now, made by the `advance` that follows admission.
+                pod.mounting = Some(Box::new(Mounting {
+                    needs: view.mounts.clone(),
+                    failures: 0,
+                    at: ctx.now,
+                }));
+                pod.sandbox.status = false;
             }
         } else {
             // A container that ran but was not ready yet when this process restarted is probed
@@ -538,6 +609,16 @@ impl PodSim {
             for i in 0..pod.containers.len() {
                 if pod.containers[i].is_running() {
                     pod.plan_completion(i, ctx);
+                }
+            }
+            // Its probes start again, as a restarted kubelet's workers do; a ready container
+            // stays ready until they say otherwise.
+            for i in 0..pod.containers.len() {
+                if pod.containers[i].is_running() && pod.containers[i].spec.probes.is_some() {
+                    let started = pod.containers[i].started;
+                    pod.containers[i].ready_at = None;
+                    let ready_in = ctx.readiness_delay.sample(&mut pod.rng);
+                    pod.start_probes(false, i, started, ready_in, ctx);
                 }
             }
         }
@@ -646,12 +727,67 @@ impl PodSim {
     pub fn wake(&self) -> Option<Instant> {
         let ctrs = self.init.iter().chain(&self.containers);
         let steps = ctrs
-            .flat_map(|c| [c.step.map(|(t, _)| t), c.ready_at])
+            .flat_map(|c| {
+                let probe = c
+                    .probes
+                    .as_ref()
+                    .and_then(|p| p.due().map(|(t, _)| t).min());
+                [c.step.map(|(t, _)| t), c.ready_at, probe]
+            })
             .flatten();
         steps
             .chain(self.fail_at)
             .chain(self.deleting.map(|(t, _)| t))
+            .chain(
+                self.mounting
+                    .as_ref()
+                    .filter(|_| self.deleting.is_none())
+                    .map(|m| m.at),
+            )
             .min()
+    }
+
+    /// Schedules the first container's start (the first init container's, else every app
+    /// container's), its volumes being set up.
+    fn begin(&mut self, ctx: &mut Ctx<'_>) {
+        let delay = self.start_delay(ctx);
+        match self.init.first_mut() {
+            Some(first) => {
+                first.step = Some((ctx.now + delay, Step::Start));
+                first.pull_took = delay;
+            }
+            None => self.schedule_app_starts(ctx.now, delay),
+        }
+    }
+
+    /// Tries to set up the volumes that wait for Secrets or ConfigMaps: each that still cannot
+    /// be is a `FailedMount` warning, tried again after the back-off; once all can, the sandbox
+    /// is made and the containers start.
+    fn mount(&mut self, ctx: &mut Ctx<'_>, out: &mut Outcome) {
+        let Some(m) = self.mounting.as_mut() else {
+            return;
+        };
+        if !ctx.objects.known() {
+            m.at = ctx.now + MOUNT_UNKNOWN_RETRY;
+            return;
+        }
+        let failures = ctx.objects.failures(&self.namespace, &m.needs);
+        if failures.is_empty() {
+            self.mounting = None;
+            self.sandbox.status = true;
+            self.sandbox.since = ctx.wall.clone();
+            self.begin(ctx);
+            return;
+        }
+        m.failures += 1;
+        m.at = ctx.now + ctx.cfg.backoff(mounts::retry_after(m.failures));
+        out.events
+            .extend(failures.into_iter().map(|message| PodEvent {
+                field_path: None,
+                kind: EventType::Warning,
+                reason: "FailedMount".into(),
+                message,
+            }));
     }
 
     /// The pod's phase.
@@ -773,6 +909,9 @@ impl PodSim {
         if self.fail_at.is_some_and(|t| t <= ctx.now) {
             self.fail(ctx, &mut out);
         }
+        if self.deleting.is_none() && self.mounting.as_ref().is_some_and(|m| m.at <= ctx.now) {
+            self.mount(ctx, &mut out);
+        }
         // Steps may schedule more steps due now (zero delays): run until nothing is due.
         for _ in 0..1000 {
             let due = self.next_due(ctx.now);
@@ -780,14 +919,14 @@ impl PodSim {
             match what {
                 Due::Step(step) => self.run_step(init, i, step, ctx, &mut out),
                 Due::Ready => self.run_ready(init, i, ctx, &mut out),
+                Due::Probe(kind) => self.run_probe(init, i, kind, ctx, &mut out),
             }
         }
         self.refresh(&ctx.wall);
         if self.phase.is_terminal() && self.init.iter().any(Ctr::is_running) {
             // Sidecars stop once the pod's work is done, as upstream's kubelet stops them.
             for c in self.init.iter_mut().filter(|c| c.is_running()) {
-                c.step = None;
-                c.ready_at = None;
+                c.halt();
                 c.ready = false;
                 c.started = false;
                 if let State::Running { since } = &c.state {
@@ -814,7 +953,12 @@ impl PodSim {
                     c.step.map(|(t, s)| (t, Due::Step(s))),
                     c.ready_at.map(|t| (t, Due::Ready)),
                 ];
-                for (t, d) in cands.into_iter().flatten() {
+                let probes = c
+                    .probes
+                    .iter()
+                    .flat_map(|p| p.due())
+                    .map(|(t, k)| (t, Due::Probe(k)));
+                for (t, d) in cands.into_iter().flatten().chain(probes) {
                     if t <= now && best.as_ref().is_none_or(|b| t < b.0) {
                         best = Some((t, init, i, d));
                     }
@@ -862,7 +1006,7 @@ impl PodSim {
                     message: "Error: ImagePullBackOff".into(),
                 });
             }
-            Step::Exit => self.exit(init, i, ctx, out),
+            Step::Exit => self.exit(init, i, None, ctx, out),
         }
     }
 
@@ -966,13 +1110,19 @@ impl PodSim {
             }
             return;
         }
-        self.ctr(init, i).ready_at = Some(ctx.now + ready_in);
+        if self.ctr(init, i).spec.probes.is_some() {
+            self.start_probes(init, i, false, ready_in, ctx);
+        } else {
+            self.ctr(init, i).ready_at = Some(ctx.now + ready_in);
+        }
         if let Some(Fault::CrashLoop { after, .. }) = &fault {
             let run = after.sample(&mut self.rng);
             self.ctr(init, i).step = Some((ctx.now + run, Step::Exit));
         }
         if init && sidecar {
-            self.next_init(ctx);
+            if self.ctr(init, i).started {
+                self.next_init(ctx);
+            }
             return;
         }
         if !init {
@@ -1014,12 +1164,166 @@ impl PodSim {
         c.ready = true;
     }
 
-    fn exit(&mut self, init: bool, i: usize, ctx: &mut Ctx<'_>, out: &mut Outcome) {
+    /// Starts the probes of container `i`'s run (`started`: it has started already, as an
+    /// adopted container has); the readiness delay `ready_in` follows the probes' initial delay.
+    fn start_probes(
+        &mut self,
+        init: bool,
+        i: usize,
+        started: bool,
+        ready_in: Duration,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let scale = ctx.cfg.backoff_scale;
+        let now = ctx.now;
+        let c = if init {
+            &mut self.init[i]
+        } else {
+            &mut self.containers[i]
+        };
+        let Some(spec) = c.spec.probes.clone() else {
+            return;
+        };
+        let window = c.probe_window(now, &mut self.rng).or_else(|| {
+            // `neverReady` on a container with a readiness probe: that probe always fails.
+            matches!(c.fault, Some(Fault::NeverReady { .. })).then_some((
+                ProbeKind::Readiness,
+                Window {
+                    from: now,
+                    until: None,
+                },
+            ))
+        });
+        let mut run = Running::start(&spec, now, ready_in, scale, window);
+        if started && run.startup.is_some() {
+            run.started(&spec, now, ready_in, scale);
+        }
+        c.started = started || spec.startup.is_none();
+        c.ready_at = None;
+        if spec.readiness.is_none() && c.started && !c.ready {
+            // No readiness probe: ready once started, after the readiness delay.
+            c.ready_at = Some(now + ready_in);
+        }
+        c.probes = Some(Box::new(run));
+    }
+
+    /// Runs probe `kind` of container `i`: a failure is an `Unhealthy` warning; a flipped result
+    /// makes the container ready or not, started, or killed.
+    fn run_probe(
+        &mut self,
+        init: bool,
+        i: usize,
+        kind: ProbeKind,
+        ctx: &mut Ctx<'_>,
+        out: &mut Outcome,
+    ) {
+        let ip = self.ip;
+        let scale = ctx.cfg.backoff_scale;
+        let c = if init {
+            &mut self.init[i]
+        } else {
+            &mut self.containers[i]
+        };
+        let Some(spec) = c.spec.probes.clone() else {
+            return;
+        };
+        let field_path = c.field_path();
+        let Some(run) = c.probes.as_mut() else {
+            return;
+        };
+        let Some(prober) = run.get_mut(kind) else {
+            return;
+        };
+        let r = prober.probe(ctx.now);
+        let ok = prober.ok();
+        if !r.passed {
+            let message = match &c.fault {
+                Some(Fault::ProbeFailure {
+                    probe,
+                    message: Some(m),
+                    ..
+                }) if *probe == kind => m.clone(),
+                Some(Fault::NeverReady { message }) if kind == ProbeKind::Readiness => {
+                    message.clone()
+                }
+                _ => spec
+                    .get(kind)
+                    .map(|s| s.failure_message(ip))
+                    .unwrap_or_default(),
+            };
+            out.events.push(PodEvent {
+                field_path: Some(field_path),
+                kind: EventType::Warning,
+                reason: "Unhealthy".into(),
+                message: format!("{} probe failed: {message}", kind.label()),
+            });
+        }
+        if !r.changed {
+            return;
+        }
+        match (kind, ok) {
+            (ProbeKind::Readiness, ok) => c.ready = ok,
+            (ProbeKind::Startup, true) => {
+                c.started = true;
+                let ready_in = ctx.readiness_delay.sample(&mut self.rng);
+                run.started(&spec, ctx.now, ready_in, scale);
+                if spec.readiness.is_none() {
+                    c.ready_at = Some(ctx.now + ready_in);
+                }
+                if init && c.spec.sidecar {
+                    self.next_init(ctx);
+                }
+            }
+            (ProbeKind::Startup | ProbeKind::Liveness, false) => self.kill(init, i, kind, ctx, out),
+            (ProbeKind::Liveness, true) => {}
+        }
+    }
+
+    /// The kubelet kills a container whose liveness or startup probe failed, and restarts it
+    /// unless the pod never restarts (`computePodActions`).
+    fn kill(
+        &mut self,
+        init: bool,
+        i: usize,
+        kind: ProbeKind,
+        ctx: &mut Ctx<'_>,
+        out: &mut Outcome,
+    ) {
+        let restart = self.restart_policy != "Never" || init;
+        let c = self.ctr(init, i);
+        let code = match &c.fault {
+            Some(Fault::ProbeFailure { exit_code, .. }) => *exit_code,
+            _ => KILLED_EXIT_CODE,
+        };
+        let mut message = format!("Container {} failed {} probe", c.spec.name, kind.lower());
+        if restart {
+            message.push_str(", will be restarted");
+        }
+        out.events.push(PodEvent {
+            field_path: Some(c.field_path()),
+            kind: EventType::Normal,
+            reason: "Killing".into(),
+            message,
+        });
+        c.halt();
+        self.exit(init, i, Some(code), ctx, out);
+    }
+
+    /// Container `i` exits on its own, or `killed` by the kubelet with that exit code.
+    fn exit(
+        &mut self,
+        init: bool,
+        i: usize,
+        killed: Option<i32>,
+        ctx: &mut Ctx<'_>,
+        out: &mut Outcome,
+    ) {
         let policy = self.restart_policy.clone();
         let pod_ref = format!("{}_{}({})", self.name, self.namespace, self.uid);
         let c = self.ctr(init, i);
-        let exit_code = match &c.fault {
-            Some(Fault::CrashLoop { exit_code, .. }) => *exit_code,
+        let exit_code = match (killed, &c.fault) {
+            (Some(code), _) => code,
+            (None, Some(Fault::CrashLoop { exit_code, .. })) => *exit_code,
             _ => c.planned_exit,
         };
         let State::Running { since } = &c.state else {
@@ -1035,13 +1339,18 @@ impl PodSim {
         c.ready = false;
         c.started = false;
         c.ready_at = None;
+        c.probes = None;
         if init && !c.spec.sidecar && exit_code == 0 {
             c.state = State::Terminated(term);
             self.next_init(ctx);
             return;
         }
         let restart = match policy.as_str() {
+            // A killed sidecar restarts whatever the pod's policy.
+            _ if killed.is_some() && init => true,
             "Never" => false,
+            // A container killed by its kubelet restarts whatever its exit code.
+            "OnFailure" if killed.is_some() => true,
             "OnFailure" => exit_code != 0,
             _ => true,
         };
@@ -1083,7 +1392,7 @@ impl PodSim {
         match self
             .init
             .iter_mut()
-            .find(|c| !c.init_done() && c.step.is_none())
+            .find(|c| !c.init_done() && c.step.is_none() && !c.is_running())
         {
             Some(next) => {
                 next.step = Some((ctx.now + delay, Step::Start));
@@ -1110,8 +1419,7 @@ impl PodSim {
             return;
         };
         for c in self.containers.iter_mut().chain(self.init.iter_mut()) {
-            c.step = None;
-            c.ready_at = None;
+            c.halt();
             c.ready = false;
             c.started = false;
             if let State::Running { since } = &c.state {
@@ -1170,8 +1478,7 @@ impl PodSim {
         self.deleting = Some((deadline, grace));
         // No more starts, restarts or probes while terminating.
         for c in self.init.iter_mut().chain(self.containers.iter_mut()) {
-            c.step = None;
-            c.ready_at = None;
+            c.halt();
         }
         self.fail_at = None;
         let more = self.advance(ctx);
@@ -1255,7 +1562,7 @@ impl PodSim {
             c.fault = fault;
             c.ready = false;
             c.started = false;
-            c.ready_at = None;
+            c.halt();
             c.pull_failures = 0;
             c.crashes = 0;
             if initialized {
@@ -1283,8 +1590,7 @@ impl PodSim {
             (0, "Completed")
         };
         for c in self.init.iter_mut().chain(self.containers.iter_mut()) {
-            c.step = None;
-            c.ready_at = None;
+            c.halt();
             c.ready = false;
             c.started = false;
             if let State::Running { since } = &c.state {
@@ -1439,7 +1745,7 @@ impl PodSim {
         s.insert("conditions".into(), Value::Array(conditions));
         s.insert("hostIP".into(), json!(self.host_ip.to_string()));
         s.insert("hostIPs".into(), json!([{"ip": self.host_ip.to_string()}]));
-        if let Some(ip) = self.ip {
+        if let Some(ip) = self.ip.filter(|_| self.mounting.is_none()) {
             s.insert("podIP".into(), json!(ip.to_string()));
             s.insert("podIPs".into(), json!([{"ip": ip.to_string()}]));
         }
@@ -1468,6 +1774,7 @@ impl PodSim {
 enum Due {
     Step(Step),
     Ready,
+    Probe(ProbeKind),
 }
 
 fn pull_error(c: &Ctr) -> String {

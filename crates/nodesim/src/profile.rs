@@ -1,14 +1,15 @@
 //! The fault profile: rules that pick pods (by image, namespace, labels, node, or an annotation
 //! naming the rule) and the fault each injects. The format is documented in `PROFILE.md`.
 
-use crate::distribution::Distribution;
+use crate::{distribution::Distribution, probe::ProbeKind};
 use api::selector::LabelSelector;
 use rand::{Rng, RngCore};
 use serde::{Deserialize, Deserializer};
 use std::{collections::BTreeMap, time::Duration};
 
 /// The annotation that asks for a fault on one pod: a rule's `name`, or a fault kind
-/// (`imagePullFailure`, `crashLoop`, `neverReady`, `slowStart`, `failAfter`) with its defaults.
+/// (`imagePullFailure`, `crashLoop`, `neverReady`, `slowStart`, `failAfter`,
+/// `readinessFailure`, `livenessFailure`, `startupFailure`) with its defaults.
 pub const FAULT_ANNOTATION: &str = "rollwright.io/fault";
 
 /// The annotation that fixes the exit code of every run of a `restartPolicy: Never|OnFailure`
@@ -148,6 +149,23 @@ pub enum Fault {
         /// The exit code its containers end with.
         exit_code: i32,
     },
+    /// A probe of the container fails from `after` its start for `duration` (for ever when
+    /// `None`), each run of the container again. Only containers that have that probe are
+    /// touched: a failing readiness probe makes the container unready; a failing liveness or
+    /// startup probe kills it (`exit_code`) to be restarted.
+    ProbeFailure {
+        /// Which probe.
+        probe: ProbeKind,
+        /// When, from each start of the container.
+        after: Distribution,
+        /// For how long; for ever when `None`.
+        duration: Option<Distribution>,
+        /// What a failed run says (`Liveness probe failed: <message>`); the probe handler's
+        /// usual failure when `None`.
+        message: Option<String>,
+        /// The exit code of a container the failure kills.
+        exit_code: i32,
+    },
 }
 
 impl Fault {
@@ -171,6 +189,24 @@ impl Fault {
                 message: default_fail_message(),
                 exit_code: 1,
             },
+            "readinessFailure" => Fault::ProbeFailure {
+                probe: ProbeKind::Readiness,
+                after: Distribution::Fixed(Duration::ZERO),
+                duration: Some(default_unready_for()),
+                message: None,
+                exit_code: KILLED_EXIT_CODE,
+            },
+            "livenessFailure" | "startupFailure" => Fault::ProbeFailure {
+                probe: if name == "livenessFailure" {
+                    ProbeKind::Liveness
+                } else {
+                    ProbeKind::Startup
+                },
+                after: Distribution::Fixed(Duration::ZERO),
+                duration: None,
+                message: None,
+                exit_code: KILLED_EXIT_CODE,
+            },
             _ => return None,
         })
     }
@@ -179,9 +215,25 @@ impl Fault {
     pub fn is_container_fault(&self) -> bool {
         matches!(
             self,
-            Fault::ImagePullFailure { .. } | Fault::CrashLoop { .. } | Fault::NeverReady { .. }
+            Fault::ImagePullFailure { .. }
+                | Fault::CrashLoop { .. }
+                | Fault::NeverReady { .. }
+                | Fault::ProbeFailure { .. }
         )
     }
+}
+
+/// How a container killed by its kubelet ends (SIGKILL), unless a fault says otherwise.
+pub const KILLED_EXIT_CODE: i32 = 137;
+
+fn default_unready_for() -> Distribution {
+    Distribution::Fixed(Duration::from_secs(30))
+}
+fn default_probe_after() -> Distribution {
+    Distribution::Fixed(Duration::ZERO)
+}
+fn killed() -> i32 {
+    KILLED_EXIT_CODE
 }
 
 fn default_probe_message() -> String {
@@ -239,6 +291,22 @@ enum FaultSpec {
         #[serde(default = "one")]
         exit_code: i32,
     },
+    ReadinessFailure(ProbeFailureSpec),
+    LivenessFailure(ProbeFailureSpec),
+    StartupFailure(ProbeFailureSpec),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProbeFailureSpec {
+    #[serde(default = "default_probe_after")]
+    after: Distribution,
+    #[serde(default, rename = "for")]
+    duration: Option<Distribution>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default = "killed")]
+    exit_code: i32,
 }
 
 #[derive(Deserialize)]
@@ -254,7 +322,7 @@ impl<'de> Deserialize<'de> for Fault {
         match FaultRepr::deserialize(d)? {
             FaultRepr::Name(n) => Fault::named(&n).ok_or_else(|| {
                 serde::de::Error::custom(format!(
-                    "unknown fault {n:?}: expected imagePullFailure, crashLoop, neverReady, slowStart or failAfter"
+                    "unknown fault {n:?}: expected imagePullFailure, crashLoop, neverReady, slowStart, failAfter, readinessFailure, livenessFailure or startupFailure"
                 ))
             }),
             FaultRepr::Spec(s) => Ok(match s {
@@ -265,7 +333,24 @@ impl<'de> Deserialize<'de> for Fault {
                 FaultSpec::FailAfter { after, reason, message, exit_code } => {
                     Fault::FailAfter { after, reason, message, exit_code }
                 }
+                FaultSpec::ReadinessFailure(p) => p.into_fault(ProbeKind::Readiness, true),
+                FaultSpec::LivenessFailure(p) => p.into_fault(ProbeKind::Liveness, false),
+                FaultSpec::StartupFailure(p) => p.into_fault(ProbeKind::Startup, false),
             }),
+        }
+    }
+}
+
+impl ProbeFailureSpec {
+    /// A readiness failure left without `for` lasts the default 30s (the annotation shortcut's
+    /// too); `neverReady` is the one that lasts for ever.
+    fn into_fault(self, probe: ProbeKind, bounded: bool) -> Fault {
+        Fault::ProbeFailure {
+            probe,
+            after: self.after,
+            duration: self.duration.or_else(|| bounded.then(default_unready_for)),
+            message: self.message,
+            exit_code: self.exit_code,
         }
     }
 }
@@ -506,6 +591,7 @@ mod tests {
             "neverReady",
             "slowStart",
             "failAfter",
+            "readinessFailure",
         ] {
             let d = std::mem::discriminant(&Fault::named(f).unwrap());
             assert!(kinds.contains(&d), "the example shows {f}");
@@ -553,7 +639,53 @@ mod tests {
             let p = Profile::from_yaml(&format!("rules:\n- {yaml}\n")).unwrap();
             assert_eq!(p.rules[0].fault, want, "{yaml}");
         }
+        let probe_cases = [
+            (
+                "fault: readinessFailure",
+                ProbeKind::Readiness,
+                Some(Distribution::Fixed(Duration::from_secs(30))),
+            ),
+            ("fault: livenessFailure", ProbeKind::Liveness, None),
+            ("fault: startupFailure", ProbeKind::Startup, None),
+            (
+                "fault: {readinessFailure: {after: 10s, for: 5s, message: down}}",
+                ProbeKind::Readiness,
+                Some(Distribution::Fixed(Duration::from_secs(5))),
+            ),
+        ];
+        for (yaml, kind, lasts) in probe_cases {
+            let p = Profile::from_yaml(&format!("rules:\n- {yaml}\n")).unwrap();
+            let Fault::ProbeFailure {
+                probe,
+                duration,
+                exit_code,
+                ..
+            } = &p.rules[0].fault
+            else {
+                panic!("{yaml}: {:?}", p.rules[0].fault);
+            };
+            assert_eq!(
+                (*probe, duration, *exit_code),
+                (kind, &lasts, 137),
+                "{yaml}"
+            );
+        }
+        let p = Profile::from_yaml(
+            "rules:\n- fault: {livenessFailure: {after: 1m, message: slow, exitCode: 2}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            p.rules[0].fault,
+            Fault::ProbeFailure {
+                probe: ProbeKind::Liveness,
+                after: Distribution::Fixed(Duration::from_secs(60)),
+                duration: None,
+                message: Some("slow".into()),
+                exit_code: 2,
+            }
+        );
         let bad = [
+            "rules:\n- fault: {livenessFailure: {until: 2s}}\n",
             "rules:\n- fault: meteorStrike\n",
             "rules:\n- fault: neverReady\n  probability: 2\n",
             "rules:\n- fault: neverReady\n  match: {labels: 'app in ('}\n",
@@ -629,6 +761,7 @@ mod tests {
                 Fault::SlowStart { .. } => "slow",
                 Fault::NeverReady { .. } => "never",
                 Fault::FailAfter { .. } => "failAfter",
+                Fault::ProbeFailure { .. } => "probe",
             });
             assert_eq!(name, want, "{pod:?}");
         }

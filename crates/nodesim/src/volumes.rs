@@ -125,6 +125,8 @@ mod tests {
             claims: claims.iter().map(|c| c.to_string()).collect(),
             service_account: "default".into(),
             tokens: vec![],
+            mounts: vec![],
+            host_network: false,
         }
     }
 

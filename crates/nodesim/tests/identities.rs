@@ -226,6 +226,8 @@ async fn each_node_writes_as_itself_and_the_shared_watches_read_as_the_reader() 
                     "/api/v1/nodes",
                     "/api/v1/pods",
                     "/api/v1/persistentvolumeclaims",
+                    "/api/v1/secrets",
+                    "/api/v1/configmaps",
                 ];
                 if req.method == "GET" && watched.contains(&req.path.as_str()) {
                     Ok(())
@@ -278,6 +280,8 @@ async fn each_node_writes_as_itself_and_the_shared_watches_read_as_the_reader() 
         "/api/v1/nodes",
         "/api/v1/pods",
         "/api/v1/persistentvolumeclaims",
+        "/api/v1/secrets",
+        "/api/v1/configmaps",
     ] {
         assert!(made(READER, "GET", path), "the reader watches {path}");
     }

@@ -324,10 +324,14 @@ fn node_simulator_reads() -> [serde_json::Value; 2] {
                 // pods: the watch of every bound pod (`spec.nodeName!=`), each simulated by its
                 //   node;
                 // persistentvolumeclaims: the watch of every claim, since a pod starts only
-                //   once every claim it mounts is Bound (`nodesim::volumes`).
+                //   once every claim it mounts is Bound (`nodesim::volumes`);
+                // secrets, configmaps: a metadata-only watch of each, since a pod's Secret and
+                //   ConfigMap volumes must find their object before it starts
+                //   (`nodesim::mounts`); a kubelet reads those of its pods as its node, which
+                //   the Node authorizer allows, but one watch of names serves every node.
                 // Nothing else is read from the API: images, the fault profile and the command
                 // interpreter work from the pod spec and local files alone.
-                "resources": ["nodes", "pods", "persistentvolumeclaims"],
+                "resources": ["nodes", "pods", "persistentvolumeclaims", "secrets", "configmaps"],
                 "verbs": ["get", "list", "watch"],
             }],
         }),
@@ -407,9 +411,15 @@ mod tests {
         let rule = PolicyRule {
             api_groups: Some(vec![String::new()]),
             resources: Some(
-                ["nodes", "pods", "persistentvolumeclaims"]
-                    .map(String::from)
-                    .into(),
+                [
+                    "nodes",
+                    "pods",
+                    "persistentvolumeclaims",
+                    "secrets",
+                    "configmaps",
+                ]
+                .map(String::from)
+                .into(),
             ),
             verbs: ["get", "list", "watch"].map(String::from).into(),
             ..Default::default()

@@ -8,6 +8,7 @@ struct Harness {
     ready: Distribution,
     images: HashSet<String>,
     files: HashSet<String>,
+    objects: Objects,
     t0: Instant,
 }
 
@@ -24,6 +25,7 @@ impl Harness {
             ready: Distribution::Fixed(Duration::from_secs(2)),
             images: HashSet::new(),
             files: HashSet::new(),
+            objects: Objects::default(),
             t0: Instant::now(),
         }
     }
@@ -36,6 +38,7 @@ impl Harness {
             readiness_delay: &self.ready,
             node_images: &mut self.images,
             node_files: &mut self.files,
+            objects: &self.objects,
             now: self.t0 + Duration::from_millis(at_ms),
             wall: format!("t+{at_ms}ms"),
         }
@@ -750,4 +753,241 @@ fn a_failed_init_container_fails_a_never_pod_and_restarts_otherwise() {
     assert_eq!(pod.phase(), Phase::Running);
     h.at(&mut pod, 4000);
     assert_eq!(pod.phase(), Phase::Succeeded);
+}
+
+fn probed(probes: Value) -> Value {
+    let mut c = json!({"name": "app", "image": "nginx:1.27"});
+    for (k, v) in probes.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    json!({"containers": [c]})
+}
+
+/// Runs every wake-up of `pod` up to `until_ms`, collecting the events with when they came.
+fn run_until(h: &mut Harness, pod: &mut PodSim, until_ms: u64) -> Vec<(u64, String, String)> {
+    let mut seen = vec![];
+    while let Some(t) = pod.wake() {
+        let ms = (t - h.t0).as_millis() as u64;
+        if ms > until_ms {
+            break;
+        }
+        for e in h.at(pod, ms).events {
+            seen.push((ms, e.reason.to_string(), e.message));
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_readiness_probe_holds_ready_until_its_initial_delay() {
+    let mut h = Harness::new("");
+    let mut pod = h.pod(
+        probed(json!({"readinessProbe": {"httpGet": {"port": 80}, "initialDelaySeconds": 20}})),
+        json!({}),
+    );
+    h.at(&mut pod, 1000); // started at 1s
+    assert_eq!(ctr_status(&pod)["started"], true);
+    // Not before 1s + 20s, plus the 2s readiness delay; one wake-up, no timer per period.
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(23)));
+    h.at(&mut pod, 22_999);
+    assert!(!pod.is_ready());
+    h.at(&mut pod, 23_000);
+    assert!(pod.is_ready());
+    assert_eq!(cond(&pod, "Ready")["lastTransitionTime"], "t+23000ms");
+    assert_eq!(pod.wake(), None);
+}
+
+#[test]
+fn a_success_threshold_takes_that_many_periods() {
+    let mut h = Harness::new("");
+    let mut pod = h.pod(
+        probed(json!({"readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5, "successThreshold": 3}})),
+        json!({}),
+    );
+    h.at(&mut pod, 1000);
+    let events = run_until(&mut h, &mut pod, 12_999);
+    assert!(events.is_empty());
+    assert!(!pod.is_ready());
+    h.at(&mut pod, 13_000); // 1s + 2s, then 2 periods
+    assert!(pod.is_ready());
+}
+
+#[test]
+fn the_startup_probe_gates_started_readiness_and_liveness() {
+    let mut h = Harness::new("rules:\n- fault: {startupFailure: {after: 0s, for: 12s}}\n");
+    let mut pod = h.pod(
+        probed(json!({
+            "startupProbe": {"httpGet": {"port": 80}, "periodSeconds": 5, "failureThreshold": 10},
+            "livenessProbe": {"httpGet": {"port": 80}},
+        })),
+        json!({}),
+    );
+    let out = h.at(&mut pod, 1000);
+    assert_eq!(reasons(&out).last().unwrap(), "Unhealthy");
+    assert_eq!(ctr_status(&pod)["started"], false);
+    // Fails at 1s, 6s and 11s; passes at 16s; no readiness probe: ready 2s later.
+    let events = run_until(&mut h, &mut pod, 17_999);
+    let at: Vec<u64> = events.iter().map(|e| e.0).collect();
+    assert_eq!(at, [6000, 11_000]);
+    assert_eq!(
+        events[0].2,
+        "Startup probe failed: HTTP probe failed with statuscode: 503"
+    );
+    assert_eq!(ctr_status(&pod)["started"], true);
+    assert!(!pod.is_ready());
+    h.at(&mut pod, 18_000);
+    assert!(pod.is_ready());
+    assert_eq!(pod.wake(), None, "a passing liveness probe needs no timer");
+}
+
+#[test]
+fn a_failing_liveness_probe_kills_and_restarts_the_container() {
+    let mut h = Harness::new(
+        "rules:\n- name: sick\n  match: {namespace: none}\n  fault: {livenessFailure: {after: 5s, message: boom}}\n",
+    );
+    let mut pod = h.pod(
+        probed(json!({"livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 2, "failureThreshold": 3}})),
+        json!({"rollwright.io/fault": "sick"}),
+    );
+    h.at(&mut pod, 1000);
+    h.at(&mut pod, 3000);
+    assert!(pod.is_ready());
+    // Fails from 6s: probes at 7s, 9s and 11s, then the kill and an immediate restart.
+    let events = run_until(&mut h, &mut pod, 11_000);
+    let got: Vec<(u64, &str, &str)> = events
+        .iter()
+        .map(|(t, r, m)| (*t, r.as_str(), m.as_str()))
+        .collect();
+    assert_eq!(
+        got[..5],
+        [
+            (7000, "Unhealthy", "Liveness probe failed: boom"),
+            (9000, "Unhealthy", "Liveness probe failed: boom"),
+            (11_000, "Unhealthy", "Liveness probe failed: boom"),
+            (
+                11_000,
+                "Killing",
+                "Container app failed liveness probe, will be restarted"
+            ),
+            (
+                11_000,
+                "Pulled",
+                "Container image \"nginx:1.27\" already present on machine"
+            ),
+        ]
+    );
+    let s = ctr_status(&pod);
+    assert_eq!(s["restartCount"], 1);
+    assert_eq!(s["lastState"]["terminated"]["exitCode"], 137);
+    assert_eq!(s["lastState"]["terminated"]["reason"], "Error");
+    assert_eq!(s["ready"], false);
+    // The next run fails again; its restart waits in CrashLoopBackOff.
+    let events = run_until(&mut h, &mut pod, 21_000);
+    assert!(events.iter().any(|e| e.1 == "BackOff"), "{events:?}");
+    assert_eq!(
+        ctr_status(&pod)["state"]["waiting"]["reason"],
+        "CrashLoopBackOff"
+    );
+}
+
+#[test]
+fn a_readiness_failure_makes_the_container_unready_for_its_window() {
+    let mut h = Harness::new("rules:\n- fault: {readinessFailure: {after: 10s, for: 20s}}\n");
+    let mut pod = h.pod(
+        probed(json!({"readinessProbe": {"httpGet": {"port": 80}, "periodSeconds": 5, "failureThreshold": 2}})),
+        json!({}),
+    );
+    h.at(&mut pod, 1000);
+    h.at(&mut pod, 3000);
+    assert!(pod.is_ready());
+    // The window is [11s, 31s): failures at 13s and 18s flip it; passes again at 33s.
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(13)));
+    run_until(&mut h, &mut pod, 17_999);
+    assert!(pod.is_ready());
+    run_until(&mut h, &mut pod, 18_000);
+    assert!(!pod.is_ready());
+    assert_eq!(cond(&pod, "Ready")["lastTransitionTime"], "t+18000ms");
+    let events = run_until(&mut h, &mut pod, 33_000);
+    assert_eq!(
+        events.iter().map(|e| e.0).collect::<Vec<_>>(),
+        [23_000, 28_000]
+    );
+    assert!(pod.is_ready());
+    assert_eq!(pod.wake(), None);
+}
+
+#[test]
+fn a_missing_secret_holds_the_pod_in_container_creating() {
+    let mut h = Harness::new("");
+    h.objects.listed(crate::mounts::Kind::Secret);
+    h.objects.listed(crate::mounts::Kind::ConfigMap);
+    let mut spec = nginx();
+    spec["volumes"] = json!([
+        {"name": "creds", "secret": {"secretName": "db"}},
+        {"name": "maybe", "configMap": {"name": "absent", "optional": true}},
+    ]);
+    let mut pod = h.pod(spec, json!({}));
+    let out = h.at(&mut pod, 0);
+    assert_eq!(reasons(&out), ["FailedMount"]);
+    assert_eq!(
+        out.events[0].message,
+        "MountVolume.SetUp failed for volume \"creds\" : secret \"db\" not found"
+    );
+    assert_eq!(out.events[0].kind, EventType::Warning);
+    assert_eq!(pod.phase(), Phase::Pending);
+    assert_eq!(
+        ctr_status(&pod)["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+    assert_eq!(cond(&pod, "PodReadyToStartContainers")["status"], "False");
+    assert!(pod.status("").get("podIP").is_none(), "no sandbox yet");
+    // Retried after 500ms, 1s, 2s...
+    let events = run_until(&mut h, &mut pod, 3500);
+    assert_eq!(
+        events.iter().map(|e| e.0).collect::<Vec<_>>(),
+        [500, 1500, 3500]
+    );
+    h.objects
+        .added(crate::mounts::Kind::Secret, "default", "db");
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_millis(7500)));
+    let out = h.at(&mut pod, 7500);
+    assert!(out.events.is_empty() && out.status_changed);
+    assert_eq!(cond(&pod, "PodReadyToStartContainers")["status"], "True");
+    assert!(pod.status("").get("podIP").is_some());
+    let out = h.at(&mut pod, 8500);
+    assert_eq!(reasons(&out), ["Pulling", "Pulled", "Created", "Started"]);
+    assert_eq!(pod.phase(), Phase::Running);
+}
+
+#[test]
+fn volumes_that_exist_start_the_pod_at_once_and_host_network_is_seen() {
+    let mut h = Harness::new("");
+    h.objects.listed(crate::mounts::Kind::Secret);
+    h.objects.listed(crate::mounts::Kind::ConfigMap);
+    h.objects.added(
+        crate::mounts::Kind::ConfigMap,
+        "default",
+        "kube-root-ca.crt",
+    );
+    let mut spec = nginx();
+    spec["hostNetwork"] = json!(true);
+    spec["volumes"] = json!([{"name": "api", "projected": {"sources": [
+        {"configMap": {"name": "kube-root-ca.crt"}}]}}]);
+    let v = view(spec.clone(), json!({}));
+    assert!(v.host_network);
+    assert!(!view(nginx(), json!({})).host_network);
+    let mut pod = h.pod(spec, json!({}));
+    let out = h.at(&mut pod, 0);
+    assert!(out.events.is_empty());
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_secs(1)));
+}
+
+#[test]
+fn before_the_objects_are_known_no_failure_is_reported() {
+    let mut h = Harness::new("");
+    let mut spec = nginx();
+    spec["volumes"] = json!([{"name": "creds", "secret": {"secretName": "db"}}]);
+    let mut pod = h.pod(spec, json!({}));
+    assert!(h.at(&mut pod, 0).events.is_empty());
+    assert_eq!(pod.wake(), Some(h.t0 + Duration::from_millis(200)));
 }

@@ -26,6 +26,7 @@ mod informers;
 mod jobs;
 mod kube_client;
 mod kubectl;
+mod kubelet;
 mod leader_election;
 mod least_privilege;
 mod node_failure;
