@@ -10,8 +10,14 @@ use serde_json::Value;
 /// The port an APIService's `service` defaults to (upstream's `SetDefaults_ServiceReference`).
 pub const DEFAULT_SERVICE_PORT: i64 = 443;
 
-/// Upstream's `SetDefaults_ServiceReference`: a service reference without a port means 443.
+/// Upstream's `SetDefaults_ServiceReference`: a service reference without a port means 443. An
+/// empty `group` (the core group's APIService) is dropped, as Go's `omitempty` writes it.
 pub fn default_api_service(obj: &mut Value) {
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+        && spec.get("group").and_then(Value::as_str) == Some("")
+    {
+        spec.remove("group");
+    }
     if let Some(service) = obj
         .pointer_mut("/spec/service")
         .and_then(Value::as_object_mut)
@@ -219,7 +225,9 @@ mod tests {
         bad["spec"]["version"] = json!("1v");
         assert_eq!(
             messages(&bad),
-            ["spec.version: Invalid value: \"1v\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"]
+            [
+                "spec.version: Invalid value: \"1v\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+            ]
         );
     }
 
@@ -232,6 +240,9 @@ mod tests {
             .remove("port");
         default_api_service(&mut obj);
         assert_eq!(obj["spec"]["service"]["port"], 443);
+        let mut core = json!({"spec": {"group": "", "version": "v1"}});
+        default_api_service(&mut core);
+        assert_eq!(core["spec"], json!({"version": "v1"}));
         obj["status"] = json!({"conditions": [{"type": "Available", "status": "Maybe"}]});
         let errs: Vec<String> = validate_api_service_status(&obj)
             .iter()
@@ -239,7 +250,9 @@ mod tests {
             .collect();
         assert_eq!(
             errs,
-            ["status.conditions[0].status: Unsupported value: \"Maybe\": supported values: \"True\", \"False\", \"Unknown\""]
+            [
+                "status.conditions[0].status: Unsupported value: \"Maybe\": supported values: \"True\", \"False\", \"Unknown\""
+            ]
         );
     }
 }

@@ -71,12 +71,17 @@ const PRIORITIES: &[(&str, &str, i64, i64)] = &[
 const CRD_PRIORITIES: (i64, i64) = (1000, 100);
 
 fn api_service(group: &str, version: &str, priorities: (i64, i64), managed: &str) -> Value {
+    let mut spec = json!({"version": version,
+        "groupPriorityMinimum": priorities.0, "versionPriority": priorities.1});
+    // The core group's is stored without one, as upstream writes an empty group.
+    if !group.is_empty() {
+        spec["group"] = json!(group);
+    }
     json!({
         "apiVersion": "apiregistration.k8s.io/v1",
         "kind": "APIService",
         "metadata": {"name": format!("{version}.{group}"), "labels": {MANAGED_LABEL: managed}},
-        "spec": {"group": group, "version": version,
-            "groupPriorityMinimum": priorities.0, "versionPriority": priorities.1},
+        "spec": spec,
     })
 }
 
@@ -130,7 +135,12 @@ enum Action {
 /// Upstream's `checkAPIService`: `desired` is what the server wants under this name, `current`
 /// what is stored; `synced` says the name was synced once already, `at_start` that an object of
 /// that name existed when the server started.
-fn decide(desired: Option<&Value>, current: Option<&Value>, synced: bool, at_start: bool) -> Action {
+fn decide(
+    desired: Option<&Value>,
+    current: Option<&Value>,
+    synced: bool,
+    at_start: bool,
+) -> Action {
     match (desired, current) {
         (None, None) => Action::Nothing,
         (Some(d), _) if managed(Some(d)) == Some(ON_START) && synced => Action::Nothing,
@@ -198,7 +208,12 @@ impl Registration {
             .collect();
         let names: HashSet<&String> = desired
             .keys()
-            .chain(current.iter().filter(|(_, c)| managed(Some(c)).is_some()).map(|(n, _)| n))
+            .chain(
+                current
+                    .iter()
+                    .filter(|(_, c)| managed(Some(c)).is_some())
+                    .map(|(n, _)| n),
+            )
             .collect();
         let mut ok = true;
         for name in names {
@@ -307,7 +322,12 @@ mod tests {
 
     #[test]
     fn built_in_group_versions_get_upstreams_priorities_and_unknown_ones_none() {
-        let got = built_in([("", "v1"), ("apps", "v1"), ("autoscaling", "v2"), ("apiregistration.k8s.io", "v1")]);
+        let got = built_in([
+            ("", "v1"),
+            ("apps", "v1"),
+            ("autoscaling", "v2"),
+            ("apiregistration.k8s.io", "v1"),
+        ]);
         let names: Vec<&str> = got.iter().map(object::name).collect();
         assert_eq!(names, ["v1.", "v1.apps", "v2.autoscaling"]);
         assert_eq!(
@@ -332,25 +352,50 @@ mod tests {
     fn decisions_follow_upstreams_autoregister() {
         let want = api_service("apps", "v1", (17800, 15), ON_START);
         let crd = api_service("example.com", "v1", CRD_PRIORITIES, CONTINUOUSLY);
-        let edited = stored("v1.apps", Some(ON_START), json!({"group": "apps", "version": "v1"}));
+        let edited = stored(
+            "v1.apps",
+            Some(ON_START),
+            json!({"group": "apps", "version": "v1"}),
+        );
         // Missing: created, unless an on-start one was synced once already (then a delete sticks).
-        assert_eq!(decide(Some(&want), None, false, false), Action::Create(want.clone()));
+        assert_eq!(
+            decide(Some(&want), None, false, false),
+            Action::Create(want.clone())
+        );
         assert_eq!(decide(Some(&want), None, true, true), Action::Nothing);
-        assert_eq!(decide(Some(&crd), None, true, false), Action::Create(crd.clone()));
+        assert_eq!(
+            decide(Some(&crd), None, true, false),
+            Action::Create(crd.clone())
+        );
         // An on-start one stored before the server started is reset once; later edits stay.
         let Action::Update(u) = decide(Some(&want), Some(&edited), false, true) else {
             panic!("not updated");
         };
         assert_eq!(u["spec"], want["spec"]);
-        assert_eq!(decide(Some(&want), Some(&edited), true, true), Action::Nothing);
-        assert_eq!(decide(Some(&want), Some(&edited), false, false), Action::Nothing);
+        assert_eq!(
+            decide(Some(&want), Some(&edited), true, true),
+            Action::Nothing
+        );
+        assert_eq!(
+            decide(Some(&want), Some(&edited), false, false),
+            Action::Nothing
+        );
         // One no longer wanted goes (an on-start one only at the first sync).
         let old = stored("v1.example.com", Some(CONTINUOUSLY), json!({}));
-        assert_eq!(decide(None, Some(&old), true, false), Action::Delete("u1".into()));
+        assert_eq!(
+            decide(None, Some(&old), true, false),
+            Action::Delete("u1".into())
+        );
         let old_start = stored("v1alpha1.gone", Some(ON_START), json!({}));
-        assert_eq!(decide(None, Some(&old_start), false, true), Action::Delete("u1".into()));
+        assert_eq!(
+            decide(None, Some(&old_start), false, true),
+            Action::Delete("u1".into())
+        );
         // Someone else's is never touched.
         let theirs = stored("v1.apps", None, json!({"group": "apps"}));
-        assert_eq!(decide(Some(&want), Some(&theirs), false, true), Action::Nothing);
+        assert_eq!(
+            decide(Some(&want), Some(&theirs), false, true),
+            Action::Nothing
+        );
     }
 }

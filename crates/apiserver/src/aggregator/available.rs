@@ -149,7 +149,11 @@ fn with_condition(obj: &Value, verdict: &Verdict) -> Value {
 /// `GET /apis/GROUP/VERSION` (`/api/v1` for the core group) on an endpoint of the Service, as the
 /// aggregator itself (`system:kube-aggregator` in `system:masters`), trusting any certificate as
 /// upstream's check does; the answer's resources on success, upstream's message otherwise.
-async fn discover(server: &ApiServer, api: &ApiService, svc: &ServiceRef) -> Result<Vec<Value>, String> {
+async fn discover(
+    server: &ApiServer,
+    api: &ApiService,
+    svc: &ServiceRef,
+) -> Result<Vec<Value>, String> {
     let addr = outbound::resolve_endpoint(server, &svc.namespace, &svc.name, svc.port)?;
     let path = if api.name == "v1." {
         format!("/api/{}", api.version)
@@ -169,7 +173,10 @@ async fn discover(server: &ApiServer, api: &ApiService, svc: &ServiceRef) -> Res
             .header(super::proxy::GROUP_HEADER, authz::MASTERS_GROUP)
             .body(Body::empty())
             .map_err(|e| e.to_string())?;
-        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
         let status = response.status();
         let body = axum::body::to_bytes(Body::new(response.into_body()), MAX_DISCOVERY)
             .await
@@ -230,7 +237,12 @@ async fn sync(server: &ApiServer, name: &str) -> Outcome {
         Some(svc) => {
             let get = |plural: &str| {
                 let def = server.registry().find("", "v1", plural)?;
-                Some(server.cache.get(&def, Some(&svc.namespace), &svc.name)?.value())
+                Some(
+                    server
+                        .cache
+                        .get(&def, Some(&svc.namespace), &svc.name)?
+                        .value(),
+                )
             };
             match precheck(svc, get("services").as_ref(), get("endpoints").as_ref()) {
                 Err(v) => (v, None),
@@ -243,10 +255,7 @@ async fn sync(server: &ApiServer, name: &str) -> Outcome {
                         },
                         Some(resources),
                     ),
-                    Err(message) => (
-                        Verdict::unavailable("FailedDiscoveryCheck", message),
-                        None,
-                    ),
+                    Err(message) => (Verdict::unavailable("FailedDiscoveryCheck", message), None),
                 },
             }
         }
@@ -399,17 +408,26 @@ mod tests {
     fn prechecks_give_upstreams_reasons_and_messages() {
         assert_eq!(
             verdict(precheck(&svc(), None, None)),
-            ("ServiceNotFound", "service/metrics-server in \"kube-system\" is not present".into())
+            (
+                "ServiceNotFound",
+                "service/metrics-server in \"kube-system\" is not present".into()
+            )
         );
         let mut other_port = svc();
         other_port.port = 8443;
         assert_eq!(
             verdict(precheck(&other_port, Some(&service("ClusterIP")), None)),
-            ("ServicePortError", "service/metrics-server in \"kube-system\" is not listening on port 8443".into())
+            (
+                "ServicePortError",
+                "service/metrics-server in \"kube-system\" is not listening on port 8443".into()
+            )
         );
         assert_eq!(
             verdict(precheck(&svc(), Some(&service("ClusterIP")), None)),
-            ("EndpointsNotFound", "cannot find endpoints for service/metrics-server in \"kube-system\"".into())
+            (
+                "EndpointsNotFound",
+                "cannot find endpoints for service/metrics-server in \"kube-system\"".into()
+            )
         );
         let not_ready = json!({"subsets": [{"notReadyAddresses": [{"ip": "10.0.0.1"}],
             "ports": [{"name": "https", "port": 4443}]}]});
@@ -432,8 +450,18 @@ mod tests {
         let c = &same["status"]["conditions"][0];
         assert_eq!(c["lastTransitionTime"], "2020-01-01T00:00:00Z");
         assert_eq!(c["reason"], "MissingEndpoints");
-        let up = with_condition(&obj, &Verdict { status: "True", reason: "Passed", message: "all checks passed".into() });
-        assert_ne!(up["status"]["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        let up = with_condition(
+            &obj,
+            &Verdict {
+                status: "True",
+                reason: "Passed",
+                message: "all checks passed".into(),
+            },
+        );
+        assert_ne!(
+            up["status"]["conditions"][0]["lastTransitionTime"],
+            "2020-01-01T00:00:00Z"
+        );
         assert_eq!(with_condition(&json!({}), &Verdict::unavailable("X", "y".into()))["status"]["conditions"].as_array().unwrap().len(), 1);
     }
 }

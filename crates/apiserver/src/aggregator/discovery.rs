@@ -26,7 +26,9 @@ fn remote_groups(server: &ApiServer) -> Vec<Vec<ApiService>> {
 fn api_group(services: &[ApiService]) -> Value {
     let versions: Vec<Value> = services
         .iter()
-        .map(|s| json!({"groupVersion": format!("{}/{}", s.group, s.version), "version": s.version}))
+        .map(
+            |s| json!({"groupVersion": format!("{}/{}", s.group, s.version), "version": s.version}),
+        )
         .collect();
     json!({
         "name": services[0].group,
@@ -59,7 +61,11 @@ pub(crate) fn aggregated_groups(server: &ApiServer) -> Vec<Value> {
             let versions: Vec<Value> = services
                 .iter()
                 .map(|s| {
-                    match server.aggregator.discovered(&s.name).filter(|_| s.available) {
+                    match server
+                        .aggregator
+                        .discovered(&s.name)
+                        .filter(|_| s.available)
+                    {
                         Some(resources) => json!({"version": s.version,
                             "resources": aggregated_resources(&resources), "freshness": "Current"}),
                         None => json!({"version": s.version, "freshness": "Stale"}),

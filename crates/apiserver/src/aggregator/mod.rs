@@ -113,14 +113,17 @@ pub(crate) struct ApiService {
 impl ApiService {
     pub(crate) fn parse(obj: &Value) -> ApiService {
         let spec = &obj["spec"];
-        let service = spec.get("service").filter(|s| s.is_object()).map(|s| ServiceRef {
-            namespace: s["namespace"].as_str().unwrap_or_default().to_string(),
-            name: s["name"].as_str().unwrap_or_default().to_string(),
-            port: s["port"]
-                .as_u64()
-                .and_then(|p| u16::try_from(p).ok())
-                .unwrap_or(443),
-        });
+        let service = spec
+            .get("service")
+            .filter(|s| s.is_object())
+            .map(|s| ServiceRef {
+                namespace: s["namespace"].as_str().unwrap_or_default().to_string(),
+                name: s["name"].as_str().unwrap_or_default().to_string(),
+                port: s["port"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .unwrap_or(443),
+            });
         let ca_bundle = spec["caBundle"]
             .as_str()
             .and_then(|b| {
@@ -205,7 +208,9 @@ pub(crate) fn sorted_by_group_and_version(mut services: Vec<ApiService>) -> Vec<
 fn compare_kube_versions(a: &str, b: &str) -> Ordering {
     fn parse(v: &str) -> Option<(u8, u64, u64)> {
         let rest = v.strip_prefix('v')?;
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let major: u64 = rest[..digits].parse().ok()?;
         let tail = &rest[digits..];
         if tail.is_empty() {
@@ -315,10 +320,28 @@ mod tests {
     fn groups_sort_by_priority_then_name_and_versions_by_priority_then_kube_order() {
         let groups = sorted_by_group_and_version(vec![
             svc("v1.b.example.com", "b.example.com", "v1", 1000, 100),
-            svc("v1beta1.a.example.com", "a.example.com", "v1beta1", 1000, 100),
+            svc(
+                "v1beta1.a.example.com",
+                "a.example.com",
+                "v1beta1",
+                1000,
+                100,
+            ),
             svc("v1.a.example.com", "a.example.com", "v1", 1000, 100),
-            svc("v2alpha1.a.example.com", "a.example.com", "v2alpha1", 1000, 100),
-            svc("v1beta1.metrics.k8s.io", "metrics.k8s.io", "v1beta1", 100, 100),
+            svc(
+                "v2alpha1.a.example.com",
+                "a.example.com",
+                "v2alpha1",
+                1000,
+                100,
+            ),
+            svc(
+                "v1beta1.metrics.k8s.io",
+                "metrics.k8s.io",
+                "v1beta1",
+                100,
+                100,
+            ),
             svc("v1.apps", "apps", "v1", 17800, 15),
         ]);
         let names: Vec<Vec<&str>> = groups
@@ -334,11 +357,29 @@ mod tests {
 
     #[test]
     fn kube_versions_order_as_upstreams() {
-        let mut v = vec!["foo1", "v1alpha1", "v11alpha2", "v1", "v2beta1", "v10", "v12alpha1", "foo10"];
+        let mut v = vec![
+            "foo1",
+            "v1alpha1",
+            "v11alpha2",
+            "v1",
+            "v2beta1",
+            "v10",
+            "v12alpha1",
+            "foo10",
+        ];
         v.sort_by(|a, b| compare_kube_versions(b, a));
         assert_eq!(
             v,
-            ["v10", "v1", "v2beta1", "v12alpha1", "v11alpha2", "v1alpha1", "foo1", "foo10"]
+            [
+                "v10",
+                "v1",
+                "v2beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "v1alpha1",
+                "foo1",
+                "foo10"
+            ]
         );
     }
 }

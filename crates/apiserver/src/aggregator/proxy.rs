@@ -156,9 +156,14 @@ async fn proxy(server: &ApiServer, api: &ApiService, req: Request) -> Response {
             outbound::connect(&[addr], &addr.to_string(), &server_name, config).await?;
         let mut request = http::Request::new(body);
         *request.method_mut() = parts.method.clone();
-        *request.uri_mut() = path_and_query.parse().map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        *request.uri_mut() = path_and_query
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| e.to_string())?;
         *request.headers_mut() = headers;
-        sender.send_request(request).await.map_err(|e| e.to_string())
+        sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())
     };
     let limit = if discovery {
         DISCOVERY_TIMEOUT
@@ -185,25 +190,36 @@ mod tests {
     #[test]
     fn credentials_are_replaced_by_the_front_proxy_headers() {
         let mut incoming = HeaderMap::new();
-        incoming.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer secret"));
+        incoming.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer secret"),
+        );
         incoming.insert("impersonate-user", HeaderValue::from_static("bob"));
         incoming.insert("x-remote-user", HeaderValue::from_static("mallory"));
         incoming.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
         incoming.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         let mut user = authz::UserInfo::new("alice", &["devs", "system:authenticated"]);
-        user.extra.insert("scopes.example.com/Key".into(), vec!["a".into(), "b".into()]);
+        user.extra.insert(
+            "scopes.example.com/Key".into(),
+            vec!["a".into(), "b".into()],
+        );
         let out = forwarded_headers(&incoming, &user);
         assert!(out.get(header::AUTHORIZATION).is_none());
         assert!(out.get("impersonate-user").is_none());
         assert!(out.get(header::CONNECTION).is_none());
         assert_eq!(out.get(header::ACCEPT).unwrap(), "application/json");
-        assert_eq!(out.get_all(USER_HEADER).iter().collect::<Vec<_>>(), ["alice"]);
+        assert_eq!(
+            out.get_all(USER_HEADER).iter().collect::<Vec<_>>(),
+            ["alice"]
+        );
         assert_eq!(
             out.get_all(GROUP_HEADER).iter().collect::<Vec<_>>(),
             ["devs", "system:authenticated"]
         );
         assert_eq!(
-            out.get_all("x-remote-extra-scopes.example.com%2fkey").iter().collect::<Vec<_>>(),
+            out.get_all("x-remote-extra-scopes.example.com%2fkey")
+                .iter()
+                .collect::<Vec<_>>(),
             ["a", "b"]
         );
     }

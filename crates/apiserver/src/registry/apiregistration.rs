@@ -47,7 +47,12 @@ impl Strategy for ApiServiceStrategy {
 
     fn status_resets(&self) -> &'static [Reset] {
         // The status strategy keeps spec, labels, annotations, finalizers and owners.
-        &[Reset::Spec, Reset::Labels, Reset::Annotations, Reset::OwnerReferences]
+        &[
+            Reset::Spec,
+            Reset::Labels,
+            Reset::Annotations,
+            Reset::OwnerReferences,
+        ]
     }
 
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {

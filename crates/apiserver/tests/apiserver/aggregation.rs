@@ -24,24 +24,41 @@ async fn local_api_services_exist_once_the_server_has_started() {
     let (code, list) = s.call(Method::GET, API_SERVICES, None).await;
     assert_eq!(code, StatusCode::OK);
     let items = list["items"].as_array().unwrap();
-    let names: Vec<&str> = items.iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
-    for want in ["v1.", "v1.apps", "v1.autoscaling", "v2.autoscaling", "v1.batch", "v1.policy"] {
+    let names: Vec<&str> = items
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "v1.",
+        "v1.apps",
+        "v1.autoscaling",
+        "v2.autoscaling",
+        "v1.batch",
+        "v1.policy",
+    ] {
         assert!(names.contains(&want), "{want} in {names:?}");
     }
     assert!(!names.contains(&"v1.apiregistration.k8s.io"));
     for item in items {
         let c = available(item);
-        assert_eq!((&c["status"], &c["reason"]), (&json!("True"), &json!("Local")), "{item}");
+        assert_eq!(
+            (&c["status"], &c["reason"]),
+            (&json!("True"), &json!("Local")),
+            "{item}"
+        );
         assert_eq!(c["message"], "Local APIServices are always available");
         assert_eq!(
             item["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
             "onstart"
         );
     }
-    let core = items.iter().find(|i| i["metadata"]["name"] == "v1.").unwrap();
+    let core = items
+        .iter()
+        .find(|i| i["metadata"]["name"] == "v1.")
+        .unwrap();
     assert_eq!(
         core["spec"],
-        json!({"group": "", "version": "v1", "groupPriorityMinimum": 18000, "versionPriority": 1})
+        json!({"version": "v1", "groupPriorityMinimum": 18000, "versionPriority": 1})
     );
 }
 
@@ -123,7 +140,9 @@ async fn status_is_the_servers_on_create_and_the_status_writers_after() {
     // Conditions say True, False or Unknown.
     let mut bad = after.clone();
     bad["status"]["conditions"][1]["status"] = json!("Maybe");
-    let (code, status) = s.call(Method::PUT, &format!("{uri}/status"), Some(bad)).await;
+    let (code, status) = s
+        .call(Method::PUT, &format!("{uri}/status"), Some(bad))
+        .await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(
         status["details"]["causes"][0]["field"],
@@ -163,7 +182,11 @@ async fn an_api_service_without_its_service_is_unavailable() {
     .await
     .expect("a condition within the deadline");
     assert_eq!(
-        (&condition["status"], &condition["reason"], &condition["message"]),
+        (
+            &condition["status"],
+            &condition["reason"],
+            &condition["message"]
+        ),
         (
             &json!("False"),
             &json!("ServiceNotFound"),

@@ -138,13 +138,21 @@ spec:
 /// Waits until the APIService `name` has an `Available` condition with `reason`; returns it.
 async fn wait_available(c: &Cluster, name: &str, reason: &str) -> Value {
     let api: Api<APIService> = Api::all(c.client().await);
-    let found = embedded::wait_until(&api, &format!("{name} Available with reason {reason}"), common::DEADLINE, |s| {
-        s.metadata.name.as_deref() == Some(name)
-            && s.status
-                .as_ref()
-                .and_then(|st| st.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Available" && c.reason.as_deref() == Some(reason)))
-    })
+    let found = embedded::wait_until(
+        &api,
+        &format!("{name} Available with reason {reason}"),
+        common::DEADLINE,
+        |s| {
+            s.metadata.name.as_deref() == Some(name)
+                && s.status
+                    .as_ref()
+                    .and_then(|st| st.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "Available" && c.reason.as_deref() == Some(reason))
+                    })
+        },
+    )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let obj = serde_json::to_value(found).unwrap();
@@ -162,7 +170,10 @@ async fn wait_available(c: &Cluster, name: &str, reason: &str) -> Value {
 async fn local_api_services_are_listed_available() {
     let c = Cluster::start().await;
     let out = c.kubectl(&["get", "apiservices"]).await;
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     assert_eq!(rows[0], ["NAME", "SERVICE", "AVAILABLE", "AGE"]);
     let names: Vec<&str> = rows[1..].iter().map(|r| r[0]).collect();
     for want in UPSTREAM_LOCAL {
@@ -173,7 +184,9 @@ async fn local_api_services_are_listed_available() {
     for row in &rows[1..] {
         assert_eq!(&row[1..3], ["Local", "True"], "{out}");
     }
-    let apps = c.kubectl_json(&["get", "apiservice", "v1.apps", "-o", "json"]).await;
+    let apps = c
+        .kubectl_json(&["get", "apiservice", "v1.apps", "-o", "json"])
+        .await;
     assert_eq!(
         apps["metadata"]["labels"],
         json!({"kube-aggregator.kubernetes.io/automanaged": "onstart"})
@@ -184,8 +197,18 @@ async fn local_api_services_are_listed_available() {
     );
     let cond = &apps["status"]["conditions"][0];
     assert_eq!(
-        (&cond["type"], &cond["status"], &cond["reason"], &cond["message"]),
-        (&json!("Available"), &json!("True"), &json!("Local"), &json!("Local APIServices are always available"))
+        (
+            &cond["type"],
+            &cond["status"],
+            &cond["reason"],
+            &cond["message"]
+        ),
+        (
+            &json!("Available"),
+            &json!("True"),
+            &json!("Local"),
+            &json!("Local APIServices are always available")
+        )
     );
     c.stop().await;
 }
@@ -210,12 +233,22 @@ spec:
     c.kubectl_stdin(&["apply", "-f", "-"], crd).await;
     let cond = wait_available(&c, "v1.example.com", "Local").await;
     assert_eq!(cond["status"], "True");
-    let obj = c.kubectl_json(&["get", "apiservice", "v1.example.com", "-o", "json"]).await;
-    assert_eq!(obj["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"], "true");
+    let obj = c
+        .kubectl_json(&["get", "apiservice", "v1.example.com", "-o", "json"])
+        .await;
+    assert_eq!(
+        obj["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "true"
+    );
     assert_eq!(obj["spec"]["groupPriorityMinimum"], 1000);
     assert_eq!(obj["spec"]["versionPriority"], 100);
-    let none = c.kubectl_raw(&["get", "apiservice", "v1beta1.example.com"], None).await;
-    assert!(!none.status.success(), "an unserved version has no APIService");
+    let none = c
+        .kubectl_raw(&["get", "apiservice", "v1beta1.example.com"], None)
+        .await;
+    assert!(
+        !none.status.success(),
+        "an unserved version has no APIService"
+    );
     let uid = obj["metadata"]["uid"].as_str().unwrap().to_string();
     c.kubectl(&["delete", "crd", "gadgets.example.com"]).await;
     let api: Api<APIService> = Api::all(c.client().await);
@@ -253,8 +286,13 @@ spec:
     let cond = wait_available(&c, "v1alpha1.wardle.example.com", "ServiceNotFound").await;
     assert_eq!(cond["status"], "False");
     assert_eq!(cond["message"], "service/api in \"wardle\" is not present");
-    let out = c.kubectl(&["get", "apiservice", "v1alpha1.wardle.example.com"]).await;
-    assert!(out.contains("wardle/api   False (ServiceNotFound)"), "{out}");
+    let out = c
+        .kubectl(&["get", "apiservice", "v1alpha1.wardle.example.com"])
+        .await;
+    assert!(
+        out.contains("wardle/api   False (ServiceNotFound)"),
+        "{out}"
+    );
 
     c.kubectl_stdin(&["apply", "-f", "-"], METRICS_SERVER).await;
     let cond = wait_available(&c, "v1beta1.metrics.k8s.io", "MissingEndpoints").await;
@@ -263,26 +301,53 @@ spec:
         cond["message"],
         "endpoints for service/metrics-server in \"kube-system\" have no addresses with port name \"https\""
     );
-    let obj = c.kubectl_json(&["get", "apiservice", "v1beta1.metrics.k8s.io", "-o", "json"]).await;
+    let obj = c
+        .kubectl_json(&["get", "apiservice", "v1beta1.metrics.k8s.io", "-o", "json"])
+        .await;
     assert_eq!(obj["spec"]["service"]["port"], 443, "the port is defaulted");
 
     // Legacy discovery lists the groups, available or not, as upstream's does.
     let apis: Value = serde_json::from_str(&c.kubectl(&["get", "--raw", "/apis"]).await).unwrap();
-    let groups: Vec<&str> = apis["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
-    assert!(groups.contains(&"apps") && groups.contains(&"metrics.k8s.io"), "{groups:?}");
-    let group: Value = serde_json::from_str(&c.kubectl(&["get", "--raw", "/apis/metrics.k8s.io"]).await).unwrap();
-    assert_eq!(group["preferredVersion"]["groupVersion"], "metrics.k8s.io/v1beta1");
+    let groups: Vec<&str> = apis["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        groups.contains(&"apps") && groups.contains(&"metrics.k8s.io"),
+        "{groups:?}"
+    );
+    let group: Value =
+        serde_json::from_str(&c.kubectl(&["get", "--raw", "/apis/metrics.k8s.io"]).await).unwrap();
+    assert_eq!(
+        group["preferredVersion"]["groupVersion"],
+        "metrics.k8s.io/v1beta1"
+    );
     // The group's own requests get upstream's 503.
-    let err = c.kubectl_fails(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1/pods"], None).await;
+    let err = c
+        .kubectl_fails(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1/pods"], None)
+        .await;
     assert!(
         err.contains("Error from server (ServiceUnavailable): the server is currently unable to handle the request"),
         "{err}"
     );
-    // kubectl's discovery skips the stale groups and lists all the others.
+    // kubectl's discovery skips the stale group and lists all the others, without an error (as
+    // kubectl does against upstream: exit 0, nothing on stderr).
     let out = c.kubectl_raw(&["api-resources"], None).await;
     let listed = String::from_utf8_lossy(&out.stdout);
-    for resource in ["deployments", "apiservices", "pods", "customresourcedefinitions"] {
-        assert!(listed.lines().any(|l| l.starts_with(resource)), "{resource} missing: {listed}");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    for resource in [
+        "deployments",
+        "apiservices",
+        "pods",
+        "customresourcedefinitions",
+    ] {
+        assert!(
+            listed.lines().any(|l| l.starts_with(resource)),
+            "{resource} missing: {listed}"
+        );
     }
     assert!(!listed.contains("metrics.k8s.io"), "{listed}");
     c.kubectl(&["get", "deployments", "-A"]).await;
@@ -308,22 +373,38 @@ struct Backend {
 async fn record(State(seen): State<Arc<Mutex<Vec<Seen>>>>, req: Request) -> Request {
     let h = req.headers();
     seen.lock().unwrap().push(Seen {
-        user: h.get("x-remote-user").map(|v| v.to_str().unwrap().to_string()),
-        groups: h.get_all("x-remote-group").iter().map(|v| v.to_str().unwrap().to_string()).collect(),
+        user: h
+            .get("x-remote-user")
+            .map(|v| v.to_str().unwrap().to_string()),
+        groups: h
+            .get_all("x-remote-group")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect(),
         authorization: h.get("authorization").is_some(),
     });
     req
 }
 
+/// A CA named `name`: its certificate and what signs with it.
+fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, rcgen::KeyPair>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    (ca_cert, rcgen::Issuer::new(ca_params, ca_key))
+}
+
 impl Backend {
     async fn start() -> Backend {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "wardle-ca");
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
-        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let (ca_cert, issuer) = ca("wardle-ca");
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["api.wardle.svc".to_string()])
             .unwrap()
@@ -356,14 +437,19 @@ impl Backend {
             .route(
                 &format!("{gv}/namespaces/{{ns}}/flunders"),
                 get(|| async {
-                    Json(json!({"kind": "FlunderList", "apiVersion": "wardle.example.com/v1alpha1",
+                    Json(
+                        json!({"kind": "FlunderList", "apiVersion": "wardle.example.com/v1alpha1",
                         "metadata": {"resourceVersion": "7"},
                         "items": [{"kind": "Flunder", "apiVersion": "wardle.example.com/v1alpha1",
                             "metadata": {"name": "first", "namespace": "default",
-                                "creationTimestamp": "2024-01-01T00:00:00Z"}}]}))
+                                "creationTimestamp": "2024-01-01T00:00:00Z"}}]}),
+                    )
                 }),
             )
-            .layer(axum::middleware::map_request_with_state(seen.clone(), record));
+            .layer(axum::middleware::map_request_with_state(
+                seen.clone(),
+                record,
+            ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -430,8 +516,13 @@ spec:
     );
     c.kubectl_stdin(&["apply", "-f", "-"], &manifest).await;
     let cond = wait_available(&c, "v1alpha1.wardle.example.com", "Passed").await;
-    assert_eq!((&cond["status"], &cond["message"]), (&json!("True"), &json!("all checks passed")));
-    let out = c.kubectl(&["get", "apiservice", "v1alpha1.wardle.example.com"]).await;
+    assert_eq!(
+        (&cond["status"], &cond["message"]),
+        (&json!("True"), &json!("all checks passed"))
+    );
+    let out = c
+        .kubectl(&["get", "apiservice", "v1alpha1.wardle.example.com"])
+        .await;
     assert!(out.contains("wardle/api   True"), "{out}");
     // The discovery check came as the aggregator, in system:masters.
     let first = backend.seen.lock().unwrap()[0].clone();
@@ -439,26 +530,84 @@ spec:
     assert_eq!(first.groups, ["system:masters"]);
 
     let list: Value = serde_json::from_str(
-        &c.kubectl(&["get", "--raw", "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders"]).await,
+        &c.kubectl(&[
+            "get",
+            "--raw",
+            "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders",
+        ])
+        .await,
     )
     .unwrap();
     assert_eq!(list["items"][0]["metadata"]["name"], "first");
     let proxied = backend.seen.lock().unwrap().last().cloned().unwrap();
     assert_eq!(proxied.user.as_deref(), Some(apiserver::ADMIN_USER));
-    assert!(proxied.groups.contains(&"system:masters".to_string()), "{proxied:?}");
-    assert!(!proxied.authorization, "the caller's token is not passed on");
+    assert!(
+        proxied.groups.contains(&"system:masters".to_string()),
+        "{proxied:?}"
+    );
+    assert!(
+        !proxied.authorization,
+        "the caller's token is not passed on"
+    );
 
-    let resources = c.kubectl(&["api-resources", "--api-group=wardle.example.com"]).await;
-    assert!(resources.lines().any(|l| l.starts_with("flunders") && l.contains("Flunder")), "{resources}");
+    let resources = c
+        .kubectl(&["api-resources", "--api-group=wardle.example.com"])
+        .await;
+    assert!(
+        resources
+            .lines()
+            .any(|l| l.starts_with("flunders") && l.contains("Flunder")),
+        "{resources}"
+    );
     let names = c.kubectl(&["get", "flunders", "-o", "name"]).await;
     assert_eq!(names.trim(), "flunder.wardle.example.com/first");
 
+    // The backend's certificate is checked against caBundle: with another CA's bundle the
+    // request fails (the discovery check skips verification, as upstream's, so the APIService
+    // stays Available). The proxy reads the APIService from the watch cache, which may trail
+    // the patch by a moment.
+    let (other, _) = ca("other-ca");
+    let patch = json!({"spec": {"caBundle":
+        base64::engine::general_purpose::STANDARD.encode(other.pem())}});
+    c.kubectl(&[
+        "patch",
+        "apiservice",
+        "v1alpha1.wardle.example.com",
+        "--type=merge",
+        "-p",
+        &patch.to_string(),
+    ])
+    .await;
+    let flunders = "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders";
+    let refused = tokio::time::timeout(common::DEADLINE, async {
+        loop {
+            let out = c.kubectl_raw(&["get", "--raw", flunders], None).await;
+            if !out.status.success() {
+                return String::from_utf8_lossy(&out.stderr).into_owned();
+            }
+        }
+    })
+    .await
+    .expect("the request fails once the bundle is another CA's");
+    assert!(refused.contains("ServiceUnavailable"), "{refused}");
+
     // Without its endpoint the APIService is unavailable and its requests get 503.
-    c.kubectl(&["delete", "endpoints", "api", "-n", "wardle"]).await;
+    c.kubectl(&["delete", "endpoints", "api", "-n", "wardle"])
+        .await;
     let cond = wait_available(&c, "v1alpha1.wardle.example.com", "EndpointsNotFound").await;
-    assert_eq!(cond["message"], "cannot find endpoints for service/api in \"wardle\"");
+    assert_eq!(
+        cond["message"],
+        "cannot find endpoints for service/api in \"wardle\""
+    );
     let err = c
-        .kubectl_fails(&["get", "--raw", "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders"], None)
+        .kubectl_fails(
+            &[
+                "get",
+                "--raw",
+                "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders",
+            ],
+            None,
+        )
         .await;
     assert!(err.contains("ServiceUnavailable"), "{err}");
     c.stop().await;
