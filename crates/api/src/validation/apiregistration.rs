@@ -165,11 +165,15 @@ mod tests {
                 "service": {"namespace": "ns", "name": "api", "port": 443}}})
     }
 
-    fn messages(obj: &Value) -> Vec<String> {
-        validate_api_service(obj)
-            .iter()
-            .map(FieldError::message)
+    /// The errors as upstream's aggregate prints them: `field: message`.
+    fn shown(errs: &[FieldError]) -> Vec<String> {
+        errs.iter()
+            .map(|e| format!("{}: {}", e.field, e.message()))
             .collect()
+    }
+
+    fn messages(obj: &Value) -> Vec<String> {
+        shown(&validate_api_service(obj))
     }
 
     #[test]
@@ -244,10 +248,7 @@ mod tests {
         default_api_service(&mut core);
         assert_eq!(core["spec"], json!({"version": "v1"}));
         obj["status"] = json!({"conditions": [{"type": "Available", "status": "Maybe"}]});
-        let errs: Vec<String> = validate_api_service_status(&obj)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let errs = shown(&validate_api_service_status(&obj));
         assert_eq!(
             errs,
             [
