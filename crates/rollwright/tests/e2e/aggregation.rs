@@ -174,7 +174,11 @@ async fn local_api_services_are_listed_available() {
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows[0], ["NAME", "SERVICE", "AVAILABLE", "AGE"]);
+    assert_eq!(
+        rows.first().map(Vec::as_slice),
+        Some(&["NAME", "SERVICE", "AVAILABLE", "AGE"][..]),
+        "{out}"
+    );
     let names: Vec<&str> = rows[1..].iter().map(|r| r[0]).collect();
     for want in UPSTREAM_LOCAL {
         assert!(names.contains(want), "{want} missing from {out}");
