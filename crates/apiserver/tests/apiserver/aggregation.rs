@@ -207,3 +207,101 @@ async fn an_api_service_without_its_service_is_unavailable() {
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(&body[..], b"service unavailable\n");
 }
+
+/// Waits for the APIService `name` to have an `Available` condition with `reason`.
+async fn wait_reason(s: &Server, name: &str, reason: &str) -> Value {
+    let mut watch = s
+        .stream(&format!(
+            "{API_SERVICES}?watch=true&fieldSelector=metadata.name%3D{name}"
+        ))
+        .await;
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            let event = watch.next().await.expect("the watch goes on");
+            let c = available(&event["object"]);
+            if c["reason"] == reason {
+                return c;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{name} never had reason {reason}"))
+}
+
+#[tokio::test]
+async fn a_wrong_port_and_a_refusing_endpoint_are_reported_as_upstream_words_them() {
+    let s = Server::start().await;
+    // A port nothing listens on: bound, then let go.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "api", "namespace": "default"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
+    let (code, body) = s
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/services",
+            Some(service),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "api", "namespace": "default"},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+            "ports": [{"name": "https", "port": port}]}]});
+    let (code, body) = s
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/endpoints",
+            Some(endpoints),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let api_service = |name: &str, group: &str, port: u16| {
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name},
+            "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 100,
+                "versionPriority": 100, "insecureSkipTLSVerify": true,
+                "service": {"namespace": "default", "name": "api", "port": port}}})
+    };
+    let (code, body) = s
+        .call(
+            Method::POST,
+            API_SERVICES,
+            Some(api_service(
+                "v1.wrong-port.example.com",
+                "wrong-port.example.com",
+                8443,
+            )),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let c = wait_reason(&s, "v1.wrong-port.example.com", "ServicePortError").await;
+    assert_eq!(
+        c["message"],
+        "service/api in \"default\" is not listening on port 8443"
+    );
+    let (code, body) = s
+        .call(
+            Method::POST,
+            API_SERVICES,
+            Some(api_service(
+                "v1.refused.example.com",
+                "refused.example.com",
+                443,
+            )),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let c = wait_reason(&s, "v1.refused.example.com", "FailedDiscoveryCheck").await;
+    let url = format!("https://127.0.0.1:{port}/apis/refused.example.com/v1");
+    assert_eq!(c["status"], "False");
+    assert_eq!(
+        c["message"],
+        format!(
+            "failing or missing response from {url}: Get \"{url}\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+        )
+    );
+}
