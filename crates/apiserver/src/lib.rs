@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+mod aggregator;
 mod apply;
 pub mod audit;
 mod authorizer;
@@ -26,6 +27,7 @@ mod limit_ranger;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
+mod outbound;
 mod plugins;
 mod pod_security;
 mod policy;

@@ -131,6 +131,8 @@ pub struct ApiServer {
     pub(crate) authz: Arc<crate::authorizer::PolicyCache>,
     pub(crate) service_account_key: Option<Arc<satoken::Key>>,
     pub(crate) audit: Option<Arc<crate::audit::Auditor>>,
+    /// What the in-process kube-aggregator remembers (crate::aggregator).
+    pub(crate) aggregator: Arc<crate::aggregator::Aggregator>,
 }
 
 /// The namespaces a cluster has from the start.
@@ -162,8 +164,10 @@ impl ApiServer {
             authz: Default::default(),
             service_account_key: opts.service_account_key,
             audit: opts.audit,
+            aggregator: Default::default(),
         };
         server.bootstrap().await?;
+        crate::aggregator::start(&server).await;
         Ok(server)
     }
 
@@ -297,6 +301,11 @@ impl ApiServer {
             .route("/readyz", get(health::readyz))
             .route("/readyz/{check}", get(health::readyz_check))
             .fallback(dispatch)
+            // Requests of remote APIServices go to their servers (the aggregator in front).
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                crate::aggregator::proxy::route,
+            ))
             .with_state(self.clone())
     }
 }
@@ -333,13 +342,19 @@ async fn core_discovery(State(s): State<ApiServer>, headers: HeaderMap) -> Respo
 }
 
 async fn groups_discovery(State(s): State<ApiServer>, headers: HeaderMap) -> Response {
+    use crate::aggregator::discovery as remote;
     if wants_aggregated(&headers) {
-        aggregated_response(discovery::aggregated(s.registry(), false))
+        let mut doc = discovery::aggregated(s.registry(), false);
+        if let Some(items) = doc["items"].as_array_mut() {
+            items.extend(remote::aggregated_groups(&s));
+        }
+        aggregated_response(doc)
     } else {
-        json_response(
-            StatusCode::OK,
-            discovery::api_group_list(s.registry()).to_string(),
-        )
+        let mut doc = discovery::api_group_list(s.registry());
+        if let Some(groups) = doc["groups"].as_array_mut() {
+            groups.extend(remote::legacy_groups(&s));
+        }
+        json_response(StatusCode::OK, doc.to_string())
     }
 }
 
@@ -366,7 +381,10 @@ async fn group_discovery(State(s): State<ApiServer>, Path(group): Path<String>) 
             g["apiVersion"] = json!("v1");
             json_response(StatusCode::OK, g.to_string())
         }
-        None => ApiError::no_route(&format!("/apis/{group}")).into_response(),
+        None => match crate::aggregator::discovery::legacy_group(&s, &group) {
+            Some(g) => json_response(StatusCode::OK, g.to_string()),
+            None => ApiError::no_route(&format!("/apis/{group}")).into_response(),
+        },
     }
 }
 

@@ -10,6 +10,8 @@ const DNS1123_SUBDOMAIN_MAX: usize = 253;
 const QUALIFIED_NAME_MAX: usize = 63;
 const LABEL_VALUE_MAX: usize = 63;
 
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
 const DNS1123_SUBDOMAIN_FMT: &str =
@@ -83,6 +85,22 @@ pub(crate) fn dns1123_label(s: &str) -> Vec<String> {
             DNS1123_LABEL_MSG,
             DNS1123_LABEL_FMT,
             &["my-name", "123-abc"],
+        ));
+    }
+    errs
+}
+
+/// RFC 1035 label (upstream's `IsDNS1035Label`): Service names, APIService versions.
+pub(crate) fn dns1035_label(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS1123_LABEL_MAX {
+        errs.push(max_len_error(DNS1123_LABEL_MAX));
+    }
+    if !(matches_dns_label(s) && s.as_bytes()[0].is_ascii_lowercase()) {
+        errs.push(regex_error(
+            DNS1035_LABEL_MSG,
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
         ));
     }
     errs

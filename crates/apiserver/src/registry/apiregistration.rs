@@ -1,6 +1,6 @@
-//! apiregistration.k8s.io/v1 APIServices, stored and validated as upstream's. Rollwright serves
-//! every group itself: an APIService naming a Service is kept, but requests for its group are
-//! not proxied to that Service (API aggregation is not built).
+//! apiregistration.k8s.io/v1 APIServices, stored, validated and printed as upstream's
+//! kube-aggregator does (`pkg/registry/apiservice`). What the server does with them (local
+//! APIServices, availability, proxying) is [`crate::aggregator`].
 
 use jiff::Timestamp;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -30,13 +30,43 @@ pub(super) fn kinds() -> Vec<Kind> {
 struct ApiServiceStrategy;
 
 impl Strategy for ApiServiceStrategy {
+    fn defaults(&self, obj: &mut Value) {
+        api::validation::apiregistration::default_api_service(obj);
+    }
+
+    /// A local APIService is available from its creation on (upstream's `PrepareForCreate`).
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if obj.pointer("/spec/service").is_none_or(Value::is_null) {
+            obj["status"] = json!({"conditions": [crate::aggregator::local_condition()]});
+        }
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         api::validation::apiregistration::validate_api_service(obj)
     }
 
     fn status_resets(&self) -> &'static [Reset] {
         // The status strategy keeps spec, labels, annotations, finalizers and owners.
-        &[Reset::AllButStatus]
+        &[
+            Reset::Spec,
+            Reset::Labels,
+            Reset::Annotations,
+            Reset::OwnerReferences,
+        ]
+    }
+
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let finalizers = old.pointer("/metadata/finalizers").cloned();
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            match finalizers {
+                Some(f) => meta.insert("finalizers".into(), f),
+                None => meta.remove("finalizers"),
+            };
+        }
+    }
+
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        api::validation::apiregistration::validate_api_service_status(new)
     }
 }
 

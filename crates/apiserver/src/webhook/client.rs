@@ -11,20 +11,15 @@
 //! name), which the pooled clients only offer through a custom resolver; webhook calls are rare
 //! enough that the pool would buy little.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, header};
-use hyper_util::rt::TokioIo;
-use rustls::{
-    ClientConfig, RootCertStore,
-    pki_types::{CertificateDer, ServerName, pem::PemObject},
-};
 use serde_json::Value;
 
 use super::config::{Hook, ServiceRef};
-use crate::server::ApiServer;
+use crate::{outbound, server::ApiServer};
 
 /// The largest answer read from a webhook.
 const MAX_ANSWER: usize = 32 << 20;
@@ -128,104 +123,6 @@ fn target(hook: &Hook) -> Result<Target, CallError> {
     })
 }
 
-/// An address of a ready endpoint of the Service behind the port the webhook names, as
-/// upstream's `ResolveEndpoint` picks it (with its error texts).
-fn resolve_service(server: &ApiServer, svc: &ServiceRef, port: u16) -> Result<SocketAddr, String> {
-    let registry = server.registry();
-    let (Some(services), Some(endpoints)) = (
-        registry.find("", "v1", "services"),
-        registry.find("", "v1", "endpoints"),
-    ) else {
-        return Err("services are not served".into());
-    };
-    let service = server
-        .cache
-        .get(&services, Some(&svc.namespace), &svc.name)
-        .ok_or_else(|| format!("service {:?} not found", svc.name))?
-        .value();
-    let kind = service
-        .pointer("/spec/type")
-        .and_then(Value::as_str)
-        .unwrap_or("ClusterIP");
-    if !matches!(kind, "ClusterIP" | "LoadBalancer" | "NodePort") {
-        return Err(format!("unsupported service type {kind:?}"));
-    }
-    let port_name = service
-        .pointer("/spec/ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|p| p.get("port").and_then(Value::as_u64) == Some(u64::from(port)))
-        .map(|p| p.get("name").and_then(Value::as_str).unwrap_or_default())
-        .ok_or_else(|| format!("no service port {port} found for service {:?}", svc.name))?;
-    let eps = server
-        .cache
-        .get(&endpoints, Some(&svc.namespace), &svc.name)
-        .ok_or_else(|| format!("endpoints {:?} not found", svc.name))?
-        .value();
-    let none = || format!("no endpoints available for service {:?}", svc.name);
-    eps.get("subsets")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find_map(|subset| {
-            let ip = subset
-                .pointer("/addresses/0/ip")
-                .and_then(Value::as_str)?
-                .parse()
-                .ok()?;
-            let port = subset
-                .get("ports")
-                .and_then(Value::as_array)?
-                .iter()
-                .find(|p| p.get("name").and_then(Value::as_str).unwrap_or_default() == port_name)?
-                .get("port")
-                .and_then(Value::as_u64)
-                .and_then(|p| u16::try_from(p).ok())?;
-            Some(SocketAddr::new(ip, port))
-        })
-        .ok_or_else(none)
-}
-
-fn tls_config(ca_pem: &[u8]) -> Result<ClientConfig, String> {
-    let mut roots = RootCertStore::empty();
-    // An empty or unreadable bundle trusts nothing: every call then fails verification.
-    roots.add_parsable_certificates(CertificateDer::pem_slice_iter(ca_pem).filter_map(Result::ok));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
-}
-
-/// Go's wording of a failed dial.
-fn dial_error(addr: &str, e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            format!("dial tcp {addr}: connect: connection refused")
-        }
-        _ => format!("dial tcp {addr}: {e}"),
-    }
-}
-
-/// Go's wording of a failed handshake, for the common case of an untrusted certificate.
-fn tls_error(e: &std::io::Error) -> String {
-    let rustls_error = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
-    match rustls_error {
-        Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)) => {
-            "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-                .into()
-        }
-        Some(other) => format!("tls: {other}"),
-        None => format!("remote error: {e}"),
-    }
-}
-
 async fn exchange(
     server: &ApiServer,
     hook: &Hook,
@@ -246,28 +143,12 @@ async fn exchange(
             (addrs, shown)
         }
         Dial::Service(svc, port) => {
-            let addr = resolve_service(server, svc, *port)?;
+            let addr = outbound::resolve_endpoint(server, &svc.namespace, &svc.name, *port)?;
             (vec![addr], addr.to_string())
         }
     };
-    let tcp = tokio::net::TcpStream::connect(&addrs[..])
-        .await
-        .map_err(|e| dial_error(&shown_addr, &e))?;
-    let config = tls_config(&hook.client.ca_pem())?;
-    let name = ServerName::try_from(t.server_name.clone()).map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| tls_error(&e))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    // The connection is driven until the answer is read; it ends when `sender` is dropped.
-    let driver = tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "webhook connection ended");
-        }
-    });
+    let config = outbound::tls_config(outbound::Trust::Bundle(&hook.client.ca_pem()))?;
+    let mut sender = outbound::connect(&addrs, &shown_addr, &t.server_name, config).await?;
     let request = Request::post(t.path_and_query.as_str())
         .header(header::HOST, t.authority.as_str())
         .header(header::CONTENT_TYPE, "application/json")
@@ -306,7 +187,6 @@ async fn exchange(
     }
     .await;
     drop(sender);
-    driver.abort();
     result
 }
 

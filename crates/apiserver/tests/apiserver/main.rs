@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+mod aggregation;
 mod audit;
 mod common;
 mod deletion_defaults;

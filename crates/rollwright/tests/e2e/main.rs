@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 mod access;
+mod aggregation;
 mod chaos;
 mod cli_commands;
 mod cli_rollout;
