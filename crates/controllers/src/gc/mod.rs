@@ -44,6 +44,10 @@ use std::{
 };
 use tokio::sync::{Notify, watch};
 
+/// How many more discovery rounds follow a CRD or APIService change, and how far apart.
+const FOLLOW_UPS: u32 = 3;
+const FOLLOW_UP: Duration = Duration::from_secs(1);
+
 /// The component name upstream's collector records events as.
 const COMPONENT: &str = "garbage-collector-controller";
 
@@ -162,12 +166,15 @@ impl GarbageCollector {
         };
         let mut monitors = Monitors::default();
         let mut groups = Vec::new();
+        // Rounds still to read soon after a poke: the API server may serve a new CRD's group a
+        // moment after the CRD's change shows in its watch.
+        let mut follow_ups = 0;
         loop {
             match discovery::discover(&self.client, &groups).await {
                 Ok(found) if found.is_empty() => {
                     tracing::info!("no resources reported by discovery; skipping sync")
                 }
-                Ok(found) if found == groups => {}
+                Ok(found) if found == groups => tracing::trace!("discovery unchanged"),
                 Ok(found) => {
                     let served = Served::new(&found);
                     let (changed, listed) =
@@ -192,9 +199,15 @@ impl GarbageCollector {
                 }
                 Err(error) => tracing::info!(%error, "failed to discover resources"),
             }
+            let next = if follow_ups > 0 {
+                follow_ups -= 1;
+                FOLLOW_UP
+            } else {
+                self.config.resync
+            };
             tokio::select! {
-                _ = tokio::time::sleep(self.config.resync) => {}
-                _ = self.rediscover.notified() => {}
+                _ = tokio::time::sleep(next) => {}
+                _ = self.rediscover.notified() => follow_ups = FOLLOW_UPS,
             }
         }
     }

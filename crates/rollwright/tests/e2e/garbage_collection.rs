@@ -443,23 +443,20 @@ async fn a_reference_to_an_owner_in_another_namespace_is_reported_and_collected(
         ])
         .await;
     // A dependent in `default` naming, by uid, the owner in `other`.
-    c.kubectl_stdin(
-        &["apply", "-f", "-"],
-        &format!(
-            r#"apiVersion: v1
+    let child_uid = c
+        .kubectl_stdin(
+            &["create", "-f", "-", "-o", "jsonpath={.metadata.uid}"],
+            &format!(
+                r#"apiVersion: v1
 kind: ConfigMap
 metadata:
   name: child
   ownerReferences:
   - {{apiVersion: v1, kind: ConfigMap, name: owner, uid: {uid}}}
 "#
-        ),
-    )
-    .await;
-    let child = Api::<ConfigMap>::namespaced(c.client().await, "default")
-        .get("child")
-        .await
-        .unwrap();
+            ),
+        )
+        .await;
     let event = common::wait_event(
         c.client().await,
         "default",
@@ -484,8 +481,54 @@ metadata:
     );
     // Its only owner is absent where it must be: the dependent is collected, the owner stays.
     let config_maps: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
-    wait_deleted(&config_maps, "child", &child.uid().unwrap()).await;
+    wait_deleted(&config_maps, "child", &child_uid).await;
     c.kubectl(&["get", "configmap", "owner", "-n", "other"])
         .await;
+    c.stop().await;
+}
+
+/// A ConfigMap in `default` owned by a `kind` of `api_version` that does not exist (uid `n`).
+async fn owned_config_map(
+    c: &Cluster,
+    name: &str,
+    api_version: &str,
+    kind: &str,
+    n: u32,
+) -> String {
+    c.kubectl_stdin(
+        &["create", "-f", "-", "-o", "jsonpath={.metadata.uid}"],
+        &format!(
+            r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {name}
+  ownerReferences:
+  - {{apiVersion: {api_version}, kind: {kind}, name: missing, uid: 6d1c9f4e-0000-4000-8000-{n:012}}}
+"#
+        ),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn an_owner_of_a_kind_not_served_is_not_taken_for_absent() {
+    let c = Cluster::with_controllers(&["garbagecollector"]).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
+    // Upstream cannot map a kind the server does not serve: it leaves the dependent and tries
+    // again, rather than take the owner for gone.
+    let unmapped = owned_config_map(&c, "unmapped", "example.com/v1", "Gizmo", 1).await;
+    // A dependent of an absent owner of a served kind is collected meanwhile.
+    let orphan = owned_config_map(&c, "orphaned", "v1", "ConfigMap", 2).await;
+    wait_deleted(&config_maps, "orphaned", &orphan).await;
+    let still = config_maps.get("unmapped").await.unwrap();
+    assert_eq!(still.uid().as_deref(), Some(unmapped.as_str()));
+
+    // Once the kind is served, the owner can be looked up: it is absent, the dependent goes.
+    c.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &CRD.replace("gadget", "gizmo").replace("Gadget", "Gizmo"),
+    )
+    .await;
+    wait_deleted(&config_maps, "unmapped", &unmapped).await;
     c.stop().await;
 }
