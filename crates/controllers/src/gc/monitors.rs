@@ -198,3 +198,66 @@ fn observe(kind: &Kind, meta: &ObjectMeta) -> Option<Observed> {
         resource_version: meta.resource_version.clone(),
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::gc::Graph;
+    use k8s_openapi::api::core::v1::PodTemplate;
+    use kube::{Api, api::PostParams};
+    use std::{sync::Mutex, time::Duration};
+
+    /// A PodTemplate owned by the (absent) object of uid `owner`.
+    fn template(name: &str, owner: &str) -> PodTemplate {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": owner}]},
+            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn monitors_start_and_stop_with_the_kinds_given() {
+        let server = embedded::Embedded::memory().await.unwrap();
+        let informers = Informers::new(server.client());
+        let sink = Sink {
+            graph: Arc::new(Mutex::new(Graph::new())),
+            queue: WorkQueue::default(),
+            rediscover: Arc::new(Notify::new()),
+        };
+        // A kind no controller caches: followed by a metadata watch of the collector's own.
+        let kind = Kind::new("v1", "PodTemplate", "podtemplates", true).unwrap();
+        let mut monitors = Monitors::default();
+        let (changed, listed) = monitors.sync(std::slice::from_ref(&kind), &informers, &sink);
+        assert!(changed);
+        assert_eq!(listed.len(), 1);
+        futures::future::join_all(listed).await;
+
+        // Its objects reach the graph: the unseen owner is queued for verification.
+        let api: Api<PodTemplate> = Api::namespaced(server.client(), "default");
+        api.create(&PostParams::default(), &template("t", "owner-1"))
+            .await
+            .unwrap();
+        let work = tokio::time::timeout(Duration::from_secs(10), sink.queue.next())
+            .await
+            .unwrap();
+        assert_eq!(work, Some(Work::AttemptToDelete("owner-1".into())));
+        let graph = lock(&sink.graph);
+        let node = graph
+            .get("owner-1")
+            .map(|n| n.dependents.len())
+            .unwrap_or_default();
+        assert_eq!(node, 1);
+        drop(graph);
+
+        // The same kinds again: nothing to do.
+        let (changed, listed) = monitors.sync(std::slice::from_ref(&kind), &informers, &sink);
+        assert!(!changed && listed.is_empty());
+        // The kind goes away: its monitor stops.
+        let (changed, listed) = monitors.sync(&[], &informers, &sink);
+        assert!(changed && listed.is_empty());
+        assert_eq!(monitors.len(), 0);
+    }
+}
