@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod accounts;
+pub mod api_error;
 pub mod clusterrole_aggregation;
 pub mod cronjob;
 pub mod daemonset;

@@ -95,6 +95,16 @@ impl Drop for Subscription {
     }
 }
 
+impl Subscription {
+    /// A subscription that runs `unsubscribe` when dropped: for what a component starts on its
+    /// own behalf (a task, an unshared watch) and must end when the component stops.
+    pub fn on_drop(unsubscribe: impl FnOnce() + Send + Sync + 'static) -> Self {
+        Self {
+            unsubscribe: Some(Box::new(unsubscribe)),
+        }
+    }
+}
+
 impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Subscription")

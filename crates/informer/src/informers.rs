@@ -2,10 +2,13 @@
 //! kind starts its watch, every later reader shares it. Dropping the last clone of
 //! [`Informers`] stops every watch.
 
-use crate::{informer::Informer, object::Object};
+use crate::{
+    informer::{Informer, Subscription},
+    object::Object,
+};
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject},
+    api::{ApiResource, DynamicObject, PartialObjectMeta},
     runtime::{WatchStreamExt, watcher},
 };
 use std::{
@@ -117,6 +120,24 @@ impl Informers {
         };
         let api = Api::<DynamicObject>::all_with(self.inner.client.clone(), resource);
         self.slot(slot, api, resource.kind.clone())
+    }
+
+    /// A watch of the metadata of `resource`'s objects that only the caller reads, and that
+    /// stops when the returned [`Subscription`] is dropped: for a kind that may stop being
+    /// served (the garbage collector's monitor of a custom resource whose CRD goes away), whose
+    /// objects no other reader decodes. Its listing is not awaited by
+    /// [`Informers::wait_synced`]; wait on [`Informer::wait_synced`].
+    pub fn metadata(
+        &self,
+        resource: &ApiResource,
+    ) -> (Informer<PartialObjectMeta<DynamicObject>>, Subscription) {
+        let api =
+            Api::<PartialObjectMeta<DynamicObject>>::all_with(self.inner.client.clone(), resource);
+        let (informer, feeder) = Informer::new();
+        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let task = tokio::spawn(feeder.follow(resource.kind.clone(), events, self.inner.lag));
+        let stop = task.abort_handle();
+        (informer, Subscription::on_drop(move || stop.abort()))
     }
 
     fn slot<K: Object>(&self, slot: Slot, api: Api<K>, kind: String) -> Informer<K> {

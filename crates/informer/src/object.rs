@@ -14,7 +14,10 @@ use k8s_openapi::api::{
     policy::v1::PodDisruptionBudget,
     storage::v1::StorageClass,
 };
-use kube::{Resource, api::DynamicObject};
+use kube::{
+    Resource,
+    api::{DynamicObject, PartialObjectMeta},
+};
 use serde::de::DeserializeOwned;
 use std::{fmt::Debug, ops::Deref, sync::Arc};
 
@@ -227,6 +230,8 @@ plain_objects!(
     PodDisruptionBudget,
     ReplicationController,
     DynamicObject,
+    // Metadata-only watches ([`crate::Informers::metadata`]).
+    PartialObjectMeta<DynamicObject>,
 );
 
 #[cfg(test)]

@@ -523,7 +523,7 @@ impl CronJobController {
                     reference,
                     EventType::Warning,
                     "FailedCreate",
-                    format!("Error creating job: {e}"),
+                    format!("Error creating job: {}", crate::api_error::message(&e)),
                 );
                 return Err(e.into());
             }

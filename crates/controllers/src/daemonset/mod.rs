@@ -908,7 +908,7 @@ impl DaemonSetController {
                                 &reference,
                                 EventType::Warning,
                                 "FailedCreate",
-                                format!("Error creating: {e}"),
+                                format!("Error creating: {}", crate::api_error::message(&e)),
                             );
                             failed += 1;
                             errors.push(e.to_string());
@@ -946,7 +946,7 @@ impl DaemonSetController {
                             &reference,
                             EventType::Warning,
                             "FailedDelete",
-                            format!("Error deleting: {e}"),
+                            format!("Error deleting: {}", crate::api_error::message(&e)),
                         );
                         errors.push(e.to_string());
                     }
@@ -980,7 +980,7 @@ impl DaemonSetController {
                             &reference,
                             EventType::Warning,
                             "FailedUpdatePodInPlace",
-                            format!("Error updating: {e}"),
+                            format!("Error updating: {}", crate::api_error::message(&e)),
                         );
                         errors.push(e.to_string());
                     }

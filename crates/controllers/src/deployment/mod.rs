@@ -89,13 +89,6 @@ pub struct DeploymentController {
     queue: WorkQueue<Key>,
 }
 
-pub(crate) fn error_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 impl Controller for DeploymentController {
     const NAME: &'static str = "deployment";
     type Key = Key;

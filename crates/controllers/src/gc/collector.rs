@@ -5,10 +5,12 @@ use super::{
     Config, Error, SharedGraph,
     graph::{FOREGROUND_DELETION, Graph, Identity, Node, ORPHAN, OwnerState, Uid, Work},
     lock,
-    resources::{Kind, resolve},
+    resources::{Kind, Served},
 };
 use crate::runtime::{Action, WorkQueue};
+use events::{EventType, Recorder};
 use informer::Informers;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{
     Api, Client,
@@ -18,7 +20,14 @@ use kube::{
     },
 };
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+use tokio::sync::{Notify, watch};
 
 /// What an owner reference points at, for deciding about its dependent (upstream's
 /// `classifyReferences`).
@@ -30,6 +39,9 @@ pub enum OwnerVerdict {
     Dangling,
     /// The owner exists and waits, in foreground deletion, for its dependents to go.
     Waiting,
+    /// A cluster-scoped dependent names a namespaced owner: no lookup can answer, and upstream
+    /// leaves such a dependent alone.
+    Invalid,
 }
 
 /// What to do with a dependent.
@@ -51,7 +63,7 @@ pub enum Plan {
 /// Upstream's decision for a dependent that is not itself being deleted, given the verdict on
 /// each of its owner references (in order) and its own dependents.
 pub fn plan(node: &Node, verdicts: &[(Uid, OwnerVerdict)], dependents: &[&Node]) -> Plan {
-    if verdicts.is_empty() {
+    if verdicts.is_empty() || verdicts.iter().any(|(_, v)| *v == OwnerVerdict::Invalid) {
         return Plan::Nothing;
     }
     let of = |v: OwnerVerdict| {
@@ -143,14 +155,15 @@ pub fn without_references(owners: &[OwnerReference], drop: &[Uid]) -> Vec<OwnerR
 }
 
 /// The outcome of a live lookup of an owner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Lookup {
-    /// No object with that uid (none with that name, or one with another uid).
-    Absent,
+    /// No object with that uid where the reference says (none with that name, or one with
+    /// another uid); the identity looked up, without a namespace for a cluster-scoped kind.
+    Absent(Identity),
     /// It exists.
     Present { deleting_dependents: bool },
-    /// Its kind is not one the collector knows: it cannot be checked, so it counts as present.
-    Unresolvable,
+    /// A namespaced kind named without a namespace (by a cluster-scoped dependent).
+    InvalidScope,
 }
 
 /// The garbage collector: the graph the shared cache's events keep, its queue of work items,
@@ -161,6 +174,17 @@ pub struct GarbageCollector {
     pub(crate) informers: Informers,
     pub(crate) graph: SharedGraph,
     pub(crate) queue: WorkQueue<Work>,
+    /// What discovery last found: owner references resolve against it.
+    pub(crate) served: Arc<RwLock<Served>>,
+    /// True once the first discovery's monitors have listed: workers wait for it, as
+    /// upstream's wait for its monitors' caches.
+    pub(crate) ready: watch::Sender<bool>,
+    /// Poked when the served kinds may have changed (a CRD or APIService changed).
+    pub(crate) rediscover: Arc<Notify>,
+    /// Items that failed on a kind the server did not serve: queued again as soon as
+    /// discovery changes, rather than at their back-off's pace.
+    pub(crate) unresolved: Mutex<HashSet<Work>>,
+    pub(crate) recorder: Recorder,
     /// Work items processed since start: a collector that goes quiet once its work is done
     /// stops counting, one that chases its own tail (a cycle of owners requeueing each other)
     /// does not, so tests and diagnostics can tell the two apart without a profiler.
@@ -175,29 +199,65 @@ impl GarbageCollector {
 
     /// Processes one work item.
     pub(crate) async fn process(&self, work: Work) -> Result<Action, Error> {
+        // Nothing is decided before the first discovery's monitors have listed.
+        let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
         self.processed.fetch_add(1, Ordering::Relaxed);
-        match work {
-            Work::AttemptToDelete(uid) => self.attempt_to_delete(&uid).await,
-            Work::Orphan(uid) => self.orphan(&uid).await,
+        let result = match &work {
+            Work::AttemptToDelete(uid) => self.attempt_to_delete(uid).await,
+            Work::Orphan(uid) => self.orphan(uid).await,
+            Work::ReportInvalidNamespace { dependent, owner } => {
+                self.report_invalid_namespace(dependent, owner);
+                Ok(())
+            }
+        };
+        if let Err(Error::UnknownKind { .. }) = &result {
+            self.unresolved
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(work);
         }
-        .map(|()| Action::await_change())
+        result.map(|()| Action::await_change())
     }
 
-    fn api(&self, identity: &Identity) -> Option<(Api<PartialObjectMeta<DynamicObject>>, &Kind)> {
-        let kind = resolve(&self.config.kinds, &identity.api_version, &identity.kind)?;
-        let api = match (&identity.namespace, kind.namespaced) {
-            (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
-            (None, true) => return None,
-            (_, false) => Api::all_with(self.client.clone(), &kind.resource),
-        };
-        Some((api, kind))
+    /// The kind an identity names, or upstream's REST mapping error.
+    fn kind(&self, identity: &Identity) -> Result<Kind, Error> {
+        let served = self.served.read().unwrap_or_else(|e| e.into_inner());
+        served
+            .resolve(&identity.api_version, &identity.kind)
+            .cloned()
+            .ok_or_else(|| Error::UnknownKind {
+                api_version: identity.api_version.clone(),
+                kind: identity.kind.clone(),
+            })
+    }
+
+    /// The API of the object `identity` names; `None` for a namespaced kind named without a
+    /// namespace.
+    fn api(
+        &self,
+        identity: &Identity,
+    ) -> Result<Option<Api<PartialObjectMeta<DynamicObject>>>, Error> {
+        let kind = self.kind(identity)?;
+        Ok(match (&identity.namespace, kind.namespaced) {
+            (Some(ns), true) => Some(Api::namespaced_with(
+                self.client.clone(),
+                ns,
+                &kind.resource,
+            )),
+            (None, true) => None,
+            (_, false) => Some(Api::all_with(self.client.clone(), &kind.resource)),
+        })
     }
 
     /// Looks an object up by name and compares uids, as upstream's `isDangling`.
     async fn lookup(&self, identity: &Identity) -> Result<Lookup, Error> {
-        let Some((api, _)) = self.api(identity) else {
-            return Ok(Lookup::Unresolvable);
+        let Some(api) = self.api(identity)? else {
+            return Ok(Lookup::InvalidScope);
         };
+        let mut looked_up = identity.clone();
+        if !self.kind(identity)?.namespaced {
+            looked_up.namespace = None;
+        }
         Ok(match api.get_metadata_opt(&identity.name).await? {
             Some(obj) if obj.metadata.uid.as_deref() == Some(identity.uid.as_str()) => {
                 let deleting = obj.metadata.deletion_timestamp.is_some();
@@ -211,12 +271,12 @@ impl GarbageCollector {
                     deleting_dependents: deleting && fg,
                 }
             }
-            _ => Lookup::Absent,
+            _ => Lookup::Absent(looked_up),
         })
     }
 
-    fn absent(&self, uid: &str) {
-        let work = lock(&self.graph).confirm_absent(uid);
+    fn absent(&self, identity: &Identity) {
+        let work = lock(&self.graph).confirm_absent(identity);
         for w in work {
             self.queue.add(w);
         }
@@ -228,12 +288,20 @@ impl GarbageCollector {
         };
         if !node.observed {
             // A virtual node: an owner only known from references. Does it exist?
-            if lock(&self.graph).owner_state(uid) == OwnerState::Gone
-                || self.lookup(&node.identity).await? == Lookup::Absent
-            {
-                self.absent(uid);
+            if lock(&self.graph).is_gone(uid) {
+                return Ok(());
             }
-            return Ok(());
+            return match self.lookup(&node.identity).await? {
+                Lookup::Absent(identity) => {
+                    self.absent(&identity);
+                    Ok(())
+                }
+                // Upstream looks again (with back-off) until a watch shows it, so that a node
+                // added and removed while a watch was down cannot stay virtual forever.
+                Lookup::Present { .. } => Err(Error::NotObserved(format!("{:?}", node.identity))),
+                // A cluster-scoped dependent named a namespaced kind: no retry can help.
+                Lookup::InvalidScope => Ok(()),
+            };
         }
         if node.deleting_dependents() {
             return self.process_deleting_dependents(&node).await;
@@ -292,29 +360,27 @@ impl GarbageCollector {
         owner: &OwnerReference,
         dependent: &Node,
     ) -> Result<OwnerVerdict, Error> {
-        let state = lock(&self.graph).owner_state(&owner.uid);
+        let namespace = dependent.identity.namespace.clone();
+        let state = lock(&self.graph).owner_state(owner, namespace.as_deref());
         let deleting_dependents = match state {
             OwnerState::Present {
                 deleting_dependents,
             } => deleting_dependents,
             OwnerState::Gone => return Ok(OwnerVerdict::Dangling),
             OwnerState::Unknown => {
-                let identity = Identity {
-                    api_version: owner.api_version.clone(),
-                    kind: owner.kind.clone(),
-                    namespace: dependent.identity.namespace.clone(),
-                    name: owner.name.clone(),
-                    uid: owner.uid.clone(),
-                };
-                match self.lookup(&identity).await? {
-                    Lookup::Absent => {
-                        self.absent(&owner.uid);
+                // Owner references resolve in the dependent's namespace.
+                match self
+                    .lookup(&Identity::of_reference(owner, namespace))
+                    .await?
+                {
+                    Lookup::Absent(identity) => {
+                        self.absent(&identity);
                         return Ok(OwnerVerdict::Dangling);
                     }
                     Lookup::Present {
                         deleting_dependents,
                     } => deleting_dependents,
-                    Lookup::Unresolvable => false,
+                    Lookup::InvalidScope => return Ok(OwnerVerdict::Invalid),
                 }
             }
         };
@@ -400,7 +466,7 @@ impl GarbageCollector {
         node: &Node,
         mut metadata: Value,
     ) -> Result<Option<ObjectMeta>, Error> {
-        let Some((api, _)) = self.api(&node.identity) else {
+        let Some(api) = self.api(&node.identity)? else {
             return Ok(None);
         };
         if let (Some(rv), Some(m)) = (&node.resource_version, metadata.as_object_mut()) {
@@ -422,7 +488,7 @@ impl GarbageCollector {
     }
 
     async fn delete(&self, node: &Node, policy: PropagationPolicy) -> Result<(), Error> {
-        let Some((api, _)) = self.api(&node.identity) else {
+        let Some(api) = self.api(&node.identity)? else {
             return Ok(());
         };
         let params = DeleteParams {
@@ -439,6 +505,43 @@ impl GarbageCollector {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+impl GarbageCollector {
+    /// Upstream's `OwnerRefInvalidNamespace` warning on a dependent whose reference names an
+    /// owner that lives in another namespace.
+    fn report_invalid_namespace(&self, dependent: &str, owner: &str) {
+        let Some(dep) = lock(&self.graph).get(dependent).cloned() else {
+            return;
+        };
+        let Some(reference) = dep.reference_to(owner) else {
+            return;
+        };
+        let object = ObjectReference {
+            api_version: Some(dep.identity.api_version.clone()),
+            kind: Some(dep.identity.kind.clone()),
+            namespace: dep.identity.namespace.clone(),
+            name: Some(dep.identity.name.clone()),
+            uid: Some(dep.identity.uid.clone()),
+            ..Default::default()
+        };
+        self.recorder.record(
+            &object,
+            EventType::Warning,
+            "OwnerRefInvalidNamespace",
+            invalid_namespace_message(reference, dep.identity.namespace.as_deref()),
+        );
+    }
+}
+
+/// Upstream's message: the reference as the collector's `objectReference` prints it, placed
+/// in the dependent's namespace.
+pub fn invalid_namespace_message(reference: &OwnerReference, namespace: Option<&str>) -> String {
+    let ns = namespace.unwrap_or("");
+    format!(
+        "ownerRef [{}/{}, namespace: {ns}, name: {}, uid: {}] does not exist in namespace \"{ns}\"",
+        reference.api_version, reference.kind, reference.name, reference.uid
+    )
 }
 
 /// `null` (the merge patch that removes the field) for an empty list.
@@ -458,7 +561,7 @@ fn is_not_found(e: &kube::Error) -> bool {
 mod tests {
     use super::*;
     use crate::gc::graph::Observed;
-    use OwnerVerdict::{Dangling, Solid, Waiting};
+    use OwnerVerdict::{Dangling, Invalid, Solid, Waiting};
     use std::collections::{HashMap, HashSet, VecDeque};
 
     fn node(finalizers: &[&str]) -> Node {
@@ -573,6 +676,13 @@ mod tests {
                 Plan::Delete(Orphan),
             ),
             (
+                "a namespaced owner named by a cluster-scoped dependent",
+                vec![Dangling, Invalid],
+                Deps::None,
+                &[],
+                Plan::Nothing,
+            ),
+            (
                 "gone owner, own foreground finalizer",
                 vec![Dangling],
                 Plain,
@@ -601,6 +711,26 @@ mod tests {
                 "{what}"
             );
         }
+    }
+
+    #[test]
+    fn invalid_namespace_messages_are_upstreams() {
+        // The messages of upstream's TestConflictingData.
+        let r = |kind: &str, name: &str, uid: &str| OwnerReference {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            invalid_namespace_message(&r("Pod", "podname2", "poduid2"), Some("ns1")),
+            r#"ownerRef [v1/Pod, namespace: ns1, name: podname2, uid: poduid2] does not exist in namespace "ns1""#
+        );
+        assert_eq!(
+            invalid_namespace_message(&r("Pod", "podname1", "poduid1"), None),
+            r#"ownerRef [v1/Pod, namespace: , name: podname1, uid: poduid1] does not exist in namespace """#
+        );
     }
 
     #[test]
@@ -750,7 +880,8 @@ mod tests {
                     .owners
                     .iter()
                     .map(|o| {
-                        let verdict = match self.graph.owner_state(&o.uid) {
+                        let namespace = node.identity.namespace.as_deref();
+                        let verdict = match self.graph.owner_state(o, namespace) {
                             OwnerState::Present {
                                 deleting_dependents: true,
                             } => Waiting,

@@ -3,11 +3,18 @@
 //! dependents are gone (Foreground), and strips an owner's references from its dependents before
 //! releasing it (Orphan).
 //!
-//! The shared cache's objects of every [`Kind`] feed one [`Graph`] (uid -> owners and
-//! dependents); each change yields the [`Work`] it makes necessary, which workers take from a
-//! [`WorkQueue`]. Decisions are made on the graph; an owner the graph
-//! has not seen is looked up live by name (a recreated object with another uid counts as absent);
-//! every write carries the object's `resourceVersion` as precondition, so a decision on stale
+//! What it watches comes from discovery, as upstream's: every served resource that supports
+//! `list`, `watch` and `delete` ([`resources`]), custom resources included; discovery is read
+//! again every [`Config::resync`] and at once when a CRD or an APIService changes, and each
+//! kind added or removed starts or stops its monitor ([`monitors`]). Every watched object
+//! feeds one [`Graph`] (uid -> owners and dependents); each change yields the [`Work`] it makes
+//! necessary, which workers take from a [`WorkQueue`]. An owner reference resolves against
+//! what discovery found: to a kind the server does not serve, the dependent is left alone and
+//! retried, as upstream does with its REST mapping error.
+//!
+//! Decisions are made on the graph; an owner the graph has not seen where the reference says
+//! (in the dependent's namespace, unless the owner's kind is cluster-scoped) is looked up live
+//! by name (a recreated object with another uid counts as absent); every write carries the object's `resourceVersion` as precondition, so a decision on stale
 //! data fails with a conflict and is retried on fresh data instead of doing harm.
 //!
 //! Owners can wait on each other in a cycle (a foreground deletion of one of three pods that own
@@ -18,25 +25,31 @@
 //! which breaks the cycle ([`collector::Plan::UnblockThenDelete`]).
 
 pub mod collector;
+pub mod discovery;
 pub mod graph;
+mod monitors;
 pub mod resources;
 
 pub use collector::GarbageCollector;
 pub use graph::{Graph, Work};
-pub use resources::{Kind, default_kinds};
+pub use resources::{Kind, Served, ServedGroup};
 
 use crate::runtime::{Action, Backoff, Controller, WorkQueue};
-use graph::{Identity, Observed};
-use informer::{Change, Informer, Informers, Object, Subscription};
-use k8s_openapi::{
-    api::{
-        apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet},
-        batch::v1::{CronJob, Job},
-        core::v1::{Node, PersistentVolumeClaim, Pod},
-    },
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+use events::Recorder;
+use informer::{Informers, Subscription};
+use monitors::{Monitors, Sink};
+use std::{
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
 };
-use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, watch};
+
+/// How many more discovery rounds follow a CRD or APIService change, and how far apart.
+const FOLLOW_UPS: u32 = 3;
+const FOLLOW_UP: Duration = Duration::from_secs(1);
+
+/// The component name upstream's collector records events as.
+const COMPONENT: &str = "garbage-collector-controller";
 
 /// Why the collector could not act on an item (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -54,14 +67,25 @@ pub enum Error {
         /// The first failure.
         first: String,
     },
+    /// A reference names a kind the server does not serve (yet: a CRD may be on its way).
+    #[error("unable to get REST mapping for {api_version}/{kind}.")]
+    UnknownKind {
+        /// The reference's `apiVersion`.
+        api_version: String,
+        /// The reference's `kind`.
+        kind: String,
+    },
+    /// An owner exists but no watch has shown it yet.
+    #[error("item hasn't been observed via informer yet: {0}")]
+    NotObserved(String),
 }
 
 /// How the collector runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The kinds to watch ([`default_kinds`] serves this API server; add kinds for a real
-    /// cluster). An owner of another kind cannot be verified and is treated as present.
-    pub kinds: Vec<Kind>,
+    /// How often discovery is read again (upstream's controller manager: 30 s). A change to a
+    /// CRD or an APIService makes it read at once.
+    pub resync: Duration,
     /// Concurrent workers (upstream runs 20 for deletions).
     pub workers: usize,
     /// Retry delays of failed items.
@@ -71,7 +95,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            kinds: default_kinds(),
+            resync: Duration::from_secs(30),
             workers: 20,
             backoff: Backoff::default(),
         }
@@ -101,11 +125,9 @@ impl Controller for GarbageCollector {
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
-        self.config
-            .kinds
-            .iter()
-            .map(|kind| self.follow_kind(kind))
-            .collect()
+        let task = tokio::spawn(Arc::clone(self).keep_monitors());
+        let stop = task.abort_handle();
+        vec![Subscription::on_drop(move || stop.abort())]
     }
 
     async fn reconcile(self: &Arc<Self>, work: Work) -> Result<Action, Error> {
@@ -114,70 +136,79 @@ impl Controller for GarbageCollector {
 }
 
 impl GarbageCollector {
-    /// The collector on the shared cache; its graph fills from the cache's events.
+    /// The collector on the shared cache; its graph fills from its monitors' events once
+    /// discovery has said what to watch.
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
+        let client = informers.client().clone();
         Arc::new(Self {
-            client: informers.client().clone(),
+            recorder: Recorder::new(client.clone(), COMPONENT, None),
+            client,
             queue: WorkQueue::new(config.backoff),
             graph: Arc::new(Mutex::new(Graph::new())),
             informers: informers.clone(),
+            served: Arc::new(RwLock::new(Served::default())),
+            ready: watch::Sender::new(false),
+            rediscover: Arc::new(Notify::new()),
+            unresolved: Mutex::new(Default::default()),
             config,
             processed: Default::default(),
         })
     }
 
-    /// Feeds the graph from the cache's objects of `kind`: the typed informer the other
-    /// controllers share where there is one, a dynamic one otherwise (DaemonSets are cached as
-    /// dynamic objects, which keeps rollwright's `podUpdatePolicy`).
-    fn follow_kind(self: &Arc<Self>, kind: &Kind) -> Subscription {
-        let i = &self.informers;
-        let r = &kind.resource;
-        match (r.group.as_str(), r.kind.as_str()) {
-            ("", "Pod") => self.follow(&i.get::<Pod>(), kind),
-            ("", "Node") => self.follow(&i.get::<Node>(), kind),
-            ("", "PersistentVolumeClaim") => self.follow(&i.get::<PersistentVolumeClaim>(), kind),
-            ("apps", "ReplicaSet") => self.follow(&i.get::<ReplicaSet>(), kind),
-            ("apps", "Deployment") => self.follow(&i.get::<Deployment>(), kind),
-            ("apps", "StatefulSet") => self.follow(&i.get::<StatefulSet>(), kind),
-            ("apps", "ControllerRevision") => self.follow(&i.get::<ControllerRevision>(), kind),
-            ("batch", "Job") => self.follow(&i.get::<Job>(), kind),
-            ("batch", "CronJob") => self.follow(&i.get::<CronJob>(), kind),
-            _ => self.follow(&i.dynamic(r), kind),
+    /// Upstream's `Sync`: reads discovery now, then every `resync` or when poked, and makes
+    /// the monitors follow what it finds. New monitors get one period to list (upstream's
+    /// wait for their caches); the first round's listing lets the workers start.
+    async fn keep_monitors(self: Arc<Self>) {
+        let sink = Sink {
+            graph: Arc::clone(&self.graph),
+            queue: self.queue.clone(),
+            rediscover: Arc::clone(&self.rediscover),
+        };
+        let mut monitors = Monitors::default();
+        let mut groups = Vec::new();
+        // Rounds still to read soon after a poke: the API server may serve a new CRD's group a
+        // moment after the CRD's change shows in its watch.
+        let mut follow_ups = 0;
+        loop {
+            match discovery::discover(&self.client, &groups).await {
+                Ok(found) if found.is_empty() => {
+                    tracing::info!("no resources reported by discovery; skipping sync")
+                }
+                Ok(found) if found == groups => tracing::trace!("discovery unchanged"),
+                Ok(found) => {
+                    let served = Served::new(&found);
+                    let (changed, listed) =
+                        monitors.sync(served.deletable(), &self.informers, &sink);
+                    *self.served.write().unwrap_or_else(|e| e.into_inner()) = served;
+                    groups = found;
+                    let all = futures::future::join_all(listed);
+                    if tokio::time::timeout(self.config.resync, all).await.is_err() {
+                        tracing::info!("timed out waiting for the monitors to list");
+                    }
+                    tracing::debug!(monitors = monitors.len(), changed, "synced monitors");
+                    self.ready.send_replace(true);
+                    let waiting: Vec<Work> = self
+                        .unresolved
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .drain()
+                        .collect();
+                    for w in waiting {
+                        self.queue.add(w);
+                    }
+                }
+                Err(error) => tracing::info!(%error, "failed to discover resources"),
+            }
+            let next = if follow_ups > 0 {
+                follow_ups -= 1;
+                FOLLOW_UP
+            } else {
+                self.config.resync
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(next) => {}
+                _ = self.rediscover.notified() => follow_ups = FOLLOW_UPS,
+            }
         }
     }
-
-    fn follow<K: Object>(self: &Arc<Self>, informer: &Informer<K>, kind: &Kind) -> Subscription {
-        let (gc, kind) = (Arc::clone(self), kind.clone());
-        informer.subscribe(move |change| {
-            let work = match change {
-                Change::Added(o) | Change::Updated { new: o, .. } => observe(&kind, o.meta())
-                    .map(|obs| lock(&gc.graph).upsert(obs))
-                    .unwrap_or_default(),
-                Change::Deleted(o) => match &o.meta().uid {
-                    Some(uid) => lock(&gc.graph).remove(uid),
-                    None => Vec::new(),
-                },
-            };
-            for w in work {
-                gc.queue.add(w);
-            }
-        })
-    }
-}
-
-/// The parts of an object's metadata the graph needs, if it has a uid.
-fn observe(kind: &Kind, meta: &ObjectMeta) -> Option<Observed> {
-    Some(Observed {
-        identity: Identity {
-            api_version: kind.resource.api_version.clone(),
-            kind: kind.resource.kind.clone(),
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone()?,
-            uid: meta.uid.clone()?,
-        },
-        owners: meta.owner_references.clone().unwrap_or_default(),
-        deleting: meta.deletion_timestamp.is_some(),
-        finalizers: meta.finalizers.clone().unwrap_or_default(),
-        resource_version: meta.resource_version.clone(),
-    })
 }

@@ -18,7 +18,7 @@ pub mod indexes;
 pub mod status;
 
 use crate::{
-    deployment::error_message,
+    api_error,
     expectations::Expectations,
     ownership,
     runtime::{Action, Backoff, Controller, WorkQueue},
@@ -878,7 +878,7 @@ impl JobController {
                         &reference,
                         EventType::Warning,
                         "FailedCreate",
-                        format!("Error creating: {}", error_message(&e)),
+                        format!("Error creating: {}", api_error::message(&e)),
                     );
                     first_error.get_or_insert(e);
                 }

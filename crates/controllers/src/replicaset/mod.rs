@@ -88,13 +88,6 @@ pub struct ReplicaManager<K: ReplicaOwner> {
     queue: WorkQueue<Key>,
 }
 
-fn error_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// The ReplicaSet controller.
 pub type ReplicaSetController = ReplicaManager<ReplicaSet>;
 
@@ -308,7 +301,7 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
             rs.meta().generation,
             failure
                 .as_ref()
-                .map(|(reason, e)| (*reason, error_message(e))),
+                .map(|(reason, e)| (*reason, crate::api_error::message(e))),
             now,
         );
         if current.as_ref() != Some(&next) {
@@ -370,7 +363,7 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
                     &reference,
                     EventType::Warning,
                     "FailedCreate",
-                    format!("Error creating: {}", error_message(&e)),
+                    format!("Error creating: {}", crate::api_error::message(&e)),
                 );
                 return Err(e);
             }
@@ -406,7 +399,7 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
                                 &reference,
                                 EventType::Warning,
                                 "FailedDelete",
-                                format!("Error deleting: {}", error_message(&e)),
+                                format!("Error deleting: {}", crate::api_error::message(&e)),
                             );
                             first_error.get_or_insert(e);
                         }

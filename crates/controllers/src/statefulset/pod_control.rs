@@ -96,7 +96,10 @@ impl<'a> PodControl<'a> {
                 Err(e) if is_status(&e, 409) => continue,
                 Err(e) => Err(e),
             };
-            let shown = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+            let shown = result
+                .as_ref()
+                .map(|_| ())
+                .map_err(crate::api_error::message);
             let set = self.set.name();
             match &shown {
                 Ok(()) => self.recorder.record(
@@ -129,7 +132,7 @@ impl<'a> PodControl<'a> {
             }
             Err(e) if is_status(&e, 409) => Ok(Outcome::Moot),
             Err(e) => {
-                self.event("create", &what, &Err(e.to_string()));
+                self.event("create", &what, &Err(crate::api_error::message(&e)));
                 Err(e.into())
             }
         }
@@ -153,7 +156,7 @@ impl<'a> PodControl<'a> {
             }
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(Outcome::Moot),
             Err(e) => {
-                self.event("delete", &what, &Err(e.to_string()));
+                self.event("delete", &what, &Err(crate::api_error::message(&e)));
                 Err(e.into())
             }
         }
@@ -182,7 +185,11 @@ impl<'a> PodControl<'a> {
             }
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(Outcome::Moot),
             Err(e) => {
-                self.event("update", &format!("Pod {name}"), &Err(e.to_string()));
+                self.event(
+                    "update",
+                    &format!("Pod {name}"),
+                    &Err(crate::api_error::message(&e)),
+                );
                 Err(e.into())
             }
         }
@@ -207,7 +214,11 @@ impl<'a> PodControl<'a> {
             }
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
             Err(e) => {
-                self.event("update", &format!("Pod {name}"), &Err(e.to_string()));
+                self.event(
+                    "update",
+                    &format!("Pod {name}"),
+                    &Err(crate::api_error::message(&e)),
+                );
                 Err(e.into())
             }
         }

@@ -362,8 +362,9 @@ impl VolumeController {
                             EventType::Warning,
                             "ProvisioningFailed",
                             format!(
-                                "failed to provision volume with StorageClass {:?}: {e}",
-                                class.name_any()
+                                "failed to provision volume with StorageClass {:?}: {}",
+                                class.name_any(),
+                                crate::api_error::message(&e)
                             ),
                         );
                         Err(e.into())
@@ -458,7 +459,7 @@ impl VolumeController {
                         &events::reference(volume.object()),
                         EventType::Warning,
                         "VolumeFailedDelete",
-                        e.to_string(),
+                        crate::api_error::message(&e),
                     );
                     Err(e.into())
                 }

@@ -14,31 +14,16 @@ use kube::{
 use serde_json::json;
 use std::time::Duration;
 
-/// The RC controller and the garbage collector (which must know RCs as owners), and a kubelet
+/// The RC controller and the garbage collector (which knows RCs as owners from discovery), and a kubelet
 /// that makes every pod ready.
 async fn start() -> Cluster {
     let mut c = Cluster::replicaset_only().await;
     // Only the RC controller keeps pods here.
     c.kill_controllers();
-    let mut settings = controllers::Settings {
+    let settings = controllers::Settings {
         enabled: controllers::Selection::only(["replicationcontroller", "garbagecollector"]),
         ..Default::default()
     };
-    let kinds = &mut settings.garbage_collector.kinds;
-    if !kinds
-        .iter()
-        .any(|k| k.matches("v1", "ReplicationController"))
-    {
-        kinds.push(
-            controllers::gc::Kind::new(
-                "v1",
-                "ReplicationController",
-                "replicationcontrollers",
-                true,
-            )
-            .unwrap(),
-        );
-    }
     c.controllers
         .push(spawn_controllers(&c.client, &settings, Duration::ZERO));
     c

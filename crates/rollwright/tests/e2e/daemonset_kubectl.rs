@@ -1534,3 +1534,64 @@ async fn a_controller_killed_mid_rollout_recovers_and_finishes_within_the_invari
     env.check_status("app").await;
     env.stop().await;
 }
+
+/// A daemon pod the API server refuses (a quota of no pods) makes a `FailedCreate` event that
+/// says what the server said, as upstream's DaemonSet controller prints the error: `Error
+/// creating: pods "NAME" is forbidden: exceeded quota: ...`, not a dump of the error's
+/// structure.
+#[tokio::test]
+async fn a_refused_daemon_pod_is_reported_with_the_servers_message() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let c = common::Cluster::start_with(rollwright::components::Components {
+        nodes: Some(NodeSim {
+            nodes: 1,
+            ..Default::default()
+        }),
+        scheduler: Some(Default::default()),
+        controllers: Some(Default::default()),
+        profile: None,
+    })
+    .await;
+    let client = c.client().await;
+    c.kubectl(&["create", "quota", "none", "--hard=pods=0"])
+        .await;
+    // Quota admission refuses everything until the quota controller has filled its status.
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "default");
+    embedded::wait_until(&quotas, "the quota's status", common::DEADLINE, |q| {
+        q.status.as_ref().and_then(|s| s.used.as_ref()).is_some()
+    })
+    .await
+    .unwrap();
+    c.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers:
+      - name: agent
+        image: busybox:1.36
+"#,
+    )
+    .await;
+    let event = common::wait_event(client, "default", Some("agent"), "FailedCreate", "").await;
+    let message = event.message.unwrap_or_default();
+    let rest = message
+        .strip_prefix("Error creating: pods \"")
+        .unwrap_or_else(|| panic!("{message}"));
+    let (name, rest) = rest.split_once('"').unwrap_or_else(|| panic!("{message}"));
+    assert!(name.starts_with("agent-"), "{message}");
+    assert_eq!(
+        rest,
+        " is forbidden: exceeded quota: none, requested: pods=1, used: pods=0, limited: pods=0",
+        "{message}"
+    );
+    c.stop().await;
+}

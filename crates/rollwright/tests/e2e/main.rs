@@ -23,6 +23,7 @@ mod disruption;
 mod endpoints;
 mod etcd_faults;
 mod etcd_servers;
+mod garbage_collection;
 mod informers;
 mod jobs;
 mod kube_client;
