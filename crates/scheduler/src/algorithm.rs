@@ -82,7 +82,7 @@ fn usage_with_nominated<'a>(pod: &PodInfo, entry: &'a NodeEntry, cache: &Cache) 
     }
     let mut usage = entry.usage.clone();
     for p in nominated {
-        usage.add(&p.requests, p.non_zero, p.owner.as_deref());
+        usage.add(p);
     }
     Cow::Owned(usage)
 }

@@ -34,14 +34,12 @@ pub struct NodeEntry {
 
 impl NodeEntry {
     fn add(&mut self, pod: &Arc<PodInfo>) {
-        self.usage
-            .add(&pod.requests, pod.non_zero, pod.owner.as_deref());
+        self.usage.add(pod);
         self.pods.push(Arc::clone(pod));
     }
 
     fn remove(&mut self, pod: &PodInfo) {
-        self.usage
-            .remove(&pod.requests, pod.non_zero, pod.owner.as_deref());
+        self.usage.remove(pod);
         if let Some(i) = self.pods.iter().position(|p| p.uid == pod.uid) {
             self.pods.swap_remove(i);
         }

@@ -10,6 +10,7 @@ use crate::{
     fit,
     inter_pod_affinity::AffinityState,
     node_info::{NodeInfo, Usage},
+    node_ports,
     pod_info::PodInfo,
     topology_spread::SpreadState,
 };
@@ -139,6 +140,12 @@ pub fn filter(pod: &PodInfo, node: &NodeInfo, usage: &Usage) -> Result<(), Rejec
     if !affinity_ok {
         return Err(Rejection::unresolvable(REASON_AFFINITY));
     }
+    if !node_ports::fits(&pod.host_ports, &usage.ports) {
+        return Err(Rejection {
+            reasons: vec![node_ports::REASON.to_string()],
+            resolvable: true,
+        });
+    }
     let lacking = fit::insufficient(&pod.requests, &node.allocatable, node.allowed_pods, usage);
     if !lacking.is_empty() {
         return Err(Rejection {
@@ -266,6 +273,24 @@ mod tests {
                 &["Insufficient cpu"],
             ),
             (
+                "host port taken",
+                |p, _| p.host_ports = vec![node_ports::HostPort::new("", "", 9100)],
+                &["node(s) didn't have free ports for the requested pod ports"],
+            ),
+            (
+                "host port free on another ip",
+                |p, _| p.host_ports = vec![node_ports::HostPort::new("10.0.0.2", "", 9100)],
+                &[],
+            ),
+            (
+                "ports are checked after affinity, before resources",
+                |p, _| {
+                    p.host_ports = vec![node_ports::HostPort::new("", "", 9100)];
+                    p.requests.milli_cpu = 2000;
+                },
+                &["node(s) didn't have free ports for the requested pod ports"],
+            ),
+            (
                 "taints are checked before resources",
                 |p, n| {
                     p.requests.milli_cpu = 2000;
@@ -282,14 +307,15 @@ mod tests {
                 &[REASON_UNSCHEDULABLE],
             ),
         ];
+        // The node already runs a pod holding 10.0.0.1:9100/TCP.
+        let mut usage = Usage::default();
+        usage
+            .ports
+            .add(&[node_ports::HostPort::new("10.0.0.1", "TCP", 9100)]);
         for (name, edit, want) in cases {
             let (mut p, mut n) = (PodInfo::default(), node());
             edit(&mut p, &mut n);
-            assert_eq!(
-                reasons(filter(&p, &n, &Usage::default())),
-                want.to_vec(),
-                "{name}"
-            );
+            assert_eq!(reasons(filter(&p, &n, &usage)), want.to_vec(), "{name}");
         }
     }
 

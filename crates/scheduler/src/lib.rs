@@ -19,6 +19,7 @@ pub mod filter;
 pub mod fit;
 pub mod inter_pod_affinity;
 pub mod node_info;
+pub mod node_ports;
 pub mod pod_info;
 pub mod preemption;
 pub mod queue;

@@ -3,6 +3,7 @@
 
 use crate::{
     inter_pod_affinity::PodAffinity,
+    node_ports::{self, HostPort},
     resources::{Resources, pod_non_zero_requests, pod_requests},
     topology_spread::SpreadConstraint,
 };
@@ -43,6 +44,8 @@ pub struct PodInfo {
     pub required_terms: Option<Vec<NodeSelectorTerm>>,
     /// `spec.tolerations`.
     pub tolerations: Vec<Toleration>,
+    /// The host ports its containers ask for.
+    pub host_ports: Vec<HostPort>,
     /// Exact requests, for the resource filter.
     pub requests: Resources,
     /// CPU (millicores) and memory (bytes) with upstream's defaults for unset requests, for scoring.
@@ -98,6 +101,7 @@ impl PodInfo {
                 })
                 .map(|s| s.node_selector_terms.clone()),
             tolerations: spec.tolerations.clone().unwrap_or_default(),
+            host_ports: node_ports::requested(&spec),
             requests: pod_requests(&spec),
             non_zero: pod_non_zero_requests(&spec),
             owner: owner_of(pod),

@@ -102,7 +102,7 @@ fn select_victims(
     let mut usage = entry.usage.clone();
     let mut state = state.clone();
     for v in &lower {
-        usage.remove(&v.requests, v.non_zero, v.owner.as_deref());
+        usage.remove(v);
         state.update(pod, v, &entry.info, cache, -1);
     }
     filter_all(pod, &state, &entry.info, &usage, cache)?;
@@ -113,12 +113,12 @@ fn select_victims(
     let mut pdb_violations = 0;
     for (group, protected) in [(violating, true), (safe, false)] {
         for v in group {
-            usage.add(&v.requests, v.non_zero, v.owner.as_deref());
+            usage.add(&v);
             state.update(pod, &v, &entry.info, cache, 1);
             if filter_all(pod, &state, &entry.info, &usage, cache).is_ok() {
                 continue;
             }
-            usage.remove(&v.requests, v.non_zero, v.owner.as_deref());
+            usage.remove(&v);
             state.update(pod, &v, &entry.info, cache, -1);
             pdb_violations += usize::from(protected);
             victims.push(v);
