@@ -3,7 +3,7 @@
 
 use crate::{
     cache::{Cache, NodeEntry},
-    diagnosis::{Diagnosis, NO_NODES_AVAILABLE},
+    diagnosis::{self, Diagnosis, NO_NODES_AVAILABLE},
     filter::{CycleState, filter_all},
     inter_pod_affinity,
     node_info::Usage,
@@ -12,7 +12,7 @@ use crate::{
     score,
     topology_spread::{self, SpreadState},
 };
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::HashSet};
 
 /// Upstream's `minFeasibleNodesToFind`.
 const MIN_FEASIBLE_NODES: usize = 100;
@@ -124,12 +124,14 @@ pub fn schedule(
             diagnosis.prefilter_rejected("pod affinity terms conflict");
         }
         Some(names) => {
-            let mut evaluated = 0;
-            for i in names.iter().filter_map(|n| cache.position(n)) {
-                evaluated += 1;
+            let pinned: HashSet<usize> = names.iter().filter_map(|n| cache.position(n)).collect();
+            for &i in &pinned {
                 check(i, &mut feasible, &mut diagnosis);
             }
-            diagnosis.add_skipped(all - evaluated, "NodeAffinity");
+            // Upstream v1.28 filters only the nodes NodeAffinity's PreFilter named and records
+            // nothing for the others, so they are not in the message; but preemption, which
+            // gives up only on nodes with an unresolvable status, still tries them.
+            resolvable.extend((0..all).filter(|i| !pinned.contains(i)));
         }
         None => {
             let want = feasible_nodes_to_find(all, percentage);
@@ -150,6 +152,26 @@ pub fn schedule(
     }
     let best = pick_best(pod, &state, cache, &feasible);
     Decision::Bind(nodes[best].info.name.clone())
+}
+
+/// A PreFilter (a volume's, here) found the pod unschedulable on every node before any was
+/// filtered: upstream gives every node that status, so preemption cannot help anywhere.
+pub fn rejected_before_filtering(pod: &PodInfo, cache: &Cache, reason: &str) -> String {
+    let all = cache.nodes().len();
+    if all == 0 {
+        return NO_NODES_AVAILABLE.to_string();
+    }
+    let mut diagnosis = Diagnosis::default();
+    diagnosis.prefilter_rejected(reason);
+    let preemption = match preemption::eligible(pod, cache) {
+        Err(why) => why.to_string(),
+        Ok(()) => {
+            let mut none = Diagnosis::default();
+            none.add_count(diagnosis::NOT_HELPFUL, all);
+            none.summary(all)
+        }
+    };
+    diagnosis.message(all, Some(&preemption))
 }
 
 /// Scores the feasible nodes (upstream's default weights: least-allocated 1, spreading 2,
@@ -340,12 +362,31 @@ mod tests {
         assert_eq!(
             schedule(&pod("p", 2000), &cache, &mut 0, None, Vec::new),
             Decision::Unschedulable(
-                "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.".into()
+                "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling..".into()
             )
         );
         assert_eq!(
             schedule(&pod("p", 1), &Cache::default(), &mut 0, None, Vec::new),
             Decision::Unschedulable(NO_NODES_AVAILABLE.into())
+        );
+    }
+
+    #[test]
+    fn volume_prefilter_rejections_read_as_upstream() {
+        let mut cache = Cache::default();
+        let p = pod("p", 100);
+        let missing = "persistentvolumeclaim \"missing\" not found";
+        assert_eq!(
+            rejected_before_filtering(&p, &cache, missing),
+            NO_NODES_AVAILABLE
+        );
+        for name in ["a", "b", "c"] {
+            cache.upsert_node(node(name, 1000));
+        }
+        // As kube-scheduler v1.28.4 answers (checked against it).
+        assert_eq!(
+            rejected_before_filtering(&p, &cache, missing),
+            "0/3 nodes are available: persistentvolumeclaim \"missing\" not found. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
         );
     }
 
@@ -368,11 +409,27 @@ mod tests {
             schedule(&p, &cache, &mut 0, None, Vec::new),
             Decision::Bind("c".into())
         );
+        // Upstream v1.28.4 reports only the node NodeAffinity's PreFilter named; its preemption
+        // still tries every node, as kube-scheduler v1.28.4 answers for a pinned pod too big for
+        // its node (checked against it).
         p.requests.milli_cpu = 2000;
         assert_eq!(
             schedule(&p, &cache, &mut 0, None, Vec::new),
             Decision::Unschedulable(
-                "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.".into()
+                "0/4 nodes are available: 1 Insufficient cpu. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod..".into()
+            )
+        );
+        let low = pod("low", 100);
+        for n in ["a", "b", "c", "d"] {
+            let mut here = low.clone();
+            here.uid = format!("low-{n}");
+            cache.set_bound(&here.uid, Placement::new(&here, n));
+        }
+        p.priority = 1000;
+        assert_eq!(
+            schedule(&p, &cache, &mut 0, None, Vec::new),
+            Decision::Unschedulable(
+                "0/4 nodes are available: 1 Insufficient cpu. preemption: 0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector..".into()
             )
         );
     }
