@@ -4,7 +4,7 @@
 use crate::{
     cache::{Cache, NodeEntry},
     diagnosis::{self, Diagnosis, NO_NODES_AVAILABLE},
-    filter::{CycleState, filter_all},
+    filter::{CycleState, VolumeState, filter_all},
     inter_pod_affinity,
     node_info::Usage,
     pod_info::PodInfo,
@@ -87,11 +87,30 @@ fn usage_with_nominated<'a>(pod: &PodInfo, entry: &'a NodeEntry, cache: &Cache) 
     Cow::Owned(usage)
 }
 
-/// Decides where `pod` goes. `next_start` rotates where the search begins, as upstream's
-/// `nextStartNodeIndex`, so sampling visits every node over time. `budgets` is asked for only
-/// when the pod fits nowhere and may preempt.
+/// Decides where `pod`, which mounts no volume, goes; see [`schedule_with`].
 pub fn schedule(
     pod: &PodInfo,
+    cache: &Cache,
+    next_start: &mut usize,
+    percentage: Option<u32>,
+    budgets: impl FnOnce() -> Vec<Budget>,
+) -> Decision {
+    schedule_with(
+        pod,
+        VolumeState::default(),
+        cache,
+        next_start,
+        percentage,
+        budgets,
+    )
+}
+
+/// Decides where `pod` goes, given what the volume PreFilters found. `next_start` rotates where
+/// the search begins, as upstream's `nextStartNodeIndex`, so sampling visits every node over
+/// time. `budgets` is asked for only when the pod fits nowhere and may preempt.
+pub fn schedule_with(
+    pod: &PodInfo,
+    volumes: VolumeState,
     cache: &Cache,
     next_start: &mut usize,
     percentage: Option<u32>,
@@ -102,7 +121,7 @@ pub fn schedule(
     if all == 0 {
         return Decision::Unschedulable(NO_NODES_AVAILABLE.to_string());
     }
-    let state = CycleState::new(pod, cache);
+    let state = CycleState::new(pod, cache, volumes);
     let mut diagnosis = Diagnosis::default();
     let mut feasible = Vec::new();
     let mut resolvable = Vec::new();
@@ -369,6 +388,48 @@ mod tests {
             schedule(&pod("p", 1), &Cache::default(), &mut 0, None, Vec::new),
             Decision::Unschedulable(NO_NODES_AVAILABLE.into())
         );
+    }
+
+    #[test]
+    fn a_read_write_once_pod_claim_in_use_fits_nowhere_until_its_holder_goes() {
+        use crate::volume_restrictions::ReadWriteOncePod;
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        let claim: std::sync::Arc<PersistentVolumeClaim> = std::sync::Arc::new(
+            serde_json::from_value(
+                serde_json::json!({"spec": {"accessModes": ["ReadWriteOncePod"]}}),
+            )
+            .unwrap(),
+        );
+        let mut cache = Cache::default();
+        cache.upsert_node(node("a", 4000));
+        cache.upsert_node(node("b", 4000));
+        let mounting = |uid: &str, priority: i32| PodInfo {
+            namespace: "default".into(),
+            name: uid.into(),
+            claims: vec!["once".into()],
+            priority,
+            ..pod(uid, 100)
+        };
+        let holder = mounting("holder", 0);
+        cache.set_bound("holder", Placement::new(&holder, "a"));
+        let decide = |p: &PodInfo| {
+            let state = VolumeState {
+                read_write_once_pod: ReadWriteOncePod::new(p, &cache, |_, _| Some(claim.clone()))
+                    .unwrap(),
+                ..Default::default()
+            };
+            schedule_with(p, state, &cache, &mut 0, None, Vec::new)
+        };
+        assert_eq!(
+            decide(&mounting("second", 0)),
+            Decision::Unschedulable(
+                "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod..".into()
+            )
+        );
+        let Decision::Preempt { node, victims, .. } = decide(&mounting("urgent", 100)) else {
+            panic!("a pod of higher priority preempts the claim's holder")
+        };
+        assert_eq!((node.as_str(), victims[0].uid.as_str()), ("a", "holder"));
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod fit;
 pub mod inter_pod_affinity;
 pub mod node_info;
 pub mod node_ports;
+pub mod node_volume_limits;
 pub mod pod_info;
 pub mod preemption;
 pub mod queue;
@@ -30,6 +31,8 @@ pub mod score;
 mod testing;
 pub mod topology_spread;
 pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 pub use config::SchedulerConfig;
 pub use scheduler::run;

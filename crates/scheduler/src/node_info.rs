@@ -1,6 +1,8 @@
 //! What the scheduler needs to know about a node, and what the pods placed on it use.
 
-use crate::{node_ports::UsedPorts, pod_info::PodInfo, resources::Resources};
+use crate::{
+    node_ports::UsedPorts, pod_info::PodInfo, resources::Resources, volume_restrictions::Disk,
+};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use std::collections::{BTreeMap, HashMap};
 
@@ -58,6 +60,8 @@ pub struct Usage {
     pub owners: HashMap<String, u32>,
     /// The host ports the pods hold.
     pub ports: UsedPorts,
+    /// The inline disks the pods mount (rarely any).
+    pub disks: Vec<Disk>,
 }
 
 impl Usage {
@@ -71,6 +75,7 @@ impl Usage {
             *self.owners.entry(o.clone()).or_insert(0) += 1;
         }
         self.ports.add(&pod.host_ports);
+        self.disks.extend(pod.disks.iter().cloned());
     }
 
     /// Counts a pod out.
@@ -80,6 +85,11 @@ impl Usage {
         self.non_zero_memory -= pod.non_zero.1;
         self.pods -= 1;
         self.ports.remove(&pod.host_ports);
+        for d in &pod.disks {
+            if let Some(i) = self.disks.iter().position(|e| e == d) {
+                self.disks.swap_remove(i);
+            }
+        }
         if let Some(o) = pod.owner.as_deref()
             && let Some(n) = self.owners.get_mut(o)
         {

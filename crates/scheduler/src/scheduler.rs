@@ -298,7 +298,7 @@ impl Scheduler {
             return;
         }
         let mut info = PodInfo::new(&pod);
-        let volumes = match self.volumes.prepare(&pod) {
+        let (volumes, volume_state) = match self.volumes.prefilter(&pod, &info, &self.cache) {
             Ok(v) => v,
             Err(reason) => {
                 let message = algorithm::rejected_before_filtering(&info, &self.cache, &reason);
@@ -307,8 +307,9 @@ impl Scheduler {
         };
         volumes.constrain(&mut info);
         let budgets = &self.budgets;
-        match algorithm::schedule(
+        match algorithm::schedule_with(
             &info,
+            volume_state,
             &self.cache,
             &mut self.next_start,
             self.config.percentage_of_nodes_to_score,
