@@ -1,8 +1,10 @@
 //! The filter chain: whether one pod may go to one node, and if not, why, in upstream's words.
 //!
-//! Upstream runs `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`,
-//! `NodeResourcesFit`, `PodTopologySpread` and `InterPodAffinity` in this order and stops at the
-//! first that rejects the node, so a node is counted once in the failure message, under the first
+//! Upstream runs `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`, `NodePorts`,
+//! `NodeResourcesFit`, `VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding` (here folded
+//! into the node affinity, see [`crate::volume_binding`]), `VolumeZone`, `PodTopologySpread` and
+//! `InterPodAffinity` in this order (`apis/config/v1/default_plugins.go`) and stops at the first
+//! that rejects the node, so a node is counted once in the failure message, under the first
 //! reason.
 
 use crate::{

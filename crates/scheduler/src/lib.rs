@@ -1,8 +1,9 @@
 //! The scheduler: binds pending pods to nodes, as upstream's `kube-scheduler` with its default
-//! profile would for the plugins that matter here (NodeUnschedulable, NodeName, TaintToleration,
-//! NodeAffinity, NodeResourcesFit, PodTopologySpread, InterPodAffinity; least-allocated,
-//! spreading and inter-pod affinity for scores), and preempts pods of lower priority when a pod
-//! fits nowhere (DefaultPreemption).
+//! profile would, with its filters in their order (NodeUnschedulable, NodeName, TaintToleration,
+//! NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits,
+//! VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity; least-allocated, spreading and
+//! inter-pod affinity for scores), and preempts pods of lower priority when a pod fits nowhere
+//! (DefaultPreemption).
 //!
 //! It talks to the API only through a [`kube::Client`], so it runs unchanged against a real
 //! cluster. Decisions are pure functions over an incrementally kept [`cache::Cache`]; the I/O
