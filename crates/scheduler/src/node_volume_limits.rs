@@ -86,9 +86,7 @@ impl VolumeLimits {
     /// Upstream's PreFilter and the lookups its Filter makes: `None` when the pod attaches no
     /// claim (the plugin skips it).
     pub fn new(pod: &PodInfo, cache: &Cache, objects: &Objects) -> Option<Self> {
-        if attachable_claims(pod).next().is_none() {
-            return None;
-        }
+        attachable_claims(pod).next()?;
         let mut state = Self {
             new: attachable_claims(pod)
                 .filter_map(|c| resolve(&pod.namespace, c, objects))
