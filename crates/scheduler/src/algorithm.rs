@@ -3,8 +3,8 @@
 
 use crate::{
     cache::{Cache, NodeEntry},
-    diagnosis::{Diagnosis, NO_NODES_AVAILABLE},
-    filter::{CycleState, filter_all},
+    diagnosis::{self, Diagnosis, NO_NODES_AVAILABLE},
+    filter::{CycleState, VolumeState, filter_all},
     inter_pod_affinity,
     node_info::Usage,
     pod_info::PodInfo,
@@ -12,7 +12,7 @@ use crate::{
     score,
     topology_spread::{self, SpreadState},
 };
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::HashSet};
 
 /// Upstream's `minFeasibleNodesToFind`.
 const MIN_FEASIBLE_NODES: usize = 100;
@@ -82,16 +82,35 @@ fn usage_with_nominated<'a>(pod: &PodInfo, entry: &'a NodeEntry, cache: &Cache) 
     }
     let mut usage = entry.usage.clone();
     for p in nominated {
-        usage.add(&p.requests, p.non_zero, p.owner.as_deref());
+        usage.add(p);
     }
     Cow::Owned(usage)
 }
 
-/// Decides where `pod` goes. `next_start` rotates where the search begins, as upstream's
-/// `nextStartNodeIndex`, so sampling visits every node over time. `budgets` is asked for only
-/// when the pod fits nowhere and may preempt.
+/// Decides where `pod`, which mounts no volume, goes; see [`schedule_with`].
 pub fn schedule(
     pod: &PodInfo,
+    cache: &Cache,
+    next_start: &mut usize,
+    percentage: Option<u32>,
+    budgets: impl FnOnce() -> Vec<Budget>,
+) -> Decision {
+    schedule_with(
+        pod,
+        VolumeState::default(),
+        cache,
+        next_start,
+        percentage,
+        budgets,
+    )
+}
+
+/// Decides where `pod` goes, given what the volume PreFilters found. `next_start` rotates where
+/// the search begins, as upstream's `nextStartNodeIndex`, so sampling visits every node over
+/// time. `budgets` is asked for only when the pod fits nowhere and may preempt.
+pub fn schedule_with(
+    pod: &PodInfo,
+    volumes: VolumeState,
     cache: &Cache,
     next_start: &mut usize,
     percentage: Option<u32>,
@@ -102,7 +121,7 @@ pub fn schedule(
     if all == 0 {
         return Decision::Unschedulable(NO_NODES_AVAILABLE.to_string());
     }
-    let state = CycleState::new(pod, cache);
+    let state = CycleState::new(pod, cache, volumes);
     let mut diagnosis = Diagnosis::default();
     let mut feasible = Vec::new();
     let mut resolvable = Vec::new();
@@ -124,12 +143,14 @@ pub fn schedule(
             diagnosis.prefilter_rejected("pod affinity terms conflict");
         }
         Some(names) => {
-            let mut evaluated = 0;
-            for i in names.iter().filter_map(|n| cache.position(n)) {
-                evaluated += 1;
+            let pinned: HashSet<usize> = names.iter().filter_map(|n| cache.position(n)).collect();
+            for &i in &pinned {
                 check(i, &mut feasible, &mut diagnosis);
             }
-            diagnosis.add_skipped(all - evaluated, "NodeAffinity");
+            // Upstream v1.28 filters only the nodes NodeAffinity's PreFilter named and records
+            // nothing for the others, so they are not in the message; but preemption, which
+            // gives up only on nodes with an unresolvable status, still tries them.
+            resolvable.extend((0..all).filter(|i| !pinned.contains(i)));
         }
         None => {
             let want = feasible_nodes_to_find(all, percentage);
@@ -150,6 +171,26 @@ pub fn schedule(
     }
     let best = pick_best(pod, &state, cache, &feasible);
     Decision::Bind(nodes[best].info.name.clone())
+}
+
+/// A PreFilter (a volume's, here) found the pod unschedulable on every node before any was
+/// filtered: upstream gives every node that status, so preemption cannot help anywhere.
+pub fn rejected_before_filtering(pod: &PodInfo, cache: &Cache, reason: &str) -> String {
+    let all = cache.nodes().len();
+    if all == 0 {
+        return NO_NODES_AVAILABLE.to_string();
+    }
+    let mut diagnosis = Diagnosis::default();
+    diagnosis.prefilter_rejected(reason);
+    let preemption = match preemption::eligible(pod, cache) {
+        Err(why) => why.to_string(),
+        Ok(()) => {
+            let mut none = Diagnosis::default();
+            none.add_count(diagnosis::NOT_HELPFUL, all);
+            none.summary(all)
+        }
+    };
+    diagnosis.message(all, Some(&preemption))
 }
 
 /// Scores the feasible nodes (upstream's default weights: least-allocated 1, spreading 2,
@@ -340,12 +381,74 @@ mod tests {
         assert_eq!(
             schedule(&pod("p", 2000), &cache, &mut 0, None, Vec::new),
             Decision::Unschedulable(
-                "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.".into()
+                "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling..".into()
             )
         );
         assert_eq!(
             schedule(&pod("p", 1), &Cache::default(), &mut 0, None, Vec::new),
             Decision::Unschedulable(NO_NODES_AVAILABLE.into())
+        );
+    }
+
+    #[test]
+    fn a_read_write_once_pod_claim_in_use_fits_nowhere_until_its_holder_goes() {
+        use crate::volume_restrictions::ReadWriteOncePod;
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        let claim: std::sync::Arc<PersistentVolumeClaim> = std::sync::Arc::new(
+            serde_json::from_value(
+                serde_json::json!({"spec": {"accessModes": ["ReadWriteOncePod"]}}),
+            )
+            .unwrap(),
+        );
+        let mut cache = Cache::default();
+        cache.upsert_node(node("a", 4000));
+        cache.upsert_node(node("b", 4000));
+        let mounting = |uid: &str, priority: i32| PodInfo {
+            namespace: "default".into(),
+            name: uid.into(),
+            claims: vec!["once".into()],
+            priority,
+            ..pod(uid, 100)
+        };
+        let holder = mounting("holder", 0);
+        cache.set_bound("holder", Placement::new(&holder, "a"));
+        let decide = |p: &PodInfo| {
+            let state = VolumeState {
+                read_write_once_pod: ReadWriteOncePod::new(p, &cache, |_, _| Some(claim.clone()))
+                    .unwrap(),
+                ..Default::default()
+            };
+            schedule_with(p, state, &cache, &mut 0, None, Vec::new)
+        };
+        // The message kube-scheduler v1.28.4 gives (checked against it, on three nodes).
+        assert_eq!(
+            decide(&mounting("second", 0)),
+            Decision::Unschedulable(
+                "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod..".into()
+            )
+        );
+        let Decision::Preempt { node, victims, .. } = decide(&mounting("urgent", 100)) else {
+            panic!("a pod of higher priority preempts the claim's holder")
+        };
+        assert_eq!((node.as_str(), victims[0].uid.as_str()), ("a", "holder"));
+    }
+
+    #[test]
+    fn volume_prefilter_rejections_read_as_upstream() {
+        let mut cache = Cache::default();
+        let p = pod("p", 100);
+        let missing = "persistentvolumeclaim \"missing\" not found";
+        assert_eq!(
+            rejected_before_filtering(&p, &cache, missing),
+            NO_NODES_AVAILABLE
+        );
+        for name in ["a", "b", "c"] {
+            cache.upsert_node(node(name, 1000));
+        }
+        // As kube-scheduler v1.28.4 answers (checked against it).
+        assert_eq!(
+            rejected_before_filtering(&p, &cache, missing),
+            "0/3 nodes are available: persistentvolumeclaim \"missing\" not found. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
         );
     }
 
@@ -368,11 +471,27 @@ mod tests {
             schedule(&p, &cache, &mut 0, None, Vec::new),
             Decision::Bind("c".into())
         );
+        // Upstream v1.28.4 reports only the node NodeAffinity's PreFilter named; its preemption
+        // still tries every node, as kube-scheduler v1.28.4 answers for a pinned pod too big for
+        // its node (checked against it).
         p.requests.milli_cpu = 2000;
         assert_eq!(
             schedule(&p, &cache, &mut 0, None, Vec::new),
             Decision::Unschedulable(
-                "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.".into()
+                "0/4 nodes are available: 1 Insufficient cpu. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod..".into()
+            )
+        );
+        let low = pod("low", 100);
+        for n in ["a", "b", "c", "d"] {
+            let mut here = low.clone();
+            here.uid = format!("low-{n}");
+            cache.set_bound(&here.uid, Placement::new(&here, n));
+        }
+        p.priority = 1000;
+        assert_eq!(
+            schedule(&p, &cache, &mut 0, None, Vec::new),
+            Decision::Unschedulable(
+                "0/4 nodes are available: 1 Insufficient cpu. preemption: 0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector..".into()
             )
         );
     }

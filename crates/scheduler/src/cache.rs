@@ -34,14 +34,12 @@ pub struct NodeEntry {
 
 impl NodeEntry {
     fn add(&mut self, pod: &Arc<PodInfo>) {
-        self.usage
-            .add(&pod.requests, pod.non_zero, pod.owner.as_deref());
+        self.usage.add(pod);
         self.pods.push(Arc::clone(pod));
     }
 
     fn remove(&mut self, pod: &PodInfo) {
-        self.usage
-            .remove(&pod.requests, pod.non_zero, pod.owner.as_deref());
+        self.usage.remove(pod);
         if let Some(i) = self.pods.iter().position(|p| p.uid == pod.uid) {
             self.pods.swap_remove(i);
         }
@@ -125,6 +123,8 @@ pub struct Cache {
     terms_unindexed: HashSet<String>,
     namespaces: HashMap<String, BTreeMap<String, String>>,
     nominated: HashMap<String, (String, Arc<PodInfo>)>,
+    claims_in_use: HashMap<(String, String), u32>,
+    with_claims: HashSet<String>,
 }
 
 impl Cache {
@@ -187,6 +187,22 @@ impl Cache {
             Some(uids) => uids.iter().filter_map(|u| self.with_node(u)).collect(),
             None => self.pods.keys().filter_map(|u| self.with_node(u)).collect(),
         }
+    }
+
+    /// Whether a counted pod mounts the claim (upstream's `IsPVCUsedByPods`).
+    pub fn claim_in_use(&self, namespace: &str, name: &str) -> bool {
+        self.claims_in_use
+            .contains_key(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The counted pods that mount claims (or generic ephemeral volumes), with their known
+    /// nodes' names.
+    pub fn pods_with_claims(&self) -> Vec<(&PodInfo, &str)> {
+        self.with_claims
+            .iter()
+            .filter_map(|u| self.with_node(u))
+            .map(|(p, n)| (p, n.name.as_str()))
+            .collect()
     }
 
     /// The counted pods with affinity terms that may select a pod with `labels`, with their
@@ -307,6 +323,15 @@ impl Cache {
         if indexed {
             self.terms_unindexed.insert(uid.to_string());
         }
+        for c in &pod.claims {
+            *self
+                .claims_in_use
+                .entry((pod.namespace.clone(), c.clone()))
+                .or_insert(0) += 1;
+        }
+        if !pod.claims.is_empty() || !pod.ephemeral_claims.is_empty() {
+            self.with_claims.insert(uid.to_string());
+        }
         self.pods
             .insert(uid.to_string(), PodEntry { placement, assumed });
     }
@@ -338,6 +363,16 @@ impl Cache {
             }
         }
         self.terms_unindexed.remove(uid);
+        self.with_claims.remove(uid);
+        for c in &p.pod.claims {
+            let key = (p.pod.namespace.clone(), c.clone());
+            if let Some(n) = self.claims_in_use.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.claims_in_use.remove(&key);
+                }
+            }
+        }
         true
     }
 

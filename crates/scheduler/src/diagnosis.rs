@@ -1,7 +1,8 @@
 //! The `PodScheduled=False` message and `FailedScheduling` event text, built as upstream's
 //! `FitError` builds it: `0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated
 //! taint {node.kubernetes.io/unreachable: }. preemption: 0/3 nodes are available: 1 No preemption
-//! victims found for incoming pod, 2 Preemption is not helpful for scheduling.`
+//! victims found for incoming pod, 2 Preemption is not helpful for scheduling..` (sic: two full
+//! stops, as kube-scheduler v1.28.4 writes it).
 //!
 //! Each reason is counted over nodes, and the "count reason" strings are sorted as strings, as
 //! upstream sorts them. The part after `preemption:` is the preemption attempt's own diagnosis
@@ -44,15 +45,6 @@ impl Diagnosis {
         }
     }
 
-    /// Counts `count` nodes left out before filtering (upstream's PreFilter result), e.g. every
-    /// node but the one a DaemonSet pod is pinned to.
-    pub fn add_skipped(&mut self, count: usize, plugin: &str) {
-        self.add_count(
-            format!("node(s) didn't satisfy plugin(s) [{plugin}]"),
-            count,
-        );
-    }
-
     /// Records that a PreFilter rejected the pod outright (no node was filtered).
     pub fn prefilter_rejected(&mut self, message: &str) {
         self.prefilter = Some(message.to_string());
@@ -71,13 +63,14 @@ impl Diagnosis {
         msg
     }
 
-    /// The whole message: the summary, then ` preemption: <why>` when preemption was tried and
-    /// did not place the pod.
+    /// The whole message: the summary, then ` preemption: <why>.` when preemption was tried and
+    /// did not place the pod. Upstream's `FitError` appends each part with `" %v."`, so a reason
+    /// that ends in a full stop, as preemption's all do, ends in two (`...for incoming pod..`),
+    /// as kube-scheduler v1.28.4 writes it.
     pub fn message(&self, all_nodes: usize, preemption: Option<&str>) -> String {
         let mut msg = self.summary(all_nodes);
         if let Some(p) = preemption {
-            msg.push_str(" preemption: ");
-            msg.push_str(p);
+            msg.push_str(&format!(" preemption: {p}."));
         }
         msg
     }
@@ -110,7 +103,6 @@ mod tests {
         struct Case {
             name: &'static str,
             rejections: Vec<Rejection>,
-            skipped: usize,
             never: bool,
             want: &'static str,
         }
@@ -118,9 +110,8 @@ mod tests {
             Case {
                 name: "all lack cpu",
                 rejections: (0..20).map(|_| rej(&["Insufficient cpu"], true)).collect(),
-                skipped: 0,
                 never: false,
-                want: "0/20 nodes are available: 20 Insufficient cpu. preemption: 0/20 nodes are available: 20 No preemption victims found for incoming pod.",
+                want: "0/20 nodes are available: 20 Insufficient cpu. preemption: 0/20 nodes are available: 20 No preemption victims found for incoming pod..",
             },
             Case {
                 name: "affinity and taints",
@@ -129,9 +120,8 @@ mod tests {
                     rej(&[taint], false),
                     rej(&[taint], false),
                 ],
-                skipped: 0,
                 never: false,
-                want: "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+                want: "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling..",
             },
             Case {
                 name: "several resources on one node, mixed resolvability",
@@ -140,28 +130,19 @@ mod tests {
                     rej(&["Insufficient memory"], true),
                     rej(&["node(s) were unschedulable"], false),
                 ],
-                skipped: 0,
                 never: false,
-                want: "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable, 2 Insufficient memory. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.",
-            },
-            Case {
-                name: "daemonset pod pinned to a full node",
-                rejections: vec![rej(&["Insufficient cpu"], true)],
-                skipped: 3,
-                never: false,
-                want: "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.",
+                want: "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable, 2 Insufficient memory. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod..",
             },
             Case {
                 name: "preemptionPolicy Never",
                 rejections: vec![rej(&["Insufficient cpu"], true)],
-                skipped: 0,
                 never: true,
-                want: "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.",
+                want: "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never..",
             },
         ];
         for c in cases {
             let mut d = Diagnosis::default();
-            let all = c.rejections.len() + c.skipped;
+            let all = c.rejections.len();
             // Without victims anywhere, preemption reports each node as upstream's dry run does.
             let mut p = Diagnosis::default();
             for r in &c.rejections {
@@ -174,9 +155,7 @@ mod tests {
                     1,
                 );
             }
-            p.add_count(NOT_HELPFUL, c.skipped);
             c.rejections.into_iter().for_each(|r| d.add(r));
-            d.add_skipped(c.skipped, "NodeAffinity");
             let post = if c.never {
                 NEVER.to_string()
             } else {
@@ -194,7 +173,7 @@ mod tests {
         p.add_count(NOT_HELPFUL, 2);
         assert_eq!(
             d.message(2, Some(&p.summary(2))),
-            "0/2 nodes are available: pod affinity terms conflict. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            "0/2 nodes are available: pod affinity terms conflict. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.."
         );
     }
 }

@@ -1,8 +1,10 @@
 //! The filter chain: whether one pod may go to one node, and if not, why, in upstream's words.
 //!
-//! Upstream runs `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`,
-//! `NodeResourcesFit`, `PodTopologySpread` and `InterPodAffinity` in this order and stops at the
-//! first that rejects the node, so a node is counted once in the failure message, under the first
+//! Upstream runs `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`, `NodePorts`,
+//! `NodeResourcesFit`, `VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding` (here folded
+//! into the node affinity, see [`crate::volume_binding`]), `VolumeZone`, `PodTopologySpread` and
+//! `InterPodAffinity` in this order (`apis/config/v1/default_plugins.go`) and stops at the first
+//! that rejects the node, so a node is counted once in the failure message, under the first
 //! reason.
 
 use crate::{
@@ -10,8 +12,12 @@ use crate::{
     fit,
     inter_pod_affinity::AffinityState,
     node_info::{NodeInfo, Usage},
+    node_ports,
+    node_volume_limits::{self, VolumeLimits},
     pod_info::PodInfo,
     topology_spread::SpreadState,
+    volume_restrictions::{self, ReadWriteOncePod},
+    volume_zone::{self, VolumeZones},
 };
 use api::{node_affinity, taint};
 use k8s_openapi::api::core::v1::Taint;
@@ -43,22 +49,37 @@ impl Rejection {
     }
 }
 
+/// What the volume PreFilters found from the claims, volumes, classes and CSINodes (which the
+/// cache does not hold), computed before the attempt.
+#[derive(Clone, Debug, Default)]
+pub struct VolumeState {
+    /// `VolumeRestrictions`' `ReadWriteOncePod` claims in use.
+    pub read_write_once_pod: ReadWriteOncePod,
+    /// `NodeVolumeLimits`' volumes and limits, when the pod attaches any claim.
+    pub limits: Option<VolumeLimits>,
+    /// `VolumeZone`'s zones.
+    pub zones: VolumeZones,
+}
+
 /// What the PreFilter step computed for one pod in one scheduling attempt (upstream's
-/// `CycleState`): the inter-pod affinity and topology spread counts.
+/// `CycleState`): the inter-pod affinity and topology spread counts, and the volumes' state.
 #[derive(Clone, Debug, Default)]
 pub struct CycleState {
     /// `InterPodAffinity`'s counts.
     pub affinity: AffinityState,
     /// `PodTopologySpread`'s counts.
     pub spread: SpreadState,
+    /// The volume filters' state.
+    pub volumes: VolumeState,
 }
 
 impl CycleState {
     /// Counts what `pod`'s filters need from `cache`.
-    pub fn new(pod: &PodInfo, cache: &Cache) -> Self {
+    pub fn new(pod: &PodInfo, cache: &Cache, volumes: VolumeState) -> Self {
         Self {
             affinity: AffinityState::new(pod, cache),
             spread: SpreadState::new(pod, cache),
+            volumes,
         }
     }
 
@@ -74,10 +95,15 @@ impl CycleState {
         self.affinity
             .update(pod, existing, &node.labels, cache, delta);
         self.spread.update(pod, existing, node, delta);
+        self.volumes.read_write_once_pod.update(existing, delta);
+        if let Some(limits) = &mut self.volumes.limits {
+            limits.update(existing, &node.name, delta);
+        }
     }
 }
 
-/// Runs every filter in upstream's order: the node's own ones, then those over other pods.
+/// Runs every filter in upstream's order (`default_plugins.go`): the node's own ones, the
+/// volumes' (VolumeRestrictions, NodeVolumeLimits, VolumeZone), then those over other pods.
 pub fn filter_all(
     pod: &PodInfo,
     state: &CycleState,
@@ -86,6 +112,7 @@ pub fn filter_all(
     cache: &Cache,
 ) -> Result<(), Rejection> {
     filter(pod, node, usage)?;
+    filter_volumes(pod, &state.volumes, node, usage)?;
     state
         .spread
         .filter(pod, node)
@@ -94,6 +121,32 @@ pub fn filter_all(
         .affinity
         .filter(pod, &node.labels, cache)
         .map_err(Rejection::from_plugin)
+}
+
+/// `VolumeRestrictions`, `NodeVolumeLimits` and `VolumeZone`, in this order.
+pub fn filter_volumes(
+    pod: &PodInfo,
+    volumes: &VolumeState,
+    node: &NodeInfo,
+    usage: &Usage,
+) -> Result<(), Rejection> {
+    let resolvable = |reason: &str| Rejection {
+        reasons: vec![reason.to_string()],
+        resolvable: true,
+    };
+    if !volume_restrictions::disks_fit(&pod.disks, &usage.disks) {
+        return Err(resolvable(volume_restrictions::REASON_DISK_CONFLICT));
+    }
+    if volumes.read_write_once_pod.conflicts() {
+        return Err(resolvable(volume_restrictions::REASON_READ_WRITE_ONCE_POD));
+    }
+    if volumes.limits.as_ref().is_some_and(|l| !l.fits(node)) {
+        return Err(resolvable(node_volume_limits::REASON));
+    }
+    if !volumes.zones.fits(&node.labels) {
+        return Err(Rejection::unresolvable(volume_zone::REASON));
+    }
+    Ok(())
 }
 
 /// `NodeUnschedulable`'s reason.
@@ -138,6 +191,12 @@ pub fn filter(pod: &PodInfo, node: &NodeInfo, usage: &Usage) -> Result<(), Rejec
         });
     if !affinity_ok {
         return Err(Rejection::unresolvable(REASON_AFFINITY));
+    }
+    if !node_ports::fits(&pod.host_ports, &usage.ports) {
+        return Err(Rejection {
+            reasons: vec![node_ports::REASON.to_string()],
+            resolvable: true,
+        });
     }
     let lacking = fit::insufficient(&pod.requests, &node.allocatable, node.allowed_pods, usage);
     if !lacking.is_empty() {
@@ -266,6 +325,24 @@ mod tests {
                 &["Insufficient cpu"],
             ),
             (
+                "host port taken",
+                |p, _| p.host_ports = vec![node_ports::HostPort::new("", "", 9100)],
+                &["node(s) didn't have free ports for the requested pod ports"],
+            ),
+            (
+                "host port free on another ip",
+                |p, _| p.host_ports = vec![node_ports::HostPort::new("10.0.0.2", "", 9100)],
+                &[],
+            ),
+            (
+                "ports are checked after affinity, before resources",
+                |p, _| {
+                    p.host_ports = vec![node_ports::HostPort::new("", "", 9100)];
+                    p.requests.milli_cpu = 2000;
+                },
+                &["node(s) didn't have free ports for the requested pod ports"],
+            ),
+            (
                 "taints are checked before resources",
                 |p, n| {
                     p.requests.milli_cpu = 2000;
@@ -282,15 +359,69 @@ mod tests {
                 &[REASON_UNSCHEDULABLE],
             ),
         ];
+        // The node already runs a pod holding 10.0.0.1:9100/TCP.
+        let mut usage = Usage::default();
+        usage
+            .ports
+            .add(&[node_ports::HostPort::new("10.0.0.1", "TCP", 9100)]);
         for (name, edit, want) in cases {
             let (mut p, mut n) = (PodInfo::default(), node());
             edit(&mut p, &mut n);
-            assert_eq!(
-                reasons(filter(&p, &n, &Usage::default())),
-                want.to_vec(),
-                "{name}"
-            );
+            assert_eq!(reasons(filter(&p, &n, &usage)), want.to_vec(), "{name}");
         }
+    }
+
+    #[test]
+    fn volume_filters_in_upstream_order_and_words() {
+        use crate::volume_restrictions::Disk;
+        use k8s_openapi::api::core::v1::PersistentVolume;
+        use std::sync::Arc;
+        let ebs = Disk::AwsEbs { id: "vol-1".into() };
+        let mut usage = Usage::default();
+        usage.disks.push(ebs.clone());
+        let mut p = PodInfo {
+            namespace: "default".into(),
+            claims: vec!["data".into()],
+            ..Default::default()
+        };
+        let zoned: serde_json::Value = serde_json::json!({"spec": {"volumeName": "pv"}});
+        let claim = Arc::new(serde_json::from_value(zoned).unwrap());
+        let mut pv = PersistentVolume::default();
+        pv.metadata.labels =
+            Some([("topology.kubernetes.io/zone".to_string(), "b".to_string())].into());
+        let pv = Arc::new(pv);
+        let state = VolumeState {
+            zones: VolumeZones::new(
+                &p,
+                |_, _| Some(Arc::clone(&claim)),
+                |_| Some(Arc::clone(&pv)),
+                |_| None,
+            )
+            .unwrap(),
+            ..Default::default()
+        };
+        let mut n = node();
+        n.labels
+            .insert("topology.kubernetes.io/zone".into(), "a".into());
+        assert_eq!(
+            filter_volumes(&p, &state, &n, &usage),
+            Err(Rejection::unresolvable(
+                "node(s) had no available volume zone"
+            ))
+        );
+        p.disks = vec![ebs];
+        assert_eq!(
+            filter_volumes(&p, &state, &n, &usage),
+            Err(Rejection {
+                reasons: vec!["node(s) had no available disk".into()],
+                resolvable: true
+            }),
+            "disks are checked before zones"
+        );
+        n.labels
+            .insert("topology.kubernetes.io/zone".into(), "b".into());
+        p.disks.clear();
+        assert_eq!(filter_volumes(&p, &state, &n, &usage), Ok(()));
     }
 
     #[test]

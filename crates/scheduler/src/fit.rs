@@ -49,6 +49,8 @@ pub fn insufficient(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pod_info::PodInfo;
+    use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::api::resource::Quantity};
 
     fn res(cpu: i64, mem: i64, gpu: i64) -> Resources {
         let mut r = Resources {
@@ -138,6 +140,77 @@ mod tests {
                 want.to_vec(),
                 "{name}"
             );
+        }
+    }
+
+    /// Every kind of resource upstream's `fitsRequest` checks, read from pods as the API serves
+    /// them: ephemeral storage, hugepages and extended resources, an init container bigger than
+    /// the app, and the pod overhead.
+    #[test]
+    fn every_resource_a_pod_spec_requests() {
+        let node = Resources::from_list(
+            &[
+                ("cpu", "2"),
+                ("memory", "4Gi"),
+                ("ephemeral-storage", "10Gi"),
+                ("hugepages-2Mi", "64Mi"),
+                ("example.com/foo", "1"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect(),
+        );
+        let requesting = |requests: serde_json::Value, extra: serde_json::Value| {
+            let mut spec = serde_json::json!({"containers": [
+                {"name": "c", "image": "i", "resources": {"requests": requests}}]});
+            if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+                s.extend(e.clone());
+            }
+            let pod: Pod = serde_json::from_value(serde_json::json!({"spec": spec})).unwrap();
+            insufficient(&PodInfo::new(&pod).requests, &node, 110, &used(0, 0, 0))
+        };
+        use serde_json::json;
+        let cases = [
+            (
+                "fits",
+                json!({"cpu": "1", "example.com/foo": "1"}),
+                json!({}),
+                vec![],
+            ),
+            (
+                "ephemeral storage",
+                json!({"ephemeral-storage": "11Gi"}),
+                json!({}),
+                vec!["Insufficient ephemeral-storage"],
+            ),
+            (
+                "hugepages",
+                json!({"hugepages-2Mi": "128Mi", "memory": "1Gi"}),
+                json!({}),
+                vec!["Insufficient hugepages-2Mi"],
+            ),
+            (
+                "extended resource",
+                json!({"example.com/foo": "2"}),
+                json!({}),
+                vec!["Insufficient example.com/foo"],
+            ),
+            (
+                "an init container bigger than the node",
+                json!({"cpu": "100m"}),
+                json!({"initContainers": [{"name": "init", "image": "i",
+                    "resources": {"requests": {"cpu": "3"}}}]}),
+                vec!["Insufficient cpu"],
+            ),
+            (
+                "overhead tips it over",
+                json!({"memory": "4Gi"}),
+                json!({"overhead": {"memory": "1Mi"}}),
+                vec!["Insufficient memory"],
+            ),
+        ];
+        for (name, requests, extra, want) in cases {
+            assert_eq!(requesting(requests, extra), want, "{name}");
         }
     }
 

@@ -651,7 +651,7 @@ mod tests {
         );
         assert_eq!(
             schedule(&zk(3), &c, &mut 0, None, Vec::new),
-            Decision::Unschedulable("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.".into())
+            Decision::Unschedulable("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod..".into())
         );
     }
 

@@ -1,8 +1,9 @@
 //! The scheduler: binds pending pods to nodes, as upstream's `kube-scheduler` with its default
-//! profile would for the plugins that matter here (NodeUnschedulable, NodeName, TaintToleration,
-//! NodeAffinity, NodeResourcesFit, PodTopologySpread, InterPodAffinity; least-allocated,
-//! spreading and inter-pod affinity for scores), and preempts pods of lower priority when a pod
-//! fits nowhere (DefaultPreemption).
+//! profile would, with its filters in their order (NodeUnschedulable, NodeName, TaintToleration,
+//! NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits,
+//! VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity; least-allocated, spreading and
+//! inter-pod affinity for scores), and preempts pods of lower priority when a pod fits nowhere
+//! (DefaultPreemption).
 //!
 //! It talks to the API only through a [`kube::Client`], so it runs unchanged against a real
 //! cluster. Decisions are pure functions over an incrementally kept [`cache::Cache`]; the I/O
@@ -19,6 +20,8 @@ pub mod filter;
 pub mod fit;
 pub mod inter_pod_affinity;
 pub mod node_info;
+pub mod node_ports;
+pub mod node_volume_limits;
 pub mod pod_info;
 pub mod preemption;
 pub mod queue;
@@ -29,6 +32,8 @@ pub mod score;
 mod testing;
 pub mod topology_spread;
 pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 pub use config::SchedulerConfig;
 pub use scheduler::run;

@@ -1,6 +1,8 @@
 //! What the scheduler needs to know about a node, and what the pods placed on it use.
 
-use crate::resources::Resources;
+use crate::{
+    node_ports::UsedPorts, pod_info::PodInfo, resources::Resources, volume_restrictions::Disk,
+};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use std::collections::{BTreeMap, HashMap};
 
@@ -56,27 +58,39 @@ pub struct Usage {
     pub pods: i64,
     /// Pods per controlling owner, for spreading.
     pub owners: HashMap<String, u32>,
+    /// The host ports the pods hold.
+    pub ports: UsedPorts,
+    /// The inline disks the pods mount (rarely any).
+    pub disks: Vec<Disk>,
 }
 
 impl Usage {
     /// Counts a pod in.
-    pub fn add(&mut self, requests: &Resources, non_zero: (i64, i64), owner: Option<&str>) {
-        self.requested.add(requests);
-        self.non_zero_milli_cpu += non_zero.0;
-        self.non_zero_memory += non_zero.1;
+    pub fn add(&mut self, pod: &PodInfo) {
+        self.requested.add(&pod.requests);
+        self.non_zero_milli_cpu += pod.non_zero.0;
+        self.non_zero_memory += pod.non_zero.1;
         self.pods += 1;
-        if let Some(o) = owner {
-            *self.owners.entry(o.to_string()).or_insert(0) += 1;
+        if let Some(o) = &pod.owner {
+            *self.owners.entry(o.clone()).or_insert(0) += 1;
         }
+        self.ports.add(&pod.host_ports);
+        self.disks.extend(pod.disks.iter().cloned());
     }
 
     /// Counts a pod out.
-    pub fn remove(&mut self, requests: &Resources, non_zero: (i64, i64), owner: Option<&str>) {
-        self.requested.subtract(requests);
-        self.non_zero_milli_cpu -= non_zero.0;
-        self.non_zero_memory -= non_zero.1;
+    pub fn remove(&mut self, pod: &PodInfo) {
+        self.requested.subtract(&pod.requests);
+        self.non_zero_milli_cpu -= pod.non_zero.0;
+        self.non_zero_memory -= pod.non_zero.1;
         self.pods -= 1;
-        if let Some(o) = owner
+        self.ports.remove(&pod.host_ports);
+        for d in &pod.disks {
+            if let Some(i) = self.disks.iter().position(|e| e == d) {
+                self.disks.swap_remove(i);
+            }
+        }
+        if let Some(o) = pod.owner.as_deref()
             && let Some(n) = self.owners.get_mut(o)
         {
             *n -= 1;
@@ -131,18 +145,25 @@ mod tests {
     #[test]
     fn usage_counts_in_and_out() {
         let mut u = Usage::default();
-        let r = Resources {
-            milli_cpu: 500,
+        let pod = PodInfo {
+            requests: Resources {
+                milli_cpu: 500,
+                ..Default::default()
+            },
+            non_zero: (500, 100),
+            owner: Some("rs".into()),
+            host_ports: vec![crate::node_ports::HostPort::new("", "", 9100)],
             ..Default::default()
         };
-        u.add(&r, (500, 100), Some("rs"));
-        u.add(&r, (500, 100), Some("rs"));
+        u.add(&pod);
+        u.add(&pod);
         assert_eq!(
             (u.requested.milli_cpu, u.pods, u.owned_by("rs")),
             (1000, 2, 2)
         );
-        u.remove(&r, (500, 100), Some("rs"));
-        u.remove(&r, (500, 100), Some("rs"));
+        assert!(!u.ports.is_empty());
+        u.remove(&pod);
+        u.remove(&pod);
         assert_eq!(
             u,
             Usage::default(),

@@ -3,8 +3,10 @@
 
 use crate::{
     inter_pod_affinity::PodAffinity,
+    node_ports::{self, HostPort},
     resources::{Resources, pod_non_zero_requests, pod_requests},
     topology_spread::SpreadConstraint,
+    volume_restrictions::{self, Disk},
 };
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, Toleration};
 use std::collections::BTreeMap;
@@ -43,6 +45,14 @@ pub struct PodInfo {
     pub required_terms: Option<Vec<NodeSelectorTerm>>,
     /// `spec.tolerations`.
     pub tolerations: Vec<Toleration>,
+    /// The inline disks it mounts that `VolumeRestrictions` checks.
+    pub disks: Vec<Disk>,
+    /// The claims of its `persistentVolumeClaim` volumes.
+    pub claims: Vec<String>,
+    /// The claims of its generic ephemeral volumes (`<pod>-<volume>`).
+    pub ephemeral_claims: Vec<String>,
+    /// The host ports its containers ask for.
+    pub host_ports: Vec<HostPort>,
     /// Exact requests, for the resource filter.
     pub requests: Resources,
     /// CPU (millicores) and memory (bytes) with upstream's defaults for unset requests, for scoring.
@@ -98,6 +108,16 @@ impl PodInfo {
                 })
                 .map(|s| s.node_selector_terms.clone()),
             tolerations: spec.tolerations.clone().unwrap_or_default(),
+            disks: volume_restrictions::disks(&spec),
+            claims: volume_restrictions::claims(&spec),
+            ephemeral_claims: spec
+                .volumes
+                .iter()
+                .flatten()
+                .filter(|v| v.ephemeral.is_some())
+                .map(|v| format!("{}-{}", meta.name.as_deref().unwrap_or(""), v.name))
+                .collect(),
+            host_ports: node_ports::requested(&spec),
             requests: pod_requests(&spec),
             non_zero: pod_non_zero_requests(&spec),
             owner: owner_of(pod),

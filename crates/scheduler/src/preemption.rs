@@ -102,7 +102,7 @@ fn select_victims(
     let mut usage = entry.usage.clone();
     let mut state = state.clone();
     for v in &lower {
-        usage.remove(&v.requests, v.non_zero, v.owner.as_deref());
+        usage.remove(v);
         state.update(pod, v, &entry.info, cache, -1);
     }
     filter_all(pod, &state, &entry.info, &usage, cache)?;
@@ -113,12 +113,12 @@ fn select_victims(
     let mut pdb_violations = 0;
     for (group, protected) in [(violating, true), (safe, false)] {
         for v in group {
-            usage.add(&v.requests, v.non_zero, v.owner.as_deref());
+            usage.add(&v);
             state.update(pod, &v, &entry.info, cache, 1);
             if filter_all(pod, &state, &entry.info, &usage, cache).is_ok() {
                 continue;
             }
-            usage.remove(&v.requests, v.non_zero, v.owner.as_deref());
+            usage.remove(&v);
             state.update(pod, &v, &entry.info, cache, -1);
             pdb_violations += usize::from(protected);
             victims.push(v);
@@ -250,7 +250,7 @@ mod tests {
         let c = cache(vec![node("a", "z")], &[(&full, "a")]);
         assert_eq!(
             schedule(&prio("p", json!({}), 1000, 0), &c, &mut 0, None, Vec::new),
-            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".into())
+            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod..".into())
         );
         let never = pod(
             "n",
@@ -260,12 +260,12 @@ mod tests {
         );
         assert_eq!(
             schedule(&never, &c, &mut 0, None, Vec::new),
-            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.".into())
+            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never..".into())
         );
         let huge = prio("huge", json!({}), 8000, 9);
         assert_eq!(
             schedule(&huge, &c, &mut 0, None, Vec::new),
-            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Insufficient cpu.".into()),
+            Decision::Unschedulable("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Insufficient cpu..".into()),
             "evicting everything would still not make room"
         );
     }
@@ -318,7 +318,7 @@ mod tests {
         waiting.nominated_node = Some("a".into());
         assert_eq!(
             schedule(&waiting, &c, &mut 0, None, Vec::new),
-            Decision::Unschedulable("0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules. preemption: not eligible due to a terminating pod on the nominated node.".into())
+            Decision::Unschedulable("0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules. preemption: not eligible due to a terminating pod on the nominated node..".into())
         );
     }
 

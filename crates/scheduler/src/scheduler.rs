@@ -298,14 +298,18 @@ impl Scheduler {
             return;
         }
         let mut info = PodInfo::new(&pod);
-        let volumes = match self.volumes.prepare(&pod) {
+        let (volumes, volume_state) = match self.volumes.prefilter(&pod, &info, &self.cache) {
             Ok(v) => v,
-            Err(message) => return self.unschedulable(queued, &pod, message, None),
+            Err(reason) => {
+                let message = algorithm::rejected_before_filtering(&info, &self.cache, &reason);
+                return self.unschedulable(queued, &pod, message, None);
+            }
         };
         volumes.constrain(&mut info);
         let budgets = &self.budgets;
-        match algorithm::schedule(
+        match algorithm::schedule_with(
             &info,
+            volume_state,
             &self.cache,
             &mut self.next_start,
             self.config.percentage_of_nodes_to_score,
@@ -335,12 +339,13 @@ impl Scheduler {
                 // While its victims terminate the pod keeps its nomination (upstream leaves it
                 // alone when the pod may not preempt again); otherwise preemption found nothing
                 // and the nomination goes, as upstream clears it.
-                let nominated = if message.ends_with(diagnosis::TERMINATING_ON_NOMINATED) {
-                    info.nominated_node.clone()
-                } else {
-                    self.cache.clear_nomination(&queued.uid);
-                    None
-                };
+                let nominated =
+                    if message.ends_with(&format!("{}.", diagnosis::TERMINATING_ON_NOMINATED)) {
+                        info.nominated_node.clone()
+                    } else {
+                        self.cache.clear_nomination(&queued.uid);
+                        None
+                    };
                 self.unschedulable(queued, &pod, message, nominated)
             }
             Decision::Preempt {

@@ -8,11 +8,18 @@
 //! Unlike upstream, the pod is bound without waiting for its volumes: the kubelet (nodesim) does
 //! not start it until its claims are bound.
 
-use crate::pod_info::PodInfo;
+use crate::{
+    cache::Cache,
+    filter::VolumeState,
+    node_volume_limits::{Objects, VolumeLimits},
+    pod_info::PodInfo,
+    volume_restrictions::ReadWriteOncePod,
+    volume_zone::VolumeZones,
+};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::{
     core::v1::{NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod},
-    storage::v1::StorageClass,
+    storage::v1::{CSINode, StorageClass},
 };
 use kube::{
     Api, Client,
@@ -172,13 +179,14 @@ where
     .boxed()
 }
 
-/// The claims, volumes and classes the scheduler reads, each a reflector store; every change
-/// rings [`VolumeBinding::changed`], since a pod waiting for a claim may fit now.
+/// The claims, volumes, classes and CSINodes the scheduler reads, each a reflector store; every
+/// change rings [`VolumeBinding::changed`], since a pod waiting for a claim may fit now.
 #[derive(Clone)]
 pub struct VolumeBinding {
     claims: Store<PersistentVolumeClaim>,
     volumes: Store<PersistentVolume>,
     classes: Store<StorageClass>,
+    csi_nodes: Store<CSINode>,
     changed: Arc<Notify>,
 }
 
@@ -189,10 +197,12 @@ impl VolumeBinding {
         let (claims, claims_w) = reflector::store();
         let (volumes, volumes_w) = reflector::store();
         let (classes, classes_w) = reflector::store();
+        let (csi_nodes, csi_nodes_w) = reflector::store();
         let streams = stream::select_all([
             ringing(client.clone(), claims_w, Arc::clone(&changed)),
             ringing(client.clone(), volumes_w, Arc::clone(&changed)),
-            ringing(client, classes_w, Arc::clone(&changed)),
+            ringing(client.clone(), classes_w, Arc::clone(&changed)),
+            ringing(client, csi_nodes_w, Arc::clone(&changed)),
         ]);
         let run = async move { streams.for_each(|()| async {}).await };
         (
@@ -200,6 +210,7 @@ impl VolumeBinding {
                 claims,
                 volumes,
                 classes,
+                csi_nodes,
                 changed,
             },
             run,
@@ -211,14 +222,44 @@ impl VolumeBinding {
         Arc::clone(&self.changed)
     }
 
-    /// [`resolve`] over the stores.
-    pub fn prepare(&self, pod: &Pod) -> Result<PodVolumes, String> {
-        resolve(
-            pod,
-            |ns, n| self.claims.get(&ObjectRef::new(n).within(ns)),
-            |n| self.volumes.get(&ObjectRef::new(n)),
-            |n| self.classes.get(&ObjectRef::new(n)),
-        )
+    /// The volume PreFilters over the stores, in upstream's order (VolumeRestrictions,
+    /// NodeVolumeLimits, VolumeBinding, VolumeZone): what binding asks of the placement and what
+    /// the volume filters need, or the first PreFilter's reason the pod fits nowhere.
+    pub fn prefilter(
+        &self,
+        pod: &Pod,
+        info: &PodInfo,
+        cache: &Cache,
+    ) -> Result<(PodVolumes, VolumeState), String> {
+        if info.claims.is_empty() && info.ephemeral_claims.is_empty() {
+            return Ok(Default::default());
+        }
+        let claim = |ns: &str, n: &str| self.claims.get(&ObjectRef::new(n).within(ns));
+        let volume = |n: &str| self.volumes.get(&ObjectRef::new(n));
+        let class = |n: &str| self.classes.get(&ObjectRef::new(n));
+        let read_write_once_pod = ReadWriteOncePod::new(info, cache, claim)?;
+        let limits = VolumeLimits::new(
+            info,
+            cache,
+            &Objects {
+                claim: &claim,
+                volume: &volume,
+                class: &class,
+                csi_node: &|n| self.csi_nodes.get(&ObjectRef::new(n)),
+            },
+        );
+        let binding = resolve(pod, claim, volume, class)?;
+        let zones = VolumeZones::new(info, claim, volume, |n| {
+            class(n).map(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
+        })?;
+        Ok((
+            binding,
+            VolumeState {
+                read_write_once_pod,
+                limits,
+                zones,
+            },
+        ))
     }
 }
 

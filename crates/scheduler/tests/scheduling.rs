@@ -281,7 +281,7 @@ async fn a_pod_that_fits_nowhere_waits_then_schedules_on_a_new_node() {
     )
     .await;
     create(&client, pod("big", Some("2"), |_| {})).await;
-    let want = "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.";
+    let want = "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod..";
     assert_eq!(unschedulable(&client, "big").await, want);
     let e = event(&client, "big", "FailedScheduling").await;
     assert_eq!(
@@ -383,11 +383,11 @@ async fn node_selector_and_affinity_choose_nodes() {
     assert_eq!(bound_to(&client, "by-name-field").await, "a");
     assert_eq!(
         unschedulable(&client, "nowhere").await,
-        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
     );
     assert_eq!(
         unschedulable(&client, "pinned-to-full").await,
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 1 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
     );
 }
 
@@ -449,7 +449,7 @@ async fn taints_and_tolerations_choose_nodes() {
     assert!(["gpu", "drain"].contains(&bound_to(&client, "tolerates-all").await.as_str()));
     assert_eq!(
         unschedulable(&client, "plain").await,
-        "0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) had untolerated taint {maintenance: }. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) had untolerated taint {maintenance: }. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.."
     );
     add_node(
         &client,
@@ -500,7 +500,7 @@ async fn cordoned_nodes_get_no_new_pods() {
     create(&client, pod("late", None, |_| {})).await;
     assert_eq!(
         unschedulable(&client, "late").await,
-        "0/2 nodes are available: 2 node(s) were unschedulable. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 2 node(s) were unschedulable. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.."
     );
     nodes
         .patch(
@@ -556,7 +556,7 @@ async fn accounting_prevents_overcommit_and_freed_room_is_reused() {
         assert_eq!(
             unschedulable_message(p),
             Some(
-                "0/4 nodes are available: 4 Insufficient cpu. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
+                "0/4 nodes are available: 4 Insufficient cpu. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.."
             )
         );
     }

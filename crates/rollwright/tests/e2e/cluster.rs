@@ -392,7 +392,7 @@ async fn a_pod_that_fits_nowhere_stays_pending_until_a_node_makes_room() {
     assert_eq!(
         message,
         "0/3 nodes are available: 3 Insufficient cpu. \
-         preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+         preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
     );
     let row = c.kubectl(&["get", "pod", "huge", "--no-headers"]).await;
     assert_eq!(&cols(&row)[1..3], ["0/1", "Pending"]);
@@ -456,7 +456,7 @@ async fn a_pod_that_fits_nowhere_stays_pending_until_a_node_makes_room() {
     assert_eq!(
         unschedulable(&c, &waiting[0]).await,
         "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 3 Insufficient cpu. \
-         preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod."
+         preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod.."
     );
     let out = rollwright(&c, &["nodes", "add"]).await;
     assert_eq!(out.trim(), "added node-3");
@@ -571,7 +571,7 @@ async fn taints_tolerations_cordon_affinity_and_node_selector_pick_nodes() {
     // NodeAffinity, in that order) and sorts the reasons.
     let nowhere = "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, \
                    1 node(s) had untolerated taint {dedicated: x}, 1 node(s) were unschedulable. \
-                   preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
+                   preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling..";
     assert_eq!(unschedulable(&c, "intolerant").await, nowhere);
     assert_eq!(unschedulable(&c, "zone-b").await, nowhere);
     wait_ready(

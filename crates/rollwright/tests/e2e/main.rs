@@ -33,6 +33,7 @@ mod leader_election;
 mod least_privilege;
 mod node_failure;
 mod realworld;
+mod scheduler_filters;
 mod scheduling;
 mod security;
 mod server_side_apply;

@@ -19,7 +19,7 @@ use std::{
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Upstream's message for a pod whose required anti-affinity every one of three nodes refuses.
-const ANTI_AFFINITY_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.";
+const ANTI_AFFINITY_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod..";
 
 /// A cluster of `nodes` simulated nodes with `cpu` CPUs each (zones `zone-a`, `zone-b`,
 /// `zone-c` round robin), fast pod start-up, the scheduler and the controllers.
@@ -294,7 +294,7 @@ preemptionPolicy: Never
     assert_eq!(
         unschedulable_message(&waiter["waiter"]),
         Some(
-            "0/3 nodes are available: 3 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+            "0/3 nodes are available: 3 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.."
         )
     );
     c.kubectl(&["delete", "pod", "waiter", "--wait=false"])
