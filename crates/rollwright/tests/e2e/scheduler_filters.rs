@@ -4,16 +4,12 @@
 //! (NodeResourcesFit's `Too many pods`). The expected messages are kube-scheduler v1.28.4's for
 //! the same objects, checked against it.
 
-use crate::common;
+use crate::{common, scheduling};
 
 use common::Cluster;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::{Api, ResourceExt};
-use nodesim::{NodeSim, distribution::Distribution};
-use std::{collections::BTreeMap, time::Duration};
-
-/// How long a watch waits for a state a working cluster reaches in seconds.
-const TIMEOUT: Duration = Duration::from_secs(120);
+use kube::ResourceExt;
+use nodesim::NodeSim;
+use scheduling::{node_of, unschedulable_message, wait_pods};
 
 /// kube-scheduler v1.28.4's message for a DaemonSet pod whose node has its host port taken by a
 /// pod of the same priority.
@@ -26,89 +22,12 @@ const TOO_MANY_PODS_MESSAGE: &str = "0/1 nodes are available: 1 Too many pods. p
 /// A cluster of `nodes` simulated nodes holding at most `max_pods` pods each, fast pod start-up,
 /// the scheduler and the controllers.
 async fn cluster(nodes: usize, max_pods: u32) -> Cluster {
-    let c = Cluster::start_with(rollwright::components::Components {
-        nodes: Some(NodeSim {
-            nodes,
-            max_pods,
-            start_delay: Distribution::Fixed(Duration::from_millis(50)),
-            readiness_delay: Distribution::Fixed(Duration::from_millis(50)),
-            grace_scale: 0.01,
-            backoff_scale: 0.01,
-            ..Default::default()
-        }),
-        scheduler: Some(Default::default()),
-        controllers: Some(Default::default()),
-        profile: None,
-    })
-    .await;
-    let api: Api<Node> = Api::all(c.client().await);
-    let mut seen = std::collections::BTreeSet::new();
-    embedded::wait_until(&api, &format!("{nodes} nodes"), TIMEOUT, |n: &Node| {
-        seen.insert(n.name_any());
-        seen.len() >= nodes
+    scheduling::cluster_of(NodeSim {
+        nodes,
+        max_pods,
+        ..scheduling::fast_nodes()
     })
     .await
-    .unwrap();
-    c
-}
-
-/// Waits until the pods of namespace `default` labelled `selector` satisfy `pred`, checked on
-/// every pod event after the initial list; returns them by name.
-async fn wait_pods(
-    c: &Cluster,
-    selector: &str,
-    what: &str,
-    mut pred: impl FnMut(&BTreeMap<String, Pod>) -> bool,
-) -> BTreeMap<String, Pod> {
-    use futures::StreamExt;
-    use kube::runtime::watcher;
-    let api: Api<Pod> = Api::namespaced(c.client().await, "default");
-    let mut events = watcher(api, watcher::Config::default().labels(selector)).boxed();
-    let mut pods = BTreeMap::new();
-    let mut synced = false;
-    let done = tokio::time::timeout(TIMEOUT, async {
-        while let Some(event) = events.next().await {
-            match event.unwrap() {
-                watcher::Event::Init => pods.clear(),
-                watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                    pods.insert(p.name_any(), p);
-                }
-                watcher::Event::Delete(p) => {
-                    pods.remove(&p.name_any());
-                }
-                watcher::Event::InitDone => synced = true,
-            }
-            if synced && pred(&pods) {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert!(
-        matches!(done, Ok(true)),
-        "timed out waiting for {what}: {:#?}",
-        pods.values()
-            .map(|p| (p.name_any(), node_of(p), unschedulable_message(p)))
-            .collect::<Vec<_>>()
-    );
-    pods
-}
-
-fn node_of(p: &Pod) -> Option<&str> {
-    p.spec.as_ref()?.node_name.as_deref()
-}
-
-/// The pod's `PodScheduled=False` message, if it has one.
-fn unschedulable_message(p: &Pod) -> Option<&str> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False")?
-        .message
-        .as_deref()
 }
 
 /// A DaemonSet shaped like prometheus' node-exporter, serving on host port 9100.

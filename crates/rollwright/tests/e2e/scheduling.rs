@@ -24,16 +24,30 @@ const ANTI_AFFINITY_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't m
 /// A cluster of `nodes` simulated nodes with `cpu` CPUs each (zones `zone-a`, `zone-b`,
 /// `zone-c` round robin), fast pod start-up, the scheduler and the controllers.
 async fn cluster(nodes: usize, cpu: &str) -> Cluster {
+    cluster_of(NodeSim {
+        nodes,
+        cpu: cpu.into(),
+        ..fast_nodes()
+    })
+    .await
+}
+
+/// Simulated nodes whose pods start and become ready at once.
+pub(crate) fn fast_nodes() -> NodeSim {
+    NodeSim {
+        start_delay: Distribution::Fixed(Duration::from_millis(50)),
+        readiness_delay: Distribution::Fixed(Duration::from_millis(50)),
+        grace_scale: 0.01,
+        backoff_scale: 0.01,
+        ..Default::default()
+    }
+}
+
+/// A cluster of `sim`'s nodes, the scheduler and the controllers, once every node registered.
+pub(crate) async fn cluster_of(sim: NodeSim) -> Cluster {
+    let nodes = sim.nodes;
     let c = Cluster::start_with(rollwright::components::Components {
-        nodes: Some(NodeSim {
-            nodes,
-            cpu: cpu.into(),
-            start_delay: Distribution::Fixed(Duration::from_millis(50)),
-            readiness_delay: Distribution::Fixed(Duration::from_millis(50)),
-            grace_scale: 0.01,
-            backoff_scale: 0.01,
-            ..Default::default()
-        }),
+        nodes: Some(sim),
         scheduler: Some(Default::default()),
         controllers: Some(Default::default()),
         profile: None,
@@ -52,7 +66,7 @@ async fn cluster(nodes: usize, cpu: &str) -> Cluster {
 
 /// Waits until the pods of namespace `default` labelled `selector` satisfy `pred`, checked on
 /// every pod event after the initial list; returns them by name.
-async fn wait_pods(
+pub(crate) async fn wait_pods(
     c: &Cluster,
     selector: &str,
     what: &str,
@@ -91,12 +105,12 @@ async fn wait_pods(
     pods
 }
 
-fn node_of(p: &Pod) -> Option<&str> {
+pub(crate) fn node_of(p: &Pod) -> Option<&str> {
     p.spec.as_ref()?.node_name.as_deref()
 }
 
 /// The pod's `PodScheduled=False` message, if it has one.
-fn unschedulable_message(p: &Pod) -> Option<&str> {
+pub(crate) fn unschedulable_message(p: &Pod) -> Option<&str> {
     p.status
         .as_ref()?
         .conditions
