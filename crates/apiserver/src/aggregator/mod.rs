@@ -153,7 +153,7 @@ pub(crate) fn available_condition(obj: &Value) -> Option<&Value> {
         .find(|c| c["type"] == "Available")
 }
 
-fn kind(server: &ApiServer) -> Option<Arc<Kind>> {
+pub(super) fn kind(server: &ApiServer) -> Option<Arc<Kind>> {
     server.registry().owner(GROUP, "apiservices")
 }
 

@@ -17,7 +17,7 @@ use axum::{
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use super::{ApiService, api_service};
+use super::ApiService;
 use crate::{context::Identity, outbound, server::ApiServer};
 
 /// The front-proxy headers (upstream's `--requestheader-*-headers` defaults, `X-Remote-User`,
@@ -57,9 +57,25 @@ fn remote_for(server: &ApiServer, path: &str) -> Option<ApiService> {
     let mut parts = rest.splitn(3, '/');
     let group = parts.next().filter(|g| !g.is_empty())?;
     let version = parts.next().filter(|v| !v.is_empty())?;
-    let api = ApiService::parse(&api_service(server, &format!("{version}.{group}"))?);
+    let def = super::kind(server)?;
+    let entry = server
+        .cache
+        .get(&def, None, &format!("{version}.{group}"))?;
+    // Every request of a built-in group passes here: a local APIService (stored compactly, its
+    // `spec.service` absent or null) is told by its bytes, without parsing it.
+    let remote = entry
+        .json
+        .windows(SERVICE_OBJECT.len())
+        .any(|w| w == SERVICE_OBJECT);
+    if !remote {
+        return None;
+    }
+    let api = ApiService::parse(&entry.value());
     api.service.is_some().then_some(api)
 }
+
+/// How a stored remote APIService's `spec.service` begins.
+const SERVICE_OBJECT: &[u8] = b"\"service\":{";
 
 /// The layer: requests of a remote APIService are proxied, all others go on.
 pub(crate) async fn route(State(server): State<ApiServer>, req: Request, next: Next) -> Response {
