@@ -173,7 +173,9 @@ fn record(
     // Upstream's field manager sees the request as decoded, defaults included, and runs before
     // the kind's strategy: what the strategy generates (a Job's selector and labels, a status
     // carried over) is nobody's, so a later apply that leaves it out does not remove it.
-    admission::typecheck(def, next)?;
+    // Defaulting only fills what is missing, so it is safe before `prepare`'s type check, which
+    // still refuses a mistyped request with the same answer (decoding it twice per write would
+    // cost every pod status update).
     def.strategy.defaults(next);
     let now = object::now_rfc3339();
     let writer = Writer {
