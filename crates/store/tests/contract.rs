@@ -934,3 +934,45 @@ async fn sqlite_past_its_quota_fails_writes_keeps_reads_and_recovers() {
     s.check().await.unwrap();
     s.create("/k/after", value).await.unwrap();
 }
+
+/// The member the store talks to dies (here whichever member it used first, leader or not): the
+/// store moves on to the others for writes as well as reads, as clientv3 does, instead of sending
+/// every write to the dead member's broken connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_writes_move_on_when_the_member_in_use_dies() {
+    let Ok(mut etcd) = LocalCluster::start(3)
+        .await
+        .map_err(|e| eprintln!("skipped: {e}"))
+    else {
+        return;
+    };
+    let s = etcd_store(&etcd).await;
+    for i in 0..3 {
+        s.create(&format!("/m/before-{i}"), v("x")).await.unwrap();
+    }
+    etcd.kill(0);
+    // Writes in flight while the others elect may fail as `Unavailable`; after that they succeed.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut failures = Vec::new();
+    let mut written = 0;
+    for i in 0.. {
+        match s.create(&format!("/m/after-{i}"), v("x")).await {
+            Ok(_) => {
+                written += 1;
+                if written == 5 {
+                    break;
+                }
+            }
+            Err(e) => {
+                assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+                failures.push(e.to_string());
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "writes never resumed with a member down: {failures:?}"
+        );
+    }
+    let (kvs, _) = s.list("/m/").await.unwrap();
+    assert_eq!(kvs.len(), 8);
+}
