@@ -976,3 +976,56 @@ async fn etcd_writes_move_on_when_the_member_in_use_dies() {
     let (kvs, _) = s.list("/m/").await.unwrap();
     assert_eq!(kvs.len(), 8);
 }
+
+/// The member the store talks to hangs (stopped, as a member on a stalled disk or behind a
+/// half-open connection does) instead of dying: requests time out rather than fail. The store
+/// moves its requests and its watch to the other members, so writes resume and every watch of the
+/// store sees them; it does not keep waiting on the member that never answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_writes_and_watches_move_on_when_the_member_in_use_hangs() {
+    let Ok(etcd) = LocalCluster::start(3)
+        .await
+        .map_err(|e| eprintln!("skipped: {e}"))
+    else {
+        return;
+    };
+    let opts = EtcdOptions {
+        request_timeout: std::time::Duration::from_secs(2),
+        ..EtcdOptions::default()
+    };
+    let s = EtcdStore::connect(&etcd.client_urls(), opts).await.unwrap();
+    let start = s.revision();
+    s.create("/h/before", v("x")).await.unwrap();
+    let pid = etcd.pid(0).unwrap().to_string();
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut written = vec!["/h/before".to_string()];
+    let mut failures = Vec::new();
+    for i in 0.. {
+        let key = format!("/h/after-{i}");
+        match s.create(&key, v("x")).await {
+            Ok(_) => written.push(key),
+            Err(e) => failures.push(e.to_string()),
+        }
+        if written.len() == 4 || tokio::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    let mut watch = s.watch("/h/", start).unwrap();
+    let seen = tokio::time::timeout_at(deadline, take(&mut watch, written.len())).await;
+    signal("-CONT");
+    assert_eq!(written.len(), 4, "writes never resumed: {failures:?}");
+    let seen: Vec<String> = seen
+        .expect("the store's watch delivers the writes made after the hang")
+        .into_iter()
+        .map(|e| e.kv.key)
+        .collect();
+    assert_eq!(seen, written);
+}

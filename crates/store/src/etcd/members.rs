@@ -147,13 +147,25 @@ impl Members {
         for attempt in 0..self.clients.len() {
             let i = (first + attempt) % self.clients.len();
             match tokio::time::timeout_at(deadline, request(client(&self.clients[i]))).await {
-                Err(_) => return Err(Failure::TimedOut(what, timeout)),
+                Err(_) => {
+                    // A member that does not answer in time (stalled, or still following a dead
+                    // leader) is not asked first again: the next request starts elsewhere.
+                    self.avoid(i);
+                    return Err(Failure::TimedOut(what, timeout));
+                }
                 Ok(Ok(response)) => {
                     self.preferred.store(i, Ordering::Relaxed);
                     return Ok(response);
                 }
                 Ok(Err(e)) if retriable(&e, retry) => last = Some(e),
-                Ok(Err(e)) => return Err(Failure::Etcd(e)),
+                Ok(Err(e)) => {
+                    // A write cut off midway cannot be sent again, but the connection that cut
+                    // it off is not trusted with the next one either.
+                    if unavailable(&e) {
+                        self.avoid(i);
+                    }
+                    return Err(Failure::Etcd(e));
+                }
             }
         }
         // Every member failed; start with the next one next time.
@@ -170,8 +182,16 @@ impl Members {
 
     /// The member in use failed: use the next one.
     pub(super) fn failed(&self) {
-        let next = (self.preferred.load(Ordering::Relaxed) + 1) % self.clients.len();
-        self.preferred.store(next, Ordering::Relaxed);
+        self.avoid(self.preferred.load(Ordering::Relaxed));
+    }
+
+    /// Member `i` failed: if it is still the one in use, use the next one (a request that
+    /// succeeded elsewhere meanwhile has already moved on, and keeps its choice).
+    fn avoid(&self, i: usize) {
+        let next = (i + 1) % self.clients.len();
+        let _ = self
+            .preferred
+            .compare_exchange(i, next, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 

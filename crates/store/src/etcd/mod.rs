@@ -36,7 +36,7 @@ use etcd_client::{
 };
 use lease::Leases;
 use members::{Failure, Members, Retry};
-use tokio::task::JoinHandle;
+use tokio::{sync::Notify, task::JoinHandle};
 
 use crate::{
     Event, EventKind, EventStream, KeyValue, Result, Revision, Store, StoreError,
@@ -85,6 +85,9 @@ pub struct EtcdStore {
     known: Arc<AtomicU64>,
     leases: Leases,
     opts: EtcdOptions,
+    /// Told when an acknowledged write has not reached the window in time: the feed's watch is
+    /// then on a member that stopped delivering (see [`feed`]).
+    stale: Arc<Notify>,
     feed: JoinHandle<()>,
 }
 
@@ -105,10 +108,15 @@ impl EtcdStore {
                 StoreError::Unavailable(format!("cannot reach etcd at {}: {e}", urls.join(",")))
             })?;
         let window = Window::new(opts.window, start);
+        let stale = Arc::new(Notify::new());
         let feed = tokio::spawn(feed(
-            Arc::clone(&members),
-            Arc::clone(&window),
-            Arc::clone(&known),
+            Feed {
+                members: Arc::clone(&members),
+                window: Arc::clone(&window),
+                known: Arc::clone(&known),
+                stale: Arc::clone(&stale),
+            },
+            opts.request_timeout,
         ));
         Ok(Self {
             members,
@@ -116,6 +124,7 @@ impl EtcdStore {
             known,
             leases: Leases::new(opts.expiring.clone()),
             opts,
+            stale,
             feed,
         })
     }
@@ -179,8 +188,9 @@ impl EtcdStore {
         {
             tracing::warn!(
                 revision,
-                "etcd store: the watch has not delivered an acknowledged write yet"
+                "etcd store: the watch has not delivered an acknowledged write yet; re-watching"
             );
+            self.stale.notify_one();
         }
     }
 }
@@ -401,9 +411,29 @@ headed!(
     etcd_client::CompactionResponse
 );
 
+/// What the feed works with: the members, where it publishes, and who tells it that it is stale.
+struct Feed {
+    members: Arc<Members>,
+    window: Arc<Window>,
+    known: Arc<AtomicU64>,
+    stale: Arc<Notify>,
+}
+
 /// Follows etcd's history from the window's revision and publishes it to the window, for as long
 /// as the store lives; reconnects after errors and jumps past history etcd compacted away.
-async fn feed(members: Arc<Members>, window: Arc<Window>, known: Arc<AtomicU64>) {
+///
+/// A watch can also go quiet without failing: its member stalls, or its connection is half-open
+/// until the keep-alive notices. Acknowledged writes are then missing from the window, so when
+/// the store says so ([`Feed::stale`]) the feed re-watches on the member that answered the
+/// writes, from where the window stands: nothing is lost or delivered twice either way. Opening a
+/// watch is bounded by `timeout` for the same reason.
+async fn feed(feed: Feed, timeout: Duration) {
+    let Feed {
+        members,
+        window,
+        known,
+        stale,
+    } = feed;
     let (key, end) = key_range("");
     let mut backoff = Duration::from_millis(50);
     loop {
@@ -413,9 +443,20 @@ async fn feed(members: Arc<Members>, window: Arc<Window>, known: Arc<AtomicU64>)
             .with_range(end.clone())
             .with_start_revision(from as i64)
             .with_prev_key();
-        match client.watch(key.clone(), Some(options)).await {
+        let opened = tokio::time::timeout(timeout, client.watch(key.clone(), Some(options)))
+            .await
+            .unwrap_or_else(|_| Err(etcd_client::Error::WatchError("no answer in time".into())));
+        match opened {
             Ok(mut stream) => loop {
-                match stream.message().await {
+                let message = tokio::select! {
+                    message = stream.message() => Some(message),
+                    () = stale.notified() => None,
+                };
+                let Some(message) = message else {
+                    tracing::warn!(from, "etcd watch delivers nothing; re-watching");
+                    break;
+                };
+                match message {
                     Ok(Some(response)) => {
                         if response.compact_revision() > 0 {
                             let compacted = response.compact_revision() as Revision;
