@@ -16,6 +16,7 @@ pub mod output;
 pub mod rollout;
 pub mod scale;
 pub mod set_image;
+pub mod snapshot;
 pub mod three_way;
 pub mod workload;
 
@@ -38,6 +39,9 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Delete objects, and wait until they are gone.
     Delete(delete::DeleteArgs),
+    /// Read a cluster's nodes, workloads, pods and budgets (list only, never Secrets) into one
+    /// JSON file, for rehearsing a rollout of it.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 /// Runs one CLI command.
@@ -49,5 +53,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Get(args) => get::run(args).await,
         Command::Apply(args) => apply::run(args).await,
         Command::Delete(args) => delete::run(args).await,
+        Command::Snapshot(args) => snapshot::run(args).await,
     }
 }

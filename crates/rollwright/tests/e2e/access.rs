@@ -5,7 +5,11 @@
 use crate::common::Cluster;
 
 /// A kubeconfig for `user` in `groups`, made by `rollwright kubeconfig`.
-async fn user_kubeconfig(c: &Cluster, user: &str, groups: &[&str]) -> std::path::PathBuf {
+pub(crate) async fn user_kubeconfig(
+    c: &Cluster,
+    user: &str,
+    groups: &[&str],
+) -> std::path::PathBuf {
     let path = c
         .dir
         .path()

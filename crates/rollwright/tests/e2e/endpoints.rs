@@ -42,7 +42,7 @@ pub fn components() -> Components {
 }
 
 /// The tutorial manifests, relative to this crate.
-fn realworld(file: &str) -> String {
+pub(crate) fn realworld(file: &str) -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/realworld")
         .join(file)

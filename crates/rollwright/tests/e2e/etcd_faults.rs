@@ -98,6 +98,47 @@ fn web(image: &str) -> String {
     .to_string()
 }
 
+/// `kubectl rollout status deployment/web`; if it times out, the failure shows what the cluster
+/// and the etcd members were doing, so that a failure on a loaded CI machine can be understood.
+async fn rollout_done(c: &Cluster, etcd: &store::etcd::member::LocalCluster) {
+    let out = c
+        .kubectl_raw(
+            &["rollout", "status", "deployment/web", "--timeout=120s"],
+            None,
+        )
+        .await;
+    if out.status.success() {
+        return;
+    }
+    let state = c
+        .kubectl_raw(&["get", "deployment,replicasets,pods", "-o", "wide"], None)
+        .await;
+    let deployment = c
+        .kubectl_raw(
+            &["get", "deployment", "web", "-o", "jsonpath={.status}"],
+            None,
+        )
+        .await;
+    let events = c.kubectl_raw(&["get", "events"], None).await;
+    let mut logs = String::new();
+    for i in 0..3 {
+        let log = std::fs::read_to_string(etcd.dir().join(format!("m{i}.log"))).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        logs.push_str(&format!(
+            "member {i}:\n{}\n",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ));
+    }
+    let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    panic!(
+        "the rollout did not finish: {}\n{}\nstatus: {}\n{}\netcd:\n{logs}",
+        String::from_utf8_lossy(&out.stderr),
+        text(&state),
+        text(&deployment),
+        text(&events),
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollouts_go_on_with_one_member_down_and_writes_fail_cleanly_without_quorum() {
     let Some(mut etcd) = start_etcd(3).await else {
@@ -138,8 +179,7 @@ async fn rollouts_go_on_with_one_member_down_and_writes_fail_cleanly_without_quo
     c.kubectl(&["set", "image", "deployment/web", "app=nginx:2"])
         .await;
     etcd.kill(leader);
-    c.kubectl(&["rollout", "status", "deployment/web", "--timeout=120s"])
-        .await;
+    rollout_done(&c, &etcd).await;
     assert_eq!(watcher.violations(), Vec::<String>::new());
     assert!(watcher.events_seen() > 6, "the watcher saw the rollout");
 
@@ -183,8 +223,7 @@ async fn rollouts_go_on_with_one_member_down_and_writes_fail_cleanly_without_quo
     etcd.ready(&etcd.client_urls()).await.unwrap();
     c.kubectl(&["scale", "deployment/web", "--replicas=3"])
         .await;
-    c.kubectl(&["rollout", "status", "deployment/web", "--timeout=120s"])
-        .await;
+    rollout_done(&c, &etcd).await;
     let (acknowledged, refused) = writer.stop().await;
     let present: std::collections::HashSet<String> = leases
         .list(&ListParams::default())

@@ -37,5 +37,6 @@ mod scheduler_filters;
 mod scheduling;
 mod security;
 mod server_side_apply;
+mod snapshot;
 mod statefulset_kubectl;
 mod watch_restart;
