@@ -374,29 +374,6 @@ mod tests {
     }
 
     #[test]
-    fn progress_is_any_step_forward() {
-        let s = |replicas, updated, ready, available| DeploymentStatus {
-            replicas: Some(replicas),
-            updated_replicas: Some(updated),
-            ready_replicas: Some(ready),
-            available_replicas: Some(available),
-            ..Default::default()
-        };
-        let before = s(10, 3, 8, 8);
-        let cases = [
-            ("nothing moved", s(10, 3, 8, 8), false),
-            ("more updated", s(11, 4, 8, 8), true),
-            ("fewer old", s(9, 3, 8, 8), true),
-            ("more ready", s(10, 3, 9, 8), true),
-            ("more available", s(10, 3, 8, 9), true),
-            ("fewer available only", s(10, 3, 7, 7), false),
-        ];
-        for (name, after, want) in cases {
-            assert_eq!(progressing(Some(&before), &after), want, "{name}");
-        }
-    }
-
-    #[test]
     fn the_progressing_condition_follows_the_rollout() {
         let now = at(10_000);
         let r = Rollout {

@@ -190,6 +190,7 @@ impl Rollout<'_> {
         let done_before = self.all_updated && current.reason == reason::NEW_REVISION_AVAILABLE;
         let mut timed_out = false;
         if done_before {
+            // A finished rollout that later loses a pod is still finished, as a Deployment's.
         } else if self.complete {
             cond = Some(Condition::new(
                 "True",
