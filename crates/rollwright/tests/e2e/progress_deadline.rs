@@ -44,7 +44,13 @@ async fn cluster() -> Rig {
 
 /// A DaemonSet or a StatefulSet named `web` of two pods, its container `app`.
 trait Workload:
-    kube::Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + 'static
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + 'static
 {
     /// `kubectl`'s short name.
     const SHORT: &'static str;
