@@ -145,81 +145,78 @@ impl Rollout<'_> {
         let kind = self.kind;
         let paused_reason = format!("{kind}Paused");
         let resumed_reason = format!("{kind}Resumed");
-        let mut cond = stored.cloned();
+        let cond = stored.cloned();
         let was_timed_out = stored.is_some_and(Condition::timed_out);
         if self.paused {
             // A timed-out rollout stays so while paused, as a Deployment's does.
-            if !was_timed_out && stored.is_none_or(|c| c.reason != paused_reason) {
+            let condition = if !was_timed_out && stored.is_none_or(|c| c.reason != paused_reason) {
                 let message = format!("{kind} is paused");
-                cond = Some(Condition::new("Unknown", &paused_reason, message, now));
-            }
+                Some(Condition::new("Unknown", &paused_reason, message, now))
+            } else {
+                cond
+            };
             return Outcome {
-                condition: cond,
+                condition,
                 timed_out: false,
                 requeue: None,
             };
         }
         let subject = format!("ControllerRevision {:?}", self.revision);
         let quoted = format!("{:?}", self.revision);
-        cond = match cond {
-            Some(c) if c.reason == paused_reason => Some(Condition::new(
+        let mut cond = match cond {
+            Some(c) if c.reason == paused_reason => Condition::new(
                 "Unknown",
                 &resumed_reason,
                 format!("{kind} is resumed"),
                 now,
-            )),
-            None => Some(Condition::new(
+            ),
+            None => Condition::new(
                 "True",
                 reason::FOUND_NEW_REVISION,
                 format!("Found new controller revision {quoted}"),
                 now,
-            )),
+            ),
             Some(c) if c.reason != resumed_reason && !c.message.contains(&quoted) => {
-                Some(Condition::new(
+                Condition::new(
                     "True",
                     reason::NEW_REVISION_CREATED,
                     format!("Rolling out new controller revision {quoted}"),
                     now,
-                ))
+                )
             }
-            c => c,
+            Some(c) => c,
         };
-        let current = cond
-            .clone()
-            .unwrap_or_else(|| Condition::new("True", "", String::new(), now));
-        let done_before = self.all_updated && current.reason == reason::NEW_REVISION_AVAILABLE;
+        let done_before = self.all_updated && cond.reason == reason::NEW_REVISION_AVAILABLE;
         let mut timed_out = false;
         if done_before {
             // A finished rollout that later loses a pod is still finished, as a Deployment's.
         } else if self.complete {
-            cond = Some(Condition::new(
+            cond = Condition::new(
                 "True",
                 reason::NEW_REVISION_AVAILABLE,
                 format!("{subject} has successfully progressed."),
                 now,
-            ));
+            );
         } else if advanced(self.before, self.after) {
-            cond = Some(Condition::new(
+            cond = Condition::new(
                 "True",
                 reason::REVISION_UPDATED,
                 format!("{subject} is progressing."),
                 now,
-            ));
-        } else if !current.timed_out() && deadline_passed(current.since, deadline, now) {
-            cond = Some(Condition::new(
+            );
+        } else if !cond.timed_out() && deadline_passed(cond.since, deadline, now) {
+            cond = Condition::new(
                 "False",
                 TIMED_OUT,
                 format!("{subject} has timed out progressing."),
                 now,
-            ));
+            );
             timed_out = true;
         }
-        let requeue = cond
-            .as_ref()
-            .filter(|c| !c.timed_out() && c.reason != reason::NEW_REVISION_AVAILABLE)
-            .map(|c| requeue_after(c.since, deadline, now));
+        let waiting = !cond.timed_out() && cond.reason != reason::NEW_REVISION_AVAILABLE;
+        let requeue = waiting.then(|| requeue_after(cond.since, deadline, now));
         Outcome {
-            condition: cond,
+            condition: Some(cond),
             timed_out,
             requeue,
         }
