@@ -67,6 +67,7 @@ pub mod node_lifecycle;
 pub mod owners;
 pub mod ownership;
 pub mod pod_gc;
+pub mod progress;
 pub mod replicaset;
 pub mod replicationcontroller;
 pub mod resourcequota;

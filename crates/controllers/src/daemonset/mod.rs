@@ -1048,20 +1048,29 @@ impl DaemonSetController {
         } else {
             stored_generation
         };
-        if status::Counts::of_status(stored) == counts && stored_generation >= generation {
+        let progress = status::progress(sync.daemon, &sync.hash, counts, sync.now);
+        progress.before_write(&self.recorder, &events::reference(ds), requeue);
+        if status::Counts::of_status(stored) == counts
+            && stored_generation >= generation
+            && !progress.changed()
+        {
             return Ok(());
         }
         let mut fields = counts.to_json();
         if observed && let (Some(g), Value::Object(m)) = (generation, &mut fields) {
             m.insert("observedGeneration".into(), json!(g));
         }
+        progress.add_to(&mut fields);
         let api: Api<DaemonSet> =
             Api::namespaced(self.client.clone(), &ds.namespace().unwrap_or_default());
         // UpdateStatus of the cached object with the counts, re-read on a conflict (upstream's
         // storeDaemonSetStatus); the role grants `update` on `daemonsets/status`, not `patch`.
         let set = |v: &mut Value| crate::update::set_status_fields(v, &fields);
         match crate::update::status(&api, ds, set).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                progress.after_write(&self.recorder, &events::reference(ds));
+                Ok(())
+            }
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(e.into()),
         }

@@ -1,7 +1,11 @@
 //! The DaemonSet's status counts (upstream's `updateDaemonSetStatus`; seed 002 section 3.4),
 //! counted per node: on a node with several daemon pods only the oldest counts.
 
-use super::nodes::{Placement, oldest_first};
+use super::{
+    Daemon,
+    nodes::{Placement, oldest_first},
+};
+use crate::progress::{self, report::Report, rollout::Rollout};
 use informer::{Cached, Shared};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -55,6 +59,46 @@ impl Counts {
             updated_number_scheduled: s.updated_number_scheduled.unwrap_or(0),
         }
     }
+}
+
+/// The `Progressing` condition after a sync that counted `after` ([`crate::progress`]):
+/// progress is more nodes running an updated, ready or available daemon pod, or fewer running
+/// an old one; the rollout is complete when every node that should run one runs an available
+/// updated pod, as `kubectl rollout status` judges it.
+pub fn progress(daemon: &Daemon, hash: &str, after: Counts, now: jiff::Timestamp) -> Report {
+    let ds = &daemon.ds;
+    let stored = ds.status.as_ref();
+    let conditions: Vec<Value> = stored
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
+    let measure = |c: Counts| progress::Counts {
+        replicas: c.current_number_scheduled,
+        updated: c.updated_number_scheduled,
+        ready: c.number_ready,
+        available: c.number_available,
+    };
+    let revision = format!("{}-{hash}", ds.metadata.name.as_deref().unwrap_or(""));
+    let desired = after.desired_number_scheduled;
+    let rollout = Rollout {
+        kind: "DaemonSet",
+        revision: &revision,
+        deadline: None,
+        paused: daemon.paused,
+        before: measure(Counts::of_status(stored)),
+        after: measure(after),
+        complete: after.updated_number_scheduled >= desired && after.number_available >= desired,
+        all_updated: after.updated_number_scheduled >= after.current_number_scheduled,
+    };
+    Report::new(
+        &ds.metadata,
+        daemon.is_rolling_update(),
+        &conditions,
+        rollout,
+        now,
+    )
 }
 
 /// Counts over `nodes` (name and placement) and the pods grouped by node. `until_available`

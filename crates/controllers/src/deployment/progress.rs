@@ -9,7 +9,7 @@
 //! itself for that moment ([`requeue_after`]) instead of polling.
 
 use super::util::{Rollout, RsView};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::{
     api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus},
     apimachinery::pkg::apis::meta::v1::Time,
@@ -17,7 +17,7 @@ use k8s_openapi::{
 use std::time::Duration;
 
 /// Condition types.
-pub const PROGRESSING: &str = "Progressing";
+pub use crate::progress::PROGRESSING;
 /// The Deployment has at least `replicas - maxUnavailable` available pods.
 pub const AVAILABLE: &str = "Available";
 /// A ReplicaSet of the Deployment cannot create or delete pods.
@@ -34,7 +34,7 @@ pub mod reason {
     /// The rollout finished.
     pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
     /// No progress for `progressDeadlineSeconds`.
-    pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+    pub use crate::progress::TIMED_OUT;
     /// `spec.paused` was set.
     pub const PAUSED: &str = "DeploymentPaused";
     /// `spec.paused` was cleared.
@@ -133,14 +133,14 @@ pub fn complete(d: &Deployment, status: &DeploymentStatus) -> bool {
 /// Whether `new` shows progress over `old` (upstream's `DeploymentProgressing`): more updated,
 /// ready or available replicas, or fewer old ones.
 pub fn progressing(old: Option<&DeploymentStatus>, new: &DeploymentStatus) -> bool {
-    let default = DeploymentStatus::default();
-    let old = old.unwrap_or(&default);
-    let old_old = n(old.replicas) - n(old.updated_replicas);
-    let new_old = n(new.replicas) - n(new.updated_replicas);
-    n(new.updated_replicas) > n(old.updated_replicas)
-        || new_old < old_old
-        || n(new.ready_replicas) > n(old.ready_replicas)
-        || n(new.available_replicas) > n(old.available_replicas)
+    let counts = |s: &DeploymentStatus| crate::progress::Counts {
+        replicas: n(s.replicas),
+        updated: n(s.updated_replicas),
+        ready: n(s.ready_replicas),
+        available: n(s.available_replicas),
+    };
+    let before = old.map(counts).unwrap_or_default();
+    crate::progress::advanced(before, counts(new))
 }
 
 /// Whether the rollout has gone `progressDeadlineSeconds` without progress (upstream's
@@ -158,7 +158,7 @@ pub fn timed_out(d: &Deployment, status: &DeploymentStatus, now: Timestamp) -> b
         _ => cond
             .last_update_time
             .as_ref()
-            .is_some_and(|t| t.0 + SignedDuration::from_secs(i64::from(deadline)) < now),
+            .is_some_and(|t| crate::progress::deadline_passed(t.0, seconds(deadline), now)),
     }
 }
 
@@ -277,12 +277,15 @@ pub fn requeue_after(d: &Deployment, new: &DeploymentStatus, now: Timestamp) -> 
         return None;
     }
     let updated = current.last_update_time.as_ref()?.0;
-    let at = updated + SignedDuration::from_secs(i64::from(deadline));
-    let after = now.duration_until(at);
-    if after < SignedDuration::from_secs(1) {
-        return Some(Duration::from_secs(1));
-    }
-    Some(after.unsigned_abs() + Duration::from_secs(1))
+    Some(crate::progress::requeue_after(
+        updated,
+        seconds(deadline),
+        now,
+    ))
+}
+
+fn seconds(deadline: i32) -> Duration {
+    Duration::from_secs(u64::try_from(deadline).unwrap_or(0))
 }
 
 /// The `Progressing` condition pausing or resuming sets, if it changes (upstream's
@@ -367,29 +370,6 @@ mod tests {
         ];
         for (name, status, want) in cases {
             assert_eq!(complete(&d, &status), want, "{name}");
-        }
-    }
-
-    #[test]
-    fn progress_is_any_step_forward() {
-        let s = |replicas, updated, ready, available| DeploymentStatus {
-            replicas: Some(replicas),
-            updated_replicas: Some(updated),
-            ready_replicas: Some(ready),
-            available_replicas: Some(available),
-            ..Default::default()
-        };
-        let before = s(10, 3, 8, 8);
-        let cases = [
-            ("nothing moved", s(10, 3, 8, 8), false),
-            ("more updated", s(11, 4, 8, 8), true),
-            ("fewer old", s(9, 3, 8, 8), true),
-            ("more ready", s(10, 3, 9, 8), true),
-            ("more available", s(10, 3, 8, 9), true),
-            ("fewer available only", s(10, 3, 7, 7), false),
-        ];
-        for (name, after, want) in cases {
-            assert_eq!(progressing(Some(&before), &after), want, "{name}");
         }
     }
 

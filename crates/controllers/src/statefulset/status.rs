@@ -4,6 +4,8 @@
 //! `currentRevision` is the revision the set is rolling away from; it becomes `updateRevision`
 //! once every kept pod is updated and ready, which is what `kubectl rollout status` waits for.
 
+use super::Set;
+use crate::progress::{self, report::Report, rollout::Rollout};
 use k8s_openapi::api::apps::v1::StatefulSetStatus;
 use serde_json::{Value, json};
 
@@ -118,6 +120,47 @@ impl Status {
         }
         v
     }
+}
+
+/// The `Progressing` condition after a sync that computed `after` ([`crate::progress`]):
+/// progress is more pods updated, ready or available, or fewer old ones; the rollout is
+/// complete when every pod exists and is available and every ordinal from the partition up is
+/// updated, as `kubectl rollout status` judges it.
+pub fn progress(set: &Set, after: &Status, now: jiff::Timestamp) -> Report {
+    let stored = set.sts.status.as_ref();
+    let conditions: Vec<Value> = stored
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
+    let before = stored.map_or_else(progress::Counts::default, |s| progress::Counts {
+        replicas: s.replicas,
+        updated: s.updated_replicas.unwrap_or(0),
+        ready: s.ready_replicas.unwrap_or(0),
+        available: s.available_replicas.unwrap_or(0),
+    });
+    let ordinals = set.ordinals();
+    let replicas = ordinals.replicas;
+    let to_update = (ordinals.start + replicas - set.partition_ordinal()).clamp(0, replicas);
+    let rollout = Rollout {
+        kind: "StatefulSet",
+        revision: &after.update_revision,
+        deadline: None,
+        paused: set.paused,
+        before,
+        after: progress::Counts {
+            replicas: after.replicas,
+            updated: after.updated_replicas,
+            ready: after.ready_replicas,
+            available: after.available_replicas,
+        },
+        complete: after.replicas == replicas
+            && after.available_replicas == replicas
+            && after.updated_replicas >= to_update,
+        all_updated: after.updated_replicas >= to_update,
+    };
+    Report::new(&set.sts.metadata, set.rolling(), &conditions, rollout, now)
 }
 
 #[cfg(test)]

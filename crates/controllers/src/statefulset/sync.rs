@@ -692,7 +692,9 @@ impl Syncer {
             .and_then(|s| s.collision_count)
             .unwrap_or(0);
         st.observed_generation = set.sts.metadata.generation;
-        if !st.differs_from(set.sts.status.as_ref()) {
+        let progress = status::progress(set, &st, view.now);
+        progress.before_write(&self.recorder, &events::reference(&set.sts), requeue);
+        if !st.differs_from(set.sts.status.as_ref()) && !progress.changed() {
             return Ok(());
         }
         let api: Api<StatefulSet> = Api::namespaced(
@@ -702,10 +704,14 @@ impl Syncer {
         // UpdateStatus of the cached object, re-read on a conflict (upstream's
         // updateStatefulSetStatus with RetryOnConflict); the role grants `update` on
         // `statefulsets/status`, not `patch`.
-        let fields = st.to_json();
+        let mut fields = st.to_json();
+        progress.add_to(&mut fields);
         let write = |v: &mut Value| crate::update::set_status_fields(v, &fields);
         match crate::update::status(&api, &set.sts, write).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                progress.after_write(&self.recorder, &events::reference(&set.sts));
+                Ok(())
+            }
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(e.into()),
         }

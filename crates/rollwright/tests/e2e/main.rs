@@ -32,6 +32,7 @@ mod kubelet;
 mod leader_election;
 mod least_privilege;
 mod node_failure;
+mod progress_deadline;
 mod realworld;
 mod scheduler_filters;
 mod scheduling;

@@ -51,7 +51,8 @@ pub struct WorkloadView {
     pub available: i32,
     /// Rollout paused (`spec.paused`; for the others the rollwright field or annotation).
     pub paused: bool,
-    /// The Deployment's `Progressing` condition says `ProgressDeadlineExceeded`.
+    /// The `Progressing` condition says `ProgressDeadlineExceeded` (a Deployment's, or a
+    /// DaemonSet's or StatefulSet's under rollwright's progress-deadline annotation).
     pub deadline_exceeded: bool,
     /// Whether the update strategy is RollingUpdate (kubectl reports only those).
     pub rolling: bool,
@@ -120,6 +121,14 @@ impl WorkloadView {
                 .map_or(Value::Null, normalize_template),
             ..Default::default()
         };
+        // Deployments' `progressDeadlineSeconds`, and rollwright's annotation on the others,
+        // set the same condition.
+        view.deadline_exceeded = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded");
         match kind {
             Kind::Deployment => {
                 view.desired = replicas_spec;
@@ -131,14 +140,6 @@ impl WorkloadView {
                     .pointer("/spec/paused")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                view.deadline_exceeded = obj
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .any(|c| {
-                        c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded"
-                    });
             }
             Kind::DaemonSet => {
                 view.desired = int32(obj, "/status/desiredNumberScheduled");

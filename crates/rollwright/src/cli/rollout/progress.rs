@@ -30,7 +30,7 @@ pub enum Verdict {
     Done(String),
     /// Still going (kubectl's progress message).
     Waiting(String),
-    /// Will not finish by itself: the Deployment exceeded its progress deadline.
+    /// Will not finish by itself: the rollout exceeded its progress deadline.
     Failed(String),
     /// kubectl reports rollouts of the RollingUpdate strategy only.
     Unsupported(String),
@@ -104,6 +104,11 @@ pub fn kubectl_verdict(w: &WorkloadView) -> Verdict {
                     "Waiting for daemon set spec update to be observed...".into(),
                 );
             }
+            if w.deadline_exceeded {
+                return Verdict::Failed(format!(
+                    "daemon set {name:?} exceeded its progress deadline"
+                ));
+            }
             if w.updated < w.desired {
                 Verdict::Waiting(format!(
                     "Waiting for daemon set {name:?} rollout to finish: {} out of {} new pods have been updated...",
@@ -128,6 +133,11 @@ pub fn kubectl_verdict(w: &WorkloadView) -> Verdict {
                 return Verdict::Waiting(
                     "Waiting for statefulset spec update to be observed...".into(),
                 );
+            }
+            if w.deadline_exceeded {
+                return Verdict::Failed(format!(
+                    "statefulset {name:?} exceeded its progress deadline"
+                ));
             }
             if w.ready < w.desired {
                 return Verdict::Waiting(format!(
@@ -539,6 +549,14 @@ mod tests {
             (
                 WorkloadView { kind: Some(Kind::DaemonSet), ..deployment(5, 5, 5, 5) },
                 Verdict::Done("daemon set \"web\" successfully rolled out".into()),
+            ),
+            (
+                WorkloadView { kind: Some(Kind::DaemonSet), deadline_exceeded: true, ..deployment(5, 4, 5, 4) },
+                Verdict::Failed("daemon set \"web\" exceeded its progress deadline".into()),
+            ),
+            (
+                WorkloadView { kind: Some(Kind::StatefulSet), deadline_exceeded: true, ..deployment(3, 1, 3, 2) },
+                Verdict::Failed("statefulset \"web\" exceeded its progress deadline".into()),
             ),
             (
                 WorkloadView { kind: Some(Kind::DaemonSet), rolling: false, ..deployment(5, 5, 5, 5) },
