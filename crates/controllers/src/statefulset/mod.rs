@@ -241,6 +241,7 @@ pub struct StatefulSetController {
     claims: Informer<PersistentVolumeClaim>,
     syncer: Syncer,
     queue: WorkQueue<Key>,
+    autorollback: crate::autorollback::AutoRollback,
 }
 
 impl Controller for StatefulSetController {
@@ -296,6 +297,22 @@ impl Controller for StatefulSetController {
                 set.selector.matches_labels(r.metadata.labels.as_ref())
             })
             .await?;
+        // Automatic rollback (rollwright, issue #22): a failed rollout's template reverted.
+        let rollback = self.autorollback.with_revisions(
+            crate::autorollback::WorkloadKind::StatefulSet,
+            &set.sts,
+            set.paused,
+            &revisions,
+            &pods,
+            set.max_unavailable().unwrap_or(1),
+            set.sts
+                .status
+                .as_ref()
+                .and_then(|s| s.current_revision.as_deref()),
+        );
+        if rollback.await? == crate::autorollback::Outcome::Stop {
+            return Ok(Action::await_change());
+        }
         let ns = set.sts.namespace().unwrap_or_default();
         let claims = self
             .claims
@@ -324,6 +341,11 @@ impl StatefulSetController {
         let client = informers.client().clone();
         Arc::new(Self {
             syncer: Syncer::new(client.clone(), &config),
+            autorollback: crate::autorollback::AutoRollback::new(
+                informers,
+                client.clone(),
+                "statefulset-controller",
+            ),
             queue: WorkQueue::new(config.backoff),
             client,
             config,
