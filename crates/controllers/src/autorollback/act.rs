@@ -277,18 +277,27 @@ impl AutoRollback {
             .unwrap_or(Value::Null);
         let status = json.get("status").cloned().unwrap_or(Value::Null);
         let restarts = crash_restarts(meta.annotations.as_ref());
-        let mut live: HashMap<&str, i32> = HashMap::new();
+        // A pod names its revision by hash (DaemonSet) or by the revision's name (StatefulSet).
+        fn hash_of(r: &ControllerRevision) -> &str {
+            history::hash_of(&r.metadata).unwrap_or_default()
+        }
+        let revision_of_pod = |pod: &Pod| {
+            let label = history::hash_of(&pod.metadata)?;
+            revisions
+                .iter()
+                .find(|r| hash_of(r) == label || r.metadata.name.as_deref() == Some(label))
+        };
         let current_cr = revisions.iter().find(|r| history::matches(r, &template));
-        let current_hash = current_cr.and_then(|r| history::hash_of(&r.metadata));
+        let mut live: HashMap<&str, i32> = HashMap::new();
         let (mut image_failures, mut crash_loops) = (0, 0);
         for pod in pods {
-            let Some(hash) = history::hash_of(&pod.metadata) else {
+            let Some(r) = revision_of_pod(pod) else {
                 continue;
             };
             if is_ready(pod) {
-                *live.entry(hash).or_default() += 1;
+                *live.entry(hash_of(r)).or_default() += 1;
             }
-            if Some(hash) == current_hash {
+            if current_cr.is_some_and(|c| c.metadata.uid == r.metadata.uid) {
                 match pod_failure(pod, restarts) {
                     Some(PodFailure::ImagePull) => image_failures += 1,
                     Some(PodFailure::CrashLoop) => crash_loops += 1,
@@ -297,7 +306,7 @@ impl AutoRollback {
             }
         }
         let revision_of = |r: &ControllerRevision| {
-            let hash = history::hash_of(&r.metadata).unwrap_or_default();
+            let hash = hash_of(r);
             Revision {
                 number: r.revision,
                 hash: hash.to_string(),

@@ -507,7 +507,7 @@ impl DaemonSetController {
         let revisions = self.claim(&daemon, self.revisions.store()).await?;
         // Automatic rollback (rollwright, issue #22): a failed rollout's template reverted.
         let desired = ds.status.as_ref().map_or(0, |s| s.desired_number_scheduled);
-        let (_, unavailable) = daemon.fenceposts(desired)?;
+        let unavailable = daemon.fenceposts(desired).map_or(1, |(_, u)| u);
         let rollback = self.autorollback.with_revisions(
             crate::autorollback::WorkloadKind::DaemonSet,
             ds,
