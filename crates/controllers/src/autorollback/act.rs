@@ -51,6 +51,18 @@ impl WorkloadKind {
     }
 }
 
+/// What a DaemonSet's or StatefulSet's controller knows of its rollout.
+#[derive(Clone, Copy, Debug)]
+pub struct RolloutState<'a> {
+    /// The rollout is paused.
+    pub paused: bool,
+    /// `maxUnavailable` resolved.
+    pub threshold: i32,
+    /// The name of the revision the status says completed (a StatefulSet's
+    /// `currentRevision`).
+    pub completed: Option<&'a str>,
+}
+
 /// What the sync does after the hook.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -249,21 +261,23 @@ impl AutoRollback {
     }
 
     /// The hook at the start of a DaemonSet's or StatefulSet's sync, over the revisions and
-    /// pods it controls; `threshold` is its `maxUnavailable` resolved, `completed` the name of
-    /// the revision its status says completed (a StatefulSet's `currentRevision`).
+    /// pods it controls.
     pub async fn with_revisions<K>(
         &self,
         kind: WorkloadKind,
         object: &K,
-        paused: bool,
+        rollout: RolloutState<'_>,
         revisions: &[Shared<ControllerRevision>],
         pods: &[Shared<Pod>],
-        threshold: i32,
-        completed: Option<&str>,
     ) -> Result<Outcome, kube::Error>
     where
         K: kube::Resource<DynamicType = ()> + serde::Serialize,
     {
+        let RolloutState {
+            paused,
+            threshold,
+            completed,
+        } = rollout;
         let meta = object.meta();
         let enabled = self.enabled(meta);
         let marks = Marks::read(meta.annotations.as_ref());

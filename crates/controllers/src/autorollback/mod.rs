@@ -43,7 +43,7 @@
 
 mod act;
 
-pub use act::{AutoRollback, Outcome, WorkloadKind};
+pub use act::{AutoRollback, Outcome, RolloutState, WorkloadKind};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;

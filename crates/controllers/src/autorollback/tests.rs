@@ -267,9 +267,12 @@ fn pod(statuses: &[(&str, i32)], init: bool) -> Pod {
     }
 }
 
+/// (container statuses as (waiting reason, restarts), init containers?, expected)
+type PodCase = (&'static [(&'static str, i32)], bool, Option<PodFailure>);
+
 #[test]
 fn which_pod_failures_count() {
-    let cases: Vec<(&[(&str, i32)], bool, Option<PodFailure>)> = vec![
+    let cases: Vec<PodCase> = vec![
         (&[("ErrImagePull", 0)], false, Some(PodFailure::ImagePull)),
         (
             &[("ImagePullBackOff", 0)],

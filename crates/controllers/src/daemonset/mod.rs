@@ -508,14 +508,17 @@ impl DaemonSetController {
         // Automatic rollback (rollwright, issue #22): a failed rollout's template reverted.
         let desired = ds.status.as_ref().map_or(0, |s| s.desired_number_scheduled);
         let unavailable = daemon.fenceposts(desired).map_or(1, |(_, u)| u);
+        let state = crate::autorollback::RolloutState {
+            paused: daemon.paused,
+            threshold: unavailable,
+            completed: None,
+        };
         let rollback = self.autorollback.with_revisions(
             crate::autorollback::WorkloadKind::DaemonSet,
             ds,
-            daemon.paused,
+            state,
             &revisions,
             &pods,
-            unavailable,
-            None,
         );
         if rollback.await? == crate::autorollback::Outcome::Stop {
             return Ok(Action::await_change());

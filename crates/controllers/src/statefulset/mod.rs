@@ -298,17 +298,21 @@ impl Controller for StatefulSetController {
             })
             .await?;
         // Automatic rollback (rollwright, issue #22): a failed rollout's template reverted.
-        let rollback = self.autorollback.with_revisions(
-            crate::autorollback::WorkloadKind::StatefulSet,
-            &set.sts,
-            set.paused,
-            &revisions,
-            &pods,
-            set.max_unavailable().unwrap_or(1),
-            set.sts
+        let state = crate::autorollback::RolloutState {
+            paused: set.paused,
+            threshold: set.max_unavailable().unwrap_or(1),
+            completed: set
+                .sts
                 .status
                 .as_ref()
                 .and_then(|s| s.current_revision.as_deref()),
+        };
+        let rollback = self.autorollback.with_revisions(
+            crate::autorollback::WorkloadKind::StatefulSet,
+            &set.sts,
+            state,
+            &revisions,
+            &pods,
         );
         if rollback.await? == crate::autorollback::Outcome::Stop {
             return Ok(Action::await_change());
