@@ -251,6 +251,22 @@ async fn a_never_ready_rollout_rolls_back_by_itself_and_the_same_template_does_n
     .await;
     assert_eq!(uids(&active_pods(&client, "default", "web").await), before);
     assert_eq!(watcher.violations(), Vec::<String>::new());
+    // The CLI tells it: the revision left is marked, the rollback told under the table.
+    let history = rig
+        .c
+        .rollwright(&["rollout", "history", "deploy/web"])
+        .await;
+    assert!(history.contains("\n2 (rolled back) "), "{history}");
+    assert!(history.contains("\n3 (current) "), "{history}");
+    assert!(
+        history.contains("(ProgressDeadlineExceeded): rolled back from revision 2"),
+        "{history}"
+    );
+    let status = rig
+        .c
+        .rollwright(&["rollout", "status", "deploy/web", "--timeout", "60s"])
+        .await;
+    assert!(status.contains("automatic rollback at "), "{status}");
 
     // Applying the failed template again rolls it out (a person asked), but it is not rolled
     // back from a second time: the condition says so, the template stays.

@@ -313,9 +313,9 @@ mod tests {
         let now: Timestamp = "2025-01-01T00:05:00Z".parse().expect("time");
         assert_eq!(
             table(&snap, now),
-            "REVISION                     PODS   AGE   CHANGE-CAUSE\n\
-             1                            1      5m    <none>\n\
-             2 (current) (rolled back)    2      5m    set image web=nginx:1.28 by rollwright\n"
+            "REVISION                    PODS   AGE   CHANGE-CAUSE\n\
+             1                           1      5m    <none>\n\
+             2 (current) (rolled back)   2      5m    set image web=nginx:1.28 by rollwright\n"
         );
         assert_eq!(
             rollback.describe(),
