@@ -523,6 +523,22 @@ async fn a_statefulset_rolls_back_on_an_image_pull_failure() {
     };
     wait(&api, "db:1 ready", |s| done(s, "db:1")).await;
     let before = uids(&active_pods(&client, "default", "db").await);
+    // maxUnavailable, partition and ordering through the failed update and the rollback.
+    let watcher = controllers::stateful_invariants::StatefulWatcher::start(
+        client.clone(),
+        "default",
+        "db",
+        "app=db",
+        controllers::stateful_invariants::Rule {
+            start: 0,
+            replicas: 3,
+            partition: 0,
+            max_unavailable: 1,
+            ordered: true,
+            min_ready_seconds: 0,
+        },
+    )
+    .await;
     rig.kubectl(&["set", "image", "statefulset/db", "db=db:broken"])
         .await;
     let s = wait(&api, "rolled back", |s| {
@@ -547,6 +563,8 @@ async fn a_statefulset_rolls_back_on_an_image_pull_failure() {
         .collect();
     assert_eq!(kept.len(), 2, "{kept:?}");
     assert!(!kept.contains(&"db-2".to_string()), "{kept:?}");
+    assert_eq!(watcher.violations(), Vec::<String>::new());
+    assert!(watcher.events_seen() > 0, "the watcher saw the rollout");
     rig.stop().await;
 }
 
