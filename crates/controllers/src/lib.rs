@@ -49,6 +49,7 @@
 
 pub mod accounts;
 pub mod api_error;
+pub mod autorollback;
 pub mod clusterrole_aggregation;
 pub mod cronjob;
 pub mod daemonset;

@@ -272,6 +272,7 @@ pub fn default_storage_class() -> serde_json::Value {
 ///   simulator's shared watches their reads (see [`node_simulator_reads`]).
 async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> anyhow::Result<()> {
     let [reader_role, reader_binding] = node_simulator_reads();
+    let [rollback_role, rollback_binding] = controllers::autorollback::rbac_objects();
     let objects = [
         apiserver::registry::kubernetes_service(port),
         serde_json::json!({
@@ -294,6 +295,8 @@ async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> an
         default_storage_class(),
         reader_role,
         reader_binding,
+        rollback_role,
+        rollback_binding,
     ];
     for mut obj in objects {
         let what = format!("{}/{}", obj["kind"], obj["metadata"]["name"]);

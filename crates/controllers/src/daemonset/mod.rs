@@ -321,6 +321,7 @@ pub struct DaemonSetController {
     failed_backoff: FailedPodBackoff,
     queue: WorkQueue<Key>,
     recorder: Recorder,
+    autorollback: crate::autorollback::AutoRollback,
 }
 
 /// What one sync works on, computed once.
@@ -406,6 +407,11 @@ impl DaemonSetController {
         let client = informers.client().clone();
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), "daemonset-controller", None),
+            autorollback: crate::autorollback::AutoRollback::new(
+                informers,
+                client.clone(),
+                "daemonset-controller",
+            ),
             client,
             queue: WorkQueue::new(config.backoff),
             expectations: PodExpectations::new(config.expectations_ttl),
@@ -499,6 +505,24 @@ impl DaemonSetController {
         let satisfied = self.expectations.satisfied(&key);
         let pods = self.claim(&daemon, self.pods.store()).await?;
         let revisions = self.claim(&daemon, self.revisions.store()).await?;
+        // Automatic rollback (rollwright, issue #22): a failed rollout's template reverted.
+        let desired = ds.status.as_ref().map_or(0, |s| s.desired_number_scheduled);
+        let unavailable = daemon.fenceposts(desired).map_or(1, |(_, u)| u);
+        let state = crate::autorollback::RolloutState {
+            paused: daemon.paused,
+            threshold: unavailable,
+            completed: None,
+        };
+        let rollback = self.autorollback.with_revisions(
+            crate::autorollback::WorkloadKind::DaemonSet,
+            ds,
+            state,
+            &revisions,
+            &pods,
+        );
+        if rollback.await? == crate::autorollback::Outcome::Stop {
+            return Ok(Action::await_change());
+        }
         let template = ds
             .spec
             .as_ref()

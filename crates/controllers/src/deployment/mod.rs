@@ -87,6 +87,7 @@ pub struct DeploymentController {
     pods: Informer<Pod>,
     recorder: Recorder,
     queue: WorkQueue<Key>,
+    autorollback: crate::autorollback::AutoRollback,
 }
 
 impl Controller for DeploymentController {
@@ -116,6 +117,13 @@ impl Controller for DeploymentController {
                 {
                     on_pod.queue.add(k);
                 }
+                // ... and a pod's failure, for the automatic rollback.
+                if let Change::Updated { old, new } = c
+                    && crate::autorollback::pod_signal_changed(old, new)
+                    && let Some(k) = on_pod.owner_of_pod(new)
+                {
+                    on_pod.queue.add(k);
+                }
             }),
         ]
     }
@@ -142,6 +150,11 @@ impl DeploymentController {
             deployments: informers.get(),
             replica_sets: informers.get(),
             pods: informers.get(),
+            autorollback: crate::autorollback::AutoRollback::new(
+                informers,
+                client.clone(),
+                COMPONENT,
+            ),
             client,
             config,
         })
@@ -291,6 +304,13 @@ impl DeploymentController {
         if d.metadata.deletion_timestamp.is_some() {
             let rss = sync::replica_sets(self, &mut d, &rollout, &rs_list, false).await?;
             sync::sync_status(self, &mut d, &rollout, &rss).await?;
+            return Ok(Action::await_change());
+        }
+        // Automatic rollback (rollwright, issue #22): a failed rollout's template reverted.
+        let rollback =
+            self.autorollback
+                .deployment(&mut d, &rs_list, &self.pods, rollout.max_unavailable);
+        if rollback.await? == crate::autorollback::Outcome::Stop {
             return Ok(Action::await_change());
         }
         if let Some(cond) = progress::paused_condition(&d, jiff::Timestamp::now()) {

@@ -5,13 +5,38 @@
 //! `kubectl rollout history` shows the rollback as the newest revision. No pod is recreated: the
 //! old ReplicaSet is scaled up, the others down, as in any rollout.
 //!
-//! This module holds that revision bookkeeping (upstream's `SetNewReplicaSetAnnotations`).
+//! This module holds that revision bookkeeping (upstream's `SetNewReplicaSetAnnotations`), and
+//! the annotations the undo itself gives the Deployment ([`undo_annotations`], used by
+//! `rollwright rollout undo` and by [`crate::autorollback`]).
 
 use super::util::{
     MAX_REVISION_HISTORY_CHARS, REVISION, REVISION_HISTORY, copy_deployment_annotations,
     set_replicas_annotations,
 };
 use std::collections::BTreeMap;
+
+/// Annotations a Deployment keeps through an undo and does not take from the ReplicaSet
+/// (kubectl's `annotationsToSkip`).
+pub const UNDO_KEEPS: [&str; 6] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    REVISION,
+    REVISION_HISTORY,
+    super::util::DESIRED_REPLICAS,
+    super::util::MAX_REPLICAS,
+    "deprecated.deployment.rollback.to",
+];
+
+/// The annotations a Deployment gets when undone to a ReplicaSet, as `kubectl rollout undo`
+/// sets them: its own [`UNDO_KEEPS`] ones, and every other one from the ReplicaSet.
+pub fn undo_annotations<V: Clone>(
+    deployment: impl IntoIterator<Item = (String, V)>,
+    replica_set: impl IntoIterator<Item = (String, V)>,
+) -> BTreeMap<String, V> {
+    let keeps = |k: &str| UNDO_KEEPS.contains(&k);
+    let mut out: BTreeMap<String, V> = deployment.into_iter().filter(|(k, _)| keeps(k)).collect();
+    out.extend(replica_set.into_iter().filter(|(k, _)| !keeps(k)));
+    out
+}
 
 /// Brings the new ReplicaSet's annotations up to date: the Deployment's annotations copied,
 /// the revision raised to `new_revision` if lower (keeping the old number in

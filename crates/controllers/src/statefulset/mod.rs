@@ -241,6 +241,7 @@ pub struct StatefulSetController {
     claims: Informer<PersistentVolumeClaim>,
     syncer: Syncer,
     queue: WorkQueue<Key>,
+    autorollback: crate::autorollback::AutoRollback,
 }
 
 impl Controller for StatefulSetController {
@@ -296,6 +297,26 @@ impl Controller for StatefulSetController {
                 set.selector.matches_labels(r.metadata.labels.as_ref())
             })
             .await?;
+        // Automatic rollback (rollwright, issue #22): a failed rollout's template reverted.
+        let state = crate::autorollback::RolloutState {
+            paused: set.paused,
+            threshold: set.max_unavailable().unwrap_or(1),
+            completed: set
+                .sts
+                .status
+                .as_ref()
+                .and_then(|s| s.current_revision.as_deref()),
+        };
+        let rollback = self.autorollback.with_revisions(
+            crate::autorollback::WorkloadKind::StatefulSet,
+            &set.sts,
+            state,
+            &revisions,
+            &pods,
+        );
+        if rollback.await? == crate::autorollback::Outcome::Stop {
+            return Ok(Action::await_change());
+        }
         let ns = set.sts.namespace().unwrap_or_default();
         let claims = self
             .claims
@@ -324,6 +345,11 @@ impl StatefulSetController {
         let client = informers.client().clone();
         Arc::new(Self {
             syncer: Syncer::new(client.clone(), &config),
+            autorollback: crate::autorollback::AutoRollback::new(
+                informers,
+                client.clone(),
+                "statefulset-controller",
+            ),
             queue: WorkQueue::new(config.backoff),
             client,
             config,

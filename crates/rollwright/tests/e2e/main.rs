@@ -8,6 +8,7 @@
 
 mod access;
 mod aggregation;
+mod auto_rollback;
 mod chaos;
 mod cli_commands;
 mod cli_rollout;

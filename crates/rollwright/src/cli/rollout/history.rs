@@ -1,6 +1,8 @@
 //! `rollwright rollout history KIND/NAME [--revision N] [--diff A B]`: the revisions with their
 //! change cause, age and the pods still on each; one revision's pod template; or a unified diff
-//! of two revisions' pod templates (which kubectl cannot show).
+//! of two revisions' pod templates (which kubectl cannot show). An automatic rollback
+//! ([`controllers::autorollback`]) marks the revision it left `(rolled back)` and is told
+//! under the table ([`Rollback`]), as `rollout status` and `rollout watch` tell it too.
 
 use super::{
     model::{RevisionView, Snapshot},
@@ -12,7 +14,73 @@ use crate::cli::{
     workload::WorkloadRef,
 };
 use anyhow::bail;
+use controllers::autorollback::{
+    CONDITION, ROLLBACK_MESSAGE, ROLLBACK_REASON, ROLLED_BACK_AT, ROLLED_BACK_FROM,
+};
 use jiff::Timestamp;
+use serde_json::Value;
+
+/// The automatic rollback a workload records: the annotations its controller wrote and its
+/// `RolledBack` condition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rollback {
+    /// The template hash rolled back from (its revision's key for a Deployment or DaemonSet).
+    pub from: String,
+    /// The reason (`ProgressDeadlineExceeded`, `ImagePullFailure`, `CrashLoop`).
+    pub reason: String,
+    /// When.
+    pub at: String,
+    /// What it did.
+    pub message: String,
+    /// What happened after (`RollbackSuppressed`, `RollbackFailed`, with the message), if the
+    /// condition turned `False`.
+    pub since: Option<String>,
+}
+
+impl Rollback {
+    /// The rollback `obj` (a workload as JSON) records, if any.
+    pub fn of(obj: &Value) -> Option<Rollback> {
+        let annotation = |k: &str| {
+            obj.pointer("/metadata/annotations")
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let message = annotation(ROLLBACK_MESSAGE)?;
+        let since = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == CONDITION && c["status"] == "False")
+            .map(|c| {
+                format!(
+                    "{}: {}",
+                    c["reason"].as_str().unwrap_or(""),
+                    c["message"].as_str().unwrap_or("")
+                )
+            });
+        Some(Rollback {
+            from: annotation(ROLLED_BACK_FROM).unwrap_or_default(),
+            reason: annotation(ROLLBACK_REASON).unwrap_or_default(),
+            at: annotation(ROLLED_BACK_AT).unwrap_or_default(),
+            message,
+            since,
+        })
+    }
+
+    /// One line for people, with a second when something happened since.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "automatic rollback at {} ({}): {}",
+            self.at, self.reason, self.message
+        );
+        if let Some(since) = &self.since {
+            out.push_str(&format!("\nsince then: {since}"));
+        }
+        out
+    }
+}
 
 /// `rollout history` flags.
 #[derive(clap::Args, Debug)]
@@ -45,11 +113,19 @@ pub fn table(snap: &Snapshot, now: Timestamp) -> String {
             .iter()
             .filter(|p| !p.terminating && p.revision_key.as_deref() == Some(r.key.as_str()))
             .count();
-        let number = if Some(r.number) == current {
+        let mut number = if Some(r.number) == current {
             format!("{} (current)", r.number)
         } else {
             r.number.to_string()
         };
+        if snap
+            .workload
+            .rollback
+            .as_ref()
+            .is_some_and(|b| b.from == r.key || r.key.ends_with(&format!("-{}", b.from)))
+        {
+            number.push_str(" (rolled back)");
+        }
         rows.push(vec![
             number,
             pods.to_string(),
@@ -149,6 +225,9 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<()> {
     }
     println!("{workload}");
     print!("{}", table(snap, Timestamp::now()));
+    if let Some(b) = &snap.workload.rollback {
+        println!("\n{}", b.describe());
+    }
     Ok(())
 }
 
@@ -217,6 +296,42 @@ mod tests {
              1             1      5m    <none>\n\
              2 (current)   2      5m    set image web=nginx:1.28 by rollwright\n"
         );
+    }
+
+    #[test]
+    fn an_automatic_rollback_is_marked_and_told() {
+        let obj = json!({
+            "metadata": {"annotations": {
+                ROLLED_BACK_FROM: "h2", ROLLBACK_REASON: "CrashLoop",
+                ROLLED_BACK_AT: "2025-01-01T00:01:00Z",
+                ROLLBACK_MESSAGE: "rolled back from revision 2 (h2) to revision 1 (h1): 1 pod(s) are crash-looping"}},
+            "status": {"conditions": [{"type": "RolledBack", "status": "True", "reason": "CrashLoop"}]},
+        });
+        let rollback = Rollback::of(&obj).expect("a rollback");
+        let mut snap = snapshot();
+        snap.workload.rollback = Some(rollback.clone());
+        let now: Timestamp = "2025-01-01T00:05:00Z".parse().expect("time");
+        assert_eq!(
+            table(&snap, now),
+            "REVISION                    PODS   AGE   CHANGE-CAUSE\n\
+             1                           1      5m    <none>\n\
+             2 (current) (rolled back)   2      5m    set image web=nginx:1.28 by rollwright\n"
+        );
+        assert_eq!(
+            rollback.describe(),
+            "automatic rollback at 2025-01-01T00:01:00Z (CrashLoop): rolled back from revision 2 \
+             (h2) to revision 1 (h1): 1 pod(s) are crash-looping"
+        );
+        let mut failed = obj.clone();
+        failed["status"]["conditions"][0] = json!({"type": "RolledBack", "status": "False",
+            "reason": "RollbackFailed", "message": "revision 3 (h1) failed too"});
+        assert!(
+            Rollback::of(&failed)
+                .expect("a rollback")
+                .describe()
+                .ends_with("\nsince then: RollbackFailed: revision 3 (h1) failed too")
+        );
+        assert_eq!(Rollback::of(&json!({"metadata": {}})), None);
     }
 
     #[test]

@@ -208,6 +208,9 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
             Verdict::Done(message) => {
                 display.clear();
                 println!("{message}");
+                if let Some(b) = &snapshot.workload.rollback {
+                    println!("{}", b.describe());
+                }
                 return Ok(());
             }
             Verdict::Failed(message) => {

@@ -50,34 +50,19 @@ pub fn pick(snap: &Snapshot, to: i64) -> anyhow::Result<&RevisionView> {
     }
 }
 
-/// Annotations a Deployment keeps through a rollback, and does not take from the ReplicaSet
-/// (kubectl's `annotationsToSkip`).
-const DEPLOYMENT_OWN_ANNOTATIONS: [&str; 6] = [
-    "kubectl.kubernetes.io/last-applied-configuration",
-    "deployment.kubernetes.io/revision",
-    "deployment.kubernetes.io/revision-history",
-    "deployment.kubernetes.io/desired-replicas",
-    "deployment.kubernetes.io/max-replicas",
-    "deprecated.deployment.rollback.to",
-];
-
 /// The annotations a Deployment gets on rollback: its own bookkeeping ones, the ReplicaSet's
-/// others, and the new change cause.
+/// others ([`controllers::deployment::rollback::undo_annotations`]), and the new change cause.
 pub fn deployment_annotations(
     deployment: &Map<String, Value>,
     replica_set: &Map<String, Value>,
     cause: &str,
 ) -> Map<String, Value> {
-    let mut out: Map<String, Value> = deployment
-        .iter()
-        .filter(|(k, _)| DEPLOYMENT_OWN_ANNOTATIONS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    for (k, v) in replica_set {
-        if !DEPLOYMENT_OWN_ANNOTATIONS.contains(&k.as_str()) {
-            out.insert(k.clone(), v.clone());
-        }
-    }
+    let mut out: Map<String, Value> = controllers::deployment::rollback::undo_annotations(
+        deployment.iter().map(|(k, v)| (k.clone(), v.clone())),
+        replica_set.iter().map(|(k, v)| (k.clone(), v.clone())),
+    )
+    .into_iter()
+    .collect();
     out.insert(
         super::model::CHANGE_CAUSE.into(),
         Value::String(cause.to_string()),

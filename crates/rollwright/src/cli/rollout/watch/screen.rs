@@ -92,6 +92,8 @@ pub struct Screen {
     pub tally: Vec<(CellState, usize)>,
     /// Paused.
     pub paused: bool,
+    /// The automatic rollback on record, told.
+    pub rollback: Option<String>,
     /// The rollout's numbers, for the progress line and the sparkline.
     pub progress: Progress,
 }
@@ -274,6 +276,7 @@ pub fn screen(workload: &WorkloadRef, snap: &Snapshot, now: Timestamp) -> Screen
         cells,
         tally,
         paused: w.paused,
+        rollback: w.rollback.as_ref().map(|b| b.describe()),
         progress: p,
     }
 }

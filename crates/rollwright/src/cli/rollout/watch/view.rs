@@ -148,6 +148,12 @@ pub fn draw(frame: &mut Frame, screen: &Screen, extras: &Extras) {
             Style::default().fg(Color::Yellow),
         )));
     }
+    for line in screen.rollback.iter().flat_map(|r| r.lines()) {
+        head.push(Line::from(Span::styled(
+            line.to_string(),
+            Style::default().fg(Color::Red),
+        )));
+    }
     if let Some(e) = extras.error {
         head.push(Line::from(Span::styled(
             format!("watch interrupted, retrying: {e}"),
