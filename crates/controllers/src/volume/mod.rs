@@ -12,7 +12,7 @@ pub mod protection;
 pub mod provision;
 
 use crate::{
-    is_status,
+    api_error::is_status,
     runtime::{Action, Backoff, Controller, WorkQueue},
     update,
 };
@@ -54,12 +54,7 @@ impl Default for Config {
 }
 
 /// Why a sync failed (it is retried with back-off).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("API request failed: {0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// What the queue holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
