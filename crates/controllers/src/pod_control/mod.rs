@@ -387,3 +387,6 @@ impl<'a> PodControl<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
