@@ -54,10 +54,12 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
+    /// Items, first batch, the item that fails, the batch sizes made, successes, skipped.
+    type Case = (usize, usize, Option<usize>, &'static [usize], usize, usize);
+
     #[tokio::test]
     async fn batches_double_and_stop_at_the_first_failing_one() {
-        // (items, initial batch, the item that fails, batch sizes made, successes, skipped)
-        let cases: [(usize, usize, Option<usize>, &[usize], usize, usize); 9] = [
+        let cases: [Case; 9] = [
             (0, 1, None, &[], 0, 0),
             (1, 1, None, &[1], 1, 0),
             (10, 1, None, &[1, 2, 4, 3], 10, 0),

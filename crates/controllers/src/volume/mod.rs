@@ -13,7 +13,7 @@ pub mod provision;
 
 use crate::{
     api_error::is_status,
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
     update,
 };
 use binding::{ClaimStep, VolumeStep};
@@ -35,23 +35,8 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-/// How the controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs.
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 4,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the controller runs (4 workers).
+pub type Config = crate::runtime::Config<4>;
 
 /// Why a sync failed (it is retried with back-off).
 pub type Error = crate::runtime::ApiError;
