@@ -2,7 +2,7 @@
 //! `Status` message the server wrote (`pods "web-0" is forbidden: exceeded quota: ...`), as
 //! upstream's controllers print a `StatusError`; for anything else (the connection failed), the
 //! error itself. Never kube's `Display` of an API error, which appends a debug dump of the
-//! whole `Status`.
+//! whole `Status`. And the questions controllers ask of a failed call.
 
 /// The message upstream's controllers would show for `e`.
 pub fn message(e: &kube::Error) -> String {
@@ -10,6 +10,28 @@ pub fn message(e: &kube::Error) -> String {
         kube::Error::Api(status) => status.message.clone(),
         other => other.to_string(),
     }
+}
+
+/// Whether an API error is a `Status` with this HTTP code (404 gone, 409 conflict or exists).
+pub fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Whether `e` is the NamespaceLifecycle admission's refusal of new content in a namespace being
+/// deleted: by its cause (upstream's `NamespaceTerminatingCause`), or by its message where a
+/// server gives no cause.
+pub fn is_namespace_terminating(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if namespace_terminating(s))
+}
+
+/// [`is_namespace_terminating`] of a `Status`.
+pub fn namespace_terminating(s: &kube::core::Status) -> bool {
+    s.code == 403
+        && (s
+            .details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+            || s.message.contains("because it is being terminated"))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //!
 //! ClusterRoles are cached as dynamic objects (the shared cache has no typed ClusterRole kind).
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use informer::{Change, Informer, Informers, Subscription};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::{
@@ -35,23 +35,8 @@ pub enum Error {
     Selector(#[from] api::selector::SelectorError),
 }
 
-/// How the controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs (upstream runs 5 workers).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 5,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the controller runs (upstream runs 5 workers).
+pub type Config = crate::runtime::Config;
 
 /// The aggregation controller: the shared cache's ClusterRoles and a queue of their names.
 pub struct ClusterRoleAggregationController {

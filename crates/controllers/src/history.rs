@@ -17,7 +17,7 @@
 
 mod go_json;
 
-use crate::is_status;
+use crate::api_error::is_status;
 use api::pod::controller_ref;
 use informer::{Cached, Shared};
 use k8s_openapi::{

@@ -67,6 +67,7 @@ pub mod namespace;
 pub mod node_lifecycle;
 pub mod owners;
 pub mod ownership;
+pub mod pod_control;
 pub mod pod_gc;
 pub mod progress;
 pub mod replicaset;
@@ -111,11 +112,6 @@ use std::{collections::BTreeSet, future::Future, sync::Arc};
 use tokio::task::JoinSet;
 use ttl_after_finished::TtlAfterFinishedController;
 use volume::VolumeController;
-
-/// Whether an API error is a `Status` with this HTTP code (404 gone, 409 conflict or exists).
-pub fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
 
 /// Which controllers run, and each one's settings.
 #[derive(Clone, Debug, Default)]

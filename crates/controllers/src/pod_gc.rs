@@ -44,12 +44,7 @@ pub const REASON: &str = "DeletionByPodGC";
 pub const MESSAGE: &str = "PodGC: node no longer exists";
 
 /// Why one pod could not be collected (logged; the next pass tries again).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("API request failed: {0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// How the pod garbage collector runs; upstream's constants, configurable so tests run fast.
 #[derive(Clone, Debug)]

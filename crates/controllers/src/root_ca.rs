@@ -184,12 +184,7 @@ fn check_pem(pem: &str) -> Result<(), BundleError> {
 }
 
 /// Why a sync failed (it is retried with back-off).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// How the publisher runs.
 #[derive(Clone, Debug)]
@@ -318,7 +313,9 @@ impl RootCaCertPublisher {
             // Already there (the cache lags; its event queues the namespace again), or the
             // namespace is gone or terminating (upstream does not retry those either).
             Err(kube::Error::Api(s))
-                if s.code == 409 || s.code == 404 || is_namespace_terminating(&s) =>
+                if s.code == 409
+                    || s.code == 404
+                    || crate::api_error::namespace_terminating(&s) =>
             {
                 Ok(Action::await_change())
             }
@@ -390,17 +387,6 @@ fn phase(ns: &Namespace) -> Option<&str> {
 
 fn terminating(ns: &Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_some() || phase(ns) == Some("Terminating")
-}
-
-/// Whether a refusal is the NamespaceLifecycle admission's "being terminated": by its cause
-/// (upstream's `NamespaceTerminatingCause`), or by its message where a server gives no cause.
-fn is_namespace_terminating(s: &kube::core::Status) -> bool {
-    s.code == 403
-        && (s
-            .details
-            .as_ref()
-            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
-            || s.message.contains("because it is being terminated"))
 }
 
 /// Whether `cm` needs no update: data exactly `{ca.crt: bundle}` and a non-empty description
@@ -524,17 +510,17 @@ mod tests {
             }))
             .unwrap()
         };
-        assert!(is_namespace_terminating(&status(
+        assert!(crate::api_error::namespace_terminating(&status(
             403,
             "configmaps \"kube-root-ca.crt\" is forbidden: unable to create new content in namespace a because it is being terminated",
             json!([]),
         )));
-        assert!(is_namespace_terminating(&status(
+        assert!(crate::api_error::namespace_terminating(&status(
             403,
             "forbidden",
             json!([{"reason": "NamespaceTerminating", "message": "x"}]),
         )));
-        assert!(!is_namespace_terminating(&status(
+        assert!(!crate::api_error::namespace_terminating(&status(
             403,
             "User \"x\" cannot create resource \"configmaps\"",
             json!([]),

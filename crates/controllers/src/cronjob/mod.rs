@@ -54,12 +54,7 @@ pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-tim
 const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// How the CronJob controller runs.
 #[derive(Clone, Debug)]

@@ -22,11 +22,12 @@ pub mod status;
 pub mod update;
 
 use crate::{
+    api_error::is_status,
     expectations::PodExpectations,
     history::{self, CONTROLLER_REVISION_HASH},
-    is_status,
     owners::{Owner, Owners, parse_selector},
     ownership,
+    pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Backoff, Controller, WorkQueue},
     switches::Switches,
 };
@@ -36,10 +37,7 @@ use api::{
     selector::LabelSelector,
 };
 use events::{EventType, Recorder};
-use futures::future::join_all;
-use informer::{
-    Cached, Change, Informer, Informers, Key, Shared, Store, Subscription, key as make_key, key_of,
-};
+use informer::{Cached, Change, Informer, Informers, Key, Shared, Store, Subscription, key_of};
 use k8s_openapi::{
     api::{
         apps::v1::{ControllerRevision, DaemonSet},
@@ -49,7 +47,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, Patch, PatchParams},
 };
 use nodes::{Eligibility, Placement};
 use serde_json::{Value, json};
@@ -882,7 +880,6 @@ impl DaemonSetController {
         in_place: Vec<(String, Value)>,
     ) -> Result<bool, Error> {
         let ds = &sync.daemon.ds;
-        let ns = ds.namespace().unwrap_or_default();
         let key = &sync.key;
         let burst = self.config.burst_replicas.max(1);
         let create: Vec<String> = create.into_iter().take(burst).collect();
@@ -891,132 +888,35 @@ impl DaemonSetController {
         if create.is_empty() && delete.is_empty() && in_place.is_empty() {
             return Ok(false);
         }
-        let pod_key = |name: &str| make_key(&ns, name);
-        self.expectations.expect_creations(key, create.len());
-        self.expectations
-            .expect_deletions(key, delete.iter().map(|n| pod_key(n)));
-        self.expectations
-            .expect_in_place(key, in_place.iter().map(|(n, _)| pod_key(n)));
-        let reference = events::reference(ds);
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let mut errors: Vec<String> = Vec::new();
-
+        let control = PodControl::new(&self.client, &self.recorder, ds, key, &self.expectations);
         let template = self.pod_template(sync);
-        let mut pos = 0;
-        let mut batch = create.len().min(1);
-        while pos < create.len() {
-            let results = join_all(create[pos..pos + batch].iter().map(|node| {
+        let pods = create
+            .iter()
+            .map(|node| {
                 let mut pod = template.clone();
                 if let Some(spec) = pod.spec.as_mut() {
                     spec.affinity = Some(nodes::pin_to_node(spec.affinity.take(), node));
                 }
-                let api = api.clone();
-                async move { api.create(&PostParams::default(), &pod).await }
-            }))
-            .await;
-            let mut failed = 0;
-            for r in results {
-                match r {
-                    Ok(pod) => self.recorder.record(
-                        &reference,
-                        EventType::Normal,
-                        "SuccessfulCreate",
-                        format!("Created pod: {}", pod.name_any()),
-                    ),
-                    Err(e) => {
-                        self.expectations.creation_observed(key);
-                        // A namespace being torn down refuses every creation; nothing to report.
-                        let terminating = matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"));
-                        if !terminating {
-                            self.recorder.record(
-                                &reference,
-                                EventType::Warning,
-                                "FailedCreate",
-                                format!("Error creating: {}", crate::api_error::message(&e)),
-                            );
-                            failed += 1;
-                            errors.push(e.to_string());
-                        }
-                    }
-                }
-            }
-            pos += batch;
-            let skipped = create.len() - pos;
-            if failed > 0 && skipped > 0 {
-                // The rest would most likely fail the same way; the next sync retries.
-                self.expectations.lower_creations(key, skipped);
-                break;
-            }
-            batch = (batch * 2).min(skipped);
-        }
-
-        let deletions = join_all(delete.iter().map(|name| {
-            let api = api.clone();
-            async move { (name, api.delete(name, &DeleteParams::default()).await) }
-        }))
-        .await;
-        for (name, r) in deletions {
-            match r {
-                Ok(_) => self.recorder.record(
-                    &reference,
-                    EventType::Normal,
-                    "SuccessfulDelete",
-                    format!("Deleted pod: {name}"),
-                ),
-                Err(e) => {
-                    self.expectations.deletion_observed(key, &pod_key(name));
-                    if !is_status(&e, 404) {
-                        self.recorder.record(
-                            &reference,
-                            EventType::Warning,
-                            "FailedDelete",
-                            format!("Error deleting: {}", crate::api_error::message(&e)),
-                        );
-                        errors.push(e.to_string());
-                    }
-                }
-            }
-        }
-
-        let updates = join_all(in_place.iter().map(|(name, patch)| {
-            let api = api.clone();
-            async move {
-                (
-                    name,
-                    api.patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-                        .await,
-                )
-            }
-        }))
-        .await;
-        for (name, r) in updates {
-            match r {
-                Ok(_) => self.recorder.record(
-                    &reference,
-                    EventType::Normal,
-                    "SuccessfulUpdatePodInPlace",
-                    format!("Updated pod in place: {name}"),
-                ),
-                Err(e) => {
-                    self.expectations.in_place_observed(key, &pod_key(name));
-                    if !is_status(&e, 404) {
-                        self.recorder.record(
-                            &reference,
-                            EventType::Warning,
-                            "FailedUpdatePodInPlace",
-                            format!("Error updating: {}", crate::api_error::message(&e)),
-                        );
-                        errors.push(e.to_string());
-                    }
-                }
-            }
-        }
+                pod
+            })
+            .collect();
+        let mut errors = control.create_pods(pods, 1).await.errors;
+        let changes = delete
+            .into_iter()
+            .map(|name| PodChange::Delete(Target::named(name)))
+            .chain(
+                in_place
+                    .into_iter()
+                    .map(|(name, patch)| PodChange::InPlace(Target::named(name), patch)),
+            )
+            .collect();
+        errors.extend(control.change(changes, false).await.errors);
         match errors.first() {
             None => Ok(true),
             Some(first) => Err(Error::Pods {
                 key: key.clone(),
                 failed: errors.len(),
-                first: first.clone(),
+                first: first.to_string(),
             }),
         }
     }

@@ -24,7 +24,7 @@ pub mod util;
 
 use crate::{
     ownership,
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
 };
 use api::{
     intstr::IntOrPercentError,
@@ -59,23 +59,8 @@ pub enum Error {
     HashCollision(String),
 }
 
-/// How the Deployment controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-deployment-syncs`, 5).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 5,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the Deployment controller runs (upstream's `--concurrent-deployment-syncs` is 5).
+pub type Config = crate::runtime::Config;
 
 /// The Deployment controller: the shared cache's Deployments, ReplicaSets and pods, and its
 /// queue of Deployment keys. The strategy modules take it as upstream's take `dc`.

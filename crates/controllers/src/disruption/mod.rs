@@ -11,7 +11,7 @@
 
 pub mod budget;
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use budget::{CountError, Figures};
 use events::{EventType, Recorder};
 use informer::{Change, Informer, Informers, Key, Subscription, key, split_key};
@@ -35,23 +35,8 @@ pub enum Error {
     Count(#[from] CountError),
 }
 
-/// How the disruption controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs.
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 2,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the disruption controller runs (2 workers).
+pub type Config = crate::runtime::Config<2>;
 
 /// The disruption controller: the shared cache's budgets, pods and pod controllers, and a
 /// queue of budget keys.

@@ -15,7 +15,7 @@
 pub mod pods;
 pub mod subsets;
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use informer::{Change, Informer, Informers, Key, Subscription, split_key};
 use k8s_openapi::{
     api::core::v1::{EndpointAddress, EndpointPort, Endpoints, Pod, Service},
@@ -40,30 +40,10 @@ pub const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
-/// How the endpoints controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-endpoint-syncs` default, 5).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 5,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the endpoints controller runs (upstream's `--concurrent-endpoint-syncs` is 5).
+pub type Config = crate::runtime::Config;
 
 /// The endpoints controller: the shared cache's Services, pods and Endpoints, and a queue of
 /// Service keys.

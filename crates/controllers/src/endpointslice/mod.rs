@@ -14,7 +14,7 @@ pub mod plan;
 
 use crate::{
     endpoints::pods,
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
 };
 use informer::{Change, Informer, Informers, Key, Subscription, key, split_key};
 use k8s_openapi::{
@@ -40,30 +40,11 @@ pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
 const ZONE: &str = "topology.kubernetes.io/zone";
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
-/// How the endpointslice controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-service-endpoint-syncs` default, 5).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 5,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the endpointslice controller runs (upstream's `--concurrent-service-endpoint-syncs` is
+/// 5).
+pub type Config = crate::runtime::Config;
 
 /// The endpointslice controller: the shared cache's Services, pods, nodes and slices, and a
 /// queue of Service keys.

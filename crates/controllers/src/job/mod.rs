@@ -18,9 +18,9 @@ pub mod indexes;
 pub mod status;
 
 use crate::{
-    api_error,
     expectations::Expectations,
     ownership,
+    pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Backoff, Controller, WorkQueue},
 };
 use api::{
@@ -41,7 +41,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use status::{Ended, TRACKING_FINALIZER, Tally, Verdict, reasons};
@@ -60,12 +60,7 @@ const STATUS_WRITE_TTL: Duration = Duration::from_secs(30);
 pub const COMPONENT: &str = "job-controller";
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// How the Job controller runs.
 #[derive(Clone, Debug)]
@@ -626,7 +621,7 @@ impl JobController {
                         .record(&reference, EventType::Warning, reason, message.clone());
                 }
                 // Whatever still runs is no longer needed.
-                self.delete_pods(&job, &job_key, &pods_api, &active).await?;
+                self.delete_pods(&job, &job_key, &active).await?;
                 let gone = active.is_empty()
                     && terminating == 0
                     && unc_ok.is_empty()
@@ -674,7 +669,7 @@ impl JobController {
                     );
                 }
                 st.start_time = None;
-                self.delete_pods(&job, &job_key, &pods_api, &active).await?;
+                self.delete_pods(&job, &job_key, &active).await?;
             }
             None => {
                 if status::true_condition(&st, "Suspended").is_some() {
@@ -709,7 +704,6 @@ impl JobController {
                     .manage(
                         &job,
                         &job_key,
-                        &pods_api,
                         &pods,
                         &active,
                         terminating,
@@ -770,7 +764,6 @@ impl JobController {
         &self,
         job: &Job,
         job_key: &str,
-        api: &Api<Pod>,
         pods: &[Shared<Pod>],
         active: &[&Shared<Pod>],
         terminating: i32,
@@ -813,7 +806,7 @@ impl JobController {
             excess.extend(rest.into_iter().take((kept - want) as usize));
         }
         if !excess.is_empty() {
-            self.delete_pods(job, job_key, api, &excess).await?;
+            self.delete_pods(job, job_key, &excess).await?;
             return Ok(Action::await_change());
         }
         let only_replace_failed = spec.pod_replacement_policy.as_deref() == Some("Failed");
@@ -854,85 +847,42 @@ impl JobController {
         if new_indexes.is_empty() {
             return Ok(Action::await_change());
         }
-        self.expectations
-            .expect_creations(job_key, new_indexes.len());
-        let reference = events::reference(job);
-        let results = join_all(new_indexes.iter().map(|index| {
-            let pod = pod_for(job, *index);
-            async move { api.create(&PostParams::default(), &pod).await }
-        }))
-        .await;
-        let mut first_error = None;
-        let mut failed_creates = 0;
-        for r in results {
-            match r {
-                Ok(pod) => self.recorder.record(
-                    &reference,
-                    EventType::Normal,
-                    "SuccessfulCreate",
-                    format!("Created pod: {}", pod.name_any()),
-                ),
-                Err(e) => {
-                    failed_creates += 1;
-                    self.recorder.record(
-                        &reference,
-                        EventType::Warning,
-                        "FailedCreate",
-                        format!("Error creating: {}", api_error::message(&e)),
-                    );
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        self.expectations.lower_creations(job_key, failed_creates);
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(Action::await_change()),
-        }
+        let pods = new_indexes
+            .iter()
+            .map(|index| pod_for(job, *index))
+            .collect();
+        self.pod_control(job, job_key)
+            .create_pods(pods, 1)
+            .await
+            .into_result()?;
+        Ok(Action::await_change())
     }
 
-    /// Deletes `victims`, recording expectations and events.
+    /// Deletes `victims`.
     async fn delete_pods(
         &self,
         job: &Job,
         job_key: &str,
-        api: &Api<Pod>,
         victims: &[&Shared<Pod>],
     ) -> Result<(), kube::Error> {
-        if victims.is_empty() {
-            return Ok(());
-        }
-        self.expectations
-            .expect_deletions(job_key, victims.iter().map(|p| p.key()));
-        let reference = events::reference(job);
-        let results = join_all(victims.iter().map(|pod| async move {
-            (
-                pod,
-                api.delete(&pod.name_any(), &DeleteParams::default()).await,
-            )
-        }))
-        .await;
-        let mut first_error = None;
-        for (pod, result) in results {
-            match result {
-                Ok(_) => self.recorder.record(
-                    &reference,
-                    EventType::Normal,
-                    "SuccessfulDelete",
-                    format!("Deleted pod: {}", pod.name_any()),
-                ),
-                Err(e) => {
-                    self.expectations.deletion_observed(job_key, &pod.key());
-                    if !is_not_found(&e) {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        let changes = victims
+            .iter()
+            .map(|p| PodChange::Delete(Target::of(p)))
+            .collect();
+        self.pod_control(job, job_key)
+            .change(changes, false)
+            .await
+            .into_result()
+    }
+
+    fn pod_control<'a>(&'a self, job: &Job, job_key: &'a str) -> PodControl<'a> {
+        PodControl::new(
+            &self.client,
+            &self.recorder,
+            job,
+            job_key,
+            &self.expectations,
+        )
     }
 }
 

@@ -27,12 +27,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 pub const FINALIZER: &str = "kubernetes";
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// How the namespace controller runs.
 #[derive(Clone, Debug)]

@@ -42,12 +42,7 @@ use std::{
 };
 
 /// Why a node or pod could not be reconciled (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("API request failed: {0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// How the controller runs.
 #[derive(Clone, Debug)]

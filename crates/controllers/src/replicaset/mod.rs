@@ -23,35 +23,27 @@ pub use owner::ReplicaOwner;
 use crate::{
     expectations::Expectations,
     ownership,
+    pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Backoff, Controller, WorkQueue},
 };
 use api::{
     pod::{controller_of, controller_ref},
     selector::LabelSelector,
 };
-use events::{EventType, Recorder};
-use futures::future::join_all;
+use events::Recorder;
 use informer::{Change, Informer, Informers, Key, Shared, Subscription, key, key_of, split_key};
 use k8s_openapi::{
     api::{apps::v1::ReplicaSet, core::v1::Pod},
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
-use kube::{
-    Api, Client, ResourceExt,
-    api::{DeleteParams, PostParams},
-};
+use kube::{Api, Client, ResourceExt, api::PostParams};
 use std::{sync::Arc, time::Duration};
 
 /// The event source name of the ReplicaSet controller, as upstream's.
 pub const COMPONENT: &str = <ReplicaSet as ReplicaOwner>::COMPONENT;
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// How the ReplicaSet (or ReplicationController) controller runs.
 #[derive(Clone, Debug)]
@@ -326,7 +318,7 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
     }
 
     /// Creates or deletes pods so that `pods` approaches `desired`, at most `burst_replicas` at a
-    /// time, recording expectations first.
+    /// time.
     async fn manage_replicas(
         &self,
         rs: &K,
@@ -334,83 +326,23 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
         pods: &[Shared<Pod>],
         desired: usize,
     ) -> Result<(), kube::Error> {
-        let ns = rs.namespace().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let reference = events::reference(rs);
+        let control = PodControl::new(&self.client, &self.recorder, rs, rs_key, &self.expectations);
         if pods.len() < desired {
             let diff = (desired - pods.len()).min(self.config.burst_replicas);
-            self.expectations.expect_creations(rs_key, diff);
-            let template = pod_from_template(rs);
-            let (created, error) = status::slow_start(diff, 1, || {
-                let api = api.clone();
-                let template = template.clone();
-                async move { api.create(&PostParams::default(), &template).await }
-            })
-            .await;
-            for pod in &created {
-                self.recorder.record(
-                    &reference,
-                    EventType::Normal,
-                    "SuccessfulCreate",
-                    format!("Created pod: {}", pod.name_any()),
-                );
-            }
-            // Pods never created will never be observed.
-            self.expectations
-                .lower_creations(rs_key, diff - created.len());
-            if let Some(e) = error {
-                self.recorder.record(
-                    &reference,
-                    EventType::Warning,
-                    "FailedCreate",
-                    format!("Error creating: {}", crate::api_error::message(&e)),
-                );
-                return Err(e);
-            }
+            let pods = vec![pod_from_template(rs); diff];
+            control.create_pods(pods, 1).await.into_result()
         } else if pods.len() > desired {
             let diff = (pods.len() - desired).min(self.config.burst_replicas);
             let related = self.related_pods(rs, pods);
             let victims = ranking::pods_to_delete(pods, &related, diff);
-            self.expectations
-                .expect_deletions(rs_key, victims.iter().map(|p| p.key()));
-            let results = join_all(victims.iter().map(|pod| {
-                let api = api.clone();
-                async move {
-                    (
-                        pod,
-                        api.delete(&pod.name_any(), &DeleteParams::default()).await,
-                    )
-                }
-            }))
-            .await;
-            let mut first_error = None;
-            for (pod, result) in results {
-                match result {
-                    Ok(_) => self.recorder.record(
-                        &reference,
-                        EventType::Normal,
-                        "SuccessfulDelete",
-                        format!("Deleted pod: {}", pod.name_any()),
-                    ),
-                    Err(e) => {
-                        self.expectations.deletion_observed(rs_key, &pod.key());
-                        if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                            self.recorder.record(
-                                &reference,
-                                EventType::Warning,
-                                "FailedDelete",
-                                format!("Error deleting: {}", crate::api_error::message(&e)),
-                            );
-                            first_error.get_or_insert(e);
-                        }
-                    }
-                }
-            }
-            if let Some(e) = first_error {
-                return Err(e);
-            }
+            let changes = victims
+                .iter()
+                .map(|p| PodChange::Delete(Target::of(p)))
+                .collect();
+            control.change(changes, false).await.into_result()
+        } else {
+            Ok(())
         }
-        Ok(())
     }
 
     /// The active pods of `rs` and of every owner with the same controller: a Deployment's

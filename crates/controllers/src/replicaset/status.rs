@@ -1,5 +1,4 @@
-//! A ReplicaSet's status from its pods (upstream's `calculateStatus`), and the slow-start batches
-//! it creates pods in.
+//! A ReplicaSet's status from its pods (upstream's `calculateStatus`).
 
 use informer::Shared;
 use jiff::{SignedDuration, Timestamp};
@@ -10,7 +9,7 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::Time,
 };
-use std::{collections::BTreeMap, future::Future};
+use std::collections::BTreeMap;
 
 /// The condition a ReplicaSet carries while it cannot create or delete pods.
 pub const REPLICA_FAILURE: &str = "ReplicaFailure";
@@ -100,43 +99,11 @@ pub fn next_status(
     }
 }
 
-/// Runs `call` `count` times in batches of 1, 2, 4, ... (upstream's `slowStartBatch`), so a
-/// template the server rejects fails once instead of `count` times. Stops after the first batch
-/// with a failure; returns how many calls succeeded and the first error.
-pub async fn slow_start<F, Fut, T, E>(count: usize, initial: usize, call: F) -> (Vec<T>, Option<E>)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    let mut remaining = count;
-    let mut batch = initial.max(1).min(remaining);
-    let mut done = Vec::with_capacity(count);
-    while batch > 0 {
-        let results = futures::future::join_all((0..batch).map(|_| call())).await;
-        let mut first_error = None;
-        for r in results {
-            match r {
-                Ok(v) => done.push(v),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        if first_error.is_some() {
-            return (done, first_error);
-        }
-        remaining -= batch;
-        batch = (2 * batch).min(remaining);
-    }
-    (done, None)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn pod(labels: &[(&str, &str)], ready_at: Option<i64>) -> Shared<Pod> {
         let mut p = Pod::default();
@@ -226,46 +193,5 @@ mod tests {
         assert_eq!(again.conditions, failed.conditions);
         let ok = next_status(Some(&again), &counts, Some(2), None, now);
         assert_eq!(ok.conditions, None);
-    }
-
-    #[tokio::test]
-    async fn slow_start_doubles_batches_and_stops_at_the_first_failing_one() {
-        // (count, the call number (1-based) that fails, successes, calls made)
-        let cases = [
-            (0, None, 0, 0),
-            (1, None, 1, 1),
-            (10, None, 10, 10),
-            (10, Some(1), 0, 1),
-            // batches 1, 2, 4, 3: the 2nd call fails; its batch (calls 2-3) completes, then stop.
-            (10, Some(2), 2, 3),
-            // the 5th call is in the batch of 4 (calls 4-7).
-            (10, Some(5), 6, 7),
-            (10, Some(10), 9, 10),
-        ];
-        for (count, fail_at, successes, calls) in cases {
-            let n = AtomicUsize::new(0);
-            let (done, err) = slow_start(count, 1, || {
-                let i = n.fetch_add(1, Ordering::SeqCst) + 1;
-                async move {
-                    if Some(i) == fail_at {
-                        Err("boom")
-                    } else {
-                        Ok(i)
-                    }
-                }
-            })
-            .await;
-            assert_eq!(done.len(), successes, "{count} failing at {fail_at:?}");
-            assert_eq!(
-                n.load(Ordering::SeqCst),
-                calls,
-                "{count} failing at {fail_at:?}"
-            );
-            assert_eq!(
-                err.is_some(),
-                fail_at.is_some(),
-                "{count} failing at {fail_at:?}"
-            );
-        }
     }
 }

@@ -7,7 +7,7 @@
 //! The queue holds namespace names; a namespace's change or the deletion of a ServiceAccount
 //! named `default` queues its namespace.
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use informer::{Change, Informer, Informers, Key, Subscription, key};
 use k8s_openapi::{
     api::core::v1::{Namespace, ServiceAccount},
@@ -20,30 +20,11 @@ use std::sync::Arc;
 pub const DEFAULT: &str = "default";
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
-/// How the serviceaccount controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-serviceaccount-token-syncs` default, 5).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 5,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the serviceaccount controller runs (upstream's
+/// `--concurrent-serviceaccount-token-syncs` is 5).
+pub type Config = crate::runtime::Config;
 
 /// The serviceaccount controller: the shared cache's namespaces and ServiceAccounts and a queue
 /// of namespace names.

@@ -15,7 +15,7 @@
 //! Beyond upstream: in-place updates, pausing a rollout ([`PAUSED`]), and replacing a pod stuck
 //! not ready on an old revision once the template moves on (upstream #67250).
 
-pub mod pod_control;
+pub mod identity;
 pub mod pods;
 pub mod status;
 pub mod sync;

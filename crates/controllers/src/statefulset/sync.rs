@@ -2,18 +2,24 @@
 //! the history first, then the scaling pass and the rolling update step on the same snapshot,
 //! history truncation, and the status. The decisions are the pure functions of [`super::pods`],
 //! [`super::update`], [`super::volumes`] and [`super::status`]; this module reads the snapshot
-//! into their terms and carries their answers out through [`super::pod_control`].
+//! into their terms and carries their answers out through [`crate::pod_control`] (pods) and
+//! [`super::identity`] (claims, identity labels).
 
 use super::{
     Config, Error, Set,
-    pod_control::{Outcome, PodControl},
+    identity::Identity,
     pods::{self, Facts, ScalePlan, Slot, Step},
     status, update, volumes,
 };
-use crate::{expectations::PodExpectations, history, is_status, runtime::Action};
+use crate::{
+    api_error::is_status,
+    expectations::PodExpectations,
+    history,
+    pod_control::{PodChange, PodControl, Target},
+    runtime::Action,
+};
 use events::{EventType, Recorder};
-use futures::future::join_all;
-use informer::{Cached, Shared, key_of};
+use informer::{Cached, Shared};
 use k8s_openapi::{
     api::{
         apps::v1::{ControllerRevision, StatefulSet},
@@ -178,13 +184,6 @@ impl View<'_> {
             pod.metadata.resource_version.as_deref(),
         )
     }
-}
-
-/// How one ordinal's pod is replaced.
-#[derive(Clone)]
-enum Replacement {
-    Delete(Shared<Pod>),
-    InPlace(Shared<Pod>, Value),
 }
 
 /// The controller's writing half: it turns one set and its children into API calls. The
@@ -367,7 +366,8 @@ impl Syncer {
     ) -> Result<(), Error> {
         let set = view.set;
         let key = set.key();
-        let control = PodControl::new(&self.client, &self.recorder, set);
+        let control = self.pod_control(set, &key);
+        let identity = Identity::new(&self.client, &self.recorder, set);
         let mut errors: Vec<String> = Vec::new();
         let mut creates = Vec::new();
         let mut replacements = Vec::new();
@@ -388,7 +388,7 @@ impl Syncer {
                                 p.name_any()
                             ),
                         );
-                        replacements.push(Replacement::Delete(Arc::clone(p)));
+                        replacements.push(PodChange::Delete(Target::of(p)));
                     }
                 }
                 Step::Replace(o) => {
@@ -398,7 +398,7 @@ impl Syncer {
                 }
                 Step::Condemn(o) => {
                     if let Some(p) = condemned.get(&o) {
-                        condemn.push(Replacement::Delete(Arc::clone(p)));
+                        condemn.push(PodChange::Delete(Target::of(p)));
                     }
                 }
                 Step::Repair(o) => {
@@ -407,19 +407,16 @@ impl Syncer {
                         (None, Some(p)) => (p, true),
                         (None, None) => continue,
                     };
-                    if let Err(e) = self.repair(view, &control, pod, o, scaled_down).await {
+                    if let Err(e) = self.repair(view, &identity, pod, o, scaled_down).await {
                         errors.push(e.to_string());
                     }
                 }
             }
         }
-        errors.extend(self.create(view, &control, &creates).await);
-        errors.extend(
-            self.replace(&key, set.ordered(), &control, replacements)
-                .await,
-        );
+        errors.extend(self.create(view, &control, &identity, creates).await);
+        errors.extend(replace(&control, set.ordered(), replacements).await);
         if errors.is_empty() {
-            errors.extend(self.replace(&key, set.ordered(), &control, condemn).await);
+            errors.extend(replace(&control, set.ordered(), condemn).await);
         }
         match errors.first() {
             None => Ok(()),
@@ -435,143 +432,64 @@ impl Syncer {
     async fn repair(
         &self,
         view: &View<'_>,
-        control: &PodControl<'_>,
+        identity: &Identity<'_>,
         pod: &Pod,
         ordinal: i32,
         scaled_down: bool,
     ) -> Result<(), Error> {
         if !scaled_down {
             if !pods::identity_matches(&view.set.sts, pod) {
-                control.repair_identity(pod, ordinal).await?;
+                identity.repair_identity(pod, ordinal).await?;
             }
             if view.claims_missing(ordinal) {
-                control
+                identity
                     .create_claims(ordinal, |n| view.claims.get(n).cloned())
                     .await?;
             }
         }
         for (claim, owners) in view.claims_to_own(pod, ordinal, scaled_down) {
-            control.set_claim_owners(&claim, owners).await?;
+            identity.set_claim_owners(&claim, owners).await?;
         }
         Ok(())
     }
 
-    /// Creates the pods of `ordinals` (claims first), in slow-start batches (1, 2, 4, ...) as
-    /// upstream's `slowStartBatch`, stopping at the first batch with a failure.
+    /// Creates the pods of `ordinals` (claims first), in slow-start batches; returns the
+    /// failures.
     async fn create(
         &self,
         view: &View<'_>,
         control: &PodControl<'_>,
-        ordinals: &[i32],
+        identity: &Identity<'_>,
+        ordinals: Vec<i32>,
     ) -> Vec<String> {
-        const MAX_BATCH: usize = 500;
-        let key = view.set.key();
-        let mut errors = Vec::new();
-        self.expectations.expect_creations(&key, ordinals.len());
-        let mut pos = 0;
-        let mut batch = 1;
-        while pos < ordinals.len() {
-            let end = (pos + batch).min(ordinals.len());
-            let results = join_all(ordinals[pos..end].iter().map(|&o| async move {
-                control
-                    .create_claims(o, |n| view.claims.get(n).cloned())
-                    .await?;
-                let (template, revision) = view.template_for(o);
-                control
-                    .create_pod(&pods::new_pod(&view.set.sts, &template, revision, o))
-                    .await
-            }))
-            .await;
-            let mut failed = Vec::new();
-            for result in results {
-                // Neither a failure nor a pod that existed already will be seen by the watch.
-                match result {
-                    Ok(Outcome::Written) => continue,
-                    Ok(Outcome::Moot) => {}
-                    Err(e) => failed.push(e.to_string()),
-                }
-                self.expectations.creation_observed(&key);
-            }
-            pos = end;
-            if !failed.is_empty() {
-                self.expectations
-                    .lower_creations(&key, ordinals.len() - pos);
-                errors.extend(failed);
-                break;
-            }
-            batch = (batch * 2).min(MAX_BATCH);
-        }
-        errors
+        let pod = |o: i32| async move {
+            identity
+                .create_claims(o, |n| view.claims.get(n).cloned())
+                .await?;
+            let (template, revision) = view.template_for(o);
+            Ok::<_, Error>(pods::new_pod(&view.set.sts, &template, revision, o))
+        };
+        let writes = control.create(ordinals, 1, pod).await;
+        writes.errors.iter().map(Error::to_string).collect()
     }
 
-    fn replacement(&self, view: &View<'_>, pod: &Shared<Pod>) -> Replacement {
+    fn replacement(&self, view: &View<'_>, pod: &Shared<Pod>) -> PodChange {
         match view.in_place_patch(pod) {
-            Some(patch) => Replacement::InPlace(Arc::clone(pod), patch),
-            None => Replacement::Delete(Arc::clone(pod)),
+            Some(patch) => PodChange::InPlace(Target::of(pod), patch),
+            None => PodChange::Delete(Target::of(pod)),
         }
     }
 
-    /// Deletes or patches pods, all at once; returns the failures.
-    async fn replace(
-        &self,
-        key: &str,
-        ordered: bool,
-        control: &PodControl<'_>,
-        work: Vec<Replacement>,
-    ) -> Vec<String> {
-        let pod_key = |p: &Pod| key_of(p);
-        let deletions: Vec<String> = work
-            .iter()
-            .filter_map(|r| match r {
-                Replacement::Delete(p) => Some(pod_key(p)),
-                Replacement::InPlace(..) => None,
-            })
-            .collect();
-        let patches: Vec<String> = work
-            .iter()
-            .filter_map(|r| match r {
-                Replacement::InPlace(p, _) => Some(pod_key(p)),
-                Replacement::Delete(_) => None,
-            })
-            .collect();
-        self.expectations.expect_deletions(key, deletions);
-        self.expectations.expect_in_place(key, patches);
-        let one = |r: &Replacement| {
-            let r = r.clone();
-            async move {
-                let result = match &r {
-                    Replacement::Delete(p) => control.delete_pod(p).await,
-                    Replacement::InPlace(p, patch) => control.update_in_place(p, patch).await,
-                };
-                (r, result)
-            }
-        };
-        // Under OrderedReady even one batch goes in order, highest ordinal first.
-        let results = if ordered {
-            let mut results = Vec::with_capacity(work.len());
-            for r in &work {
-                results.push(one(r).await);
-            }
-            results
-        } else {
-            join_all(work.iter().map(one)).await
-        };
-        let mut errors = Vec::new();
-        for (replacement, result) in results {
-            match result {
-                Ok(Outcome::Written) => continue,
-                Ok(Outcome::Moot) => {}
-                Err(e) => errors.push(e.to_string()),
-            }
-            // Neither a failure nor a moot write will be seen by the watch.
-            match replacement {
-                Replacement::Delete(p) => self.expectations.deletion_observed(key, &pod_key(&p)),
-                Replacement::InPlace(p, _) => {
-                    self.expectations.in_place_observed(key, &pod_key(&p))
-                }
-            }
-        }
-        errors
+    /// The set's pod writes: its event words, its expectations, deletes by uid.
+    fn pod_control<'a>(&'a self, set: &Set, key: &'a str) -> PodControl<'a> {
+        PodControl::new(
+            &self.client,
+            &self.recorder,
+            &set.sts,
+            key,
+            &self.expectations,
+        )
+        .for_stateful_set()
     }
 
     /// The rolling update step: replaces the pods [`update::plan`] picks.
@@ -609,13 +527,13 @@ impl Syncer {
         if targets.is_empty() {
             return Ok(());
         }
-        let control = PodControl::new(&self.client, &self.recorder, set);
+        let control = self.pod_control(set, &key);
         let work = targets
             .iter()
             .filter_map(|o| kept.get(o))
             .map(|p| self.replacement(view, p))
             .collect();
-        let errors = self.replace(&key, set.ordered(), &control, work).await;
+        let errors = replace(&control, set.ordered(), work).await;
         match errors.first() {
             None => Ok(()),
             Some(first) => Err(Error::Pods {
@@ -716,6 +634,13 @@ impl Syncer {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Deletes or patches pods, all at once or, under `OrderedReady`, one by one in the given order
+/// (highest ordinal first); returns the failures.
+async fn replace(control: &PodControl<'_>, ordered: bool, work: Vec<PodChange>) -> Vec<String> {
+    let writes = control.change(work, ordered).await;
+    writes.errors.iter().map(ToString::to_string).collect()
 }
 
 fn ordinal_of_step(step: Step) -> i32 {

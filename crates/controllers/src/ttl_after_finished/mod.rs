@@ -4,7 +4,7 @@
 
 use crate::{
     job::status::true_condition,
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
 };
 use informer::{Informer, Informers, Key, Shared, Subscription, split_key};
 use jiff::{SignedDuration, Timestamp};
@@ -16,30 +16,10 @@ use kube::{
 use std::{sync::Arc, time::Duration};
 
 /// Why a sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
-/// How the controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-ttl-after-finished-syncs`, 5).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 5,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the controller runs (upstream's `--concurrent-ttl-after-finished-syncs` is 5).
+pub type Config = crate::runtime::Config;
 
 /// The TTL-after-finished controller: the shared cache's Jobs and its queue of Job keys.
 pub struct TtlAfterFinishedController {

@@ -12,8 +12,8 @@ pub mod protection;
 pub mod provision;
 
 use crate::{
-    is_status,
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    api_error::is_status,
+    runtime::{Action, Controller, WorkQueue},
     update,
 };
 use binding::{ClaimStep, VolumeStep};
@@ -35,31 +35,11 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-/// How the controller runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Concurrent syncs.
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 4,
-            backoff: Backoff::default(),
-        }
-    }
-}
+/// How the controller runs (4 workers).
+pub type Config = crate::runtime::Config<4>;
 
 /// Why a sync failed (it is retried with back-off).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API call failed.
-    #[error("API request failed: {0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::runtime::ApiError;
 
 /// What the queue holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
