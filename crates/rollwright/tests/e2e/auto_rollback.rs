@@ -596,3 +596,227 @@ async fn controllers_killed_mid_rollback_finish_it_after_restart() {
     .await;
     rig.stop().await;
 }
+
+/// `manifest` with a 10 s progress deadline (`rollwright.io/progress-deadline-seconds`).
+fn with_deadline(mut manifest: Value) -> Value {
+    manifest["metadata"]["annotations"][controllers::progress::deadline::ANNOTATION] = json!("10");
+    manifest
+}
+
+#[tokio::test]
+async fn a_daemonset_past_its_progress_deadline_rolls_back_within_its_budget() {
+    let rig = cluster().await;
+    let client = rig.client.clone();
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    rig.apply(&with_deadline(daemonset("agent:1"))).await;
+    let done = |ds: &DaemonSet, image: &str| {
+        let s = ds.status.clone().unwrap_or_default();
+        image_of(ds.spec.as_ref().unwrap().template.spec.as_ref()) == image
+            && s.observed_generation == ds.metadata.generation
+            && s.updated_number_scheduled == Some(3)
+            && s.number_available == Some(3)
+    };
+    wait(&api, "agent:1 everywhere", |ds| done(ds, "agent:1")).await;
+    let before = uids(&active_pods(&client, "default", "agent").await);
+    // At most one node without an available agent (maxUnavailable 1), never two agents on one
+    // node, through the failed update and the rollback: the watcher has listed before the change.
+    let invariants = crate::daemonset_kubectl::Invariants::start(
+        client.clone(),
+        "agent",
+        &["node-0", "node-1", "node-2"],
+        crate::daemonset_kubectl::Limits {
+            max_unavailable: 1,
+            max_doubled: 0,
+            surge: false,
+        },
+    )
+    .await;
+    rig.kubectl(&["set", "image", "daemonset/agent", "agent=agent:never-ready"])
+        .await;
+    // The pod never becomes ready, but nothing says it cannot: only the deadline decides.
+    let ds = wait(&api, "rolled back", |ds| {
+        has_condition(ds, "RolledBack", "True", "ProgressDeadlineExceeded")
+    })
+    .await;
+    assert_eq!(
+        image_of(ds.spec.as_ref().unwrap().template.spec.as_ref()),
+        "agent:1"
+    );
+    common::wait_event(
+        client.clone(),
+        "default",
+        Some("agent"),
+        "RolledBack",
+        "rolled back from revision 2",
+    )
+    .await;
+    wait(&api, "agent:1 everywhere again", |ds| done(ds, "agent:1")).await;
+    assert_eq!(
+        revisions(&client, "agent").await,
+        vec![(2, "agent:never-ready".into()), (3, "agent:1".into())]
+    );
+    let after = uids(&active_pods(&client, "default", "agent").await);
+    assert_eq!(
+        before.intersection(&after).count(),
+        2,
+        "{before:?} {after:?}"
+    );
+    let seen = invariants.finish();
+    assert!(seen.events > 0, "the watcher saw the rollout");
+    // The deadline fired no sooner than 10 s after the failed revision appeared (both times are
+    // whole seconds, so the difference of the truncated times is at least 10 too).
+    let fired = common::wait_event(
+        client.clone(),
+        "default",
+        Some("agent"),
+        "ProgressDeadlineExceeded",
+        "has timed out progressing",
+    )
+    .await;
+    let fired = fired.first_timestamp.expect("the event's time").0;
+    let crs: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
+    let failed = crs
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|cr| cr.revision == 2)
+        .expect("the failed revision");
+    let created = failed.metadata.creation_timestamp.expect("created").0;
+    assert!(
+        fired.duration_since(created) >= jiff::SignedDuration::from_secs(10),
+        "the deadline fired at {fired}, the revision was made at {created}"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_statefulset_past_its_progress_deadline_rolls_back_in_order() {
+    let rig = cluster().await;
+    let client = rig.client.clone();
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    rig.apply(&with_deadline(statefulset("db:1"))).await;
+    let done = |s: &StatefulSet, image: &str| {
+        let st = s.status.clone().unwrap_or_default();
+        image_of(s.spec.as_ref().unwrap().template.spec.as_ref()) == image
+            && st.observed_generation == s.metadata.generation
+            && st.ready_replicas == Some(3)
+            && st.updated_replicas == Some(3)
+            && st.current_revision == st.update_revision
+    };
+    wait(&api, "db:1 ready", |s| done(s, "db:1")).await;
+    let before = uids(&active_pods(&client, "default", "db").await);
+    let watcher = controllers::stateful_invariants::StatefulWatcher::start(
+        client.clone(),
+        "default",
+        "db",
+        "app=db",
+        controllers::stateful_invariants::Rule {
+            start: 0,
+            replicas: 3,
+            partition: 0,
+            max_unavailable: 1,
+            ordered: true,
+            min_ready_seconds: 0,
+        },
+    )
+    .await;
+    rig.kubectl(&["set", "image", "statefulset/db", "db=db:never-ready"])
+        .await;
+    let s = wait(&api, "rolled back", |s| {
+        has_condition(s, "RolledBack", "True", "ProgressDeadlineExceeded")
+    })
+    .await;
+    assert_eq!(
+        image_of(s.spec.as_ref().unwrap().template.spec.as_ref()),
+        "db:1"
+    );
+    common::wait_event(
+        client.clone(),
+        "default",
+        Some("db"),
+        "RolledBack",
+        "rolled back from revision 2",
+    )
+    .await;
+    wait(&api, "db:1 ready again", |s| done(s, "db:1")).await;
+    assert_eq!(
+        revisions(&client, "db").await,
+        vec![(2, "db:never-ready".into()), (3, "db:1".into())]
+    );
+    // Only db-2, the first the update replaced, was replaced; db-0 and db-1 kept their pods.
+    let kept: Vec<String> = active_pods(&client, "default", "db")
+        .await
+        .iter()
+        .filter(|p| before.contains(&p.uid().unwrap()))
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(!kept.contains(&"db-2".to_string()), "{kept:?}");
+    assert_eq!(watcher.violations(), Vec::<String>::new());
+    assert!(watcher.events_seen() > 0, "the watcher saw the rollout");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn daemonset_and_statefulset_rollbacks_finish_after_the_controllers_restart() {
+    let mut rig = cluster().await;
+    let client = rig.client.clone();
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    rig.apply(&daemonset("agent:1")).await;
+    rig.apply(&statefulset("db:1")).await;
+    let ds_done = |ds: &DaemonSet| {
+        let s = ds.status.clone().unwrap_or_default();
+        image_of(ds.spec.as_ref().unwrap().template.spec.as_ref()) == "agent:1"
+            && s.observed_generation == ds.metadata.generation
+            && s.updated_number_scheduled == Some(3)
+            && s.number_available == Some(3)
+    };
+    let sts_done = |s: &StatefulSet| {
+        let st = s.status.clone().unwrap_or_default();
+        image_of(s.spec.as_ref().unwrap().template.spec.as_ref()) == "db:1"
+            && st.observed_generation == s.metadata.generation
+            && st.ready_replicas == Some(3)
+            && st.current_revision == st.update_revision
+    };
+    wait(&daemonsets, "agent:1 everywhere", ds_done).await;
+    wait(&statefulsets, "db:1 ready", sts_done).await;
+    rig.kubectl(&["set", "image", "daemonset/agent", "agent=agent:broken"])
+        .await;
+    rig.kubectl(&["set", "image", "statefulset/db", "db=db:broken"])
+        .await;
+    // Both decisions are written; then the controllers die, before finishing either rollout.
+    wait(&daemonsets, "the DaemonSet's rollback decided", |ds| {
+        ds.annotations().contains_key(ROLLED_BACK_FROM)
+    })
+    .await;
+    wait(&statefulsets, "the StatefulSet's rollback decided", |s| {
+        s.annotations().contains_key(ROLLED_BACK_FROM)
+    })
+    .await;
+    rig.stop_controllers().await;
+    rig.start_controllers();
+    wait(
+        &daemonsets,
+        "the DaemonSet rolled back and recorded",
+        |ds| has_condition(ds, "RolledBack", "True", "ImagePullFailure") && ds_done(ds),
+    )
+    .await;
+    wait(
+        &statefulsets,
+        "the StatefulSet rolled back and recorded",
+        |s| has_condition(s, "RolledBack", "True", "ImagePullFailure") && sts_done(s),
+    )
+    .await;
+    assert_eq!(
+        revisions(&client, "agent").await,
+        vec![(2, "agent:broken".into()), (3, "agent:1".into())]
+    );
+    assert_eq!(
+        revisions(&client, "db").await,
+        vec![(2, "db:broken".into()), (3, "db:1".into())]
+    );
+    rig.stop().await;
+}

@@ -520,35 +520,40 @@ fn independent_counts(ds: &Value, nodes: &Value, pods: &Value, hash: &str) -> Co
 
 /// The promises of a rolling update.
 #[derive(Clone, Copy, Debug)]
-struct Limits {
+pub(crate) struct Limits {
     /// Eligible nodes without an available daemon pod, at most.
-    max_unavailable: usize,
+    pub(crate) max_unavailable: usize,
     /// Nodes with two daemon pods, at most: terminating ones included without surge; with surge
     /// (an old pod may still be terminating after its replacement became available) only pods
     /// not terminating count.
-    max_doubled: usize,
-    surge: bool,
+    pub(crate) max_doubled: usize,
+    pub(crate) surge: bool,
 }
 
 #[derive(Debug, Default)]
-struct Seen {
-    violations: Vec<String>,
-    max_unavailable: usize,
-    max_doubled: usize,
-    events: usize,
+pub(crate) struct Seen {
+    pub(crate) violations: Vec<String>,
+    pub(crate) max_unavailable: usize,
+    pub(crate) max_doubled: usize,
+    pub(crate) events: usize,
 }
 
 /// An independent observer of one DaemonSet's pods: after every pod event (the watch delivers
 /// them in the server's order, so each state it rebuilds is one the cluster was in) it checks
 /// [`Limits`], and that a pod starts terminating only while its node has another available pod
 /// when no unavailability is allowed.
-struct Invariants {
+pub(crate) struct Invariants {
     seen: Arc<Mutex<Seen>>,
     task: JoinHandle<()>,
 }
 
 impl Invariants {
-    async fn start(client: kube::Client, app: &str, eligible: &[&str], limits: Limits) -> Self {
+    pub(crate) async fn start(
+        client: kube::Client,
+        app: &str,
+        eligible: &[&str],
+        limits: Limits,
+    ) -> Self {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let eligible: BTreeSet<String> = eligible.iter().map(|s| s.to_string()).collect();
         let api: Api<Pod> = Api::default_namespaced(client);
@@ -661,7 +666,7 @@ impl Invariants {
     }
 
     /// Stops watching and returns what was seen, failing the test on any violation.
-    fn finish(self) -> Seen {
+    pub(crate) fn finish(self) -> Seen {
         self.task.abort();
         let seen = std::mem::take(&mut *self.seen.lock().unwrap());
         assert!(
