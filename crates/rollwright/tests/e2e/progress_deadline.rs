@@ -1,4 +1,5 @@
-//! A progress deadline for DaemonSets and StatefulSets (issue 22): the annotation
+//! A progress deadline for DaemonSets and StatefulSets (issue 22), and the same promises kept by
+//! the Deployment's own deadline: the annotation
 //! `rollwright.io/progress-deadline-seconds` gives them a `Progressing` condition with the
 //! Deployment's semantics, which `rollwright rollout status` reports as `kubectl rollout status`
 //! reports a Deployment's.
@@ -10,7 +11,7 @@
 use crate::common::{self, DEADLINE, Rig};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::{
-    apps::v1::{ControllerRevision, DaemonSet, StatefulSet},
+    apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet},
     core::v1::Pod,
 };
 use kube::{Api, api::ListParams};
@@ -42,7 +43,7 @@ async fn cluster() -> Rig {
     rig
 }
 
-/// A DaemonSet or a StatefulSet named `web` of two pods, its container `app`.
+/// A DaemonSet, StatefulSet or Deployment named `web` of two pods, its container `app`.
 trait Workload:
     kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
     + Clone
@@ -74,6 +75,32 @@ impl Workload for DaemonSet {
             "spec": {
                 "selector": {"matchLabels": {"app": "web"}},
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                             "spec": {"containers": [{"name": "app", "image": "app:1"}]}}
+            }
+        })
+    }
+}
+
+impl Workload for Deployment {
+    const SHORT: &'static str = "deploy";
+    const SPOKEN: &'static str = "deployment";
+    const UPDATED: &'static str = "/status/updatedReplicas";
+
+    /// The Deployment's own field, not the annotation: its deadline is upstream's.
+    fn manifest(deadline: &str) -> Value {
+        let seconds: i64 = deadline
+            .parse()
+            .expect("a Deployment's deadline is a number");
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 2,
+                "progressDeadlineSeconds": seconds,
+                "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"type": "RollingUpdate",
+                             "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                 "template": {"metadata": {"labels": {"app": "web"}},
                              "spec": {"containers": [{"name": "app", "image": "app:1"}]}}
             }
@@ -376,5 +403,104 @@ async fn an_invalid_deadline_is_ignored_with_a_warning() {
     .await
     .unwrap();
     assert_eq!(progressing(&ds), None);
+    rig.stop().await;
+}
+
+/// The same promises for a Deployment, whose deadline is upstream's (`progressDeadlineSeconds`),
+/// read the same way: the rollout starts when its new ReplicaSet is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_times_out_after_its_deadline_and_not_before() {
+    let rig = cluster().await;
+    rig.apply(&Deployment::manifest("10")).await;
+    let api: Api<Deployment> = Api::namespaced(rig.client.clone(), "default");
+    wait_reason(&api, "NewReplicaSetAvailable", DEADLINE)
+        .await
+        .unwrap();
+    set_image::<Deployment>(&rig, "app:never-ready").await;
+    let seen = wait_reason(
+        &api,
+        "ProgressDeadlineExceeded",
+        DEADLINE + Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(rig.client.clone(), "default");
+    let start = replica_sets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .find(|rs| {
+            serde_json::to_string(&rs.spec)
+                .unwrap()
+                .contains("app:never-ready")
+        })
+        .and_then(|rs| rs.metadata.creation_timestamp.clone())
+        .expect("the new ReplicaSet")
+        .0;
+    let timed_out = seen.last().unwrap();
+    assert_eq!(timed_out.status, "False");
+    assert!(
+        timed_out.message.starts_with("ReplicaSet \"web-")
+            && timed_out.message.ends_with("\" has timed out progressing."),
+        "{timed_out:?}"
+    );
+    assert!(
+        at_least(timed_out.since, start, 10),
+        "timed out at {} for a rollout started at {start}: {seen:?}",
+        timed_out.since
+    );
+    let (_, err) = rig
+        .c
+        .rollwright_fails(
+            &["rollout", "status", "deploy/web", "--timeout", "30s"],
+            None,
+        )
+        .await;
+    assert!(
+        err.contains("deployment \"web\" exceeded its progress deadline"),
+        "{err}"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_deployment_rollout_never_times_out() {
+    const DEADLINE_SECONDS: u64 = 3;
+    let rig = cluster().await;
+    rig.apply(&Deployment::manifest(&DEADLINE_SECONDS.to_string()))
+        .await;
+    let api: Api<Deployment> = Api::namespaced(rig.client.clone(), "default");
+    wait_reason(&api, "NewReplicaSetAvailable", DEADLINE)
+        .await
+        .unwrap();
+    rig.kubectl(&["rollout", "pause", "deployment/web"]).await;
+    set_image::<Deployment>(&rig, "app:never-ready").await;
+    wait_reason(&api, "DeploymentPaused", DEADLINE)
+        .await
+        .unwrap();
+    // Well past the deadline, it has not timed out.
+    let err = wait_reason(
+        &api,
+        "ProgressDeadlineExceeded",
+        Duration::from_secs(DEADLINE_SECONDS + 5),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, embedded::Error::Timeout(..)), "{err}");
+    // Resumed, it rolls out the never-ready template and times out on a clock started anew.
+    rig.kubectl(&["rollout", "resume", "deployment/web"]).await;
+    let seen = wait_reason(&api, "ProgressDeadlineExceeded", DEADLINE)
+        .await
+        .unwrap();
+    let resumed = seen
+        .iter()
+        .find(|c| c.reason == "DeploymentResumed")
+        .unwrap_or_else(|| panic!("resumed in {seen:?}"));
+    assert!(
+        at_least(seen.last().unwrap().since, resumed.since, 3),
+        "{seen:?}"
+    );
     rig.stop().await;
 }
