@@ -169,7 +169,7 @@ pub struct Unreadable {
 }
 
 /// How long a pod took, by its own timestamps.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Debug, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PodTiming {
     /// From `PodScheduled` to the latest start of its containers' current run.
@@ -328,10 +328,7 @@ pub fn timing(pod: &Value) -> PodTiming {
         .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
         .and_then(|c| at(c.get("lastTransitionTime")))
     else {
-        return PodTiming {
-            started_after_seconds: None,
-            ready_after_seconds: None,
-        };
+        return PodTiming::default();
     };
     let since = |t: Timestamp| {
         let seconds = t.duration_since(scheduled).as_secs_f64();
@@ -409,13 +406,7 @@ mod tests {
                 {"name": "b", "state": {"waiting": {"reason": "ImagePullBackOff"}}},
             ]),
         );
-        assert_eq!(
-            timing(&waiting),
-            PodTiming {
-                started_after_seconds: None,
-                ready_after_seconds: None
-            }
-        );
+        assert_eq!(timing(&waiting), PodTiming::default());
         assert!(timings_of(&[waiting]).is_empty());
         // A kubelet clock behind the scheduler's: no negative figure.
         let skewed = pod(

@@ -433,6 +433,45 @@ fn statefulset(image: &str) -> Value {
     })
 }
 
+/// The DaemonSet `agent` runs `image` on all three nodes, every pod available.
+fn ds_done(ds: &DaemonSet, image: &str) -> bool {
+    let s = ds.status.clone().unwrap_or_default();
+    image_of(ds.spec.as_ref().unwrap().template.spec.as_ref()) == image
+        && s.observed_generation == ds.metadata.generation
+        && s.desired_number_scheduled == 3
+        && s.updated_number_scheduled == Some(3)
+        && s.number_available == Some(3)
+}
+
+/// The StatefulSet `db` runs `image` in all three pods, ready and current.
+fn sts_done(s: &StatefulSet, image: &str) -> bool {
+    let st = s.status.clone().unwrap_or_default();
+    image_of(s.spec.as_ref().unwrap().template.spec.as_ref()) == image
+        && st.observed_generation == s.metadata.generation
+        && st.ready_replicas == Some(3)
+        && st.updated_replicas == Some(3)
+        && st.current_revision == st.update_revision
+}
+
+/// maxUnavailable 1, partition 0 and ordering over `db`'s pods, listed before it returns.
+async fn db_watcher(client: &kube::Client) -> controllers::stateful_invariants::StatefulWatcher {
+    controllers::stateful_invariants::StatefulWatcher::start(
+        client.clone(),
+        "default",
+        "db",
+        "app=db",
+        controllers::stateful_invariants::Rule {
+            start: 0,
+            replicas: 3,
+            partition: 0,
+            max_unavailable: 1,
+            ordered: true,
+            min_ready_seconds: 0,
+        },
+    )
+    .await
+}
+
 /// The revision numbers of the workload's ControllerRevisions by image.
 async fn revisions(client: &kube::Client, app: &str) -> Vec<(i64, String)> {
     let crs: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
@@ -462,15 +501,7 @@ async fn a_daemonset_rolls_back_on_an_image_pull_failure() {
     let client = rig.client.clone();
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
     rig.apply(&daemonset("agent:1")).await;
-    let done = |ds: &DaemonSet, image: &str| {
-        let s = ds.status.clone().unwrap_or_default();
-        image_of(ds.spec.as_ref().unwrap().template.spec.as_ref()) == image
-            && s.observed_generation == ds.metadata.generation
-            && s.desired_number_scheduled == 3
-            && s.updated_number_scheduled == Some(3)
-            && s.number_available == Some(3)
-    };
-    wait(&api, "agent:1 everywhere", |ds| done(ds, "agent:1")).await;
+    wait(&api, "agent:1 everywhere", |ds| ds_done(ds, "agent:1")).await;
     let before = uids(&active_pods(&client, "default", "agent").await);
     rig.kubectl(&["set", "image", "daemonset/agent", "agent=agent:broken"])
         .await;
@@ -490,7 +521,10 @@ async fn a_daemonset_rolls_back_on_an_image_pull_failure() {
         "rolled back from revision 2",
     )
     .await;
-    wait(&api, "agent:1 everywhere again", |ds| done(ds, "agent:1")).await;
+    wait(&api, "agent:1 everywhere again", |ds| {
+        ds_done(ds, "agent:1")
+    })
+    .await;
     // As `kubectl rollout undo`: revision 1's ControllerRevision is renumbered 3.
     assert_eq!(
         revisions(&client, "agent").await,
@@ -513,32 +547,10 @@ async fn a_statefulset_rolls_back_on_an_image_pull_failure() {
     let client = rig.client.clone();
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
     rig.apply(&statefulset("db:1")).await;
-    let done = |s: &StatefulSet, image: &str| {
-        let st = s.status.clone().unwrap_or_default();
-        image_of(s.spec.as_ref().unwrap().template.spec.as_ref()) == image
-            && st.observed_generation == s.metadata.generation
-            && st.ready_replicas == Some(3)
-            && st.updated_replicas == Some(3)
-            && st.current_revision == st.update_revision
-    };
-    wait(&api, "db:1 ready", |s| done(s, "db:1")).await;
+    wait(&api, "db:1 ready", |s| sts_done(s, "db:1")).await;
     let before = uids(&active_pods(&client, "default", "db").await);
     // maxUnavailable, partition and ordering through the failed update and the rollback.
-    let watcher = controllers::stateful_invariants::StatefulWatcher::start(
-        client.clone(),
-        "default",
-        "db",
-        "app=db",
-        controllers::stateful_invariants::Rule {
-            start: 0,
-            replicas: 3,
-            partition: 0,
-            max_unavailable: 1,
-            ordered: true,
-            min_ready_seconds: 0,
-        },
-    )
-    .await;
+    let watcher = db_watcher(&client).await;
     rig.kubectl(&["set", "image", "statefulset/db", "db=db:broken"])
         .await;
     let s = wait(&api, "rolled back", |s| {
@@ -549,7 +561,7 @@ async fn a_statefulset_rolls_back_on_an_image_pull_failure() {
         image_of(s.spec.as_ref().unwrap().template.spec.as_ref()),
         "db:1"
     );
-    wait(&api, "db:1 ready again", |s| done(s, "db:1")).await;
+    wait(&api, "db:1 ready again", |s| sts_done(s, "db:1")).await;
     assert_eq!(
         revisions(&client, "db").await,
         vec![(2, "db:broken".into()), (3, "db:1".into())]
@@ -609,14 +621,7 @@ async fn a_daemonset_past_its_progress_deadline_rolls_back_within_its_budget() {
     let client = rig.client.clone();
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
     rig.apply(&with_deadline(daemonset("agent:1"))).await;
-    let done = |ds: &DaemonSet, image: &str| {
-        let s = ds.status.clone().unwrap_or_default();
-        image_of(ds.spec.as_ref().unwrap().template.spec.as_ref()) == image
-            && s.observed_generation == ds.metadata.generation
-            && s.updated_number_scheduled == Some(3)
-            && s.number_available == Some(3)
-    };
-    wait(&api, "agent:1 everywhere", |ds| done(ds, "agent:1")).await;
+    wait(&api, "agent:1 everywhere", |ds| ds_done(ds, "agent:1")).await;
     let before = uids(&active_pods(&client, "default", "agent").await);
     // At most one node without an available agent (maxUnavailable 1), never two agents on one
     // node, through the failed update and the rollback: the watcher has listed before the change.
@@ -650,7 +655,10 @@ async fn a_daemonset_past_its_progress_deadline_rolls_back_within_its_budget() {
         "rolled back from revision 2",
     )
     .await;
-    wait(&api, "agent:1 everywhere again", |ds| done(ds, "agent:1")).await;
+    wait(&api, "agent:1 everywhere again", |ds| {
+        ds_done(ds, "agent:1")
+    })
+    .await;
     assert_eq!(
         revisions(&client, "agent").await,
         vec![(2, "agent:never-ready".into()), (3, "agent:1".into())]
@@ -697,31 +705,9 @@ async fn a_statefulset_past_its_progress_deadline_rolls_back_in_order() {
     let client = rig.client.clone();
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
     rig.apply(&with_deadline(statefulset("db:1"))).await;
-    let done = |s: &StatefulSet, image: &str| {
-        let st = s.status.clone().unwrap_or_default();
-        image_of(s.spec.as_ref().unwrap().template.spec.as_ref()) == image
-            && st.observed_generation == s.metadata.generation
-            && st.ready_replicas == Some(3)
-            && st.updated_replicas == Some(3)
-            && st.current_revision == st.update_revision
-    };
-    wait(&api, "db:1 ready", |s| done(s, "db:1")).await;
+    wait(&api, "db:1 ready", |s| sts_done(s, "db:1")).await;
     let before = uids(&active_pods(&client, "default", "db").await);
-    let watcher = controllers::stateful_invariants::StatefulWatcher::start(
-        client.clone(),
-        "default",
-        "db",
-        "app=db",
-        controllers::stateful_invariants::Rule {
-            start: 0,
-            replicas: 3,
-            partition: 0,
-            max_unavailable: 1,
-            ordered: true,
-            min_ready_seconds: 0,
-        },
-    )
-    .await;
+    let watcher = db_watcher(&client).await;
     rig.kubectl(&["set", "image", "statefulset/db", "db=db:never-ready"])
         .await;
     let s = wait(&api, "rolled back", |s| {
@@ -740,7 +726,7 @@ async fn a_statefulset_past_its_progress_deadline_rolls_back_in_order() {
         "rolled back from revision 2",
     )
     .await;
-    wait(&api, "db:1 ready again", |s| done(s, "db:1")).await;
+    wait(&api, "db:1 ready again", |s| sts_done(s, "db:1")).await;
     assert_eq!(
         revisions(&client, "db").await,
         vec![(2, "db:never-ready".into()), (3, "db:1".into())]
@@ -767,22 +753,11 @@ async fn daemonset_and_statefulset_rollbacks_finish_after_the_controllers_restar
     let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
     rig.apply(&daemonset("agent:1")).await;
     rig.apply(&statefulset("db:1")).await;
-    let ds_done = |ds: &DaemonSet| {
-        let s = ds.status.clone().unwrap_or_default();
-        image_of(ds.spec.as_ref().unwrap().template.spec.as_ref()) == "agent:1"
-            && s.observed_generation == ds.metadata.generation
-            && s.updated_number_scheduled == Some(3)
-            && s.number_available == Some(3)
-    };
-    let sts_done = |s: &StatefulSet| {
-        let st = s.status.clone().unwrap_or_default();
-        image_of(s.spec.as_ref().unwrap().template.spec.as_ref()) == "db:1"
-            && st.observed_generation == s.metadata.generation
-            && st.ready_replicas == Some(3)
-            && st.current_revision == st.update_revision
-    };
-    wait(&daemonsets, "agent:1 everywhere", ds_done).await;
-    wait(&statefulsets, "db:1 ready", sts_done).await;
+    wait(&daemonsets, "agent:1 everywhere", |ds| {
+        ds_done(ds, "agent:1")
+    })
+    .await;
+    wait(&statefulsets, "db:1 ready", |s| sts_done(s, "db:1")).await;
     rig.kubectl(&["set", "image", "daemonset/agent", "agent=agent:broken"])
         .await;
     rig.kubectl(&["set", "image", "statefulset/db", "db=db:broken"])
@@ -801,13 +776,13 @@ async fn daemonset_and_statefulset_rollbacks_finish_after_the_controllers_restar
     wait(
         &daemonsets,
         "the DaemonSet rolled back and recorded",
-        |ds| has_condition(ds, "RolledBack", "True", "ImagePullFailure") && ds_done(ds),
+        |ds| has_condition(ds, "RolledBack", "True", "ImagePullFailure") && ds_done(ds, "agent:1"),
     )
     .await;
     wait(
         &statefulsets,
         "the StatefulSet rolled back and recorded",
-        |s| has_condition(s, "RolledBack", "True", "ImagePullFailure") && sts_done(s),
+        |s| has_condition(s, "RolledBack", "True", "ImagePullFailure") && sts_done(s, "db:1"),
     )
     .await;
     assert_eq!(
