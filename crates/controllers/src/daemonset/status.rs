@@ -68,12 +68,7 @@ impl Counts {
 pub fn progress(daemon: &Daemon, hash: &str, after: Counts, now: jiff::Timestamp) -> Report {
     let ds = &daemon.ds;
     let stored = ds.status.as_ref();
-    let conditions: Vec<Value> = stored
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|c| serde_json::to_value(c).ok())
-        .collect();
+    let conditions = progress::stored_conditions(stored.and_then(|s| s.conditions.as_ref()));
     let measure = |c: Counts| progress::Counts {
         replicas: c.current_number_scheduled,
         updated: c.updated_number_scheduled,

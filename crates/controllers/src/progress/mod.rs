@@ -38,6 +38,18 @@ pub struct Counts {
     pub available: i32,
 }
 
+/// A workload's stored conditions as JSON, the form [`rollout::Condition`] reads whatever the
+/// kind's condition type (DaemonSetCondition, StatefulSetCondition).
+pub fn stored_conditions<C: serde::Serialize>(
+    conditions: Option<&Vec<C>>,
+) -> Vec<serde_json::Value> {
+    conditions
+        .into_iter()
+        .flatten()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect()
+}
+
 /// Whether `after` is a step forward from `before` (upstream's `DeploymentProgressing`): more
 /// updated, ready or available pods, or fewer old ones. Losing pods is no progress.
 pub fn advanced(before: Counts, after: Counts) -> bool {

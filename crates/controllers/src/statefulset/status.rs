@@ -128,12 +128,7 @@ impl Status {
 /// updated, as `kubectl rollout status` judges it.
 pub fn progress(set: &Set, after: &Status, now: jiff::Timestamp) -> Report {
     let stored = set.sts.status.as_ref();
-    let conditions: Vec<Value> = stored
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|c| serde_json::to_value(c).ok())
-        .collect();
+    let conditions = progress::stored_conditions(stored.and_then(|s| s.conditions.as_ref()));
     let before = stored.map_or_else(progress::Counts::default, |s| progress::Counts {
         replicas: s.replicas,
         updated: s.updated_replicas.unwrap_or(0),
