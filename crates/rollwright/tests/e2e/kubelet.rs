@@ -72,7 +72,10 @@ spec:
 "#,
     )
     .await;
-    // Watched: the container runs unready first, then the pod turns Ready.
+    // Watched until the pod turns Ready. Whether the unready-but-running status is ever written
+    // depends on timing: the simulated kubelet, like upstream's status manager, sends only the
+    // newest status of a pod whose previous write is still in flight, so on a loaded machine it
+    // can go from Pending straight to Ready. The promise is in the timestamps below.
     let mut watch = c.kubectl_spawn(&[
         "get",
         "pod",
@@ -81,9 +84,6 @@ spec:
         "-o",
         r#"jsonpath={.status.phase},{.status.containerStatuses[0].started},{.status.conditions[?(@.type=="Ready")].status}{"\n"}"#,
     ]);
-    watch
-        .until("running but not ready", |l| l == "Running,true,False")
-        .await;
     watch.until("ready", |l| l == "Running,true,True").await;
     let pod = c.kubectl_json(&["get", "pod", "slow", "-o", "json"]).await;
     let started = seconds(&pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]);
