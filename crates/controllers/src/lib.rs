@@ -85,6 +85,7 @@ pub mod switches;
 pub mod ttl_after_finished;
 pub mod update;
 pub mod volume;
+pub mod written;
 
 use clusterrole_aggregation::ClusterRoleAggregationController;
 use cronjob::CronJobController;

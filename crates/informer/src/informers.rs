@@ -28,9 +28,21 @@ enum Slot {
 struct Inner {
     client: Client,
     lag: Duration,
+    /// The kinds `lag` applies to; empty for every kind.
+    lagging: Vec<String>,
     slots: Mutex<HashMap<Slot, Box<dyn Any + Send + Sync>>>,
     synced: Mutex<Vec<watch::Receiver<bool>>>,
     tasks: Mutex<Vec<AbortHandle>>,
+}
+
+impl Inner {
+    fn lag_of(&self, kind: &str) -> Duration {
+        if self.lagging.is_empty() || self.lagging.iter().any(|k| k == kind) {
+            self.lag
+        } else {
+            Duration::ZERO
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -72,11 +84,18 @@ impl Informers {
     /// Informers that apply every watch event `lag` late: for tests that play a slow watch
     /// (which is what controller expectations guard against).
     pub fn with_lag(client: Client, lag: Duration) -> Self {
+        Self::with_lag_on(client, lag, &[])
+    }
+
+    /// Informers whose watches of `kinds` (every kind if empty) apply each event `lag` late: for
+    /// tests that play one watch falling behind another.
+    pub fn with_lag_on(client: Client, lag: Duration, kinds: &[&str]) -> Self {
         Self {
             writer: client.clone(),
             inner: Arc::new(Inner {
                 client,
                 lag,
+                lagging: kinds.iter().map(|k| (*k).to_owned()).collect(),
                 slots: Mutex::new(HashMap::new()),
                 synced: Mutex::new(Vec::new()),
                 tasks: Mutex::new(Vec::new()),
@@ -135,7 +154,8 @@ impl Informers {
             Api::<PartialObjectMeta<DynamicObject>>::all_with(self.inner.client.clone(), resource);
         let (informer, feeder) = Informer::new();
         let events = watcher(api, watcher::Config::default()).default_backoff();
-        let task = tokio::spawn(feeder.follow(resource.kind.clone(), events, self.inner.lag));
+        let lag = self.inner.lag_of(&resource.kind);
+        let task = tokio::spawn(feeder.follow(resource.kind.clone(), events, lag));
         let stop = task.abort_handle();
         (informer, Subscription::on_drop(move || stop.abort()))
     }
@@ -149,7 +169,8 @@ impl Informers {
         }
         let (informer, feeder) = Informer::<K>::new();
         let events = watcher(api, watcher::Config::default()).default_backoff();
-        let task = tokio::spawn(feeder.follow(kind, events, self.inner.lag));
+        let lag = self.inner.lag_of(&kind);
+        let task = tokio::spawn(feeder.follow(kind, events, lag));
         guard(&self.inner.tasks).push(task.abort_handle());
         guard(&self.inner.synced).push(informer.synced_signal());
         slots.insert(slot, Box::new(informer.clone()));

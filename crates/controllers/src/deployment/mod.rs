@@ -73,6 +73,9 @@ pub struct DeploymentController {
     recorder: Recorder,
     queue: WorkQueue<Key>,
     autorollback: crate::autorollback::AutoRollback,
+    /// ReplicaSets this controller wrote that the cache may not show yet: a sync counts
+    /// pods by its own last writes, never by older sizes (`maxSurge` stays strict).
+    written: crate::written::Written<ReplicaSet>,
 }
 
 impl Controller for DeploymentController {
@@ -140,6 +143,7 @@ impl DeploymentController {
                 client.clone(),
                 COMPONENT,
             ),
+            written: crate::written::Written::default(),
             client,
             config,
         })
@@ -182,6 +186,7 @@ impl DeploymentController {
     }
 
     fn replica_set_changed(&self, change: &Change<ReplicaSet>) {
+        self.written.observe(change);
         match change {
             Change::Added(rs) => {
                 let ns = rs.namespace().unwrap_or_default();
@@ -226,7 +231,8 @@ impl DeploymentController {
     }
 
     /// The ReplicaSets `d` controls after adoption and release (upstream's
-    /// `getReplicaSetsForDeployment`).
+    /// `getReplicaSetsForDeployment`), each as this controller last wrote it if the cache is
+    /// behind.
     async fn claim_replica_sets(
         &self,
         d: &Deployment,
@@ -252,10 +258,11 @@ impl DeploymentController {
             },
         )
         .await?;
-        Ok(claimed
+        let claimed = claimed
             .into_iter()
             .map(|rs| ReplicaSet::clone(&rs))
-            .collect())
+            .collect();
+        Ok(self.written.fresher(claimed))
     }
 
     /// Syncs one Deployment (upstream's `syncDeployment`). Returns a requeue for the progress

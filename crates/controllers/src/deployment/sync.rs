@@ -160,6 +160,7 @@ async fn new_replica_set(
             let updated = rs_api(dc, d)
                 .replace(&rs.name_any(), &PostParams::default(), &rs)
                 .await?;
+            dc.written.record(&updated);
             return Ok(Some(updated));
         }
         // The Deployment's revision follows the one its new ReplicaSet already has.
@@ -249,7 +250,10 @@ async fn new_replica_set(
     let api = rs_api(dc, d);
     let reference = events::reference(d);
     let (created, already_existed) = match api.create(&PostParams::default(), &new_rs).await {
-        Ok(created) => (created, false),
+        Ok(created) => {
+            dc.written.record(&created);
+            (created, false)
+        }
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let found = match dc
                 .replica_sets
@@ -352,6 +356,7 @@ pub async fn scale_replica_set(
     let updated = rs_api(dc, d)
         .replace(&rs.name_any(), &PostParams::default(), &next)
         .await?;
+    dc.written.record(&updated);
     if old_scale != new_scale {
         dc.recorder.record(
             &events::reference(d),

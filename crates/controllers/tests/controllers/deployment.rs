@@ -268,7 +268,20 @@ async fn recreate_never_runs_old_and_new_pods_together() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollover_scales_down_the_half_rolled_replica_set_too() {
-    let c = Cluster::start().await;
+    rollover_keeps_its_bounds(Cluster::start().await).await;
+}
+
+/// The rollover again on a cache whose ReplicaSet watch runs 300 ms behind its Deployment
+/// watch: the sync for the third template runs before the cache shows the second one's last
+/// scale-up, and must count by what the controller wrote, not by the older size (CI once saw
+/// 15 pods asked for, 13 allowed, as the ReplicaSet watch fell behind under load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollover_on_a_slow_watch_counts_by_its_own_writes() {
+    let lag = std::time::Duration::from_millis(300);
+    rollover_keeps_its_bounds(Cluster::start_with_lag(lag, &["ReplicaSet"]).await).await;
+}
+
+async fn rollover_keeps_its_bounds(c: Cluster) {
     let api = c.deployments();
     create(
         &api,

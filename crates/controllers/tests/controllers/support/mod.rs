@@ -35,6 +35,12 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start() -> Self {
+        Self::start_with_lag(Duration::ZERO, &[]).await
+    }
+
+    /// The workload controllers on a cache whose watch events of `kinds` (every kind if empty)
+    /// arrive `lag` late.
+    pub async fn start_with_lag(lag: Duration, kinds: &[&str]) -> Self {
         let server = embedded::Embedded::memory().await.unwrap();
         let client = server.client();
         let mut c = Cluster {
@@ -43,7 +49,7 @@ impl Cluster {
             controllers: Vec::new(),
             kubelet: Kubelet::start(client),
         };
-        c.start_controllers();
+        c.start_controllers_with_lag(lag, kinds);
         c
     }
 
@@ -70,12 +76,18 @@ impl Cluster {
     }
 
     pub fn start_controllers(&mut self) {
+        self.start_controllers_with_lag(Duration::ZERO, &[]);
+    }
+
+    fn start_controllers_with_lag(&mut self, lag: Duration, kinds: &[&str]) {
         let settings = controllers::Settings {
             enabled: controllers::Selection::only(["replicaset", "deployment", "garbagecollector"]),
             ..Default::default()
         };
-        self.controllers
-            .push(spawn_controllers(&self.client, &settings, Duration::ZERO));
+        let informers = informer::Informers::with_lag_on(self.client.clone(), lag, kinds);
+        self.controllers.push(tokio::spawn(
+            controllers::run(&informers, &settings).unwrap(),
+        ));
     }
 
     pub fn kill_controllers(&mut self) {
