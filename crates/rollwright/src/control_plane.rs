@@ -43,6 +43,9 @@ pub struct Options {
     pub audit_log_path: Option<PathBuf>,
     /// The parts to run beside the API server, on in-process clients.
     pub components: crate::components::Components,
+    /// Whether the parts wait for [`ControlPlane::start_components`]: a caller that loads
+    /// objects first (a rehearsal loads a cluster's snapshot) starts them on a complete picture.
+    pub defer_components: bool,
 }
 
 impl Default for Options {
@@ -57,6 +60,7 @@ impl Default for Options {
             audit_policy_file: None,
             audit_log_path: None,
             components: Default::default(),
+            defer_components: false,
         }
     }
 }
@@ -74,6 +78,8 @@ pub struct ControlPlane {
     /// Held while running: one process per data directory.
     _lock: std::fs::File,
     components: Option<crate::components::Running>,
+    /// The parts not started yet ([`Options::defer_components`]).
+    waiting: Option<crate::components::Components>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -191,24 +197,38 @@ impl ControlPlane {
             .await;
         });
         ensure_cluster_objects(&server, &host, addr.port()).await?;
-        // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
-        // admission, none of the transport's cost.
-        let users = embedded::Users::new(&server);
-        let components = crate::components::start_with_identities(
-            &opts.components,
-            Arc::new(move |user| users.client(user)),
-        )?;
-        Ok(Self {
+        let mut cp = Self {
             addr,
             kubeconfig,
             server,
             credentials,
             audit,
             _lock: lock,
-            components: Some(components),
+            components: None,
+            waiting: Some(opts.components),
             shutdown: Some(tx),
             task: Some(task),
-        })
+        };
+        if !opts.defer_components {
+            cp.start_components()?;
+        }
+        Ok(cp)
+    }
+
+    /// Starts the parts [`Options::components`] names, if they wait for this
+    /// ([`Options::defer_components`]); a no-op once they run.
+    pub fn start_components(&mut self) -> anyhow::Result<()> {
+        let Some(what) = self.waiting.take() else {
+            return Ok(());
+        };
+        // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
+        // admission, none of the transport's cost.
+        let users = embedded::Users::new(&self.server);
+        self.components = Some(crate::components::start_with_identities(
+            &what,
+            Arc::new(move |user| users.client(user)),
+        )?);
+        Ok(())
     }
 
     /// The bearer token clients use.

@@ -377,6 +377,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         audit_policy_file: args.audit_policy_file,
         audit_log_path: args.audit_log_path,
         components,
+        defer_components: false,
     })
     .await?;
     let kubeconfig = std::fs::canonicalize(&cp.kubeconfig).unwrap_or(cp.kubeconfig.clone());

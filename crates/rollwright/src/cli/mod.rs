@@ -18,6 +18,7 @@ pub mod scale;
 pub mod set_image;
 pub mod snapshot;
 pub mod three_way;
+pub mod whatif;
 pub mod workload;
 
 use clap::Subcommand;
@@ -42,6 +43,9 @@ pub enum Command {
     /// Read a cluster's nodes, workloads, pods and budgets (list only, never Secrets) into one
     /// JSON file, for rehearsing a rollout of it.
     Snapshot(snapshot::SnapshotArgs),
+    /// Rehearse a change (set image, rollout restart, scale, apply, drain) on a snapshot: how
+    /// long the rollout takes, how low availability dips, where and why it stalls.
+    Whatif(whatif::WhatifArgs),
 }
 
 /// Runs one CLI command.
@@ -54,5 +58,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Apply(args) => apply::run(args).await,
         Command::Delete(args) => delete::run(args).await,
         Command::Snapshot(args) => snapshot::run(args).await,
+        Command::Whatif(args) => Box::pin(whatif::run(args)).await,
     }
 }

@@ -266,6 +266,17 @@ pub async fn take(
     })
 }
 
+/// The API resource the snapshot stores under `key` (`"pods"`, `"replicaSets"`...), and whether
+/// it is namespaced: what a rehearsal creates the objects again with.
+pub fn resource_of(key: &str) -> Option<(ApiResource, bool)> {
+    let source = SOURCES.iter().find(|s| s.key == key)?;
+    let gvk = GroupVersionKind::gvk(source.group, source.version, source.kind);
+    Some((
+        ApiResource::from_gvk_with_plural(&gvk, source.plural),
+        source.namespaced,
+    ))
+}
+
 /// `plural.group`, as kubectl names a resource in messages.
 fn resource_name(source: &Source) -> String {
     if source.group.is_empty() {

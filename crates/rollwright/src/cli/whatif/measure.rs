@@ -1,0 +1,667 @@
+//! Following a rehearsed rollout: each changed workload's available and updated pods over time,
+//! when it is done, and, if it stops moving, why.
+//!
+//! A workload is done as `kubectl rollout status` says it is: its controller observed the
+//! change and every pod runs the new template and is available. The rollout as a whole ends when
+//! every changed workload is done, or is stalled: nothing moved for the stall window (a broken
+//! image, an unschedulable pod and a blocked eviction all look like that), or a Deployment's
+//! progress deadline fired. Stall reasons come from the pods as a user would read them:
+//! the scheduler's `Unschedulable` message, a waiting container's reason, an unready pod's
+//! readiness message, and evictions a PodDisruptionBudget refused.
+
+use api::intstr::{IntOrPercent, scaled_value_or};
+use informer::{Informer, Informers, Subscription};
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment, StatefulSet},
+    core::v1::Pod,
+    policy::v1::PodDisruptionBudget,
+};
+use kube::ResourceExt;
+use serde::Serialize;
+use serde_json::Value;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+use tokio::{sync::Notify, time::Instant};
+
+/// A workload, as `kind/namespace/name`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct WorkloadId {
+    /// `deployment`, `daemonset` or `statefulset`.
+    pub kind: &'static str,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for WorkloadId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Where a workload stands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Standing {
+    /// Pods it wants.
+    pub desired: i32,
+    /// Pods available.
+    pub available: i32,
+    /// Pods of the current template.
+    pub updated: i32,
+    /// Whether its controller has seen its current spec.
+    pub observed: bool,
+    /// Whether the rollout is complete.
+    pub done: bool,
+    /// The most pods its strategy lets be unavailable (rolling updates).
+    pub max_unavailable: Option<i32>,
+    /// A Deployment's `ProgressDeadlineExceeded` message.
+    pub deadline: Option<String>,
+    /// The fewest pods a PodDisruptionBudget keeps available (filled in by [`Watch`]).
+    pub budget: Option<i32>,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `matchLabels` of its selector, to find its pods.
+    pub selector: BTreeMap<String, String>,
+}
+
+fn strategy_unavailable(v: Option<&Value>, desired: i32, default: IntOrPercent) -> Option<i32> {
+    scaled_value_or(v, default, desired, false).ok()
+}
+
+/// A Deployment's standing.
+pub fn deployment(d: &Deployment) -> Standing {
+    let spec = d.spec.clone().unwrap_or_default();
+    let status = d.status.clone().unwrap_or_default();
+    let desired = spec.replicas.unwrap_or(1);
+    let generation = d.metadata.generation.unwrap_or(0);
+    let observed = status.observed_generation.unwrap_or(0) >= generation;
+    let (updated, available) = (
+        status.updated_replicas.unwrap_or(0),
+        status.available_replicas.unwrap_or(0),
+    );
+    let rolling = spec
+        .strategy
+        .as_ref()
+        .is_none_or(|s| s.type_.as_deref() != Some("Recreate"));
+    let max_unavailable = rolling.then(|| {
+        let v = spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.rolling_update.as_ref())
+            .and_then(|r| r.max_unavailable.as_ref())
+            .and_then(|v| serde_json::to_value(v).ok());
+        strategy_unavailable(v.as_ref(), desired, IntOrPercent::Percent(25))
+    });
+    let deadline = status.conditions.iter().flatten().find_map(|c| {
+        (c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+            .then(|| c.message.clone().unwrap_or_default())
+    });
+    Standing {
+        desired,
+        available,
+        updated,
+        observed,
+        done: observed
+            && updated == desired
+            && status.replicas.unwrap_or(0) == desired
+            && available == desired,
+        max_unavailable: max_unavailable.flatten(),
+        deadline,
+        budget: None,
+        generation,
+        selector: spec.selector.match_labels.unwrap_or_default(),
+    }
+}
+
+/// A DaemonSet's standing.
+pub fn daemonset(ds: &DaemonSet) -> Standing {
+    let spec = ds.spec.clone().unwrap_or_default();
+    let status = ds.status.clone().unwrap_or_default();
+    let generation = ds.metadata.generation.unwrap_or(0);
+    let desired = status.desired_number_scheduled;
+    let updated = status.updated_number_scheduled.unwrap_or(0);
+    let available = status.number_available.unwrap_or(0);
+    let max_unavailable = spec
+        .update_strategy
+        .as_ref()
+        .is_none_or(|s| s.type_.as_deref() != Some("OnDelete"))
+        .then(|| {
+            let v = spec
+                .update_strategy
+                .as_ref()
+                .and_then(|s| s.rolling_update.as_ref())
+                .and_then(|r| r.max_unavailable.as_ref())
+                .and_then(|v| serde_json::to_value(v).ok());
+            strategy_unavailable(v.as_ref(), desired, IntOrPercent::Int(1))
+        })
+        .flatten();
+    Standing {
+        desired,
+        available,
+        updated,
+        observed: status.observed_generation.unwrap_or(0) >= generation,
+        done: status.observed_generation.unwrap_or(0) >= generation
+            && updated == desired
+            && available == desired,
+        max_unavailable,
+        deadline: None,
+        budget: None,
+        generation,
+        selector: spec.selector.match_labels.unwrap_or_default(),
+    }
+}
+
+/// A StatefulSet's standing.
+pub fn statefulset(sts: &StatefulSet) -> Standing {
+    let spec = sts.spec.clone().unwrap_or_default();
+    let status = sts.status.clone().unwrap_or_default();
+    let generation = sts.metadata.generation.unwrap_or(0);
+    let desired = spec.replicas.unwrap_or(1);
+    let available = status.available_replicas.unwrap_or(0);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let max_unavailable = spec
+        .update_strategy
+        .as_ref()
+        .is_none_or(|s| s.type_.as_deref() != Some("OnDelete"))
+        .then(|| {
+            let v = spec
+                .update_strategy
+                .as_ref()
+                .and_then(|s| s.rolling_update.as_ref())
+                .and_then(|r| r.max_unavailable.as_ref())
+                .and_then(|v| serde_json::to_value(v).ok());
+            strategy_unavailable(v.as_ref(), desired, IntOrPercent::Int(1))
+        })
+        .flatten();
+    Standing {
+        desired,
+        available,
+        updated,
+        observed: status.observed_generation.unwrap_or(0) >= generation,
+        done: status.observed_generation.unwrap_or(0) >= generation
+            && status.update_revision.is_some()
+            && status.current_revision == status.update_revision
+            && status.ready_replicas.unwrap_or(0) == desired
+            && available == desired,
+        max_unavailable,
+        deadline: None,
+        budget: None,
+        generation,
+        selector: spec.selector.match_labels.unwrap_or_default(),
+    }
+}
+
+/// Why a workload is not moving, as its pods say.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Stall {
+    /// The workload.
+    pub workload: String,
+    /// A short reason (`Unschedulable`, `ImagePullBackOff`, `Unready`, `EvictionBlocked`,
+    /// `ProgressDeadlineExceeded`).
+    pub reason: String,
+    /// A message (one pod's, as an example).
+    pub message: String,
+    /// How many pods say so.
+    pub pods: usize,
+}
+
+/// The reason and message a pod that is not Ready gives, if any.
+pub fn pod_blocker(pod: &Pod) -> Option<(String, String)> {
+    if api::pod::is_ready(pod) || pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    let condition = |t: &str| status.conditions.iter().flatten().find(|c| c.type_ == t);
+    if let Some(c) = condition("PodScheduled")
+        && c.status == "False"
+    {
+        return Some((
+            c.reason.clone().unwrap_or_else(|| "Unschedulable".into()),
+            c.message.clone().unwrap_or_default(),
+        ));
+    }
+    let containers = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten());
+    for c in containers {
+        if let Some(w) = c.state.as_ref().and_then(|s| s.waiting.as_ref())
+            && let Some(reason) = &w.reason
+            && !matches!(reason.as_str(), "ContainerCreating" | "PodInitializing")
+        {
+            return Some((reason.clone(), w.message.clone().unwrap_or_default()));
+        }
+    }
+    let running = status.phase.as_deref() == Some("Running");
+    let ready = condition("Ready");
+    running.then(|| {
+        (
+            "Unready".to_string(),
+            ready.and_then(|c| c.message.clone()).unwrap_or_default(),
+        )
+    })
+}
+
+/// The cluster as the rehearsal follows it.
+pub struct Watch {
+    deployments: Informer<Deployment>,
+    daemonsets: Informer<DaemonSet>,
+    statefulsets: Informer<StatefulSet>,
+    pods: Informer<Pod>,
+    budgets: Informer<PodDisruptionBudget>,
+    changed: Arc<Notify>,
+    _subscriptions: Vec<Subscription>,
+    _informers: Informers,
+}
+
+impl Watch {
+    /// Watches through `client`, once every watch has listed.
+    pub async fn start(client: kube::Client) -> Self {
+        let informers = Informers::new(client);
+        let changed = Arc::new(Notify::new());
+        let deployments: Informer<Deployment> = informers.get();
+        let daemonsets: Informer<DaemonSet> = informers.get();
+        let statefulsets: Informer<StatefulSet> = informers.get();
+        let pods: Informer<Pod> = informers.get();
+        let budgets: Informer<PodDisruptionBudget> = informers.get();
+        let subscriptions = vec![
+            deployments.subscribe(poke(&changed)),
+            daemonsets.subscribe(poke(&changed)),
+            statefulsets.subscribe(poke(&changed)),
+            pods.subscribe(poke(&changed)),
+            budgets.subscribe(poke(&changed)),
+        ];
+        informers.wait_synced().await;
+        Self {
+            deployments,
+            daemonsets,
+            statefulsets,
+            pods,
+            budgets,
+            changed,
+            _subscriptions: subscriptions,
+            _informers: informers,
+        }
+    }
+
+    /// Every workload and where it stands.
+    pub fn workloads(&self) -> BTreeMap<WorkloadId, Standing> {
+        let id = |kind, o: &dyn Fn() -> (String, String)| {
+            let (namespace, name) = o();
+            WorkloadId {
+                kind,
+                namespace,
+                name,
+            }
+        };
+        let mut out = BTreeMap::new();
+        for d in self.deployments.store().list() {
+            let d = d.object();
+            out.insert(
+                id("deployment", &|| {
+                    (d.namespace().unwrap_or_default(), d.name_any())
+                }),
+                deployment(d),
+            );
+        }
+        for ds in self.daemonsets.store().list() {
+            let ds = ds.object();
+            out.insert(
+                id("daemonset", &|| {
+                    (ds.namespace().unwrap_or_default(), ds.name_any())
+                }),
+                daemonset(ds),
+            );
+        }
+        for sts in self.statefulsets.store().list() {
+            let sts = sts.object();
+            out.insert(
+                id("statefulset", &|| {
+                    (sts.namespace().unwrap_or_default(), sts.name_any())
+                }),
+                statefulset(sts),
+            );
+        }
+        for (id, s) in out.iter_mut() {
+            s.budget = self.budget(&id.namespace, s);
+        }
+        out
+    }
+
+    /// The fewest pods of the workload a PodDisruptionBudget keeps available, if one selects
+    /// its pods (percentages round up, as the disruption controller's do).
+    fn budget(&self, namespace: &str, s: &Standing) -> Option<i32> {
+        self.budgets
+            .store()
+            .in_namespace(namespace)
+            .iter()
+            .filter_map(|pdb| {
+                let spec = pdb.spec.as_ref()?;
+                let selector =
+                    api::selector::LabelSelector::from_label_selector(spec.selector.as_ref()?)
+                        .ok()?;
+                if selector.is_empty() || !selector.matches_labels(Some(&s.selector)) {
+                    return None;
+                }
+                let value =
+                    |v: &Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>| {
+                        v.as_ref().and_then(|v| serde_json::to_value(v).ok())
+                    };
+                if let Some(min) = value(&spec.min_available) {
+                    return scaled_value_or(Some(&min), IntOrPercent::Int(0), s.desired, true).ok();
+                }
+                let max = value(&spec.max_unavailable)?;
+                scaled_value_or(Some(&max), IntOrPercent::Int(0), s.desired, true)
+                    .ok()
+                    .map(|m| s.desired - m)
+            })
+            .max()
+    }
+
+    /// How many pods are Ready.
+    pub fn ready_pods(&self) -> usize {
+        self.pods
+            .store()
+            .list()
+            .iter()
+            .filter(|p| api::pod::is_ready(p.object()))
+            .count()
+    }
+
+    /// The workloads that have pods on `node` (what a drain moves), DaemonSets aside.
+    pub fn on_node(&self, node: &str) -> BTreeSet<WorkloadId> {
+        let pods = self.pods.store().on_node(node);
+        self.workloads()
+            .into_iter()
+            .filter(|(id, s)| {
+                id.kind != "daemonset"
+                    && pods.iter().any(|p| {
+                        p.metadata.namespace.as_deref() == Some(id.namespace.as_str())
+                            && selects(&s.selector, p.object())
+                    })
+            })
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Waits until something changes, or `at_most`.
+    pub async fn changed(&self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.changed.notified()).await;
+    }
+
+    /// Why `workloads` are not done, per workload and reason.
+    pub fn stalls(
+        &self,
+        workloads: &BTreeMap<WorkloadId, Standing>,
+        evictions: &[(WorkloadId, String)],
+    ) -> Vec<Stall> {
+        let mut grouped: BTreeMap<(String, String), (String, usize)> = BTreeMap::new();
+        let pods = self.pods.store().list();
+        for (id, s) in workloads.iter().filter(|(_, s)| !s.done) {
+            if let Some(message) = &s.deadline {
+                grouped.insert(
+                    (id.to_string(), "ProgressDeadlineExceeded".into()),
+                    (message.clone(), 0),
+                );
+            }
+            for pod in pods.iter().filter(|p| {
+                p.metadata.namespace.as_deref() == Some(id.namespace.as_str())
+                    && selects(&s.selector, p.object())
+            }) {
+                if let Some((reason, message)) = pod_blocker(pod.object()) {
+                    let e = grouped
+                        .entry((id.to_string(), reason))
+                        .or_insert((message, 0));
+                    e.1 += 1;
+                }
+            }
+        }
+        for (id, message) in evictions {
+            let e = grouped
+                .entry((id.to_string(), "EvictionBlocked".into()))
+                .or_insert((message.clone(), 0));
+            e.1 += 1;
+        }
+        grouped
+            .into_iter()
+            .map(|((workload, reason), (message, pods))| Stall {
+                workload,
+                reason,
+                message,
+                pods,
+            })
+            .collect()
+    }
+}
+
+/// A handler that wakes the rehearsal's loop.
+fn poke<K: informer::Object>(
+    n: &Arc<Notify>,
+) -> impl Fn(&informer::Change<K>) + Send + Sync + 'static {
+    let n = Arc::clone(n);
+    move |_| n.notify_one()
+}
+
+fn selects(selector: &BTreeMap<String, String>, pod: &Pod) -> bool {
+    !selector.is_empty()
+        && selector
+            .iter()
+            .all(|(k, v)| pod.labels().get(k).is_some_and(|l| l == v))
+}
+
+/// One changed workload over the rollout.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Followed {
+    /// The workload.
+    pub workload: String,
+    /// Pods it wants at the end.
+    pub desired: i32,
+    /// The fewest available pods seen.
+    pub lowest_available: i32,
+    /// The most its strategy lets be unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<i32>,
+    /// The fewest available pods its PodDisruptionBudget allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_min_available: Option<i32>,
+    /// Seconds from the change to done, if it got there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub done_after_seconds: Option<f64>,
+    /// `[seconds, available, updated]` at each change.
+    pub timeline: Vec<(f64, i32, i32)>,
+}
+
+/// How a rehearsed rollout went.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    /// Seconds from the change to the end (done, stalled, or out of time).
+    pub seconds: f64,
+    /// Whether every changed workload finished.
+    pub finished: bool,
+    /// The changed workloads.
+    pub workloads: Vec<Followed>,
+    /// Why it stopped, if it did not finish.
+    pub stalls: Vec<Stall>,
+}
+
+/// What a rehearsal follows after its changes.
+pub struct Following<'a> {
+    /// Each workload's generation before the changes: one with another (or a new workload) was
+    /// changed.
+    pub before: &'a BTreeMap<WorkloadId, i64>,
+    /// Workloads changed otherwise (pods on a drained node).
+    pub also: &'a BTreeSet<WorkloadId>,
+    /// Whether a change is still at work (a drain evicting).
+    pub busy: &'a (dyn Fn() -> bool + Sync),
+    /// Refused evictions so far.
+    pub evictions: &'a Mutex<Vec<(WorkloadId, String)>>,
+}
+
+/// How long the changes may take to show in the watch before they count as changing nothing.
+const NO_CHANGE: Duration = Duration::from_secs(5);
+
+/// Follows the changed workloads from `start` until each is done (and no change is at work),
+/// nothing moves for `stall_after`, a progress deadline fires, or `timeout` passes. `None`
+/// when no workload changed.
+pub async fn follow(
+    watch: &Watch,
+    what: Following<'_>,
+    start: Instant,
+    stall_after: Duration,
+    timeout: Duration,
+) -> Option<Outcome> {
+    let mut followed: BTreeMap<WorkloadId, Followed> = BTreeMap::new();
+    let mut last_move = Instant::now();
+    let mut last_seen: Option<Vec<(i32, i32, i32, bool)>> = None;
+    loop {
+        let now = Instant::now();
+        let at = now.duration_since(start).as_secs_f64();
+        let current: BTreeMap<WorkloadId, Standing> = watch
+            .workloads()
+            .into_iter()
+            .filter(|(id, s)| what.also.contains(id) || what.before.get(id) != Some(&s.generation))
+            .collect();
+        if current.is_empty() {
+            if now.duration_since(start) >= NO_CHANGE {
+                return None;
+            }
+            watch.changed(Duration::from_millis(250)).await;
+            continue;
+        }
+        for (id, s) in &current {
+            let f = followed.entry(id.clone()).or_insert_with(|| Followed {
+                workload: id.to_string(),
+                desired: s.desired,
+                lowest_available: s.available,
+                max_unavailable: s.max_unavailable,
+                budget_min_available: s.budget,
+                done_after_seconds: None,
+                timeline: Vec::new(),
+            });
+            f.desired = s.desired;
+            f.lowest_available = f.lowest_available.min(s.available);
+            if f.timeline
+                .last()
+                .is_none_or(|&(_, a, u)| (a, u) != (s.available, s.updated))
+            {
+                f.timeline.push((at, s.available, s.updated));
+            }
+            if s.done && f.done_after_seconds.is_none() {
+                f.done_after_seconds = Some(at);
+            } else if !s.done {
+                f.done_after_seconds = None;
+            }
+        }
+        let seen: Vec<(i32, i32, i32, bool)> = current
+            .values()
+            .map(|s| (s.desired, s.available, s.updated, s.done))
+            .collect();
+        if last_seen.as_ref() != Some(&seen) {
+            last_seen = Some(seen);
+            last_move = now;
+        }
+        let finished = current.values().all(|s| s.done) && !(what.busy)();
+        let deadline = current.values().any(|s| s.deadline.is_some());
+        let stalled = now.duration_since(last_move) >= stall_after;
+        if finished || deadline || stalled || now.duration_since(start) >= timeout {
+            let evictions = what.evictions.lock().map(|e| e.clone()).unwrap_or_default();
+            // Done: when the last workload got there. Stalled: since when nothing moved.
+            let seconds = if finished {
+                followed
+                    .values()
+                    .filter_map(|f| f.done_after_seconds)
+                    .fold(0.0, f64::max)
+            } else if stalled {
+                last_move.duration_since(start).as_secs_f64()
+            } else {
+                at
+            };
+            return Some(Outcome {
+                seconds,
+                finished,
+                stalls: if finished {
+                    Vec::new()
+                } else {
+                    watch.stalls(&current, &evictions)
+                },
+                workloads: followed.into_values().collect(),
+            });
+        }
+        watch.changed(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(status: Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status})).expect("pod")
+    }
+
+    #[test]
+    fn a_pod_says_why_it_is_not_ready() {
+        let unschedulable = pod(
+            json!({"phase": "Pending", "conditions": [{"type": "PodScheduled",
+            "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient cpu."}]}),
+        );
+        assert_eq!(
+            pod_blocker(&unschedulable),
+            Some((
+                "Unschedulable".into(),
+                "0/3 nodes are available: 3 Insufficient cpu.".into()
+            ))
+        );
+        let pulling = pod(
+            json!({"phase": "Pending", "containerStatuses": [{"name": "c",
+            "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImagePullBackOff",
+                "message": "Back-off pulling image \"x\""}}}]}),
+        );
+        assert_eq!(
+            pod_blocker(&pulling).map(|b| b.0),
+            Some("ImagePullBackOff".into())
+        );
+        // Still being created: not a blocker yet.
+        let creating = pod(
+            json!({"phase": "Pending", "containerStatuses": [{"name": "c",
+            "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
+        );
+        assert_eq!(pod_blocker(&creating), None);
+        let unready = pod(json!({"phase": "Running", "conditions": [{"type": "Ready",
+            "status": "False", "message": "Readiness probe failed: 503"}]}));
+        assert_eq!(
+            pod_blocker(&unready),
+            Some(("Unready".into(), "Readiness probe failed: 503".into()))
+        );
+    }
+
+    #[test]
+    fn a_deployment_is_done_when_kubectl_would_say_so() {
+        let mut d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "generation": 2},
+            "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "web"}},
+                "template": {}},
+            "status": {"observedGeneration": 2, "replicas": 10, "updatedReplicas": 10,
+                "availableReplicas": 10}}))
+        .expect("deployment");
+        let s = deployment(&d);
+        assert!(s.done);
+        assert_eq!(s.max_unavailable, Some(2), "25% of 10, rounded down");
+        // Old pods still counted: not done.
+        if let Some(st) = d.status.as_mut() {
+            st.replicas = Some(12);
+        }
+        assert!(!deployment(&d).done);
+    }
+}

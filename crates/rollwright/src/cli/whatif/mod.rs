@@ -1,0 +1,327 @@
+//! `rollwright whatif`: rehearse a change of a real cluster on its snapshot before making it.
+//!
+//! Each run starts an embedded control plane, loads the snapshot ([`load`]) before anything
+//! else runs, then starts the scheduler, the controllers and simulated nodes with the timing the
+//! snapshot measured ([`timing`]). Once the loaded cluster has settled (its Ready pods are Ready
+//! again and every workload's status is current), it makes the changes ([`change`]) and follows
+//! the rollout to its end ([`measure`]). Several runs differ in their timing seed; [`report`]
+//! adds them up.
+//!
+//! The clock is the real one: a rollout whose pods took 20 s to become Ready takes about as
+//! long to rehearse. Progress deadlines, `minReadySeconds` and probe timings act as they would.
+
+pub mod change;
+pub mod load;
+pub mod measure;
+pub mod report;
+pub mod timing;
+
+use crate::cli::snapshot::Snapshot;
+use anyhow::Context;
+use change::Change;
+use measure::{Watch, WorkloadId};
+use rollwright::{
+    components::Components,
+    control_plane::{ControlPlane, Options, StoreKind},
+};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+use tokio::time::Instant;
+
+/// `whatif` flags.
+#[derive(clap::Args, Debug)]
+pub struct WhatifArgs {
+    /// The cluster, as `rollwright snapshot` wrote it.
+    #[arg(long)]
+    pub snapshot: PathBuf,
+    /// A change to rehearse: a rollwright verb (`"set image deploy/web web=nginx:1.28"`,
+    /// `"rollout restart ds/agent -n kube-system"`, `"scale deploy/web --replicas 20"`,
+    /// `"apply -f new.yaml"`) or `"drain NODE"`. Repeat for several, made in order.
+    #[arg(long = "change", required = true)]
+    pub changes: Vec<String>,
+    /// A fault profile for the simulated pods (crates/nodesim/PROFILE.md); its rules come before
+    /// the timing the snapshot measured.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Runs, each with another timing seed.
+    #[arg(long, default_value_t = 1)]
+    pub runs: u64,
+    /// Give up on a run after this long.
+    #[arg(long, default_value = "10m", value_parser = rollwright::duration::parse)]
+    pub timeout: Duration,
+    /// Call a rollout stalled when nothing moved for this long.
+    #[arg(long, default_value = "60s", value_parser = rollwright::duration::parse)]
+    pub stall_after: Duration,
+    /// Also write the figures, per run and over time, as JSON to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// How long a loaded cluster may take to settle before the change is made anyway.
+const SETTLE: Duration = Duration::from_secs(120);
+
+/// Runs `whatif`.
+pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
+    if args.runs == 0 {
+        anyhow::bail!("--runs must be 1 or more");
+    }
+    let changes: Vec<Change> = args
+        .changes
+        .iter()
+        .map(|c| Change::parse(c))
+        .collect::<anyhow::Result<_>>()?;
+    let text = std::fs::read_to_string(&args.snapshot)
+        .with_context(|| format!("cannot read {}", args.snapshot.display()))?;
+    let snapshot: Snapshot = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a snapshot (make one with `rollwright snapshot -o FILE`)",
+            args.snapshot.display()
+        )
+    })?;
+    let user_profile: Option<serde_json::Value> = match &args.profile {
+        Some(path) => {
+            // Checked as the simulator reads it, then kept as a document to add rules to.
+            nodesim::load_profile(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let text = std::fs::read_to_string(path)?;
+            Some(
+                serde_saphyr::from_str(&text)
+                    .with_context(|| format!("reading {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let (rules, derived) = timing::rules(&snapshot);
+    let mut runs = Vec::new();
+    for seed in 1..=args.runs {
+        let profile = timing::profile(user_profile.as_ref(), &rules, seed);
+        eprintln!("run {seed} of {}:", args.runs);
+        runs.push(rehearse(&snapshot, &changes, &profile, seed, &args).await?);
+    }
+    let report = report::Report::of(
+        args.snapshot.display().to_string(),
+        args.changes.clone(),
+        &derived,
+        runs,
+    );
+    if let Some(path) = &args.report {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", report.text());
+    Ok(())
+}
+
+/// One run: a control plane of its own, loaded, settled, changed and followed.
+async fn rehearse(
+    snapshot: &Snapshot,
+    changes: &[Change],
+    profile: &serde_json::Value,
+    seed: u64,
+    args: &WhatifArgs,
+) -> anyhow::Result<report::Run> {
+    let dir = tempfile::tempdir().context("a directory for the rehearsal")?;
+    let profile_path = dir.path().join("profile.yaml");
+    // JSON is YAML: the simulator reads the document as written.
+    std::fs::write(&profile_path, profile.to_string())?;
+    let mut cp = ControlPlane::start(Options {
+        data_dir: dir.path().join("cluster"),
+        port: 0,
+        store: StoreKind::Memory,
+        components: Components {
+            nodes: Some(nodesim::NodeSim {
+                nodes: 0,
+                ..Default::default()
+            }),
+            profile: Some(profile_path),
+            scheduler: Some(Default::default()),
+            controllers: Some(Default::default()),
+        },
+        defer_components: true,
+        ..Default::default()
+    })
+    .await?;
+    let client = embedded::client_for(&cp.server);
+    let loaded = load::load(&client, snapshot).await?;
+    eprintln!(
+        "  loaded {} nodes and {} pods ({} Ready)",
+        loaded.nodes, loaded.pods, loaded.ready
+    );
+    for skipped in &loaded.left_out {
+        tracing::info!("left out: {skipped}");
+    }
+    cp.start_components()?;
+    let watch = Watch::start(client.clone()).await;
+    settle(&watch, loaded.ready, &available_in(snapshot)).await;
+
+    let before: BTreeMap<WorkloadId, i64> = watch
+        .workloads()
+        .into_iter()
+        .map(|(id, s)| (id, s.generation))
+        .collect();
+    let requests_before = requests(&client).await?;
+    let refused = Arc::new(Mutex::new(Vec::new()));
+    let mut drained: BTreeSet<WorkloadId> = BTreeSet::new();
+    let mut drains = Vec::new();
+    let start = Instant::now();
+    for change in changes {
+        if let Change::Drain(node) = change {
+            drained.extend(watch.on_node(node));
+        }
+        let owners = owner_finder(watch.workloads());
+        if let Some(task) = change
+            .make(&cp.kubeconfig, &client, refused.clone(), owners)
+            .await?
+        {
+            drains.push(task);
+        }
+    }
+    let busy = || {
+        drains
+            .iter()
+            .any(|t: &tokio::task::JoinHandle<()>| !t.is_finished())
+    };
+    let outcome = measure::follow(
+        &watch,
+        measure::Following {
+            before: &before,
+            also: &drained,
+            busy: &busy,
+            evictions: &refused,
+        },
+        start,
+        args.stall_after,
+        args.timeout,
+    )
+    .await
+    .context("the changes changed no Deployment, DaemonSet or StatefulSet")?;
+    for task in drains {
+        task.abort();
+    }
+    let api_requests = requests(&client).await?.saturating_sub(requests_before);
+    eprintln!(
+        "  {} after {:.1} s",
+        if outcome.finished {
+            "rolled out"
+        } else {
+            "stopped"
+        },
+        outcome.seconds
+    );
+    drop(watch);
+    cp.stop().await;
+    Ok(report::Run {
+        seed,
+        outcome,
+        api_requests,
+    })
+}
+
+/// Waits until the pods Ready in the snapshot are Ready again and every workload's status is
+/// current and counts as many available pods as the snapshot's did (or [`SETTLE`] passes: the
+/// rehearsal then starts from what there is, and says so).
+async fn settle(watch: &Watch, ready: usize, available: &BTreeMap<WorkloadId, i32>) {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let workloads = watch.workloads();
+        let current = workloads
+            .iter()
+            .all(|(id, s)| s.observed && s.available >= available.get(id).copied().unwrap_or(0));
+        if current && watch.ready_pods() >= ready {
+            return;
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "  warning: the loaded cluster did not settle in {} s ({} of {ready} pods Ready); rehearsing from there",
+                SETTLE.as_secs(),
+                watch.ready_pods()
+            );
+            return;
+        }
+        watch.changed(Duration::from_millis(500)).await;
+    }
+}
+
+/// Each workload's available pods as the snapshot recorded them.
+fn available_in(snapshot: &Snapshot) -> BTreeMap<WorkloadId, i32> {
+    fn each<K: serde::de::DeserializeOwned + kube::Resource>(
+        snapshot: &Snapshot,
+        key: &str,
+        kind: &'static str,
+        standing: fn(&K) -> measure::Standing,
+        out: &mut BTreeMap<WorkloadId, i32>,
+    ) {
+        let items = snapshot
+            .objects
+            .get(key)
+            .and_then(serde_json::Value::as_array);
+        for object in items.into_iter().flatten() {
+            if let Ok(w) = serde_json::from_value::<K>(object.clone()) {
+                let meta = w.meta();
+                let id = WorkloadId {
+                    kind,
+                    namespace: meta.namespace.clone().unwrap_or_default(),
+                    name: meta.name.clone().unwrap_or_default(),
+                };
+                out.insert(id, standing(&w).available);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    each(
+        snapshot,
+        "deployments",
+        "deployment",
+        measure::deployment,
+        &mut out,
+    );
+    each(
+        snapshot,
+        "daemonSets",
+        "daemonset",
+        measure::daemonset,
+        &mut out,
+    );
+    each(
+        snapshot,
+        "statefulSets",
+        "statefulset",
+        measure::statefulset,
+        &mut out,
+    );
+    out
+}
+
+/// Maps a pod to the workload whose selector picks it (for refused evictions).
+fn owner_finder(
+    workloads: BTreeMap<WorkloadId, measure::Standing>,
+) -> impl Fn(&k8s_openapi::api::core::v1::Pod) -> Option<WorkloadId> + Send + 'static {
+    move |pod| {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        workloads
+            .iter()
+            .find(|(id, s)| {
+                id.namespace == ns
+                    && !s.selector.is_empty()
+                    && s.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+            })
+            .map(|(id, _)| id.clone())
+    }
+}
+
+/// The API requests the server has served so far (`apiserver_request_total`, summed).
+async fn requests(client: &kube::Client) -> anyhow::Result<u64> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .context("a metrics request")?;
+    let text = client.request_text(request).await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64)
+}

@@ -1,0 +1,296 @@
+//! What the runs of a rehearsal add up to: the predicted duration (the median run, with the
+//! spread), per workload the lowest availability against what its strategy allows, the stall
+//! reasons, and the API requests the rollout cost.
+
+use super::{measure::Outcome, timing::Derived};
+use serde::Serialize;
+use std::{collections::BTreeMap, fmt::Write};
+
+/// One run: how it went and what it cost.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    /// The seed of the run's simulated timing.
+    pub seed: u64,
+    /// The rollout.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// API requests served from the change to the end.
+    pub api_requests: u64,
+}
+
+/// A workload over every run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadSummary {
+    /// `kind/namespace/name`.
+    pub workload: String,
+    /// Pods it wants.
+    pub desired: i32,
+    /// The fewest available pods in any run.
+    pub lowest_available: i32,
+    /// What its strategy allows to be unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<i32>,
+    /// The fewest available pods its PodDisruptionBudget allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_min_available: Option<i32>,
+    /// The median seconds to done, over the runs where it got done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_seconds: Option<f64>,
+    /// In how many runs it got done.
+    pub done_in_runs: usize,
+}
+
+/// The whole prediction, as printed and as the JSON report holds it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The snapshot file.
+    pub snapshot: String,
+    /// The changes, as given.
+    pub changes: Vec<String>,
+    /// Median seconds of the runs.
+    pub predicted_seconds: f64,
+    /// Fastest and slowest run.
+    pub spread_seconds: (f64, f64),
+    /// Whether every run finished.
+    pub finished: bool,
+    /// Median API requests per run.
+    pub api_requests: u64,
+    /// Per changed workload.
+    pub workloads: Vec<WorkloadSummary>,
+    /// Stall reasons, from the runs that stalled (the first such run's).
+    pub stalls: Vec<super::measure::Stall>,
+    /// Where the timing came from, per workload.
+    pub timing: Vec<TimingSource>,
+    /// Every run.
+    pub runs: Vec<Run>,
+}
+
+/// What a workload's simulated timing was derived from.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimingSource {
+    /// The workload.
+    pub workload: String,
+    /// Pods measured.
+    pub pods: usize,
+    /// Fastest and slowest, seconds.
+    pub seconds: (f64, f64),
+    /// `start` (probes decide readiness) or `ready`.
+    pub to: &'static str,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+impl Report {
+    /// Adds up `runs`.
+    pub fn of(snapshot: String, changes: Vec<String>, derived: &[Derived], runs: Vec<Run>) -> Self {
+        let seconds: Vec<f64> = runs.iter().map(|r| r.outcome.seconds).collect();
+        let spread = (
+            seconds.iter().copied().fold(f64::INFINITY, f64::min),
+            seconds.iter().copied().fold(0.0, f64::max),
+        );
+        let mut requests: Vec<u64> = runs.iter().map(|r| r.api_requests).collect();
+        requests.sort_unstable();
+        let mut workloads: BTreeMap<String, (WorkloadSummary, Vec<f64>)> = BTreeMap::new();
+        for f in runs.iter().flat_map(|r| &r.outcome.workloads) {
+            let (w, done) = workloads.entry(f.workload.clone()).or_insert_with(|| {
+                (
+                    WorkloadSummary {
+                        workload: f.workload.clone(),
+                        desired: f.desired,
+                        lowest_available: f.lowest_available,
+                        max_unavailable: f.max_unavailable,
+                        budget_min_available: f.budget_min_available,
+                        median_seconds: None,
+                        done_in_runs: 0,
+                    },
+                    Vec::new(),
+                )
+            });
+            w.lowest_available = w.lowest_available.min(f.lowest_available);
+            if let Some(s) = f.done_after_seconds {
+                done.push(s);
+                w.done_in_runs += 1;
+            }
+        }
+        Report {
+            snapshot,
+            changes,
+            predicted_seconds: median(seconds).unwrap_or(0.0),
+            spread_seconds: if runs.is_empty() { (0.0, 0.0) } else { spread },
+            finished: runs.iter().all(|r| r.outcome.finished),
+            api_requests: requests.get(requests.len() / 2).copied().unwrap_or(0),
+            workloads: workloads
+                .into_values()
+                .map(|(mut w, done)| {
+                    w.median_seconds = median(done);
+                    w
+                })
+                .collect(),
+            stalls: runs
+                .iter()
+                .find(|r| !r.outcome.finished)
+                .map(|r| r.outcome.stalls.clone())
+                .unwrap_or_default(),
+            timing: derived
+                .iter()
+                .map(|d| TimingSource {
+                    workload: d.workload.clone(),
+                    pods: d.pods,
+                    seconds: d.range,
+                    to: if d.to_start { "start" } else { "ready" },
+                })
+                .collect(),
+            runs,
+        }
+    }
+
+    /// The report as printed.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let n = self.runs.len();
+        let verdict = if self.finished {
+            "predicted duration"
+        } else {
+            "stalls: nothing moves after"
+        };
+        let _ = writeln!(
+            out,
+            "{verdict}: {:.1} s (median of {n} run{}; {:.1}-{:.1} s)",
+            self.predicted_seconds,
+            if n == 1 { "" } else { "s" },
+            self.spread_seconds.0,
+            self.spread_seconds.1
+        );
+        let _ = writeln!(out, "API requests: {} (median per run)", self.api_requests);
+        let _ = writeln!(
+            out,
+            "\n{:<44} {:>7} {:>13} {:>12} {:>8} {:>10}",
+            "WORKLOAD", "DESIRED", "LOWEST AVAIL.", "MAX UNAVAIL.", "PDB MIN", "DONE AFTER"
+        );
+        for w in &self.workloads {
+            let _ = writeln!(
+                out,
+                "{:<44} {:>7} {:>13} {:>12} {:>8} {:>10}",
+                w.workload,
+                w.desired,
+                w.lowest_available,
+                w.max_unavailable.map_or("-".into(), |m| m.to_string()),
+                w.budget_min_available.map_or("-".into(), |m| m.to_string()),
+                w.median_seconds
+                    .map_or("never".into(), |s| format!("{s:.1} s")),
+            );
+        }
+        if !self.stalls.is_empty() {
+            let _ = writeln!(out, "\nwhy it stalls:");
+            for s in &self.stalls {
+                let pods = if s.pods == 0 {
+                    String::new()
+                } else {
+                    format!(" ({} pod{})", s.pods, if s.pods == 1 { "" } else { "s" })
+                };
+                let _ = writeln!(out, "  {}: {}{pods}: {}", s.workload, s.reason, s.message);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::whatif::measure::{Followed, Outcome, Stall};
+
+    fn run(seed: u64, seconds: f64, finished: bool, lowest: i32) -> Run {
+        Run {
+            seed,
+            api_requests: seed * 100,
+            outcome: Outcome {
+                seconds,
+                finished,
+                workloads: vec![Followed {
+                    workload: "deployment/shop/web".into(),
+                    desired: 10,
+                    lowest_available: lowest,
+                    max_unavailable: Some(2),
+                    budget_min_available: None,
+                    done_after_seconds: finished.then_some(seconds),
+                    timeline: vec![],
+                }],
+                stalls: if finished {
+                    vec![]
+                } else {
+                    vec![Stall {
+                        workload: "deployment/shop/web".into(),
+                        reason: "ImagePullBackOff".into(),
+                        message: "Back-off pulling image".into(),
+                        pods: 3,
+                    }]
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn runs_add_up_to_the_median_the_spread_and_the_worst_dip() {
+        let r = Report::of(
+            "s.json".into(),
+            vec!["set image deploy/web web=x".into()],
+            &[],
+            vec![
+                run(1, 30.0, true, 8),
+                run(2, 40.0, true, 9),
+                run(3, 35.0, true, 8),
+            ],
+        );
+        assert_eq!(r.predicted_seconds, 35.0);
+        assert_eq!(r.spread_seconds, (30.0, 40.0));
+        assert_eq!(r.api_requests, 200);
+        assert_eq!(
+            r.workloads,
+            vec![WorkloadSummary {
+                workload: "deployment/shop/web".into(),
+                desired: 10,
+                lowest_available: 8,
+                max_unavailable: Some(2),
+                budget_min_available: None,
+                median_seconds: Some(35.0),
+                done_in_runs: 3,
+            }]
+        );
+        assert!(
+            r.text()
+                .starts_with("predicted duration: 35.0 s (median of 3 runs; 30.0-40.0 s)")
+        );
+    }
+
+    #[test]
+    fn a_stalled_rollout_says_why() {
+        let r = Report::of("s.json".into(), vec![], &[], vec![run(1, 60.0, false, 8)]);
+        assert!(!r.finished);
+        let text = r.text();
+        assert!(
+            text.starts_with("stalls: nothing moves after: 60.0 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("deployment/shop/web: ImagePullBackOff (3 pods): Back-off pulling image"),
+            "{text}"
+        );
+        assert!(text.contains("never"), "{text}");
+    }
+}
