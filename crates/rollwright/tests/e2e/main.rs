@@ -42,3 +42,4 @@ mod server_side_apply;
 mod snapshot;
 mod statefulset_kubectl;
 mod watch_restart;
+mod whatif;

@@ -164,13 +164,13 @@ impl Report {
         let mut out = String::new();
         let n = self.runs.len();
         let verdict = if self.finished {
-            "predicted duration"
+            "predicted duration:"
         } else {
             "stalls: nothing moves after"
         };
         let _ = writeln!(
             out,
-            "{verdict}: {:.1} s (median of {n} run{}; {:.1}-{:.1} s)",
+            "{verdict} {:.1} s (median of {n} run{}; {:.1}-{:.1} s)",
             self.predicted_seconds,
             if n == 1 { "" } else { "s" },
             self.spread_seconds.0,

@@ -1,0 +1,222 @@
+//! `rollwright whatif` on a snapshot of a running cluster (the guestbook tutorial, unchanged, with
+//! a PodDisruptionBudget): an image update rehearsed to the end within its bounds, a broken image
+//! reported with the kubelet's reason, a drain held to its budget, the real cluster untouched,
+//! and bad input refused with the fix. Durations are printed, never asserted.
+
+use crate::{common::Cluster, endpoints};
+use serde_json::Value;
+
+fn workload<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .find(|w| w["workload"] == name)
+        .unwrap_or_else(|| panic!("{name} in {report}"))
+}
+
+fn read(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("report written")).expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whatif_rehearses_an_update_a_broken_image_and_a_drain_without_touching_the_cluster() {
+    let c = Cluster::start_with(endpoints::components()).await;
+    c.kubectl(&["create", "namespace", "shop"]).await;
+    c.kubectl(&[
+        "apply",
+        "-n",
+        "shop",
+        "-f",
+        &endpoints::realworld("guestbook.yaml"),
+    ])
+    .await;
+    for deployment in ["frontend", "redis-leader"] {
+        c.kubectl(&[
+            "rollout",
+            "status",
+            "-n",
+            "shop",
+            &format!("deployment/{deployment}"),
+            "--timeout=90s",
+        ])
+        .await;
+    }
+    c.kubectl(&[
+        "create",
+        "pdb",
+        "frontend",
+        "-n",
+        "shop",
+        "--selector=app=guestbook,tier=frontend",
+        "--min-available=2",
+    ])
+    .await;
+    let dir = c.dir.path();
+    let snapshot = dir.join("cluster.json").to_string_lossy().into_owned();
+    c.rollwright(&["snapshot", "-o", &snapshot]).await;
+
+    // An image update, twice with different seeds.
+    let report = dir.join("update.json");
+    let out = c
+        .rollwright(&[
+            "whatif",
+            "--snapshot",
+            &snapshot,
+            "--change",
+            "set image deploy/frontend php-redis=docker.io/corelab/gb-frontend:v6 -n shop",
+            "--runs",
+            "2",
+            "--report",
+            &report.to_string_lossy(),
+        ])
+        .await;
+    println!("{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("predicted duration: ")),
+        "{out}"
+    );
+    let r = read(&report);
+    assert_eq!(r["finished"], true, "{r}");
+    assert_eq!(r["runs"].as_array().map(Vec::len), Some(2));
+    let frontend = workload(&r, "deployment/shop/frontend");
+    assert_eq!(frontend["desired"], 3);
+    assert_eq!(frontend["doneInRuns"], 2);
+    // 25% of 3 rounds down to 0 unavailable: the rehearsal never went below 3.
+    assert_eq!(frontend["maxUnavailable"], 0);
+    assert_eq!(frontend["lowestAvailable"], 3, "{frontend}");
+    assert_eq!(frontend["budgetMinAvailable"], 2);
+    assert!(r["apiRequests"].as_u64().is_some_and(|n| n > 0), "{r}");
+    // The timing came from the snapshot's three frontend pods.
+    let timing = r["timing"].as_array().expect("timing");
+    assert!(
+        timing
+            .iter()
+            .any(|t| t["workload"] == "deployment/shop/frontend" && t["pods"] == 3),
+        "{timing:?}"
+    );
+    // Only the rehearsal changed: the real Deployment still runs v5.
+    let image = c
+        .kubectl(&[
+            "get",
+            "deploy/frontend",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ])
+        .await;
+    assert_eq!(image, "docker.io/corelab/gb-frontend:v5");
+
+    // A broken image: the profile makes it fail to pull; the rollout stalls and says why.
+    let profile = dir.join("broken.yaml");
+    std::fs::write(
+        &profile,
+        "rules:\n- match: {image: \"*broken*\"}\n  fault: imagePullFailure\n",
+    )
+    .expect("profile written");
+    let report = dir.join("broken.json");
+    let out = c
+        .rollwright(&[
+            "whatif",
+            "--snapshot",
+            &snapshot,
+            "--profile",
+            &profile.to_string_lossy(),
+            "--change",
+            "set image deploy/frontend php-redis=gb-frontend:broken -n shop",
+            "--stall-after",
+            "5s",
+            "--report",
+            &report.to_string_lossy(),
+        ])
+        .await;
+    println!("{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("stalls: nothing moves after")),
+        "{out}"
+    );
+    assert!(
+        out.contains("deployment/shop/frontend: ImagePullBackOff")
+            || out.contains("deployment/shop/frontend: ErrImagePull"),
+        "{out}"
+    );
+    let r = read(&report);
+    assert_eq!(r["finished"], false);
+    assert_eq!(workload(&r, "deployment/shop/frontend")["doneInRuns"], 0);
+
+    // A drain of a node running a frontend pod: evictions wait for the budget.
+    let node = c
+        .kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            "shop",
+            "-l",
+            "tier=frontend",
+            "-o",
+            "jsonpath={.items[0].spec.nodeName}",
+        ])
+        .await;
+    let report = dir.join("drain.json");
+    let out = c
+        .rollwright(&[
+            "whatif",
+            "--snapshot",
+            &snapshot,
+            "--change",
+            &format!("drain {node}"),
+            "--report",
+            &report.to_string_lossy(),
+        ])
+        .await;
+    println!("{out}");
+    let r = read(&report);
+    assert_eq!(r["finished"], true, "{r}");
+    let frontend = workload(&r, "deployment/shop/frontend");
+    assert!(
+        frontend["lowestAvailable"].as_i64().is_some_and(|n| n >= 2),
+        "the budget keeps 2 available: {frontend}"
+    );
+    assert_eq!(frontend["doneInRuns"], 1);
+    let cordoned = c
+        .kubectl(&["get", "node", &node, "-o", "jsonpath={.spec.unschedulable}"])
+        .await;
+    assert_eq!(cordoned, "", "the real node is not cordoned");
+
+    // Bad input: a verb that changes nothing, and a file that is not a snapshot.
+    let (_, err) = c
+        .rollwright_fails(
+            &[
+                "whatif",
+                "--snapshot",
+                &snapshot,
+                "--change",
+                "rollout status deploy/frontend",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        err.contains("changes nothing: give one of set image"),
+        "{err}"
+    );
+    let (_, err) = c
+        .rollwright_fails(
+            &[
+                "whatif",
+                "--snapshot",
+                &profile.to_string_lossy(),
+                "--change",
+                "drain x",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        err.contains("is not a snapshot (make one with `rollwright snapshot -o FILE`)"),
+        "{err}"
+    );
+    c.stop().await;
+}
