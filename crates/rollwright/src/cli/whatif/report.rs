@@ -284,7 +284,7 @@ mod tests {
         assert!(!r.finished);
         let text = r.text();
         assert!(
-            text.starts_with("stalls: nothing moves after: 60.0 s"),
+            text.starts_with("stalls: nothing moves after 60.0 s"),
             "{text}"
         );
         assert!(
