@@ -179,7 +179,7 @@ enum Command {
     /// Run a benchmark and print its figures.
     Bench {
         #[command(subcommand)]
-        scenario: rollwright::bench::Scenario,
+        scenario: BenchScenario,
     },
     /// The CLI: rollout, get, apply, delete, set, scale.
     #[command(flatten)]
@@ -188,6 +188,16 @@ enum Command {
     /// random moments; print rollouts completed, restarts, acknowledged writes lost, invariant
     /// violations, duplicate daemon pods and time to recover (see RELIABILITY.md).
     Chaos(rollwright::chaos::Args),
+}
+
+/// The benchmarks: the library's, and the rehearsal's, which drives the CLI.
+#[derive(Subcommand)]
+enum BenchScenario {
+    #[command(flatten)]
+    Lib(rollwright::bench::Scenario),
+    /// Rehearse changes of a source cluster (a Deployment with a PDB, a DaemonSet, a
+    /// StatefulSet) with `whatif`, then make them on it; predicted beside real durations.
+    Whatif(cli::whatif::bench::WhatifBench),
 }
 
 #[derive(Subcommand)]
@@ -360,7 +370,12 @@ async fn run() -> anyhow::Result<()> {
             op: Some(op),
             ..
         } => node_op(&cluster, op).await,
-        Command::Bench { scenario } => rollwright::bench::run(scenario).await,
+        Command::Bench {
+            scenario: BenchScenario::Lib(scenario),
+        } => rollwright::bench::run(scenario).await,
+        Command::Bench {
+            scenario: BenchScenario::Whatif(b),
+        } => cli::whatif::bench::run(b).await,
         Command::Cli(command) => cli::run(command).await,
         Command::Chaos(args) => rollwright::chaos::run(args).await,
     }

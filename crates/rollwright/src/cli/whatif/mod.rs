@@ -10,6 +10,7 @@
 //! The clock is the real one: a rollout whose pods took 20 s to become Ready takes about as
 //! long to rehearse. Progress deadlines, `minReadySeconds` and probe timings act as they would.
 
+pub mod bench;
 pub mod change;
 pub mod load;
 pub mod measure;
@@ -94,19 +95,20 @@ pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let (rules, derived) = timing::rules(&snapshot);
-    let mut runs = Vec::new();
-    for seed in 1..=args.runs {
-        let profile = timing::profile(user_profile.as_ref(), &rules, seed);
-        eprintln!("run {seed} of {}:", args.runs);
-        runs.push(rehearse(&snapshot, &changes, &profile, seed, &args).await?);
-    }
-    let report = report::Report::of(
+    let limits = Limits {
+        stall_after: args.stall_after,
+        timeout: args.timeout,
+    };
+    let report = predict(
+        &snapshot,
         args.snapshot.display().to_string(),
-        args.changes.clone(),
-        &derived,
-        runs,
-    );
+        &args.changes,
+        &changes,
+        user_profile.as_ref(),
+        args.runs,
+        limits,
+    )
+    .await?;
     if let Some(path) = &args.report {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -115,13 +117,97 @@ pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// When a run ends without finishing.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Nothing moved for this long.
+    pub stall_after: Duration,
+    /// The run took this long.
+    pub timeout: Duration,
+}
+
+/// Rehearses `changes` (as written: `texts`) on `snapshot` (read from `source`) `runs` times.
+pub async fn predict(
+    snapshot: &Snapshot,
+    source: String,
+    texts: &[String],
+    changes: &[Change],
+    user_profile: Option<&serde_json::Value>,
+    runs: u64,
+    limits: Limits,
+) -> anyhow::Result<report::Report> {
+    let (rules, derived) = timing::rules(snapshot);
+    let mut done = Vec::new();
+    for seed in 1..=runs {
+        let profile = timing::profile(user_profile, &rules, seed);
+        eprintln!("run {seed} of {runs}:");
+        done.push(rehearse(snapshot, changes, &profile, seed, limits).await?);
+    }
+    Ok(report::Report::of(source, texts.to_vec(), &derived, done))
+}
+
+/// Makes `changes` on the cluster `client` (whose kubeconfig is `kubeconfig`) reaches and
+/// follows the rollout they cause, as a rehearsal run does: what a rehearsal is measured against.
+pub async fn change_and_follow(
+    client: &kube::Client,
+    kubeconfig: &std::path::Path,
+    watch: &Watch,
+    changes: &[Change],
+    limits: Limits,
+) -> anyhow::Result<measure::Outcome> {
+    let before: BTreeMap<WorkloadId, i64> = watch
+        .workloads()
+        .into_iter()
+        .map(|(id, s)| (id, s.generation))
+        .collect();
+    let refused = Arc::new(Mutex::new(Vec::new()));
+    let mut drained: BTreeSet<WorkloadId> = BTreeSet::new();
+    let mut drains = Vec::new();
+    let start = Instant::now();
+    for change in changes {
+        if let Change::Drain(node) = change {
+            drained.extend(watch.on_node(node));
+        }
+        let owners = owner_finder(watch.workloads());
+        if let Some(task) = change
+            .make(kubeconfig, client, refused.clone(), owners)
+            .await?
+        {
+            drains.push(task);
+        }
+    }
+    let busy = || {
+        drains
+            .iter()
+            .any(|t: &tokio::task::JoinHandle<()>| !t.is_finished())
+    };
+    let outcome = measure::follow(
+        watch,
+        measure::Following {
+            before: &before,
+            also: &drained,
+            busy: &busy,
+            evictions: &refused,
+        },
+        start,
+        limits.stall_after,
+        limits.timeout,
+    )
+    .await
+    .context("the changes changed no Deployment, DaemonSet or StatefulSet");
+    for task in drains {
+        task.abort();
+    }
+    outcome
+}
+
 /// One run: a control plane of its own, loaded, settled, changed and followed.
 async fn rehearse(
     snapshot: &Snapshot,
     changes: &[Change],
     profile: &serde_json::Value,
     seed: u64,
-    args: &WhatifArgs,
+    limits: Limits,
 ) -> anyhow::Result<report::Run> {
     let dir = tempfile::tempdir().context("a directory for the rehearsal")?;
     let profile_path = dir.path().join("profile.yaml");
@@ -157,50 +243,8 @@ async fn rehearse(
     let watch = Watch::start(client.clone()).await;
     settle(&watch, loaded.ready, &available_in(snapshot)).await;
 
-    let before: BTreeMap<WorkloadId, i64> = watch
-        .workloads()
-        .into_iter()
-        .map(|(id, s)| (id, s.generation))
-        .collect();
     let requests_before = requests(&client).await?;
-    let refused = Arc::new(Mutex::new(Vec::new()));
-    let mut drained: BTreeSet<WorkloadId> = BTreeSet::new();
-    let mut drains = Vec::new();
-    let start = Instant::now();
-    for change in changes {
-        if let Change::Drain(node) = change {
-            drained.extend(watch.on_node(node));
-        }
-        let owners = owner_finder(watch.workloads());
-        if let Some(task) = change
-            .make(&cp.kubeconfig, &client, refused.clone(), owners)
-            .await?
-        {
-            drains.push(task);
-        }
-    }
-    let busy = || {
-        drains
-            .iter()
-            .any(|t: &tokio::task::JoinHandle<()>| !t.is_finished())
-    };
-    let outcome = measure::follow(
-        &watch,
-        measure::Following {
-            before: &before,
-            also: &drained,
-            busy: &busy,
-            evictions: &refused,
-        },
-        start,
-        args.stall_after,
-        args.timeout,
-    )
-    .await
-    .context("the changes changed no Deployment, DaemonSet or StatefulSet")?;
-    for task in drains {
-        task.abort();
-    }
+    let outcome = change_and_follow(&client, &cp.kubeconfig, &watch, changes, limits).await?;
     let api_requests = requests(&client).await?.saturating_sub(requests_before);
     eprintln!(
         "  {} after {:.1} s",
