@@ -1,7 +1,8 @@
 //! `rollwright whatif` on a snapshot of a running cluster (the guestbook tutorial, unchanged, with
 //! a PodDisruptionBudget): an image update rehearsed to the end within its bounds, a broken image
-//! reported with the kubelet's reason, a drain held to its budget, the real cluster untouched,
-//! and bad input refused with the fix. Durations are printed, never asserted.
+//! reported with the kubelet's reason in an HTML report headless Chromium renders, a drain held
+//! to its budget, the real cluster untouched, and bad input refused with the fix. Durations are
+//! printed, never asserted.
 
 use crate::{common::Cluster, endpoints};
 use serde_json::Value;
@@ -13,6 +14,35 @@ fn workload<'a>(report: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|w| w["workload"] == name)
         .unwrap_or_else(|| panic!("{name} in {report}"))
+}
+
+/// Runs headless Chromium (`tools/setup` installs Debian's) with `args`; its stdout.
+async fn chromium(dir: &std::path::Path, args: &[&str]) -> String {
+    let profile = dir.join(format!("chromium-{}", args.len()));
+    let out = tokio::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(args)
+        .output();
+    let out = tokio::time::timeout(crate::common::DEADLINE, out)
+        .await
+        .expect("chromium ends in time")
+        .expect("chromium runs (tools/setup installs it)");
+    assert!(
+        out.status.success(),
+        "chromium {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn read(path: &std::path::Path) -> Value {
@@ -115,7 +145,7 @@ async fn whatif_rehearses_an_update_a_broken_image_and_a_drain_without_touching_
         "rules:\n- match: {image: \"*broken*\"}\n  fault: imagePullFailure\n",
     )
     .expect("profile written");
-    let report = dir.join("broken.json");
+    let report = dir.join("broken.html");
     let out = c
         .rollwright(&[
             "whatif",
@@ -142,9 +172,34 @@ async fn whatif_rehearses_an_update_a_broken_image_and_a_drain_without_touching_
             || out.contains("deployment/shop/frontend: ErrImagePull"),
         "{out}"
     );
-    let r = read(&report);
-    assert_eq!(r["finished"], false);
-    assert_eq!(workload(&r, "deployment/shop/frontend")["doneInRuns"], 0);
+    // The HTML report, rendered by headless Chromium: its DOM after rendering, and a screenshot.
+    let url = format!("file://{}", report.display());
+    let dom = chromium(dir, &["--dump-dom", &url]).await;
+    assert!(dom.contains("Stalls: nothing moves after"), "{dom}");
+    assert!(dom.contains("ImagePullBackOff"), "{dom}");
+    assert_eq!(
+        dom.matches("<svg").count(),
+        1,
+        "a chart of the one workload changed: {dom}"
+    );
+    let png = dir.join("report.png");
+    chromium(
+        dir,
+        &[
+            "--window-size=900,900",
+            &format!("--screenshot={}", png.display()),
+            &url,
+        ],
+    )
+    .await;
+    let bytes = std::fs::read(&png).expect("a screenshot");
+    assert!(bytes.starts_with(b"\x89PNG"), "a PNG");
+    // A blank 900x900 page compresses to a few kilobytes; text, a table and charts do not.
+    assert!(
+        bytes.len() > 20_000,
+        "the page drew little: {} bytes",
+        bytes.len()
+    );
 
     // A drain of a node running a frontend pod: evictions wait for the budget.
     let node = c

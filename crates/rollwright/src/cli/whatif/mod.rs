@@ -14,6 +14,7 @@ pub mod bench;
 pub mod change;
 pub mod load;
 pub mod measure;
+pub mod page;
 pub mod report;
 pub mod timing;
 
@@ -57,7 +58,8 @@ pub struct WhatifArgs {
     /// Call a rollout stalled when nothing moved for this long.
     #[arg(long, default_value = "60s", value_parser = rollwright::duration::parse)]
     pub stall_after: Duration,
-    /// Also write the figures, per run and over time, as JSON to this file.
+    /// Also write the figures, per run and over time, to this file: a self-contained HTML page
+    /// with charts if it ends in `.html`, JSON otherwise.
     #[arg(long)]
     pub report: Option<PathBuf>,
 }
@@ -110,8 +112,12 @@ pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
     )
     .await?;
     if let Some(path) = &args.report {
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let text = if path.extension().is_some_and(|e| e == "html" || e == "htm") {
+            page::html(&report)
+        } else {
+            serde_json::to_string_pretty(&report)? + "\n"
+        };
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     print!("{}", report.text());
     Ok(())

@@ -1,0 +1,216 @@
+//! The report as one self-contained HTML page (`--report out.html`): the verdict, the workload
+//! table, the stall reasons, and per changed workload its available and updated pods over time
+//! as an inline SVG chart, one line per run. No script, no stylesheet or font to fetch: the page
+//! renders the same offline.
+
+use super::report::Report;
+use std::fmt::Write;
+
+/// Escapes text for HTML (five characters; a crate for this would be more code to read).
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+const WIDTH: f64 = 640.0;
+const HEIGHT: f64 = 200.0;
+const PAD: f64 = 36.0;
+
+/// One workload's chart: available (solid) and updated (dashed) pods per run over time.
+fn chart(report: &Report, workload: &str, desired: i32) -> String {
+    let series: Vec<&Vec<(f64, i32, i32)>> = report
+        .runs
+        .iter()
+        .flat_map(|r| &r.outcome.workloads)
+        .filter(|f| f.workload == workload)
+        .map(|f| &f.timeline)
+        .collect();
+    let end = series
+        .iter()
+        .filter_map(|t| t.last().map(|p| p.0))
+        .fold(1.0_f64, f64::max);
+    let top = series
+        .iter()
+        .flat_map(|t| t.iter().map(|p| p.1.max(p.2)))
+        .fold(desired.max(1), i32::max);
+    let x = |t: f64| PAD + t / end * (WIDTH - 2.0 * PAD);
+    let y = |n: i32| HEIGHT - PAD - f64::from(n) / f64::from(top) * (HEIGHT - 2.0 * PAD);
+    let mut svg = format!(
+        r##"<svg viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{}">"##,
+        esc(workload)
+    );
+    let _ = write!(
+        svg,
+        r##"<line x1="{PAD}" y1="{0}" x2="{1}" y2="{0}" stroke="#999"/><line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{0}" stroke="#999"/>"##,
+        HEIGHT - PAD,
+        WIDTH - PAD
+    );
+    let _ = write!(
+        svg,
+        r##"<line x1="{PAD}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#4a4" stroke-dasharray="2 4"/><text x="4" y="{2:.1}" font-size="11">{desired}</text><text x="4" y="{3}" font-size="11">0</text><text x="{4}" y="{5}" font-size="11" text-anchor="end">{end:.1} s</text>"##,
+        y(desired),
+        WIDTH - PAD,
+        y(desired) + 4.0,
+        HEIGHT - PAD + 4.0,
+        WIDTH - PAD,
+        HEIGHT - PAD + 16.0
+    );
+    let colours = ["#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#8c564b"];
+    for (i, timeline) in series.iter().enumerate() {
+        let colour = colours[i % colours.len()];
+        for (dash, pick) in [("", 1usize), (r#" stroke-dasharray="6 3""#, 2)] {
+            // A step line: each count holds until the next change.
+            let mut points = String::new();
+            let mut last: Option<i32> = None;
+            for &(t, available, updated) in timeline.iter() {
+                let n = if pick == 1 { available } else { updated };
+                if let Some(prev) = last {
+                    let _ = write!(points, "{:.1},{:.1} ", x(t), y(prev));
+                }
+                let _ = write!(points, "{:.1},{:.1} ", x(t), y(n));
+                last = Some(n);
+            }
+            if let Some(prev) = last {
+                let _ = write!(points, "{:.1},{:.1}", x(end), y(prev));
+            }
+            let _ = write!(
+                svg,
+                r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} points="{points}"/>"#
+            );
+        }
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The page.
+pub fn html(report: &Report) -> String {
+    let mut body = String::new();
+    let verdict = if report.finished {
+        format!(
+            "Predicted duration: {:.1} s (median of {} runs; {:.1}-{:.1} s)",
+            report.predicted_seconds,
+            report.runs.len(),
+            report.spread_seconds.0,
+            report.spread_seconds.1
+        )
+    } else {
+        format!(
+            "Stalls: nothing moves after {:.1} s",
+            report.predicted_seconds
+        )
+    };
+    let _ = write!(
+        body,
+        "<h1>rollwright whatif</h1><p class=\"verdict\">{}</p><p>Snapshot <code>{}</code>; changes: {}; API requests per run (median): {}.</p>",
+        esc(&verdict),
+        esc(&report.snapshot),
+        report
+            .changes
+            .iter()
+            .map(|c| format!("<code>{}</code>", esc(c)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        report.api_requests
+    );
+    body.push_str("<table><tr><th>Workload</th><th>Desired</th><th>Lowest available</th><th>Max unavailable</th><th>PDB min</th><th>Done after</th></tr>");
+    let dash = || "-".to_string();
+    for w in &report.workloads {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&w.workload),
+            w.desired,
+            w.lowest_available,
+            w.max_unavailable.map_or_else(dash, |m| m.to_string()),
+            w.budget_min_available.map_or_else(dash, |m| m.to_string()),
+            w.median_seconds
+                .map_or_else(|| "never".to_string(), |s| format!("{s:.1} s")),
+        );
+    }
+    body.push_str("</table>");
+    if !report.stalls.is_empty() {
+        body.push_str("<h2>Why it stalls</h2><ul>");
+        for s in &report.stalls {
+            let pods = match s.pods {
+                0 => String::new(),
+                1 => " (1 pod)".to_string(),
+                n => format!(" ({n} pods)"),
+            };
+            let _ = write!(
+                body,
+                "<li><b>{}</b>: {}{pods}: {}</li>",
+                esc(&s.workload),
+                esc(&s.reason),
+                esc(&s.message)
+            );
+        }
+        body.push_str("</ul>");
+    }
+    body.push_str("<h2>Pods over time</h2><p>Available (solid) and updated (dashed) pods from the change on; one colour per run; the dotted line is the desired count.</p>");
+    for w in &report.workloads {
+        let _ = write!(
+            body,
+            "<h3>{}</h3>{}",
+            esc(&w.workload),
+            chart(report, &w.workload, w.desired)
+        );
+    }
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rollwright whatif</title><style>body{{font-family:sans-serif;margin:2em;max-width:60em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}td:first-child,th:first-child{{text-align:left}}.verdict{{font-size:1.3em;font-weight:bold}}</style></head><body>{body}</body></html>\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::whatif::{
+        measure::{Followed, Outcome, Stall},
+        report::Run,
+    };
+
+    #[test]
+    fn the_page_stands_alone_and_charts_each_workload() {
+        let run = Run {
+            seed: 1,
+            api_requests: 10,
+            outcome: Outcome {
+                seconds: 4.0,
+                finished: false,
+                workloads: vec![Followed {
+                    workload: "deployment/shop/<web>".into(),
+                    desired: 4,
+                    lowest_available: 3,
+                    max_unavailable: Some(1),
+                    budget_min_available: None,
+                    done_after_seconds: None,
+                    timeline: vec![(0.0, 4, 0), (1.0, 3, 1), (4.0, 4, 2)],
+                }],
+                stalls: vec![Stall {
+                    workload: "deployment/shop/<web>".into(),
+                    reason: "ImagePullBackOff".into(),
+                    message: "Back-off pulling image \"x\"".into(),
+                    pods: 2,
+                }],
+            },
+        };
+        let report = Report::of("s.json".into(), vec!["drain n".into()], &[], vec![run]);
+        let page = html(&report);
+        assert!(page.starts_with("<!doctype html>"));
+        // Nothing to fetch: no script, no link, no external reference.
+        for banned in [
+            "<script", "<link", "src=", "href=", "http://", "https://", "url(",
+        ] {
+            assert!(!page.contains(banned), "{banned} in the page");
+        }
+        assert!(page.contains("deployment/shop/&lt;web&gt;"), "escaped");
+        assert!(page.contains("Stalls: nothing moves after 4.0 s"));
+        assert!(page.contains("Back-off pulling image &quot;x&quot;"));
+        assert_eq!(page.matches("<svg").count(), 1);
+        // Available and updated, one step line each.
+        assert_eq!(page.matches("<polyline").count(), 2);
+    }
+}
