@@ -35,6 +35,8 @@ const CONCURRENCY: usize = 64;
 pub struct Loaded {
     /// Nodes created.
     pub nodes: usize,
+    /// Of them, those Ready in the snapshot (the others stay silent, as their kubelets were).
+    pub ready_nodes: usize,
     /// Pods created (running, pending or bound).
     pub pods: usize,
     /// Of them, those Ready in the snapshot.
@@ -155,6 +157,10 @@ pub async fn load(client: &Client, snapshot: &Snapshot) -> anyhow::Result<Loaded
     let mut uids = Uids::new();
     let mut loaded = Loaded {
         nodes: items(snapshot, "nodes").len(),
+        ready_nodes: items(snapshot, "nodes")
+            .iter()
+            .filter(|n| node_ready(n))
+            .count(),
         ..Default::default()
     };
     for key in ["namespaces", "priorityClasses", "storageClasses"] {
@@ -267,11 +273,26 @@ fn bound_volume(pv: &Value, uids: &Uids) -> Value {
     out
 }
 
+/// Whether the node reported `Ready=True`.
+fn node_ready(node: &Value) -> bool {
+    node.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
 /// A snapshot's node as the simulator runs it: labelled simulated, with its allocatable
-/// resources as its capacity, its status otherwise left to the simulator.
+/// resources as its capacity, its status otherwise left to the simulator. A node that was not
+/// Ready has its simulated kubelet stopped, so it stays out of service as it was.
 fn simulated(node: &Value, uids: &Uids) -> Value {
     let mut out = fresh(node, uids);
     out["metadata"]["labels"][nodesim::SIMULATED_LABEL] = Value::String("true".into());
+    if !node_ready(node) {
+        out["metadata"]["annotations"][nodesim::HEARTBEAT_ANNOTATION] =
+            Value::String("stopped".into());
+    }
     let resources = node
         .pointer("/status/allocatable")
         .or_else(|| node.pointer("/status/capacity"))
@@ -539,6 +560,17 @@ mod tests {
         assert_eq!(
             out["status"],
             json!({"capacity": {"cpu": "3800m"}, "allocatable": {"cpu": "3800m"}})
+        );
+        assert!(
+            out.pointer("/metadata/annotations").is_none(),
+            "a Ready node runs"
+        );
+        let mut down = node.clone();
+        down["status"]["conditions"][0]["status"] = json!("Unknown");
+        let out = simulated(&down, &Uids::new());
+        assert_eq!(
+            out["metadata"]["annotations"][nodesim::HEARTBEAT_ANNOTATION],
+            "stopped"
         );
     }
 

@@ -13,7 +13,7 @@ use api::intstr::{IntOrPercent, scaled_value_or};
 use informer::{Informer, Informers, Subscription};
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment, StatefulSet},
-    core::v1::Pod,
+    core::v1::{Node, Pod},
     policy::v1::PodDisruptionBudget,
 };
 use kube::ResourceExt;
@@ -253,6 +253,7 @@ pub struct Watch {
     daemonsets: Informer<DaemonSet>,
     statefulsets: Informer<StatefulSet>,
     pods: Informer<Pod>,
+    nodes: Informer<Node>,
     budgets: Informer<PodDisruptionBudget>,
     changed: Arc<Notify>,
     _subscriptions: Vec<Subscription>,
@@ -269,12 +270,14 @@ impl Watch {
         let statefulsets: Informer<StatefulSet> = informers.get();
         let pods: Informer<Pod> = informers.get();
         let budgets: Informer<PodDisruptionBudget> = informers.get();
+        let nodes: Informer<Node> = informers.get();
         let subscriptions = vec![
             deployments.subscribe(poke(&changed)),
             daemonsets.subscribe(poke(&changed)),
             statefulsets.subscribe(poke(&changed)),
             pods.subscribe(poke(&changed)),
             budgets.subscribe(poke(&changed)),
+            nodes.subscribe(poke(&changed)),
         ];
         informers.wait_synced().await;
         Self {
@@ -282,6 +285,7 @@ impl Watch {
             daemonsets,
             statefulsets,
             pods,
+            nodes,
             budgets,
             changed,
             _subscriptions: subscriptions,
@@ -361,6 +365,21 @@ impl Watch {
                     .map(|m| s.desired - m)
             })
             .max()
+    }
+
+    /// How many nodes report `Ready=True`.
+    pub fn ready_nodes(&self) -> usize {
+        self.nodes
+            .store()
+            .list()
+            .iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count()
     }
 
     /// How many pods are Ready.

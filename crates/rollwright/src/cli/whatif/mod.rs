@@ -237,17 +237,25 @@ async fn rehearse(
     })
     .await?;
     let client = embedded::client_for(&cp.server);
+    let began = Instant::now();
     let loaded = load::load(&client, snapshot).await?;
     eprintln!(
-        "  loaded {} nodes and {} pods ({} Ready)",
-        loaded.nodes, loaded.pods, loaded.ready
+        "  loaded {} nodes and {} pods ({} Ready) in {:.1} s",
+        loaded.nodes,
+        loaded.pods,
+        loaded.ready,
+        began.elapsed().as_secs_f64()
     );
     for skipped in &loaded.left_out {
         tracing::info!("left out: {skipped}");
     }
     cp.start_components()?;
     let watch = Watch::start(client.clone()).await;
-    settle(&watch, loaded.ready, &available_in(snapshot)).await;
+    settle(&watch, &loaded, &available_in(snapshot)).await;
+    eprintln!(
+        "  running as in the snapshot after {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
 
     let requests_before = requests(&client).await?;
     let outcome = change_and_follow(&client, &cp.kubeconfig, &watch, changes, limits).await?;
@@ -270,24 +278,28 @@ async fn rehearse(
     })
 }
 
-/// Waits until the pods Ready in the snapshot are Ready again and every workload's status is
-/// current and counts as many available pods as the snapshot's did (or [`SETTLE`] passes: the
-/// rehearsal then starts from what there is, and says so).
-async fn settle(watch: &Watch, ready: usize, available: &BTreeMap<WorkloadId, i32>) {
+/// Waits until every node has reported Ready (the simulator took them over, so their first
+/// status posts and Leases are written, as on a cluster that has been running), the pods Ready in
+/// the snapshot are Ready again, and every workload's status is current and counts as many
+/// available pods as the snapshot's did; or until [`SETTLE`] passes: the rehearsal then starts
+/// from what there is, and says so.
+async fn settle(watch: &Watch, loaded: &load::Loaded, available: &BTreeMap<WorkloadId, i32>) {
     let deadline = Instant::now() + SETTLE;
     loop {
         let workloads = watch.workloads();
         let current = workloads
             .iter()
             .all(|(id, s)| s.observed && s.available >= available.get(id).copied().unwrap_or(0));
-        if current && watch.ready_pods() >= ready {
+        let (nodes, pods) = (watch.ready_nodes(), watch.ready_pods());
+        if current && nodes >= loaded.ready_nodes && pods >= loaded.ready {
             return;
         }
         if Instant::now() >= deadline {
             eprintln!(
-                "  warning: the loaded cluster did not settle in {} s ({} of {ready} pods Ready); rehearsing from there",
+                "  warning: the loaded cluster did not settle in {} s ({nodes} of {} nodes and {pods} of {} pods Ready); rehearsing from there",
                 SETTLE.as_secs(),
-                watch.ready_pods()
+                loaded.ready_nodes,
+                loaded.ready,
             );
             return;
         }
@@ -363,7 +375,9 @@ fn owner_finder(
     }
 }
 
-/// The API requests the server has served so far (`apiserver_request_total`, summed).
+/// The API requests the server has served so far (`apiserver_request_total`, summed), less
+/// the nodes' own upkeep (Lease renewals and Node status posts), which a cluster pays whether
+/// anything rolls or not.
 async fn requests(client: &kube::Client) -> anyhow::Result<u64> {
     let request = http::Request::get("/metrics")
         .body(Vec::new())
@@ -372,6 +386,7 @@ async fn requests(client: &kube::Client) -> anyhow::Result<u64> {
     Ok(text
         .lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| !l.contains(r#"resource="leases""#) && !l.contains(r#"resource="nodes""#))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64)
 }
