@@ -252,6 +252,7 @@ async fn rehearse(
     cp.start_components()?;
     let watch = Watch::start(client.clone()).await;
     settle(&watch, &loaded, &available_in(snapshot)).await;
+    quiet(&client).await?;
     eprintln!(
         "  running as in the snapshot after {:.1} s",
         began.elapsed().as_secs_f64()
@@ -305,6 +306,29 @@ async fn settle(watch: &Watch, loaded: &load::Loaded, available: &BTreeMap<Workl
         }
         watch.changed(Duration::from_millis(500)).await;
     }
+}
+
+/// A settled cluster writes little: what a running cluster writes while nothing rolls.
+const QUIET_REQUESTS_PER_SECOND: u64 = 50;
+
+/// Waits until the control plane has worked through the load (its controllers' first syncs,
+/// the simulator's first posts): fewer than [`QUIET_REQUESTS_PER_SECOND`] requests, the nodes'
+/// upkeep aside, in a second; or until [`SETTLE`] passes. A change made while the load is still
+/// being digested competes with it for the CPU, and rolls slower than on the real cluster,
+/// which had long digested it.
+async fn quiet(client: &kube::Client) -> anyhow::Result<()> {
+    let deadline = Instant::now() + SETTLE;
+    let mut last = requests(client).await?;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = requests(client).await?;
+        if now.saturating_sub(last) < QUIET_REQUESTS_PER_SECOND {
+            return Ok(());
+        }
+        tracing::debug!(requests = now - last, "still settling");
+        last = now;
+    }
+    Ok(())
 }
 
 /// Each workload's available pods as the snapshot recorded them.
