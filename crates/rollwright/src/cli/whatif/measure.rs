@@ -62,6 +62,9 @@ pub struct Standing {
     pub deadline: Option<String>,
     /// The fewest pods a PodDisruptionBudget keeps available (filled in by [`Watch`]).
     pub budget: Option<i32>,
+    /// How long the rollout may go without progress (a Deployment's `progressDeadlineSeconds`,
+    /// a DaemonSet's or StatefulSet's `rollwright.io/progress-deadline-seconds`).
+    pub progress_deadline: Option<Duration>,
     /// `metadata.generation`.
     pub generation: i64,
     /// `matchLabels` of its selector, to find its pods.
@@ -112,9 +115,42 @@ pub fn deployment(d: &Deployment) -> Standing {
         max_unavailable: max_unavailable.flatten(),
         deadline,
         budget: None,
+        progress_deadline: spec
+            .progress_deadline_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs),
         generation,
         selector: spec.selector.match_labels.unwrap_or_default(),
     }
+}
+
+/// A DaemonSet's or StatefulSet's progress deadline, from rollwright's annotation.
+fn annotated_deadline(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<Duration> {
+    controllers::progress::deadline::of(meta).ok().flatten()
+}
+
+/// Stalled workloads' progress deadlines, when they would fire: `quiet_since` seconds after the
+/// change nothing moved any more, so each deadline runs out that long after.
+pub fn deadlines_ahead(workloads: &BTreeMap<WorkloadId, Standing>, quiet_since: f64) -> Vec<Stall> {
+    workloads
+        .iter()
+        .filter(|(_, s)| !s.done && s.deadline.is_none())
+        .filter_map(|(id, s)| {
+            let d = s.progress_deadline?;
+            Some(Stall {
+                workload: id.to_string(),
+                reason: "ProgressDeadlineExceeded".into(),
+                message: format!(
+                    "would fire about {:.0} s after the change ({} s without progress)",
+                    quiet_since + d.as_secs_f64(),
+                    d.as_secs()
+                ),
+                pods: 0,
+            })
+        })
+        .collect()
 }
 
 /// A DaemonSet's standing.
@@ -150,6 +186,7 @@ pub fn daemonset(ds: &DaemonSet) -> Standing {
         max_unavailable,
         deadline: None,
         budget: None,
+        progress_deadline: annotated_deadline(&ds.metadata),
         generation,
         selector: spec.selector.match_labels.unwrap_or_default(),
     }
@@ -190,6 +227,7 @@ pub fn statefulset(sts: &StatefulSet) -> Standing {
         max_unavailable,
         deadline: None,
         budget: None,
+        progress_deadline: annotated_deadline(&sts.metadata),
         generation,
         selector: spec.selector.match_labels.unwrap_or_default(),
     }
@@ -608,7 +646,12 @@ pub async fn follow(
                 stalls: if finished {
                     Vec::new()
                 } else {
-                    watch.stalls(&current, &evictions)
+                    let mut stalls = watch.stalls(&current, &evictions);
+                    if stalled {
+                        let quiet_since = last_move.duration_since(start).as_secs_f64();
+                        stalls.extend(deadlines_ahead(&current, quiet_since));
+                    }
+                    stalls
                 },
                 workloads: followed.into_values().collect(),
             });
@@ -662,6 +705,32 @@ mod tests {
         assert_eq!(
             pod_blocker(&unready),
             Some(("Unready".into(), "Readiness probe failed: 503".into()))
+        );
+    }
+
+    #[test]
+    fn a_stalled_rollout_says_when_its_deadline_would_fire() {
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "shop", "generation": 2},
+            "spec": {"replicas": 3, "progressDeadlineSeconds": 600,
+                "selector": {"matchLabels": {"app": "web"}}, "template": {}},
+            "status": {"observedGeneration": 2, "replicas": 4, "updatedReplicas": 1,
+                "availableReplicas": 3}}))
+        .expect("deployment");
+        let id = WorkloadId {
+            kind: "deployment",
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        let stalls = deadlines_ahead(&BTreeMap::from([(id, deployment(&d))]), 2.4);
+        assert_eq!(
+            stalls,
+            vec![Stall {
+                workload: "deployment/shop/web".into(),
+                reason: "ProgressDeadlineExceeded".into(),
+                message: "would fire about 602 s after the change (600 s without progress)".into(),
+                pods: 0,
+            }]
         );
     }
 
