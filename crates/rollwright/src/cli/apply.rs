@@ -180,7 +180,7 @@ pub async fn run(args: ApplyArgs) -> anyhow::Result<()> {
             Outcome::Configured => "configured",
             Outcome::Unchanged => "unchanged",
         };
-        println!("{}/{} {word}", resource.type_name(), m.name());
+        super::output::confirm(format_args!("{}/{} {word}", resource.type_name(), m.name()));
     }
     Ok(())
 }

@@ -77,7 +77,7 @@ async fn delete_one(
         .uid()
         .unwrap_or_default();
     api.delete(name, &params).await.explain(session, ns_shown)?;
-    println!("{} {name:?} deleted", resource.type_name());
+    super::output::confirm(format_args!("{} {name:?} deleted", resource.type_name()));
     if args.wait {
         tokio::time::timeout(WAIT, await_condition(api, name, is_deleted(&uid)))
             .await

@@ -3,6 +3,24 @@
 use anyhow::Context;
 use jiff::Timestamp;
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the verbs keep their confirmations to themselves (see [`quiet`]).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Keeps the verbs' one-line confirmations (`deployment.apps/web image updated`) off standard
+/// output for the rest of the process: `whatif` runs a verb once per run and prints its own
+/// report there.
+pub fn quiet() {
+    QUIET.store(true, Ordering::Relaxed);
+}
+
+/// Prints a verb's confirmation, as kubectl does, unless [`quiet`].
+pub fn confirm(line: impl std::fmt::Display) {
+    if !QUIET.load(Ordering::Relaxed) {
+        println!("{line}");
+    }
+}
 
 /// `-o` formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

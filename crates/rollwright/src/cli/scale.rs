@@ -45,6 +45,6 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
         )
         .await
         .explain(&session, Some(&ns))?;
-    println!("{workload} scaled");
+    super::output::confirm(format_args!("{workload} scaled"));
     Ok(())
 }

@@ -126,7 +126,7 @@ pub async fn run(set: Set) -> anyhow::Result<()> {
     )
     .await
     .explain(&session, Some(&ns))?;
-    println!("{workload} image updated");
+    super::output::confirm(format_args!("{workload} image updated"));
     Ok(())
 }
 

@@ -123,7 +123,7 @@ pub fn is_paused(kind: Kind, obj: &Value) -> bool {
 pub async fn run(args: PauseArgs, pause: bool) -> anyhow::Result<()> {
     let workload = WorkloadRef::parse(&args.workload)?;
     let session = args.target.connect().await?;
-    println!("{}", set(&session, &workload, pause).await?);
+    crate::cli::output::confirm(set(&session, &workload, pause).await?);
     Ok(())
 }
 

@@ -57,7 +57,7 @@ pub async fn run(args: RestartArgs) -> anyhow::Result<()> {
     )
     .await
     .explain(&session, Some(&ns))?;
-    println!("{workload} restarted");
+    crate::cli::output::confirm(format_args!("{workload} restarted"));
     Ok(())
 }
 

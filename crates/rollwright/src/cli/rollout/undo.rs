@@ -83,7 +83,7 @@ fn undo_cause(r: &RevisionView) -> String {
 pub async fn run(args: UndoArgs) -> anyhow::Result<()> {
     let workload = WorkloadRef::parse(&args.workload)?;
     let session = args.target.connect().await?;
-    println!("{}", undo(&session, &workload, args.to_revision).await?);
+    crate::cli::output::confirm(undo(&session, &workload, args.to_revision).await?);
     Ok(())
 }
 

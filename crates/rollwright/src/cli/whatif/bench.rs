@@ -69,6 +69,7 @@ fn workloads(replicas: i32, stateful: i32) -> anyhow::Result<(Deployment, Daemon
 
 /// Runs the benchmark.
 pub async fn run(b: WhatifBench) -> anyhow::Result<()> {
+    crate::cli::output::quiet();
     let dir = tempfile::tempdir()?;
     let profile = dir.path().join("source-profile.yaml");
     std::fs::write(

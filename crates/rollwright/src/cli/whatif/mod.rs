@@ -72,6 +72,8 @@ pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
     if args.runs == 0 {
         anyhow::bail!("--runs must be 1 or more");
     }
+    // Each run makes the changes anew; the report says what they did.
+    crate::cli::output::quiet();
     let changes: Vec<Change> = args
         .changes
         .iter()
