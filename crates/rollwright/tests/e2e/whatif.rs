@@ -156,7 +156,7 @@ async fn whatif_rehearses_an_update_a_broken_image_and_a_drain_without_touching_
             "--change",
             "set image deploy/frontend php-redis=gb-frontend:broken -n shop",
             "--stall-after",
-            "5s",
+            "10s",
             "--report",
             &report.to_string_lossy(),
         ])

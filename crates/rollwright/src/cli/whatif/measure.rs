@@ -565,8 +565,8 @@ pub struct Following<'a> {
 const NO_CHANGE: Duration = Duration::from_secs(5);
 
 /// Follows the changed workloads from `start` until each is done (and no change is at work),
-/// nothing moves for `stall_after`, a progress deadline fires, or `timeout` passes. `None`
-/// when no workload changed.
+/// nothing moves for `stall_after` while the pods say why (or for three times that), a progress
+/// deadline fires, or `timeout` passes. `None` when no workload changed.
 pub async fn follow(
     watch: &Watch,
     what: Following<'_>,
@@ -626,7 +626,14 @@ pub async fn follow(
         }
         let finished = current.values().all(|s| s.done) && !(what.busy)();
         let deadline = current.values().any(|s| s.deadline.is_some());
-        let stalled = now.duration_since(last_move) >= stall_after;
+        // Stalled: nothing moved for the window and the pods say why (a pod still being created
+        // says nothing yet), or nothing moved for three windows whatever they say.
+        let quiet_for = now.duration_since(last_move);
+        let stalled = quiet_for >= stall_after
+            && (quiet_for >= 3 * stall_after || {
+                let refused = what.evictions.lock().map(|e| e.clone()).unwrap_or_default();
+                !watch.stalls(&current, &refused).is_empty()
+            });
         if finished || deadline || stalled || now.duration_since(start) >= timeout {
             let evictions = what.evictions.lock().map(|e| e.clone()).unwrap_or_default();
             // Done: when the last workload got there. Stalled: since when nothing moved.
