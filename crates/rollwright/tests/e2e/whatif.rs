@@ -178,10 +178,12 @@ async fn whatif_rehearses_an_update_a_broken_image_and_a_drain_without_touching_
     assert!(dom.contains("Stalls: nothing moves after"), "{dom}");
     assert!(dom.contains("ImagePullBackOff"), "{dom}");
     assert_eq!(
-        dom.matches("<svg").count(),
+        dom.matches(r#"aria-label="deployment/shop/frontend""#)
+            .count(),
         1,
         "a chart of the one workload changed: {dom}"
     );
+    assert!(dom.contains("The nodes as the rollout moves"), "{dom}");
     let png = dir.join("report.png");
     chromium(
         dir,

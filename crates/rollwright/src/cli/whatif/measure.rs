@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 use serde_json::Value;
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -420,6 +420,47 @@ impl Watch {
             .count()
     }
 
+    /// Every node's name, sorted.
+    pub fn node_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .nodes
+            .store()
+            .list()
+            .iter()
+            .map(|n| n.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Every pod's uid.
+    pub fn pod_uids(&self) -> HashSet<String> {
+        self.pods
+            .store()
+            .list()
+            .iter()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect()
+    }
+
+    /// `(node, uid)` of the bound pods of `workloads`.
+    fn placed(&self, workloads: &BTreeMap<WorkloadId, Standing>) -> Vec<(String, String)> {
+        self.pods
+            .store()
+            .list()
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                let node = p.spec.as_ref()?.node_name.clone()?;
+                let ns = p.metadata.namespace.as_deref()?;
+                workloads
+                    .iter()
+                    .any(|(id, s)| id.namespace == ns && selects(&s.selector, p.object()))
+                    .then(|| (node, p.metadata.uid.clone().unwrap_or_default()))
+            })
+            .collect()
+    }
+
     /// How many pods are Ready.
     pub fn ready_pods(&self) -> usize {
         self.pods
@@ -546,6 +587,8 @@ pub struct Outcome {
     pub workloads: Vec<Followed>,
     /// Why it stopped, if it did not finish.
     pub stalls: Vec<Stall>,
+    /// The nodes as the rollout moved over them.
+    pub nodes: super::frames::Frames,
 }
 
 /// What a rehearsal follows after its changes.
@@ -559,6 +602,8 @@ pub struct Following<'a> {
     pub busy: &'a (dyn Fn() -> bool + Sync),
     /// Refused evictions so far.
     pub evictions: &'a Mutex<Vec<(WorkloadId, String)>>,
+    /// The uids of the pods there before the changes.
+    pub old_pods: &'a HashSet<String>,
 }
 
 /// How long the changes may take to show in the watch before they count as changing nothing.
@@ -575,6 +620,7 @@ pub async fn follow(
     timeout: Duration,
 ) -> Option<Outcome> {
     let mut followed: BTreeMap<WorkloadId, Followed> = BTreeMap::new();
+    let mut frames = super::frames::Frames::new(watch.node_names());
     let mut last_move = Instant::now();
     let mut last_seen: Option<Vec<(i32, i32, i32, bool)>> = None;
     loop {
@@ -615,6 +661,14 @@ pub async fn follow(
             } else if !s.done {
                 f.done_after_seconds = None;
             }
+        }
+        if frames.due(at) {
+            let placed = watch.placed(&current);
+            frames.record(
+                at,
+                placed.iter().map(|(n, u)| (n.as_str(), u.as_str())),
+                what.old_pods,
+            );
         }
         let seen: Vec<(i32, i32, i32, bool)> = current
             .values()
@@ -661,6 +715,16 @@ pub async fn follow(
                     stalls
                 },
                 workloads: followed.into_values().collect(),
+                nodes: {
+                    // The end, as it is.
+                    let placed = watch.placed(&current);
+                    frames.record(
+                        at,
+                        placed.iter().map(|(n, u)| (n.as_str(), u.as_str())),
+                        what.old_pods,
+                    );
+                    frames
+                },
             });
         }
         watch.changed(Duration::from_millis(250)).await;

@@ -12,6 +12,7 @@
 
 pub mod bench;
 pub mod change;
+pub mod frames;
 pub mod load;
 pub mod measure;
 pub mod page;
@@ -171,6 +172,7 @@ pub async fn change_and_follow(
     let refused = Arc::new(Mutex::new(Vec::new()));
     let mut drained: BTreeSet<WorkloadId> = BTreeSet::new();
     let mut drains = Vec::new();
+    let old_pods = watch.pod_uids();
     let start = Instant::now();
     for change in changes {
         if let Change::Drain(node) = change {
@@ -196,6 +198,7 @@ pub async fn change_and_follow(
             also: &drained,
             busy: &busy,
             evictions: &refused,
+            old_pods: &old_pods,
         },
         start,
         limits.stall_after,

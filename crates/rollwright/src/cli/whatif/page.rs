@@ -86,6 +86,57 @@ fn chart(report: &Report, workload: &str, desired: i32) -> String {
     svg
 }
 
+/// The nodes of the first run at up to six moments, a square per node: what it runs of the
+/// changed workloads.
+fn node_grids(report: &Report) -> String {
+    let Some(run) = report.runs.first() else {
+        return String::new();
+    };
+    let frames = &run.outcome.nodes;
+    let n = frames.nodes.len();
+    if n == 0 || frames.frames.is_empty() {
+        return String::new();
+    }
+    let cols = ((n as f64 * 1.6).sqrt().ceil() as usize).max(1);
+    let rows = n.div_ceil(cols);
+    let cell = (240.0 / cols as f64).clamp(2.0, 12.0);
+    let (w, h) = (cols as f64 * cell, rows as f64 * cell);
+    let mut out = String::from(
+        "<h2>The nodes as the rollout moves</h2><p>A square per node (run 1): \
+         <span style=\"color:#8aa\">&#9632;</span> pods from before the change, \
+         <span style=\"color:#2a2\">&#9632;</span> new pods, \
+         <span style=\"color:#e90\">&#9632;</span> both, \
+         <span style=\"color:#ddd\">&#9632;</span> none of the changed workloads'.</p><div class=\"grids\">",
+    );
+    for frame in frames.spread(6) {
+        let _ = write!(
+            out,
+            r#"<figure><svg viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#
+        );
+        for (i, c) in frame.cells.chars().enumerate() {
+            let colour = match super::frames::Cell::of(c) {
+                super::frames::Cell::Empty => "#ddd",
+                super::frames::Cell::Old => "#8aa",
+                super::frames::Cell::New => "#2a2",
+                super::frames::Cell::Both => "#e90",
+            };
+            let (x, y) = ((i % cols) as f64 * cell, (i / cols) as f64 * cell);
+            let side = (cell - 1.0).max(1.0);
+            let _ = write!(
+                out,
+                r#"<rect x="{x}" y="{y}" width="{side}" height="{side}" fill="{colour}"/>"#
+            );
+        }
+        let _ = write!(
+            out,
+            "</svg><figcaption>{:.1} s</figcaption></figure>",
+            frame.at
+        );
+    }
+    out.push_str("</div>");
+    out
+}
+
 /// The page.
 pub fn html(report: &Report) -> String {
     let mut body = String::new();
@@ -159,8 +210,9 @@ pub fn html(report: &Report) -> String {
             chart(report, &w.workload, w.desired)
         );
     }
+    body.push_str(&node_grids(report));
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rollwright whatif</title><style>body{{font-family:sans-serif;margin:2em;max-width:60em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}td:first-child,th:first-child{{text-align:left}}.verdict{{font-size:1.3em;font-weight:bold}}</style></head><body>{body}</body></html>\n"
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rollwright whatif</title><style>body{{font-family:sans-serif;margin:2em;max-width:60em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}td:first-child,th:first-child{{text-align:left}}.verdict{{font-size:1.3em;font-weight:bold}}.grids{{display:flex;flex-wrap:wrap;gap:1em}}figure{{margin:0}}figcaption{{text-align:center;font-size:.9em}}</style></head><body>{body}</body></html>\n"
     )
 }
 
@@ -189,6 +241,14 @@ mod tests {
                     done_after_seconds: None,
                     timeline: vec![(0.0, 4, 0), (1.0, 3, 1), (4.0, 4, 2)],
                 }],
+                nodes: {
+                    let mut f =
+                        crate::cli::whatif::frames::Frames::new(vec!["n1".into(), "n2".into()]);
+                    let old = std::collections::HashSet::from(["a".to_string()]);
+                    f.record(0.0, [("n1", "a")].into_iter(), &old);
+                    f.record(4.0, [("n1", "a"), ("n2", "b")].into_iter(), &old);
+                    f
+                },
                 stalls: vec![Stall {
                     workload: "deployment/shop/<web>".into(),
                     reason: "ImagePullBackOff".into(),
@@ -209,7 +269,10 @@ mod tests {
         assert!(page.contains("deployment/shop/&lt;web&gt;"), "escaped");
         assert!(page.contains("Stalls: nothing moves after 4.0 s"));
         assert!(page.contains("Back-off pulling image &quot;x&quot;"));
-        assert_eq!(page.matches("<svg").count(), 1);
+        // A chart for the workload, a grid for each of the two moments.
+        assert_eq!(page.matches("<svg").count(), 3);
+        assert_eq!(page.matches("<rect").count(), 4);
+        assert!(page.contains(r##"fill="#2a2""##), "the new pod's node");
         // Available and updated, one step line each.
         assert_eq!(page.matches("<polyline").count(), 2);
     }

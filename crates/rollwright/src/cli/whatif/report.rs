@@ -231,6 +231,7 @@ mod tests {
                     done_after_seconds: finished.then_some(seconds),
                     timeline: vec![],
                 }],
+                nodes: Default::default(),
                 stalls: if finished {
                     vec![]
                 } else {
