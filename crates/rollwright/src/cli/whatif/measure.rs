@@ -16,9 +16,9 @@ use k8s_openapi::api::{
     core::v1::{Node, Pod},
     policy::v1::PodDisruptionBudget,
 };
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use serde::Serialize;
-use serde_json::Value;
 use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
     sync::{Arc, Mutex},
@@ -71,8 +71,19 @@ pub struct Standing {
     pub selector: BTreeMap<String, String>,
 }
 
-fn strategy_unavailable(v: Option<&Value>, desired: i32, default: IntOrPercent) -> Option<i32> {
-    scaled_value_or(v, default, desired, false).ok()
+/// The most pods a rolling strategy lets be unavailable (`None` when the workload does not roll
+/// by itself: Recreate, OnDelete), `default` when the strategy does not say.
+fn strategy_unavailable(
+    rolling: bool,
+    value: Option<&IntOrString>,
+    desired: i32,
+    default: IntOrPercent,
+) -> Option<i32> {
+    if !rolling {
+        return None;
+    }
+    let value = value.and_then(|v| serde_json::to_value(v).ok());
+    scaled_value_or(value.as_ref(), default, desired, false).ok()
 }
 
 /// A Deployment's standing.
@@ -86,19 +97,15 @@ pub fn deployment(d: &Deployment) -> Standing {
         status.updated_replicas.unwrap_or(0),
         status.available_replicas.unwrap_or(0),
     );
-    let rolling = spec
-        .strategy
-        .as_ref()
-        .is_none_or(|s| s.type_.as_deref() != Some("Recreate"));
-    let max_unavailable = rolling.then(|| {
-        let v = spec
-            .strategy
-            .as_ref()
+    let strategy = spec.strategy.as_ref();
+    let max_unavailable = strategy_unavailable(
+        strategy.is_none_or(|s| s.type_.as_deref() != Some("Recreate")),
+        strategy
             .and_then(|s| s.rolling_update.as_ref())
-            .and_then(|r| r.max_unavailable.as_ref())
-            .and_then(|v| serde_json::to_value(v).ok());
-        strategy_unavailable(v.as_ref(), desired, IntOrPercent::Percent(25))
-    });
+            .and_then(|r| r.max_unavailable.as_ref()),
+        desired,
+        IntOrPercent::Percent(25),
+    );
     let deadline = status.conditions.iter().flatten().find_map(|c| {
         (c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
             .then(|| c.message.clone().unwrap_or_default())
@@ -108,11 +115,13 @@ pub fn deployment(d: &Deployment) -> Standing {
         available,
         updated,
         observed,
+        // kubectl's `rollout status`: every replica updated, no old one left, every updated
+        // one available.
         done: observed
-            && updated == desired
-            && status.replicas.unwrap_or(0) == desired
-            && available == desired,
-        max_unavailable: max_unavailable.flatten(),
+            && updated >= desired
+            && status.replicas.unwrap_or(0) <= updated
+            && available >= updated,
+        max_unavailable,
         deadline,
         budget: None,
         progress_deadline: spec
@@ -161,28 +170,24 @@ pub fn daemonset(ds: &DaemonSet) -> Standing {
     let desired = status.desired_number_scheduled;
     let updated = status.updated_number_scheduled.unwrap_or(0);
     let available = status.number_available.unwrap_or(0);
-    let max_unavailable = spec
-        .update_strategy
-        .as_ref()
-        .is_none_or(|s| s.type_.as_deref() != Some("OnDelete"))
-        .then(|| {
-            let v = spec
-                .update_strategy
-                .as_ref()
-                .and_then(|s| s.rolling_update.as_ref())
-                .and_then(|r| r.max_unavailable.as_ref())
-                .and_then(|v| serde_json::to_value(v).ok());
-            strategy_unavailable(v.as_ref(), desired, IntOrPercent::Int(1))
-        })
-        .flatten();
+    let strategy = spec.update_strategy.as_ref();
+    let max_unavailable = strategy_unavailable(
+        strategy.is_none_or(|s| s.type_.as_deref() != Some("OnDelete")),
+        strategy
+            .and_then(|s| s.rolling_update.as_ref())
+            .and_then(|r| r.max_unavailable.as_ref()),
+        desired,
+        IntOrPercent::Int(1),
+    );
     Standing {
         desired,
         available,
         updated,
         observed: status.observed_generation.unwrap_or(0) >= generation,
+        // kubectl's `rollout status`: every scheduled pod updated and available.
         done: status.observed_generation.unwrap_or(0) >= generation
-            && updated == desired
-            && available == desired,
+            && updated >= desired
+            && available >= desired,
         max_unavailable,
         deadline: None,
         budget: None,
@@ -200,36 +205,52 @@ pub fn statefulset(sts: &StatefulSet) -> Standing {
     let desired = spec.replicas.unwrap_or(1);
     let available = status.available_replicas.unwrap_or(0);
     let updated = status.updated_replicas.unwrap_or(0);
-    let max_unavailable = spec
-        .update_strategy
-        .as_ref()
-        .is_none_or(|s| s.type_.as_deref() != Some("OnDelete"))
-        .then(|| {
-            let v = spec
-                .update_strategy
-                .as_ref()
-                .and_then(|s| s.rolling_update.as_ref())
-                .and_then(|r| r.max_unavailable.as_ref())
-                .and_then(|v| serde_json::to_value(v).ok());
-            strategy_unavailable(v.as_ref(), desired, IntOrPercent::Int(1))
-        })
-        .flatten();
+    let strategy = spec.update_strategy.as_ref();
+    let max_unavailable = strategy_unavailable(
+        strategy.is_none_or(|s| s.type_.as_deref() != Some("OnDelete")),
+        strategy
+            .and_then(|s| s.rolling_update.as_ref())
+            .and_then(|r| r.max_unavailable.as_ref()),
+        desired,
+        IntOrPercent::Int(1),
+    );
     Standing {
         desired,
         available,
         updated,
         observed: status.observed_generation.unwrap_or(0) >= generation,
         done: status.observed_generation.unwrap_or(0) >= generation
-            && status.update_revision.is_some()
-            && status.current_revision == status.update_revision
-            && status.ready_replicas.unwrap_or(0) == desired
-            && available == desired,
+            && statefulset_rolled_out(&spec, &status),
         max_unavailable,
         deadline: None,
         budget: None,
         progress_deadline: annotated_deadline(&sts.metadata),
         generation,
         selector: spec.selector.match_labels.unwrap_or_default(),
+    }
+}
+
+/// kubectl's `rollout status` for a StatefulSet: every replica Ready, and the pods above the
+/// partition updated (a rolling update with one, as the API server defaults it), or the current
+/// revision the update revision (without).
+fn statefulset_rolled_out(
+    spec: &k8s_openapi::api::apps::v1::StatefulSetSpec,
+    status: &k8s_openapi::api::apps::v1::StatefulSetStatus,
+) -> bool {
+    let desired = spec.replicas.unwrap_or(1);
+    if status.ready_replicas.unwrap_or(0) < desired {
+        return false;
+    }
+    let partition = spec
+        .update_strategy
+        .as_ref()
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.partition);
+    match partition {
+        Some(partition) => status.updated_replicas.unwrap_or(0) >= desired - partition,
+        None => {
+            status.update_revision.is_some() && status.current_revision == status.update_revision
+        }
     }
 }
 
@@ -452,10 +473,9 @@ impl Watch {
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| {
                 let node = p.spec.as_ref()?.node_name.clone()?;
-                let ns = p.metadata.namespace.as_deref()?;
                 workloads
                     .iter()
-                    .any(|(id, s)| id.namespace == ns && selects(&s.selector, p.object()))
+                    .any(|(id, s)| owns(id, s, p.object()))
                     .then(|| (node, p.metadata.uid.clone().unwrap_or_default()))
             })
             .collect()
@@ -477,11 +497,7 @@ impl Watch {
         self.workloads()
             .into_iter()
             .filter(|(id, s)| {
-                id.kind != "daemonset"
-                    && pods.iter().any(|p| {
-                        p.metadata.namespace.as_deref() == Some(id.namespace.as_str())
-                            && selects(&s.selector, p.object())
-                    })
+                id.kind != "daemonset" && pods.iter().any(|p| owns(id, s, p.object()))
             })
             .map(|(id, _)| id)
             .collect()
@@ -507,10 +523,7 @@ impl Watch {
                     (message.clone(), 0),
                 );
             }
-            for pod in pods.iter().filter(|p| {
-                p.metadata.namespace.as_deref() == Some(id.namespace.as_str())
-                    && selects(&s.selector, p.object())
-            }) {
+            for pod in pods.iter().filter(|p| owns(id, s, p.object())) {
                 if let Some((reason, message)) = pod_blocker(pod.object()) {
                     let e = grouped
                         .entry((id.to_string(), reason))
@@ -545,9 +558,11 @@ fn poke<K: informer::Object>(
     move |_| n.notify_one()
 }
 
-fn selects(selector: &BTreeMap<String, String>, pod: &Pod) -> bool {
-    !selector.is_empty()
-        && selector
+/// Whether `pod` is one of the workload's: in its namespace, picked by its `matchLabels`.
+pub(super) fn owns(id: &WorkloadId, s: &Standing, pod: &Pod) -> bool {
+    pod.metadata.namespace.as_deref() == Some(id.namespace.as_str())
+        && !s.selector.is_empty()
+        && s.selector
             .iter()
             .all(|(k, v)| pod.labels().get(k).is_some_and(|l| l == v))
 }
@@ -734,7 +749,7 @@ pub async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn pod(status: Value) -> Pod {
         serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status})).expect("pod")
@@ -803,6 +818,31 @@ mod tests {
                 pods: 0,
             }]
         );
+    }
+
+    #[test]
+    fn a_statefulset_is_done_as_kubectl_says_partition_and_all() {
+        let sts = |partition: Value, current: &str, ready: i32, updated: i32| -> StatefulSet {
+            serde_json::from_value(json!({
+                "metadata": {"name": "db", "generation": 2},
+                "spec": {"replicas": 3, "serviceName": "db",
+                    "selector": {"matchLabels": {"app": "db"}}, "template": {},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": partition}},
+                "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": ready,
+                    "updatedReplicas": updated, "currentRevision": current,
+                    "updateRevision": "db-2"}}))
+            .expect("statefulset")
+        };
+        // Partition 0 (the API server's default): all updated and Ready, whatever
+        // currentRevision says yet.
+        assert!(statefulset(&sts(json!({"partition": 0}), "db-1", 3, 3)).done);
+        assert!(!statefulset(&sts(json!({"partition": 0}), "db-1", 3, 2)).done);
+        // Partition 2: only the pod above it is updated.
+        assert!(statefulset(&sts(json!({"partition": 2}), "db-1", 3, 1)).done);
+        assert!(!statefulset(&sts(json!({"partition": 2}), "db-1", 2, 1)).done);
+        // No rollingUpdate at all: the revisions decide.
+        assert!(!statefulset(&sts(Value::Null, "db-1", 3, 3)).done);
+        assert!(statefulset(&sts(Value::Null, "db-2", 3, 3)).done);
     }
 
     #[test]

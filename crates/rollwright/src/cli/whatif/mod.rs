@@ -391,15 +391,9 @@ fn owner_finder(
     workloads: BTreeMap<WorkloadId, measure::Standing>,
 ) -> impl Fn(&k8s_openapi::api::core::v1::Pod) -> Option<WorkloadId> + Send + 'static {
     move |pod| {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
         workloads
             .iter()
-            .find(|(id, s)| {
-                id.namespace == ns
-                    && !s.selector.is_empty()
-                    && s.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-            })
+            .find(|(id, s)| measure::owns(id, s, pod))
             .map(|(id, _)| id.clone())
     }
 }
