@@ -109,8 +109,11 @@ async fn cordon(client: &Client, node: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether `kubectl drain` leaves the pod alone: DaemonSet pods (their controller would put them
-/// back; drain's `--ignore-daemonsets`) and mirror pods.
+/// Whether `kubectl drain --ignore-daemonsets` leaves the pod alone: DaemonSet pods (their
+/// controller would put them back) and mirror pods (upstream's `daemonSetFilter` and
+/// `mirrorPodFilter`). Everything else goes, finished pods, pods of no controller and pods with
+/// `emptyDir` volumes included, as with `--force --delete-emptydir-data`: a rehearsal asks what
+/// the drain does, not whether kubectl would start it.
 fn stays(pod: &Pod) -> bool {
     let daemon = pod
         .owner_references()
@@ -119,11 +122,7 @@ fn stays(pod: &Pod) -> bool {
     let mirror = pod
         .annotations()
         .contains_key("kubernetes.io/config.mirror");
-    let finished = matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    );
-    daemon || mirror || finished
+    daemon || mirror
 }
 
 /// How long `kubectl drain` waits before asking again for an eviction a budget refused.
