@@ -15,9 +15,8 @@ fn names(snapshot: &Value, key: &str) -> Vec<String> {
     names
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snapshot_holds_the_cluster_and_its_measured_timing_but_no_secret() {
-    let c = Cluster::start_with(endpoints::components()).await;
+/// The guestbook tutorial, unchanged, in namespace `shop`, rolled out.
+pub(crate) async fn guestbook_in_shop(c: &Cluster) {
     c.kubectl(&["create", "namespace", "shop"]).await;
     c.kubectl(&[
         "apply",
@@ -38,6 +37,12 @@ async fn a_snapshot_holds_the_cluster_and_its_measured_timing_but_no_secret() {
         ])
         .await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_holds_the_cluster_and_its_measured_timing_but_no_secret() {
+    let c = Cluster::start_with(endpoints::components()).await;
+    guestbook_in_shop(&c).await;
     c.kubectl(&[
         "create",
         "secret",

@@ -52,26 +52,7 @@ fn read(path: &std::path::Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whatif_rehearses_an_update_a_broken_image_and_a_drain_without_touching_the_cluster() {
     let c = Cluster::start_with(endpoints::components()).await;
-    c.kubectl(&["create", "namespace", "shop"]).await;
-    c.kubectl(&[
-        "apply",
-        "-n",
-        "shop",
-        "-f",
-        &endpoints::realworld("guestbook.yaml"),
-    ])
-    .await;
-    for deployment in ["frontend", "redis-leader"] {
-        c.kubectl(&[
-            "rollout",
-            "status",
-            "-n",
-            "shop",
-            &format!("deployment/{deployment}"),
-            "--timeout=90s",
-        ])
-        .await;
-    }
+    crate::snapshot::guestbook_in_shop(&c).await;
     c.kubectl(&[
         "create",
         "pdb",
