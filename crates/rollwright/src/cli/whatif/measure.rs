@@ -88,8 +88,10 @@ fn strategy_unavailable(
 
 /// A Deployment's standing.
 pub fn deployment(d: &Deployment) -> Standing {
-    let spec = d.spec.clone().unwrap_or_default();
-    let status = d.status.clone().unwrap_or_default();
+    // Read in place: the follow loop asks on every watch event; a copy would clone the template.
+    let (no_spec, no_status) = (Default::default(), Default::default());
+    let spec = d.spec.as_ref().unwrap_or(&no_spec);
+    let status = d.status.as_ref().unwrap_or(&no_status);
     let desired = spec.replicas.unwrap_or(1);
     let generation = d.metadata.generation.unwrap_or(0);
     let observed = status.observed_generation.unwrap_or(0) >= generation;
@@ -129,7 +131,7 @@ pub fn deployment(d: &Deployment) -> Standing {
             .and_then(|s| u64::try_from(s).ok())
             .map(Duration::from_secs),
         generation,
-        selector: spec.selector.match_labels.unwrap_or_default(),
+        selector: spec.selector.match_labels.clone().unwrap_or_default(),
     }
 }
 
@@ -164,8 +166,10 @@ pub fn deadlines_ahead(workloads: &BTreeMap<WorkloadId, Standing>, quiet_since: 
 
 /// A DaemonSet's standing.
 pub fn daemonset(ds: &DaemonSet) -> Standing {
-    let spec = ds.spec.clone().unwrap_or_default();
-    let status = ds.status.clone().unwrap_or_default();
+    // Read in place: the follow loop asks on every watch event; a copy would clone the template.
+    let (no_spec, no_status) = (Default::default(), Default::default());
+    let spec = ds.spec.as_ref().unwrap_or(&no_spec);
+    let status = ds.status.as_ref().unwrap_or(&no_status);
     let generation = ds.metadata.generation.unwrap_or(0);
     let desired = status.desired_number_scheduled;
     let updated = status.updated_number_scheduled.unwrap_or(0);
@@ -193,14 +197,16 @@ pub fn daemonset(ds: &DaemonSet) -> Standing {
         budget: None,
         progress_deadline: annotated_deadline(&ds.metadata),
         generation,
-        selector: spec.selector.match_labels.unwrap_or_default(),
+        selector: spec.selector.match_labels.clone().unwrap_or_default(),
     }
 }
 
 /// A StatefulSet's standing.
 pub fn statefulset(sts: &StatefulSet) -> Standing {
-    let spec = sts.spec.clone().unwrap_or_default();
-    let status = sts.status.clone().unwrap_or_default();
+    // Read in place: the follow loop asks on every watch event; a copy would clone the template.
+    let (no_spec, no_status) = (Default::default(), Default::default());
+    let spec = sts.spec.as_ref().unwrap_or(&no_spec);
+    let status = sts.status.as_ref().unwrap_or(&no_status);
     let generation = sts.metadata.generation.unwrap_or(0);
     let desired = spec.replicas.unwrap_or(1);
     let available = status.available_replicas.unwrap_or(0);
@@ -220,13 +226,13 @@ pub fn statefulset(sts: &StatefulSet) -> Standing {
         updated,
         observed: status.observed_generation.unwrap_or(0) >= generation,
         done: status.observed_generation.unwrap_or(0) >= generation
-            && statefulset_rolled_out(&spec, &status),
+            && statefulset_rolled_out(spec, status),
         max_unavailable,
         deadline: None,
         budget: None,
         progress_deadline: annotated_deadline(&sts.metadata),
         generation,
-        selector: spec.selector.match_labels.unwrap_or_default(),
+        selector: spec.selector.match_labels.clone().unwrap_or_default(),
     }
 }
 
