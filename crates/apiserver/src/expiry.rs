@@ -48,7 +48,7 @@ pub(crate) async fn sweep_events(store: Arc<dyn Store>, registry: Arc<Registry>,
 /// One pass: deletes every key under `prefix` last written more than `ttl` ago.
 async fn sweep(store: &dyn Store, prefix: &str, ttl: Duration) -> Result<(), StoreError> {
     loop {
-        let before = SystemTime::now()
+        let before = clock::system_now()
             .checked_sub(ttl)
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let expired = store.written_before(prefix, before, BATCH).await?;

@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 /// Now, formatted as Kubernetes timestamps are (`2006-01-02T15:04:05Z`, seconds precision).
 pub fn now_rfc3339() -> String {
-    format_time(jiff::Timestamp::now())
+    format_time(clock::now())
 }
 
 /// A timestamp formatted as Kubernetes does.

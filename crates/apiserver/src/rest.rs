@@ -259,7 +259,7 @@ pub(crate) fn object_response(
             let t = table::table(
                 storage,
                 &[obj],
-                jiff::Timestamp::now(),
+                clock::now(),
                 include,
                 json!({
                     "resourceVersion": object::resource_version(obj).unwrap_or_default()
@@ -455,7 +455,7 @@ impl ApiServer {
             Output::Table(include) => {
                 let values: Vec<Value> = page.iter().map(|e| e.value()).collect();
                 let refs: Vec<&Value> = values.iter().collect();
-                let t = table::table(&def, &refs, jiff::Timestamp::now(), include, list_meta);
+                let t = table::table(&def, &refs, clock::now(), include, list_meta);
                 json_response(StatusCode::OK, t.to_string())
             }
         })
@@ -1122,7 +1122,7 @@ impl ApiServer {
             if grace == 0 && finalizers.is_empty() {
                 return Ok(Change::Delete);
             }
-            let now = jiff::Timestamp::now();
+            let now = clock::now();
             let deadline = now + jiff::SignedDuration::from_secs(grace);
             let current_grace = meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
             // A second delete may only shorten the grace period, as upstream's BeforeDelete.
@@ -1215,7 +1215,7 @@ impl ApiServer {
                 let refs: Vec<&Value> = deleted.iter().collect();
                 json_response(
                     StatusCode::OK,
-                    table::table(&def, &refs, jiff::Timestamp::now(), include, list_meta)
+                    table::table(&def, &refs, clock::now(), include, list_meta)
                         .to_string(),
                 )
             }

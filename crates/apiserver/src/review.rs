@@ -228,7 +228,7 @@ impl ApiServer {
 /// SelfSubjectReview: who the caller is (`kubectl auth whoami`).
 fn self_subject_review() -> Value {
     let user = context::user();
-    let now = jiff::Timestamp::now().as_second();
+    let now = clock::now().as_second();
     let created = jiff::Timestamp::from_second(now)
         .map(|t| json!(t.to_string()))
         .unwrap_or(Value::Null);

@@ -82,7 +82,7 @@ impl ApiServer {
     ) -> Option<Result<Authenticated, String>> {
         let key = self.service_account_key.as_ref()?;
         let issuer = satoken::issuer_of(token)?;
-        let now = jiff::Timestamp::now().as_second();
+        let now = clock::now().as_second();
         let wanted = if audiences.is_empty() {
             api_audiences()
         } else {
@@ -329,7 +329,7 @@ impl ApiServer {
             warn_after = expiration;
             lifetime = EXTENDED_EXPIRATION_SECONDS;
         }
-        let now = jiff::Timestamp::now();
+        let now = clock::now();
         let claims = BoundClaims::new(
             ISSUER,
             namespace,

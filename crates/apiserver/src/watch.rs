@@ -247,7 +247,7 @@ fn encode_event(
             let t = table::table(
                 storage,
                 &[&obj],
-                jiff::Timestamp::now(),
+                clock::now(),
                 include,
                 json!({"resourceVersion": ev.entry.rev.to_string()}),
             );

@@ -152,7 +152,7 @@ impl InvariantWatcher {
 
 fn check(st: &mut State) {
     st.events += 1;
-    let now = jiff::Timestamp::now();
+    let now = clock::now();
     let active: Vec<&Pod> = st.pods.values().filter(|p| is_active(p)).collect();
     let active_count = active.len() as i32;
     st.max_pods_seen = st.max_pods_seen.max(active_count);

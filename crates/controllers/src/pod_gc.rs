@@ -505,7 +505,7 @@ impl PodGarbageCollector {
         tracing::debug!(pod = %key, "PodGC is force deleting Pod");
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
         if info.needs_failing() {
-            let patch = failed_status_patch(&info.uid, cause == Cause::Orphaned, Timestamp::now());
+            let patch = failed_status_patch(&info.uid, cause == Cause::Orphaned, clock::now());
             match api
                 .patch_status(
                     &key.name,

@@ -298,7 +298,7 @@ fn update_started(st: &mut State, rule: &Rule, ordinal: i32, uid: String, revisi
 /// terminating, not restarting.
 fn complete_updates(st: &mut State) {
     let Some(rule) = st.rule else { return };
-    let now = jiff::Timestamp::now();
+    let now = clock::now();
     let done: Vec<i32> = st
         .in_flight
         .iter()
@@ -322,7 +322,7 @@ fn complete_updates(st: &mut State) {
 fn check(st: &mut State) {
     st.events += 1;
     let Some(rule) = st.rule else { return };
-    let now = jiff::Timestamp::now();
+    let now = clock::now();
     let by_ordinal: BTreeMap<i32, &Pod> = st
         .pods
         .values()

@@ -26,9 +26,11 @@ use kube::{
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, OnceLock},
-    time::{Duration, Instant},
+    time::Duration,
 };
-use tokio::sync::mpsc;
+// tokio's clock, not std's: the spam filter's refill and the aggregation window move with the
+// timers (a paused `whatif` clock included).
+use tokio::{sync::mpsc, time::Instant};
 
 /// `Normal` or `Warning`, as upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -154,7 +156,7 @@ impl Recorder {
             message: message.into(),
             // Stamped (and named) now, when it happens, not when the write gets through: events
             // recorded in order then read in order even when their writes race.
-            at: jiff::Timestamp::now(),
+            at: clock::now(),
         };
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::channel(MAX_QUEUED);
@@ -175,7 +177,7 @@ impl Recorder {
         reason: &str,
         message: &str,
     ) -> Result<bool, kube::Error> {
-        self.publish_at(object, kind, reason, message, jiff::Timestamp::now())
+        self.publish_at(object, kind, reason, message, clock::now())
             .await
     }
 
@@ -391,7 +393,7 @@ mod tests {
                     name: format!("e{i}"),
                     namespace: "default".into(),
                     count: 1,
-                    first: Time(jiff::Timestamp::now()),
+                    first: Time(clock::now()),
                     last_used: Instant::now() + Duration::from_millis(i),
                 },
             );

@@ -21,7 +21,6 @@ mod decision;
 use std::{future::Future, time::Duration};
 
 pub use decision::{Decision, decide};
-use jiff::Timestamp;
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
@@ -208,7 +207,7 @@ impl Elector {
             now,
             self.config.lease_duration,
         );
-        let wall = MicroTime(Timestamp::now());
+        let wall = MicroTime(clock::now());
         let record = |transitions: i32, acquired: Option<MicroTime>| LeaseSpec {
             holder_identity: Some(self.identity.clone()),
             // Whole seconds on the wire, rounded up so that others never wait less than we renew.
@@ -284,7 +283,7 @@ impl Elector {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.renew_time = Some(MicroTime(clock::now()));
         match self.replace(lease).await {
             Ok(_) => {
                 tracing::info!(lease = %self.name, identity = %self.identity, "released leadership")

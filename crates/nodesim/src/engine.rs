@@ -456,7 +456,7 @@ impl Engine {
         let Some(sim) = self.nodes.get_mut(name) else {
             return;
         };
-        let wall = node::time(jiff::Timestamp::now());
+        let wall = node::time(clock::now());
         let status = node::status(
             &self.cfg,
             name,
@@ -556,7 +556,7 @@ impl Engine {
             kind,
             reason: reason.into(),
             message,
-            at: jiff::Timestamp::now(),
+            at: clock::now(),
         });
     }
 
@@ -778,7 +778,7 @@ impl Engine {
                         kind: ev.kind,
                         reason: ev.reason.into_owned(),
                         message: ev.message,
-                        at: jiff::Timestamp::now(),
+                        at: clock::now(),
                     });
                 }
             }

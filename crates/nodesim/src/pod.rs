@@ -1830,7 +1830,7 @@ fn container_status(c: &Ctr) -> Value {
 
 /// The wall-clock time for status fields.
 pub fn wall_now() -> String {
-    time(jiff::Timestamp::now())
+    time(clock::now())
 }
 
 #[cfg(test)]

@@ -296,7 +296,7 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
             duration,
         } => {
             let client = &identities.node(&node);
-            let now = crate::node::micro_time(jiff::Timestamp::now());
+            let now = crate::node::micro_time(clock::now());
             let req = Request::new(Lease::url_path(&(), Some(LEASE_NAMESPACE)));
             let patch = json!({"spec": {"holderIdentity": node, "leaseDurationSeconds": duration, "renewTime": now}});
             match client

@@ -381,7 +381,7 @@ impl Scheduler {
             );
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &v.namespace);
             let condition =
-                condition::preempted_patch(&self.config.scheduler_name, jiff::Timestamp::now());
+                condition::preempted_patch(&self.config.scheduler_name, clock::now());
             tokio::spawn(async move {
                 if let Err(e) = api
                     .patch_status(
@@ -429,7 +429,7 @@ impl Scheduler {
             pod,
             &message,
             nominated.as_deref(),
-            jiff::Timestamp::now(),
+            clock::now(),
         ) {
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
             tokio::spawn(async move {

@@ -154,7 +154,7 @@ impl MemoryStore {
         let event = write.apply(current, revision)?;
         match event.kind {
             EventKind::Put => {
-                let now = crate::unix_millis(std::time::SystemTime::now());
+                let now = crate::unix_millis(clock::system_now());
                 state.written.insert(event.kv.key.clone(), now);
                 state.keys.insert(event.kv.key.clone(), event.kv.clone());
             }

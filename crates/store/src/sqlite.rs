@@ -501,7 +501,7 @@ impl Writer {
         {
             let mut select = tx.prepare_cached(SELECT_KEY)?;
             let mut upsert = tx.prepare_cached(UPSERT)?;
-            let now = crate::unix_millis(std::time::SystemTime::now());
+            let now = crate::unix_millis(clock::system_now());
             let mut delete = tx.prepare_cached(DELETE)?;
             for write in writes {
                 let key = write.key();

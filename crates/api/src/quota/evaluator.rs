@@ -654,7 +654,7 @@ mod tests {
                 "limits": {"example.com/dongle": "2"}}},
             {"name": "b", "image": "i", "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "1"}}}
         ]}}));
-        let now = Timestamp::now();
+        let now = clock::now();
         assert_eq!(
             names(&pod_usage(&p, now)),
             vec![
@@ -697,7 +697,7 @@ mod tests {
             ],
             "containers": [{"name": "a", "image": "i", "resources": {"requests": {"cpu": "1"}}}],
             "overhead": {"cpu": "10m"}}}));
-        let u = pod_usage(&p, Timestamp::now());
+        let u = pod_usage(&p, clock::now());
         assert_eq!(u["requests.cpu"].to_string(), "2010m");
     }
 
@@ -823,7 +823,7 @@ mod tests {
         assert_eq!(t("example.com/dongle"), None);
         let secrets = Evaluator::for_resource(&GroupResource::new("", "secrets"));
         assert_eq!(
-            names(&secrets.usage(Object::Counted, Timestamp::now())),
+            names(&secrets.usage(Object::Counted, clock::now())),
             vec![("count/secrets", "1".into()), ("secrets", "1".into())]
         );
     }

@@ -199,7 +199,7 @@ pub(crate) struct MicroTime(jiff::Timestamp);
 impl MicroTime {
     /// Now.
     pub fn now() -> Self {
-        Self(jiff::Timestamp::now())
+        Self(clock::now())
     }
 }
 

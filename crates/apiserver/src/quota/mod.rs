@@ -358,7 +358,7 @@ pub(crate) async fn admit_create(
     // cache once it has caught up with the store.
     server.sync_cache().await?;
     let quotas = quotas_in(server, &quota_def, ns);
-    let now = Timestamp::now();
+    let now = clock::now();
     let charges = check(&evaluator, &quotas, typed.object(), None, now)
         .map_err(|why| forbidden(def, &name, &why))?;
     if dry_run {
@@ -447,7 +447,7 @@ pub(crate) fn check_update(
         &quotas,
         new_typed.object(),
         Some(old_typed.object()),
-        Timestamp::now(),
+        clock::now(),
     )
     .map(|_| ())
     .map_err(|why| forbidden(def, object::name(old), &why))
@@ -481,7 +481,7 @@ mod tests {
             std::slice::from_ref(&q),
             Object::Pod(&p),
             None,
-            Timestamp::now(),
+            clock::now(),
         )
         .err()
         .unwrap();
@@ -498,7 +498,7 @@ mod tests {
             &[q],
             Object::Pod(&small),
             None,
-            Timestamp::now(),
+            clock::now(),
         )
         .unwrap();
         assert_eq!(pretty(&ok[0].used), "cpu=1,pods=2");
@@ -521,7 +521,7 @@ mod tests {
                 &[q],
                 Object::Pod(&p),
                 None,
-                Timestamp::now()
+                clock::now()
             )
             .err()
             .unwrap(),
@@ -537,7 +537,7 @@ mod tests {
                 &[q],
                 Object::Pod(&p),
                 None,
-                Timestamp::now()
+                clock::now()
             )
             .err()
             .unwrap(),
@@ -551,7 +551,7 @@ mod tests {
                 &[fresh],
                 Object::Pod(&p),
                 None,
-                Timestamp::now()
+                clock::now()
             )
             .unwrap()
             .is_empty()
@@ -575,7 +575,7 @@ mod tests {
             &quotas,
             Object::Pod(&best),
             None,
-            Timestamp::now(),
+            clock::now(),
         )
         .unwrap();
         assert_eq!(charged.len(), 1);
@@ -601,7 +601,7 @@ mod tests {
                 std::slice::from_ref(&q),
                 Object::Service(&np),
                 Some(Object::Service(&np)),
-                Timestamp::now()
+                clock::now()
             )
             .is_ok()
         );
@@ -611,7 +611,7 @@ mod tests {
                 &[q],
                 Object::Service(&np),
                 Some(Object::Service(&cip)),
-                Timestamp::now()
+                clock::now()
             )
             .err()
             .unwrap(),

@@ -143,6 +143,6 @@ mod tests {
             priority: 0,
             json_path: ".spec.tags".into(),
         };
-        assert_eq!(col.cell(&obj, Timestamp::now()), json!("a,b"));
+        assert_eq!(col.cell(&obj, clock::now()), json!("a,b"));
     }
 }

@@ -116,7 +116,7 @@ fn condition<'a>(status: &'a Value, kind: &str) -> Option<&'a Value> {
 }
 
 fn now_seconds() -> jiff::Timestamp {
-    let now = jiff::Timestamp::now();
+    let now = clock::now();
     jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
 

@@ -24,7 +24,7 @@ impl Clock {
     /// A clock `factor` times faster than real time, starting now.
     pub fn scaled(factor: f64) -> Clock {
         Clock::Scaled {
-            origin: Timestamp::now(),
+            origin: clock::now(),
             factor: factor.max(f64::MIN_POSITIVE),
         }
     }
@@ -44,7 +44,7 @@ impl Clock {
 
     /// The clock's time now.
     pub fn now(&self) -> Timestamp {
-        self.at(Timestamp::now())
+        self.at(clock::now())
     }
 
     /// The real time until the clock shows `later` than `now` by `d` (for a requeue).

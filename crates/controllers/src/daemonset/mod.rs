@@ -568,7 +568,7 @@ impl DaemonSetController {
             pods,
             by_node,
             hash: constructed.hash().to_string(),
-            now: jiff::Timestamp::now(),
+            now: clock::now(),
         };
         let mut requeue = Action::await_change();
         // A ready pod becoming available (`minReadySeconds` after it turned ready) can move the

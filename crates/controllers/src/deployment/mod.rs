@@ -305,7 +305,7 @@ impl DeploymentController {
         if rollback.await? == crate::autorollback::Outcome::Stop {
             return Ok(Action::await_change());
         }
-        if let Some(cond) = progress::paused_condition(&d, jiff::Timestamp::now()) {
+        if let Some(cond) = progress::paused_condition(&d, clock::now()) {
             progress::set(d.status.get_or_insert_with(Default::default), cond);
             sync::write_status(self, &mut d).await?;
         }

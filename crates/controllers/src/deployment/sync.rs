@@ -141,7 +141,7 @@ async fn new_replica_set(
         .as_ref()
         .and_then(|s| s.min_ready_seconds)
         .unwrap_or(0);
-    let now = jiff::Timestamp::now();
+    let now = clock::now();
 
     if let Some(mut rs) = existing {
         let mut annotations = rs.metadata.annotations.clone().unwrap_or_default();
@@ -550,7 +550,7 @@ pub async fn sync_status(
         r,
         &rss.all(),
         rss.new_view().as_ref(),
-        jiff::Timestamp::now(),
+        clock::now(),
     );
     if d.status.as_ref() != Some(&status) {
         d.status = Some(status);
@@ -588,7 +588,7 @@ pub async fn sync_rollout_status(
     r: &Rollout,
     rss: &ReplicaSets,
 ) -> Result<Option<Duration>, Error> {
-    let now = jiff::Timestamp::now();
+    let now = clock::now();
     let status = progress::rollout_status(
         d,
         r,

@@ -15,7 +15,6 @@ use crate::runtime::{Action, Controller, WorkQueue};
 use budget::{CountError, Figures};
 use events::{EventType, Recorder};
 use informer::{Change, Informer, Informers, Key, Subscription, key, split_key};
-use jiff::Timestamp;
 use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet, StatefulSet},
     core::v1::{Pod, ReplicationController},
@@ -116,7 +115,7 @@ impl Controller for DisruptionController {
         };
         let (namespace, name) = split_key(&budget_key);
         let api: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), namespace);
-        let now = Timestamp::now();
+        let now = clock::now();
         let reference = events::reference(&**pdb);
         let pods: Vec<_> = self
             .pods

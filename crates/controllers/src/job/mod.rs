@@ -392,7 +392,7 @@ impl JobController {
         let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let mut job = Job::clone(&cached);
         let spec = job.spec.clone().unwrap_or_default();
-        let now = Timestamp::now();
+        let now = clock::now();
         let uid = job.metadata.uid.clone().unwrap_or_default();
 
         let mut candidates = self.pods.store().controlled_by(&uid);

@@ -334,6 +334,6 @@ fn condition(
         status: status.to_string(),
         reason: Some(reason.to_string()),
         message: Some(message),
-        last_transition_time: Some(Time(jiff::Timestamp::now())),
+        last_transition_time: Some(Time(clock::now())),
     }
 }

@@ -213,7 +213,7 @@ impl NodeLifecycleController {
             .unwrap_or(&[]);
         let (changed, tainted) = {
             let mut t = guard(&self.taints);
-            let changed = t.observe(&name, taints, Timestamp::now());
+            let changed = t.observe(&name, taints, clock::now());
             (changed, !t.of(&name).is_empty())
         };
         if changed && tainted {
@@ -235,7 +235,7 @@ impl NodeLifecycleController {
         let lease = self
             .leases
             .get(&informer::key(&self.config.lease_namespace, &name));
-        let now = Timestamp::now();
+        let now = clock::now();
         let expires = health::expiry(
             &cached,
             lease.as_ref().map(|l| l.object()),
@@ -326,7 +326,7 @@ impl NodeLifecycleController {
             return Ok(Action::await_change());
         }
         let taints = guard(&self.taints).of(&info.node).to_vec();
-        let now = Timestamp::now();
+        let now = clock::now();
         match eviction::verdict(&info.tolerations, &taints, now) {
             Verdict::Keep => Ok(Action::await_change()),
             Verdict::EvictAt(at) => Ok(Action::requeue(until(now, at))),
@@ -392,7 +392,7 @@ impl NodeLifecycleController {
     /// since it was observed is refused by its `resourceVersion` and retried.
     async fn mark_not_ready(&self, key: &PodKey, info: &PodInfo) -> Result<(), Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
-        let patch = readiness::not_ready_patch(info.resource_version.as_deref(), Timestamp::now());
+        let patch = readiness::not_ready_patch(info.resource_version.as_deref(), clock::now());
         tracing::debug!(pod = %key, node = %info.node, "updating ready status of pod to false");
         match api
             .patch_status(
@@ -431,7 +431,7 @@ impl NodeLifecycleController {
             "status": "True",
             "reason": "DeletionByTaintManager",
             "message": "Taint manager: deleting due to NoExecute taint",
-            "lastTransitionTime": Timestamp::now().to_string(),
+            "lastTransitionTime": clock::now().to_string(),
         }]}});
         if let Err(error) = api
             .patch_status(

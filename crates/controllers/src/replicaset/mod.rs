@@ -280,7 +280,7 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
             failure = Some((reason, e));
         }
 
-        let now = jiff::Timestamp::now();
+        let now = clock::now();
         let template_labels = rs
             .template()
             .and_then(|t| t.metadata.as_ref())

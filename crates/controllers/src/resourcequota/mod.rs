@@ -137,7 +137,7 @@ impl Controller for ResourceQuotaController {
         let on_pod = {
             let replenish = replenish.clone();
             move |c: &Change<Pod>| {
-                let now = Timestamp::now();
+                let now = clock::now();
                 let gone = match c {
                     Change::Deleted(_) => true,
                     // Upstream's update filter: a pod stops counting when it becomes terminal.
@@ -205,7 +205,7 @@ impl Controller for ResourceQuotaController {
         let quota: ResourceQuota =
             serde_json::from_value(value).map_err(|e| Error::Decode(key.to_string(), e))?;
         let (ns, name) = split_key(&key);
-        let now = Timestamp::now();
+        let now = clock::now();
         let (used, next_change) = self.usage(ns, &quota, now).await?;
         let hard = from_wire(quota.spec.as_ref().and_then(|s| s.hard.as_ref()));
         let status = quota.status.as_ref();

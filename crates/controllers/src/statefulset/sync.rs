@@ -300,7 +300,7 @@ impl Syncer {
             update_name: name_of(&revisions.update),
             current_name: name_of(&revisions.current),
             claims: &children.claims,
-            now: jiff::Timestamp::now(),
+            now: clock::now(),
         };
         let ordinals = set.ordinals();
         let mut kept: BTreeMap<i32, Shared<Pod>> = BTreeMap::new();

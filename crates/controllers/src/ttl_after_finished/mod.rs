@@ -89,7 +89,7 @@ impl TtlAfterFinishedController {
         let Some(at) = expires_at(&cached) else {
             return Ok(Action::await_change());
         };
-        let now = Timestamp::now();
+        let now = clock::now();
         if at > now {
             return Ok(Action::requeue(
                 now.duration_until(at).unsigned_abs() + Duration::from_millis(10),

@@ -224,7 +224,7 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("{workload}");
-    print!("{}", table(snap, Timestamp::now()));
+    print!("{}", table(snap, clock::now()));
     if let Some(b) = &snap.workload.rollback {
         println!("\n{}", b.describe());
     }

@@ -47,7 +47,7 @@ pub async fn run(args: RestartArgs) -> anyhow::Result<()> {
             workload.short()
         );
     }
-    let now = jiff::Timestamp::now()
+    let now = clock::now()
         .round(jiff::Unit::Second)?
         .to_string();
     api.patch(

@@ -195,7 +195,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
         let snapshot = cache
             .snapshot()
             .with_context(|| format!("{workload} was deleted during the rollout"))?;
-        let p = progress::assess(&snapshot, jiff::Timestamp::now());
+        let p = progress::assess(&snapshot, clock::now());
         let elapsed = started.elapsed();
         // The pace is of the current revision's pods: a new revision starts it over.
         if p.revision != paced_revision {

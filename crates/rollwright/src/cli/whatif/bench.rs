@@ -41,6 +41,9 @@ pub struct WhatifBench {
     /// The source's readiness delay.
     #[arg(long, default_value = "{uniform: [1s, 3s]}")]
     readiness_delay: String,
+    /// Rehearse on the real clock instead of the accelerated one.
+    #[arg(long)]
+    real_time: bool,
 }
 
 fn workloads(replicas: i32, stateful: i32) -> anyhow::Result<(Deployment, DaemonSet, StatefulSet)> {
@@ -112,6 +115,7 @@ pub async fn run(b: WhatifBench) -> anyhow::Result<()> {
     let limits = Limits {
         stall_after: Duration::from_secs(60),
         timeout: Duration::from_secs(600),
+        accelerated: !b.real_time,
     };
     let changes = [
         "set image deploy/web web=web:2",

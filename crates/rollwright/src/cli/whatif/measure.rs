@@ -12,7 +12,7 @@
 use api::intstr::{IntOrPercent, scaled_value_or};
 use informer::{Informer, Informers, Subscription};
 use k8s_openapi::api::{
-    apps::v1::{DaemonSet, Deployment, StatefulSet},
+    apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet},
     core::v1::{Node, Pod},
     policy::v1::PodDisruptionBudget,
 };
@@ -320,6 +320,8 @@ pub struct Watch {
     pods: Informer<Pod>,
     nodes: Informer<Node>,
     budgets: Informer<PodDisruptionBudget>,
+    replica_sets: Informer<ReplicaSet>,
+    revisions: Informer<ControllerRevision>,
     changed: Arc<Notify>,
     _subscriptions: Vec<Subscription>,
     _informers: Informers,
@@ -336,6 +338,8 @@ impl Watch {
         let pods: Informer<Pod> = informers.get();
         let budgets: Informer<PodDisruptionBudget> = informers.get();
         let nodes: Informer<Node> = informers.get();
+        let replica_sets: Informer<ReplicaSet> = informers.get();
+        let revisions: Informer<ControllerRevision> = informers.get();
         let subscriptions = vec![
             deployments.subscribe(poke(&changed)),
             daemonsets.subscribe(poke(&changed)),
@@ -352,6 +356,8 @@ impl Watch {
             pods,
             nodes,
             budgets,
+            replica_sets,
+            revisions,
             changed,
             _subscriptions: subscriptions,
             _informers: informers,
@@ -487,6 +493,68 @@ impl Watch {
             .collect()
     }
 
+    /// The workload's pods (not being deleted) per revision: `(pods, Ready pods)` under the
+    /// revision's number as its controller recorded it (a ReplicaSet's
+    /// `deployment.kubernetes.io/revision`, a ControllerRevision's `revision`), or under the
+    /// pod's hash while the revision is not in the cache yet.
+    fn per_revision(&self, id: &WorkloadId, s: &Standing) -> BTreeMap<String, (i32, i32)> {
+        let mut out: BTreeMap<String, (i32, i32)> = BTreeMap::new();
+        for pod in self.pods.store().in_namespace(&id.namespace) {
+            let pod = pod.object();
+            if pod.metadata.deletion_timestamp.is_some() || !owns(id, s, pod) {
+                continue;
+            }
+            let revision = self.revision_of(id, pod);
+            let e = out.entry(revision).or_default();
+            e.0 += 1;
+            e.1 += i32::from(api::pod::is_ready(pod));
+        }
+        out
+    }
+
+    /// The revision `pod` runs, as [`Watch::per_revision`] names it.
+    fn revision_of(&self, id: &WorkloadId, pod: &Pod) -> String {
+        let label = |k: &str| pod.labels().get(k).cloned();
+        let numbered = |n: Option<String>, hash: Option<String>| match (n, hash) {
+            (Some(n), _) => n,
+            (None, Some(hash)) => hash,
+            (None, None) => "?".into(),
+        };
+        if id.kind == "deployment" {
+            let hash = label("pod-template-hash");
+            let n = hash.as_ref().and_then(|hash| {
+                self.replica_sets
+                    .store()
+                    .in_namespace(&id.namespace)
+                    .iter()
+                    .find(|rs| rs.labels().get("pod-template-hash") == Some(hash))
+                    .and_then(|rs| {
+                        rs.annotations()
+                            .get("deployment.kubernetes.io/revision")
+                            .cloned()
+                    })
+            });
+            return numbered(n, hash);
+        }
+        // A StatefulSet's pods carry the revision's name, a DaemonSet's its hash (the name is
+        // `<daemonset>-<hash>`).
+        let hash = label("controller-revision-hash");
+        let n = hash.as_ref().and_then(|hash| {
+            self.revisions
+                .store()
+                .in_namespace(&id.namespace)
+                .iter()
+                .find(|r| {
+                    r.metadata.name.as_deref() == Some(hash.as_str())
+                        || r.labels().get("controller-revision-hash") == Some(hash)
+                            && r.metadata.name.as_deref()
+                                == Some(format!("{}-{hash}", id.name).as_str())
+                })
+                .map(|r| r.revision.to_string())
+        });
+        numbered(n, hash)
+    }
+
     /// How many pods are Ready.
     pub fn ready_pods(&self) -> usize {
         self.pods
@@ -594,6 +662,18 @@ pub struct Followed {
     pub done_after_seconds: Option<f64>,
     /// `[seconds, available, updated]` at each change.
     pub timeline: Vec<(f64, i32, i32)>,
+    /// Its pods per revision at each change.
+    pub revisions: Vec<RevisionCounts>,
+}
+
+/// A workload's pods per revision at a moment of the rollout.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionCounts {
+    /// Seconds since the change.
+    pub at: f64,
+    /// `[pods, Ready pods]` per revision (its number, as its controller recorded it).
+    pub pods: BTreeMap<String, (i32, i32)>,
 }
 
 /// How a rehearsed rollout went.
@@ -668,6 +748,7 @@ pub async fn follow(
                 budget_min_available: s.budget,
                 done_after_seconds: None,
                 timeline: Vec::new(),
+                revisions: Vec::new(),
             });
             f.desired = s.desired;
             f.lowest_available = f.lowest_available.min(s.available);
@@ -676,6 +757,10 @@ pub async fn follow(
                 .is_none_or(|&(_, a, u)| (a, u) != (s.available, s.updated))
             {
                 f.timeline.push((at, s.available, s.updated));
+            }
+            let pods = watch.per_revision(id, s);
+            if f.revisions.last().is_none_or(|r| r.pods != pods) {
+                f.revisions.push(RevisionCounts { at, pods });
             }
             if s.done && f.done_after_seconds.is_none() {
                 f.done_after_seconds = Some(at);

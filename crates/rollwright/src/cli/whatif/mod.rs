@@ -7,8 +7,14 @@
 //! the rollout to its end ([`measure`]). Several runs differ in their timing seed; [`report`]
 //! adds them up.
 //!
-//! The clock is the real one: a rollout whose pods took 20 s to become Ready takes about as
-//! long to rehearse. Progress deadlines, `minReadySeconds` and probe timings act as they would.
+//! Each run has a clock of its own that jumps ahead whenever every component is waiting on a
+//! timer (a current-thread runtime on tokio's paused clock, the wall clock read off it by the
+//! `clock` crate): a rollout whose pods take 20 s to become Ready rehearses in the time its API
+//! requests take to serve, while progress deadlines, `minReadySeconds`, probe periods, grace
+//! periods and node heartbeats act as they would, in the same simulated time. The work itself
+//! takes no simulated time, so a rehearsal leaves out what the control plane's own latency adds
+//! to a real rollout: the figures are what the timings the snapshot measured make of it.
+//! `--real-time` runs on the real clock instead, for as long as the rollout takes.
 
 pub mod bench;
 pub mod change;
@@ -59,6 +65,10 @@ pub struct WhatifArgs {
     /// Call a rollout stalled when nothing moved for this long.
     #[arg(long, default_value = "60s", value_parser = rollwright::duration::parse)]
     pub stall_after: Duration,
+    /// Run on the real clock, as long as the rollout itself takes, instead of the accelerated
+    /// one.
+    #[arg(long)]
+    pub real_time: bool,
     /// Also write the figures, per run and over time, to this file: a self-contained HTML page
     /// with charts if it ends in `.html`, JSON otherwise.
     #[arg(long)]
@@ -103,6 +113,7 @@ pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
     let limits = Limits {
         stall_after: args.stall_after,
         timeout: args.timeout,
+        accelerated: !args.real_time,
     };
     let report = predict(
         &snapshot,
@@ -133,6 +144,8 @@ pub struct Limits {
     pub stall_after: Duration,
     /// The run took this long.
     pub timeout: Duration,
+    /// Run on a clock of the run's own that jumps ahead whenever everything waits.
+    pub accelerated: bool,
 }
 
 /// Rehearses `changes` (as written: `texts`) on `snapshot` (read from `source`) `runs` times.
@@ -150,7 +163,12 @@ pub async fn predict(
     for seed in 1..=runs {
         let profile = timing::profile(user_profile, &rules, seed);
         eprintln!("run {seed} of {runs}:");
-        done.push(rehearse(snapshot, changes, &profile, seed, limits).await?);
+        let run = if limits.accelerated {
+            on_accelerated_clock(snapshot, changes, &profile, seed, limits)?
+        } else {
+            rehearse(snapshot, changes, &profile, seed, limits).await?
+        };
+        done.push(run);
     }
     Ok(report::Report::of(source, texts.to_vec(), &derived, done))
 }
@@ -212,6 +230,63 @@ pub async fn change_and_follow(
     outcome
 }
 
+/// Work the control plane is given to do in real time, beyond the run's own time limits,
+/// before a run on the accelerated clock is given up: its clock only moves when every
+/// component waits, so a component that never stops working would keep it from moving.
+const REAL_TIME_MARGIN: Duration = Duration::from_secs(600);
+
+/// [`rehearse`] on a thread and a runtime of its own, whose clock is paused and jumps to the
+/// next timer whenever every task waits (tokio's `start_paused`). Only a current-thread runtime
+/// can run on such a clock, so the run's control plane, simulated nodes and clients all share
+/// one thread.
+fn on_accelerated_clock(
+    snapshot: &Snapshot,
+    changes: &[Change],
+    profile: &serde_json::Value,
+    seed: u64,
+    limits: Limits,
+) -> anyhow::Result<report::Run> {
+    let real_limit = limits.timeout + SETTLE * 2 + REAL_TIME_MARGIN;
+    let run = || -> anyhow::Result<report::Run> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .context("a runtime for the rehearsal")?;
+        let (give_up, given_up) = tokio::sync::oneshot::channel::<()>();
+        let (_running, ended) = std::sync::mpsc::channel::<()>();
+        // A real-time watchdog: the run's own clock cannot be trusted to end a run that never
+        // lets it move. It goes when the run does (`_running` dropped).
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ended.recv_timeout(real_limit)
+            {
+                let _ = give_up.send(());
+            }
+        });
+        runtime.block_on(async {
+            tokio::select! {
+                run = rehearse(snapshot, changes, profile, seed, limits) => run,
+                Ok(()) = given_up => anyhow::bail!(
+                    "the rehearsal did not end in {} s of real time: its control plane never went idle",
+                    real_limit.as_secs()
+                ),
+            }
+        })
+    };
+    // The calling runtime's worker waits for the run; `block_in_place` hands its other tasks
+    // to another worker meanwhile.
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("rehearsal".into())
+                .spawn_scoped(scope, run)
+                .context("a thread for the rehearsal")?
+                .join()
+                .map_err(|_| anyhow::anyhow!("the rehearsal's thread panicked"))?
+        })
+    })
+}
+
 /// One run: a control plane of its own, loaded, settled, changed and followed.
 async fn rehearse(
     snapshot: &Snapshot,
@@ -242,7 +317,8 @@ async fn rehearse(
     })
     .await?;
     let client = embedded::client_for(&cp.server);
-    let began = Instant::now();
+    // Real time: on the accelerated clock, loading takes none.
+    let began = std::time::Instant::now();
     let loaded = load::load(&client, snapshot).await?;
     eprintln!(
         "  loaded {} nodes and {} pods ({} Ready) in {:.1} s",

@@ -1,9 +1,10 @@
 //! The report as one self-contained HTML page (`--report out.html`): the verdict, the workload
 //! table, the stall reasons, and per changed workload its available and updated pods over time
-//! as an inline SVG chart, one line per run. No script, no stylesheet or font to fetch: the page
+//! as an inline SVG chart, one line per run, and its pods per revision (old and new) over the
+//! first run. No script, no stylesheet or font to fetch: the page
 //! renders the same offline.
 
-use super::report::Report;
+use super::{measure::Followed, report::Report};
 use std::fmt::Write;
 
 /// Escapes text for HTML (five characters; a crate for this would be more code to read).
@@ -19,15 +20,95 @@ const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 200.0;
 const PAD: f64 = 36.0;
 
-/// One workload's chart: available (solid) and updated (dashed) pods per run over time.
-fn chart(report: &Report, workload: &str, desired: i32) -> String {
-    let series: Vec<&Vec<(f64, i32, i32)>> = report
+/// A chart's frame: axes, the desired count dotted, and the scales `x` (seconds) and `y` (pods)
+/// that put a point in it.
+struct Plot {
+    svg: String,
+    end: f64,
+    top: i32,
+}
+
+impl Plot {
+    fn new(label: &str, end: f64, top: i32, desired: i32) -> Self {
+        let mut plot = Plot {
+            svg: format!(
+                r##"<svg viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{}">"##,
+                esc(label)
+            ),
+            end: end.max(1.0),
+            top: top.max(desired).max(1),
+        };
+        let _ = write!(
+            plot.svg,
+            r##"<line x1="{PAD}" y1="{0}" x2="{1}" y2="{0}" stroke="#999"/><line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{0}" stroke="#999"/>"##,
+            HEIGHT - PAD,
+            WIDTH - PAD
+        );
+        let _ = write!(
+            plot.svg,
+            r##"<line x1="{PAD}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#4a4" stroke-dasharray="2 4"/><text x="4" y="{2:.1}" font-size="11">{desired}</text><text x="4" y="{3}" font-size="11">0</text><text x="{4}" y="{5}" font-size="11" text-anchor="end">{6:.1} s</text>"##,
+            plot.y(desired),
+            WIDTH - PAD,
+            plot.y(desired) + 4.0,
+            HEIGHT - PAD + 4.0,
+            WIDTH - PAD,
+            HEIGHT - PAD + 16.0,
+            plot.end
+        );
+        plot
+    }
+
+    fn x(&self, t: f64) -> f64 {
+        PAD + t / self.end * (WIDTH - 2.0 * PAD)
+    }
+
+    fn y(&self, n: i32) -> f64 {
+        HEIGHT - PAD - f64::from(n) / f64::from(self.top) * (HEIGHT - 2.0 * PAD)
+    }
+
+    /// A step line through `(seconds, count)`: each count holds until the next, the last until
+    /// the end.
+    fn steps(&mut self, points: impl Iterator<Item = (f64, i32)>, colour: &str, dash: &str) {
+        let mut line = String::new();
+        let mut last: Option<i32> = None;
+        for (t, n) in points {
+            if let Some(prev) = last {
+                let _ = write!(line, "{:.1},{:.1} ", self.x(t), self.y(prev));
+            }
+            let _ = write!(line, "{:.1},{:.1} ", self.x(t), self.y(n));
+            last = Some(n);
+        }
+        if let Some(prev) = last {
+            let _ = write!(line, "{:.1},{:.1}", self.x(self.end), self.y(prev));
+        }
+        let _ = write!(
+            self.svg,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} points="{line}"/>"#
+        );
+    }
+
+    fn done(mut self) -> String {
+        self.svg.push_str("</svg>");
+        self.svg
+    }
+}
+
+const COLOURS: [&str; 5] = ["#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#8c564b"];
+const DASHED: &str = r#" stroke-dasharray="6 3""#;
+
+/// The workload as each run followed it.
+fn followed<'a>(report: &'a Report, workload: &'a str) -> impl Iterator<Item = &'a Followed> {
+    report
         .runs
         .iter()
         .flat_map(|r| &r.outcome.workloads)
-        .filter(|f| f.workload == workload)
-        .map(|f| &f.timeline)
-        .collect();
+        .filter(move |f| f.workload == workload)
+}
+
+/// One workload's chart: available (solid) and updated (dashed) pods per run over time.
+fn chart(report: &Report, workload: &str, desired: i32) -> String {
+    let series: Vec<&Vec<(f64, i32, i32)>> =
+        followed(report, workload).map(|f| &f.timeline).collect();
     let end = series
         .iter()
         .filter_map(|t| t.last().map(|p| p.0))
@@ -35,55 +116,67 @@ fn chart(report: &Report, workload: &str, desired: i32) -> String {
     let top = series
         .iter()
         .flat_map(|t| t.iter().map(|p| p.1.max(p.2)))
-        .fold(desired.max(1), i32::max);
-    let x = |t: f64| PAD + t / end * (WIDTH - 2.0 * PAD);
-    let y = |n: i32| HEIGHT - PAD - f64::from(n) / f64::from(top) * (HEIGHT - 2.0 * PAD);
-    let mut svg = format!(
-        r##"<svg viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{}">"##,
-        esc(workload)
-    );
-    let _ = write!(
-        svg,
-        r##"<line x1="{PAD}" y1="{0}" x2="{1}" y2="{0}" stroke="#999"/><line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{0}" stroke="#999"/>"##,
-        HEIGHT - PAD,
-        WIDTH - PAD
-    );
-    let _ = write!(
-        svg,
-        r##"<line x1="{PAD}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#4a4" stroke-dasharray="2 4"/><text x="4" y="{2:.1}" font-size="11">{desired}</text><text x="4" y="{3}" font-size="11">0</text><text x="{4}" y="{5}" font-size="11" text-anchor="end">{end:.1} s</text>"##,
-        y(desired),
-        WIDTH - PAD,
-        y(desired) + 4.0,
-        HEIGHT - PAD + 4.0,
-        WIDTH - PAD,
-        HEIGHT - PAD + 16.0
-    );
-    let colours = ["#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#8c564b"];
+        .fold(desired, i32::max);
+    let mut plot = Plot::new(workload, end, top, desired);
     for (i, timeline) in series.iter().enumerate() {
-        let colour = colours[i % colours.len()];
-        for (dash, pick) in [("", 1usize), (r#" stroke-dasharray="6 3""#, 2)] {
-            // A step line: each count holds until the next change.
-            let mut points = String::new();
-            let mut last: Option<i32> = None;
-            for &(t, available, updated) in timeline.iter() {
-                let n = if pick == 1 { available } else { updated };
-                if let Some(prev) = last {
-                    let _ = write!(points, "{:.1},{:.1} ", x(t), y(prev));
-                }
-                let _ = write!(points, "{:.1},{:.1} ", x(t), y(n));
-                last = Some(n);
-            }
-            if let Some(prev) = last {
-                let _ = write!(points, "{:.1},{:.1}", x(end), y(prev));
-            }
-            let _ = write!(
-                svg,
-                r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} points="{points}"/>"#
-            );
-        }
+        let colour = COLOURS[i % COLOURS.len()];
+        plot.steps(timeline.iter().map(|p| (p.0, p.1)), colour, "");
+        plot.steps(timeline.iter().map(|p| (p.0, p.2)), colour, DASHED);
     }
-    svg.push_str("</svg>");
-    svg
+    plot.done()
+}
+
+/// Revisions in order: by number where they have one.
+fn revision_order(a: &String, b: &String) -> std::cmp::Ordering {
+    match (a.parse::<i64>(), b.parse::<i64>()) {
+        (Ok(a), Ok(b)) => a.cmp(&b),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    }
+}
+
+/// One workload's pods per revision over the first run: Ready (solid) and all (dashed), a
+/// colour per revision, and the legend that says which.
+fn revision_chart(report: &Report, workload: &str, desired: i32) -> String {
+    let Some(f) = followed(report, workload).next() else {
+        return String::new();
+    };
+    let mut revisions: Vec<&String> = f.revisions.iter().flat_map(|r| r.pods.keys()).collect();
+    revisions.sort_by(|a, b| revision_order(a, b));
+    revisions.dedup();
+    if revisions.is_empty() {
+        return String::new();
+    }
+    let end = f
+        .revisions
+        .last()
+        .map_or(1.0, |r| r.at)
+        .max(f.timeline.last().map_or(1.0, |p| p.0));
+    let top = f
+        .revisions
+        .iter()
+        .flat_map(|r| r.pods.values().map(|c| c.0))
+        .fold(desired, i32::max);
+    let mut plot = Plot::new(&format!("{workload} per revision"), end, top, desired);
+    let mut legend = String::from("<p class=\"legend\">");
+    for (i, revision) in revisions.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let count = |pick: fn(&(i32, i32)) -> i32| {
+            f.revisions
+                .iter()
+                .map(move |r| (r.at, r.pods.get(*revision).map_or(0, pick)))
+        };
+        plot.steps(count(|c| c.1), colour, "");
+        plot.steps(count(|c| c.0), colour, DASHED);
+        let _ = write!(
+            legend,
+            "<span style=\"color:{colour}\">&#9632;</span> revision {} ",
+            esc(revision)
+        );
+    }
+    legend.push_str("</p>");
+    plot.done() + &legend
 }
 
 /// The nodes of the first run at up to six moments, a square per node: what it runs of the
@@ -201,13 +294,14 @@ pub fn html(report: &Report) -> String {
         }
         body.push_str("</ul>");
     }
-    body.push_str("<h2>Pods over time</h2><p>Available (solid) and updated (dashed) pods from the change on; one colour per run; the dotted line is the desired count.</p>");
+    body.push_str("<h2>Pods over time</h2><p>Per workload: available (solid) and updated (dashed) pods from the change on, one colour per run; then, for run 1, each revision's Ready (solid) and all (dashed) pods. The dotted line is the desired count.</p>");
     for w in &report.workloads {
         let _ = write!(
             body,
-            "<h3>{}</h3>{}",
+            "<h3>{}</h3>{}{}",
             esc(&w.workload),
-            chart(report, &w.workload, w.desired)
+            chart(report, &w.workload, w.desired),
+            revision_chart(report, &w.workload, w.desired)
         );
     }
     body.push_str(&node_grids(report));
@@ -220,9 +314,10 @@ pub fn html(report: &Report) -> String {
 mod tests {
     use super::*;
     use crate::cli::whatif::{
-        measure::{Followed, Outcome, Stall},
+        measure::{Followed, Outcome, RevisionCounts, Stall},
         report::Run,
     };
+    use std::collections::BTreeMap;
 
     #[test]
     fn the_page_stands_alone_and_charts_each_workload() {
@@ -240,6 +335,20 @@ mod tests {
                     budget_min_available: None,
                     done_after_seconds: None,
                     timeline: vec![(0.0, 4, 0), (1.0, 3, 1), (4.0, 4, 2)],
+                    revisions: vec![
+                        RevisionCounts {
+                            at: 0.0,
+                            pods: BTreeMap::from([("1".into(), (4, 4))]),
+                        },
+                        RevisionCounts {
+                            at: 1.0,
+                            pods: BTreeMap::from([("1".into(), (3, 3)), ("2".into(), (1, 0))]),
+                        },
+                        RevisionCounts {
+                            at: 4.0,
+                            pods: BTreeMap::from([("1".into(), (2, 2)), ("2".into(), (2, 2))]),
+                        },
+                    ],
                 }],
                 nodes: {
                     let mut f =
@@ -269,11 +378,13 @@ mod tests {
         assert!(page.contains("deployment/shop/&lt;web&gt;"), "escaped");
         assert!(page.contains("Stalls: nothing moves after 4.0 s"));
         assert!(page.contains("Back-off pulling image &quot;x&quot;"));
-        // A chart for the workload, a grid for each of the two moments.
-        assert_eq!(page.matches("<svg").count(), 3);
+        // Two charts for the workload, a grid for each of the two moments.
+        assert_eq!(page.matches("<svg").count(), 4);
         assert_eq!(page.matches("<rect").count(), 4);
         assert!(page.contains(r##"fill="#2a2""##), "the new pod's node");
-        // Available and updated, one step line each.
-        assert_eq!(page.matches("<polyline").count(), 2);
+        // Available and updated, then Ready and all of each of the two revisions: a step line
+        // each.
+        assert_eq!(page.matches("<polyline").count(), 2 + 2 * 2);
+        assert!(page.contains("revision 1 ") && page.contains("revision 2 "));
     }
 }

@@ -230,6 +230,7 @@ mod tests {
                     budget_min_available: None,
                     done_after_seconds: finished.then_some(seconds),
                     timeline: vec![],
+                    revisions: vec![],
                 }],
                 nodes: Default::default(),
                 stalls: if finished {

@@ -152,7 +152,7 @@ async fn event_loop(
             r = cache.changed() => { r?; dirty = true; }
             _ = second.tick() => {
                 if let Some(snap) = cache.snapshot() {
-                    let p = super::progress::assess(&snap, jiff::Timestamp::now());
+                    let p = super::progress::assess(&snap, clock::now());
                     if p.revision != revision {
                         revision = p.revision;
                         spark.clear();
@@ -173,7 +173,7 @@ async fn event_loop(
                 let Some(snap) = cache.snapshot() else {
                     bail!("{workload} was deleted");
                 };
-                let s = screen::screen(workload, &snap, jiff::Timestamp::now());
+                let s = screen::screen(workload, &snap, clock::now());
                 let elapsed = started.elapsed();
                 pace.observe(elapsed, s.progress.available);
                 let pace_text = pace::describe(&pace, elapsed, s.progress.target - s.progress.available);
