@@ -10,6 +10,12 @@
 //!
 //! Each pod also gets what the rehearsal derives its timing from, when the pod's own timestamps
 //! say so: seconds from scheduling to the first container running, and to Ready.
+//!
+//! `--from FILE` makes the same document from a cluster recorded with `kubectl get ... -o json`
+//! instead (see [`recorded`]): the same kinds under the same keys, the same `-n` scope and the
+//! same timings, for a cluster this machine cannot reach or a recording shipped as test data.
+
+mod recorded;
 
 use super::kubeconfig::Target;
 use anyhow::Context;
@@ -27,6 +33,11 @@ pub const KIND: &str = "ClusterSnapshot";
 /// `snapshot` flags.
 #[derive(clap::Args, Debug)]
 pub struct SnapshotArgs {
+    /// Read a recorded cluster instead of a live one: the JSON List that `kubectl get
+    /// nodes,namespaces,deployments,... -A -o json` prints (Secrets and ConfigMaps in it are
+    /// dropped).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    pub from: Option<PathBuf>,
     /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then ./.rollwright/kubeconfig).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -141,9 +152,9 @@ pub struct Snapshot {
     pub api_version: String,
     /// [`KIND`].
     pub kind: String,
-    /// When the reading started.
+    /// When the reading started (with `--from`, the reading of the recording).
     pub taken_at: Timestamp,
-    /// The API server it was read from.
+    /// The API server it was read from (with `--from`, the recording's path as given).
     pub server: String,
     /// The namespaces asked for; empty means all.
     pub namespaces: Vec<String>,
@@ -182,13 +193,18 @@ pub struct PodTiming {
 
 /// Runs `rollwright snapshot`.
 pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
-    let target = Target {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-        ..Default::default()
+    let snapshot = match &args.from {
+        Some(file) => recorded::read(file, &args.namespaces)?,
+        None => {
+            let target = Target {
+                kubeconfig: args.kubeconfig.clone(),
+                context: args.context.clone(),
+                ..Default::default()
+            };
+            let session = target.connect().await?;
+            take(&session.client, &session.server, &args.namespaces).await?
+        }
     };
-    let session = target.connect().await?;
-    let snapshot = take(&session.client, &session.server, &args.namespaces).await?;
     let text = serde_json::to_string_pretty(&snapshot)?;
     match &args.output {
         Some(path) => std::fs::write(path, text + "\n")
@@ -240,21 +256,41 @@ pub async fn take(
                 }
             }
         }
-        if source.key == "namespaces" && !namespaces.is_empty() {
-            items.retain(|ns| {
-                ns.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .is_some_and(|name| namespaces.iter().any(|n| n == name))
-            });
-        }
+        items.retain(|item| in_scope(source, item, namespaces));
         objects.insert(source.key.to_string(), Value::Array(items));
     }
+    Ok(document(taken_at, server, namespaces, objects, unreadable))
+}
+
+/// Whether `item`, one of `source`'s, belongs in a snapshot of `namespaces` (all when empty):
+/// a namespaced object in one of them, a namespace among them, or any cluster-scoped object.
+fn in_scope(source: &Source, item: &Value, namespaces: &[String]) -> bool {
+    let field = match (source.key, source.namespaced) {
+        _ if namespaces.is_empty() => return true,
+        ("namespaces", _) => "/metadata/name",
+        (_, true) => "/metadata/namespace",
+        (_, false) => return true,
+    };
+    item.pointer(field)
+        .and_then(Value::as_str)
+        .is_some_and(|name| namespaces.iter().any(|n| n == name))
+}
+
+/// The document for `objects` (keyed as [`SOURCES`]), with the pods' timings: what a live
+/// reading and a recorded one both end in.
+fn document(
+    taken_at: Timestamp,
+    server: &str,
+    namespaces: &[String],
+    objects: Map<String, Value>,
+    unreadable: Vec<Unreadable>,
+) -> Snapshot {
     let timings = objects
         .get("pods")
         .and_then(Value::as_array)
         .map(|pods| timings_of(pods))
         .unwrap_or_default();
-    Ok(Snapshot {
+    Snapshot {
         api_version: API_VERSION.into(),
         kind: KIND.into(),
         taken_at,
@@ -263,7 +299,7 @@ pub async fn take(
         objects,
         timings,
         unreadable,
-    })
+    }
 }
 
 /// The API resource the snapshot stores under `key` (`"pods"`, `"replicaSets"`...), and whether
@@ -286,17 +322,21 @@ fn resource_name(source: &Source) -> String {
     }
 }
 
+/// `group/version` (core: the version), as an object's `apiVersion` says it.
+fn api_version(source: &Source) -> String {
+    if source.group.is_empty() {
+        source.version.to_string()
+    } else {
+        format!("{}/{}", source.group, source.version)
+    }
+}
+
 /// The object as JSON with its type filled in (lists leave it out) and no managed fields.
 fn plain(mut object: DynamicObject, source: &Source) -> Value {
     object.metadata.managed_fields = None;
     let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
     if let Some(map) = value.as_object_mut() {
-        let api_version = if source.group.is_empty() {
-            source.version.to_string()
-        } else {
-            format!("{}/{}", source.group, source.version)
-        };
-        map.insert("apiVersion".into(), Value::String(api_version));
+        map.insert("apiVersion".into(), Value::String(api_version(source)));
         map.insert("kind".into(), Value::String(source.kind.to_string()));
     }
     value
