@@ -40,6 +40,7 @@ mod scheduling;
 mod security;
 mod server_side_apply;
 mod snapshot;
+mod snapshot_recorded;
 mod statefulset_kubectl;
 mod watch_restart;
 mod whatif;
