@@ -231,13 +231,11 @@ async fn a_file_that_is_no_recording_is_refused_with_the_fix() {
 
 /// A DaemonSet update on the recording: every node's pod replaced, one at a time.
 ///
-/// Ignored until rollwright's API server keeps a DaemonSet's legacy template generation as
-/// upstream's does (`pkg/registry/apps/daemonset/strategy.go`, `PrepareForUpdate`: the
-/// `deprecated.daemonset.template.generation` annotation goes up by one with every template
-/// change). It does not, so the recorded "1" stays after `set image`, the recorded pods'
-/// `pod-template-generation: "1"` labels still match it, the DaemonSet controller counts every
-/// old pod as updated, and the rehearsal ends at once without replacing any.
-#[ignore = "rollwright's API server does not raise deprecated.daemonset.template.generation on a template change"]
+/// Upstream's pods carry `pod-template-generation: "1"`, and the DaemonSet controller counts a
+/// pod whose label equals the DaemonSet's `deprecated.daemonset.template.generation` as updated.
+/// The API server raises that annotation with every template change, as upstream's strategy
+/// does (`pkg/registry/apps/daemonset/strategy.go`, `PrepareForUpdate`); before it did, the
+/// recorded "1" stayed after `set image` and the rehearsal ended at once, replacing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemonset_update_on_the_recording_replaces_every_pod() {
     let dir = tempfile::tempdir().expect("temporary dir");
