@@ -53,9 +53,7 @@ fn set_template_generation(obj: &mut Value, generation: i64) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let annotations = meta
-        .entry("annotations")
-        .or_insert_with(|| json!({}));
+    let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
     if !annotations.is_object() {
         *annotations = json!({});
     }
