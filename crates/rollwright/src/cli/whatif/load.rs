@@ -462,6 +462,9 @@ impl References {
     }
 }
 
+/// The ConfigMap with the cluster's CA that every namespace gets.
+const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
+
 /// Creates the ServiceAccounts, ConfigMaps and Secrets pods refer to (empty, by name).
 async fn create_references(client: &Client, snapshot: &Snapshot) -> anyhow::Result<()> {
     let refs = References::of(snapshot)?;
@@ -475,6 +478,11 @@ async fn create_references(client: &Client, snapshot: &Snapshot) -> anyhow::Resu
     for (kind, map) in [("ConfigMap", &refs.config_maps), ("Secret", &refs.secrets)] {
         for (ns, named) in map {
             for (name, keys) in named {
+                // The control plane publishes its own CA in every namespace, as upstream's
+                // root-CA publisher does; a placeholder would only be overwritten.
+                if kind == "ConfigMap" && name == ROOT_CA_CONFIG_MAP {
+                    continue;
+                }
                 let data: Map<String, Value> = keys
                     .iter()
                     .map(|k| (k.clone(), Value::String(String::new())))

@@ -8,13 +8,13 @@
 //! adds them up.
 //!
 //! Each run has a clock of its own that jumps ahead whenever every component is waiting on a
-//! timer (a current-thread runtime on tokio's paused clock, the wall clock read off it by the
-//! `clock` crate): a rollout whose pods take 20 s to become Ready rehearses in the time its API
-//! requests take to serve, while progress deadlines, `minReadySeconds`, probe periods, grace
-//! periods and node heartbeats act as they would, in the same simulated time. The work itself
-//! takes no simulated time, so a rehearsal leaves out what the control plane's own latency adds
-//! to a real rollout: the figures are what the timings the snapshot measured make of it.
-//! `--real-time` runs on the real clock instead, for as long as the rollout takes.
+//! timer, and runs as the real one while any works (a current-thread runtime on tokio's clock,
+//! paused whenever it parks; the wall clock read off it by the `clock` crate): a rollout whose
+//! pods take 20 s to become Ready rehearses in the time its control plane's work takes, while
+//! progress deadlines, `minReadySeconds`, probe periods, grace periods and node heartbeats act
+//! as they would, in the same simulated time, and the control plane's own latency counts as it
+//! does on a real cluster. `--real-time` runs on the real clock instead, for as long as the
+//! rollout takes.
 
 pub mod bench;
 pub mod change;
@@ -36,7 +36,10 @@ use rollwright::{
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::PathBuf,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 use tokio::time::Instant;
@@ -235,10 +238,11 @@ pub async fn change_and_follow(
 /// component waits, so a component that never stops working would keep it from moving.
 const REAL_TIME_MARGIN: Duration = Duration::from_secs(600);
 
-/// [`rehearse`] on a thread and a runtime of its own, whose clock is paused and jumps to the
-/// next timer whenever every task waits (tokio's `start_paused`). Only a current-thread runtime
-/// can run on such a clock, so the run's control plane, simulated nodes and clients all share
-/// one thread.
+/// [`rehearse`] on a thread and a runtime of its own, whose clock runs while any task works and
+/// is paused while every task waits (tokio's `pause` and `resume`, from the runtime's park and
+/// unpark hooks): paused, the runtime jumps it to the next timer instead of sleeping. Only a
+/// current-thread runtime can run on such a clock, so the run's control plane, simulated nodes
+/// and clients all share one thread.
 fn on_accelerated_clock(
     snapshot: &Snapshot,
     changes: &[Change],
@@ -248,9 +252,23 @@ fn on_accelerated_clock(
 ) -> anyhow::Result<report::Run> {
     let real_limit = limits.timeout + SETTLE * 2 + REAL_TIME_MARGIN;
     let run = || -> anyhow::Result<report::Run> {
+        // Frozen while the thread is parked (every task waits), so that it jumps to the next
+        // timer; running while it works, so that the control plane's work takes as long in
+        // the rehearsal as it does.
+        let frozen = Arc::new(AtomicBool::new(false));
+        let (parking, unparked) = (frozen.clone(), frozen);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .start_paused(true)
+            .on_thread_park(move || {
+                if !parking.swap(true, Ordering::Relaxed) {
+                    tokio::time::pause();
+                }
+            })
+            .on_thread_unpark(move || {
+                if unparked.swap(false, Ordering::Relaxed) {
+                    tokio::time::resume();
+                }
+            })
             .build()
             .context("a runtime for the rehearsal")?;
         let (give_up, given_up) = tokio::sync::oneshot::channel::<()>();
