@@ -1215,8 +1215,7 @@ impl ApiServer {
                 let refs: Vec<&Value> = deleted.iter().collect();
                 json_response(
                     StatusCode::OK,
-                    table::table(&def, &refs, clock::now(), include, list_meta)
-                        .to_string(),
+                    table::table(&def, &refs, clock::now(), include, list_meta).to_string(),
                 )
             }
             _ => {

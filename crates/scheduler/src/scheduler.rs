@@ -380,8 +380,7 @@ impl Scheduler {
                 format!("Preempted by pod {preemptor_uid} on node {node}"),
             );
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &v.namespace);
-            let condition =
-                condition::preempted_patch(&self.config.scheduler_name, clock::now());
+            let condition = condition::preempted_patch(&self.config.scheduler_name, clock::now());
             tokio::spawn(async move {
                 if let Err(e) = api
                     .patch_status(
@@ -425,12 +424,9 @@ impl Scheduler {
             "FailedScheduling",
             message.clone(),
         );
-        if let Some(patch) = condition::unschedulable_patch(
-            pod,
-            &message,
-            nominated.as_deref(),
-            clock::now(),
-        ) {
+        if let Some(patch) =
+            condition::unschedulable_patch(pod, &message, nominated.as_deref(), clock::now())
+        {
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &queued.namespace);
             tokio::spawn(async move {
                 if let Err(e) = api

@@ -516,15 +516,9 @@ mod tests {
             "resources": {"requests": {"cpu": "100m"}}}]}}),
         );
         assert_eq!(
-            check(
-                &Evaluator::Pods,
-                &[q],
-                Object::Pod(&p),
-                None,
-                clock::now()
-            )
-            .err()
-            .unwrap(),
+            check(&Evaluator::Pods, &[q], Object::Pod(&p), None, clock::now())
+                .err()
+                .unwrap(),
             "status unknown for quota: q, resources: cpu,pods"
         );
         let q = quota(
@@ -532,15 +526,9 @@ mod tests {
             "status": {"hard": {"memory": "1Gi"}, "used": {"memory": "0"}}}),
         );
         assert_eq!(
-            check(
-                &Evaluator::Pods,
-                &[q],
-                Object::Pod(&p),
-                None,
-                clock::now()
-            )
-            .err()
-            .unwrap(),
+            check(&Evaluator::Pods, &[q], Object::Pod(&p), None, clock::now())
+                .err()
+                .unwrap(),
             "failed quota: q: must specify memory for: c"
         );
         // A quota without a computed status covers nothing yet.

@@ -545,13 +545,7 @@ pub async fn sync_status(
     r: &Rollout,
     rss: &ReplicaSets,
 ) -> Result<(), Error> {
-    let status = progress::calculate(
-        d,
-        r,
-        &rss.all(),
-        rss.new_view().as_ref(),
-        clock::now(),
-    );
+    let status = progress::calculate(d, r, &rss.all(), rss.new_view().as_ref(), clock::now());
     if d.status.as_ref() != Some(&status) {
         d.status = Some(status);
         write_status(dc, d).await?;

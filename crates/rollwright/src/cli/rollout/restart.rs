@@ -47,9 +47,7 @@ pub async fn run(args: RestartArgs) -> anyhow::Result<()> {
             workload.short()
         );
     }
-    let now = clock::now()
-        .round(jiff::Unit::Second)?
-        .to_string();
+    let now = clock::now().round(jiff::Unit::Second)?.to_string();
     api.patch(
         &workload.name,
         &PatchParams::default(),
