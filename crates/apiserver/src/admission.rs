@@ -11,7 +11,7 @@ use crate::{
     registry::{Cluster, Generation, Kind, Reset, Subresource},
 };
 use api::field::FieldError;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Which part of the object a write may change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -418,15 +418,28 @@ pub fn check_fields(
 
 /// Whether two objects are the same apart from `resourceVersion` (a write that changes nothing is
 /// not stored, so it does not wake every watcher).
+///
+/// Compared in place, field by field: every update asks this, and copying both objects to drop
+/// one field from each was a few percent of the API server's CPU in a rollout.
 pub fn same_object(a: &Value, b: &Value) -> bool {
-    fn strip(v: &Value) -> Value {
-        let mut v = v.clone();
-        if let Some(Value::Object(m)) = v.get_mut("metadata") {
-            m.remove("resourceVersion");
-        }
-        v
+    /// Two maps equal apart from the key `skip` (in any order, as `Map`'s `==` has it).
+    fn equal_without(a: &Map<String, Value>, b: &Map<String, Value>, skip: &str) -> bool {
+        let len = |m: &Map<String, Value>| m.len() - usize::from(m.contains_key(skip));
+        len(a) == len(b)
+            && a.iter()
+                .filter(|(k, _)| k.as_str() != skip)
+                .all(|(k, v)| b.get(k) == Some(v))
     }
-    strip(a) == strip(b)
+    let (Value::Object(a), Value::Object(b)) = (a, b) else {
+        return a == b;
+    };
+    a.len() == b.len()
+        && a.iter().all(|(k, v)| match (k.as_str(), v, b.get(k)) {
+            ("metadata", Value::Object(m), Some(Value::Object(n))) => {
+                equal_without(m, n, "resourceVersion")
+            }
+            (_, v, w) => w == Some(v),
+        })
 }
 
 /// Removes `resourceVersion` before the object is stored (the store's revision is the truth).
@@ -467,6 +480,33 @@ mod tests {
     use super::*;
     use crate::registry::Registry;
     use std::sync::Arc;
+
+    #[test]
+    fn same_object_ignores_only_the_resource_version() {
+        let pod = |rv: &str, image: &str| {
+            json!({"metadata": {"name": "p", "resourceVersion": rv, "labels": {"a": "1"}},
+                   "spec": {"containers": [{"name": "c", "image": image}]}})
+        };
+        assert!(same_object(&pod("1", "x"), &pod("2", "x")));
+        assert!(!same_object(&pod("1", "x"), &pod("1", "y")));
+        let without_rv = json!({"metadata": {"name": "p", "labels": {"a": "1"}},
+                                "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        assert!(same_object(&pod("1", "x"), &without_rv));
+        assert!(same_object(&without_rv, &pod("1", "x")));
+        let relabelled = json!({"metadata": {"name": "p", "labels": {"a": "2"}},
+                                "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        assert!(!same_object(&pod("1", "x"), &relabelled));
+        let extra = json!({"metadata": {"name": "p", "resourceVersion": "1", "labels": {"a": "1"}},
+                           "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {}});
+        assert!(!same_object(&pod("1", "x"), &extra));
+        assert!(!same_object(&extra, &pod("1", "x")));
+        // Key order does not matter, as `Value`'s own equality has it.
+        let reordered = json!({"spec": {"containers": [{"image": "x", "name": "c"}]},
+                               "metadata": {"labels": {"a": "1"}, "resourceVersion": "9", "name": "p"}});
+        assert!(same_object(&pod("1", "x"), &reordered));
+        assert!(same_object(&json!(1), &json!(1)));
+        assert!(!same_object(&json!({}), &json!([])));
+    }
 
     /// A cluster with nothing in it.
     pub(crate) struct Empty;

@@ -132,12 +132,18 @@ impl CacheGraph<'_> {
 }
 
 impl NodeGraph for CacheGraph<'_> {
-    fn pods_on_node(&self, node: &str, namespace: &str) -> Vec<Value> {
+    fn any_pod_on_node(
+        &self,
+        node: &str,
+        namespace: &str,
+        found: &mut dyn FnMut(&Value) -> bool,
+    ) -> bool {
+        // The node is read from the entry's selectable fields; only pods on the node are
+        // decoded, one at a time, until one answers.
         self.values("", "pods", Some(namespace).filter(|n| !n.is_empty()))
             .iter()
-            .filter(|e| e.field("spec.nodeName").as_deref() == Some(node))
-            .map(|e| e.value())
-            .collect()
+            .filter(|e| e.field_is("spec.nodeName", node))
+            .any(|e| found(&e.value()))
     }
 
     fn persistent_volume(&self, name: &str) -> Option<Value> {

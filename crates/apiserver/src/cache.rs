@@ -68,6 +68,21 @@ impl Entry {
         }
     }
 
+    /// Whether the selectable field `name` is `value`, without copying it (what [`Entry::field`]
+    /// would say, for the scans that compare it over every object of a kind).
+    pub fn field_is(&self, name: &str, value: &str) -> bool {
+        match name {
+            "metadata.name" => &*self.name == value,
+            "metadata.namespace" => &*self.namespace == value,
+            _ => self
+                .field_names
+                .iter()
+                .position(|f| f == name)
+                .and_then(|i| self.field_values.get(i))
+                .is_some_and(|v| v == value),
+        }
+    }
+
     /// The value of label `key`, if it is set to a string (a non-string value counts as absent,
     /// as a label selector over the JSON map has it).
     pub fn label(&self, key: &str) -> Option<&str> {

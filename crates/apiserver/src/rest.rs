@@ -250,6 +250,11 @@ pub(crate) fn object_response(
     out: Output,
 ) -> Response {
     match out {
+        // Served as stored, the object is printed as it is: every write answers with its object,
+        // and a copy made only to be printed was a few percent of the server's CPU.
+        Output::Json if view.conversion().is_none() && !view.strategy.defaults_on_read() => {
+            json_response(code, serde_json::to_vec(obj).unwrap_or_default())
+        }
         Output::Json => json_response(
             code,
             serde_json::to_vec(&present(view, obj.clone())).unwrap_or_default(),

@@ -22,9 +22,16 @@ const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// What the Node authorizer needs to know of the cluster: the server answers from its cache.
 pub trait NodeGraph {
-    /// The pods bound to `node` (`spec.nodeName`), as JSON, in `namespace` (all namespaces when
-    /// empty).
-    fn pods_on_node(&self, node: &str, namespace: &str) -> Vec<Value>;
+    /// Whether `found` holds for a pod bound to `node` (`spec.nodeName`), as JSON, in `namespace`
+    /// (all namespaces when empty). It stops at the first that does: a kubelet asks for a token
+    /// (or a Secret, a ConfigMap) for every pod it starts, and decoding every pod on the node for
+    /// each request was a twentieth of the control plane's CPU in a rollout.
+    fn any_pod_on_node(
+        &self,
+        node: &str,
+        namespace: &str,
+        found: &mut dyn FnMut(&Value) -> bool,
+    ) -> bool;
     /// The PersistentVolume `name`, as JSON.
     fn persistent_volume(&self, name: &str) -> Option<Value>;
     /// Every PersistentVolume, as JSON (for the secrets PVs reference).
@@ -200,8 +207,7 @@ fn has_path(graph: &dyn NodeGraph, node: &str, v: Vertex, namespace: &str, name:
             .persistent_volume(name)
             .is_some_and(|pv| pv_reaches(graph, node, &pv)),
         Vertex::Secret => {
-            let pods = graph.pods_on_node(node, namespace);
-            pods.iter().any(|p| pod_references(p, v, name))
+            graph.any_pod_on_node(node, namespace, &mut |p| pod_references(p, v, name))
                 || graph.persistent_volumes().iter().any(|pv| {
                     pv_secrets(pv)
                         .iter()
@@ -209,10 +215,7 @@ fn has_path(graph: &dyn NodeGraph, node: &str, v: Vertex, namespace: &str, name:
                         && pv_reaches(graph, node, pv)
                 })
         }
-        _ => graph
-            .pods_on_node(node, namespace)
-            .iter()
-            .any(|p| pod_references(p, v, name)),
+        _ => graph.any_pod_on_node(node, namespace, &mut |p| pod_references(p, v, name)),
     }
 }
 
@@ -223,10 +226,7 @@ fn pv_reaches(graph: &dyn NodeGraph, node: &str, pv: &Value) -> bool {
     };
     let ns = str_at(claim, "/namespace");
     let name = str_at(claim, "/name");
-    graph
-        .pods_on_node(node, ns)
-        .iter()
-        .any(|p| pod_references(p, Vertex::Pvc, name))
+    graph.any_pod_on_node(node, ns, &mut |p| pod_references(p, Vertex::Pvc, name))
 }
 
 fn str_at<'v>(v: &'v Value, pointer: &str) -> &'v str {
@@ -443,13 +443,17 @@ mod tests {
     }
 
     impl NodeGraph for Fake {
-        fn pods_on_node(&self, node: &str, namespace: &str) -> Vec<Value> {
+        fn any_pod_on_node(
+            &self,
+            node: &str,
+            namespace: &str,
+            found: &mut dyn FnMut(&Value) -> bool,
+        ) -> bool {
             self.pods
                 .iter()
                 .filter(|p| str_at(p, "/spec/nodeName") == node)
                 .filter(|p| namespace.is_empty() || str_at(p, "/metadata/namespace") == namespace)
-                .cloned()
-                .collect()
+                .any(found)
         }
         fn persistent_volume(&self, name: &str) -> Option<Value> {
             self.pvs
