@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use serde::Serialize;
 use std::{
-    collections::{BTreeMap, BTreeSet, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -498,13 +498,17 @@ impl Watch {
     /// `deployment.kubernetes.io/revision`, a ControllerRevision's `revision`), or under the
     /// pod's hash while the revision is not in the cache yet.
     fn per_revision(&self, id: &WorkloadId, s: &Standing) -> BTreeMap<String, (i32, i32)> {
+        let (label, numbers) = self.revision_numbers(id);
         let mut out: BTreeMap<String, (i32, i32)> = BTreeMap::new();
         for pod in self.pods.store().in_namespace(&id.namespace) {
             let pod = pod.object();
             if pod.metadata.deletion_timestamp.is_some() || !owns(id, s, pod) {
                 continue;
             }
-            let revision = self.revision_of(id, pod);
+            let revision = match pod.labels().get(label) {
+                Some(hash) => numbers.get(hash).unwrap_or(hash).clone(),
+                None => "?".into(),
+            };
             let e = out.entry(revision).or_default();
             e.0 += 1;
             e.1 += i32::from(api::pod::is_ready(pod));
@@ -512,47 +516,37 @@ impl Watch {
         out
     }
 
-    /// The revision `pod` runs, as [`Watch::per_revision`] names it.
-    fn revision_of(&self, id: &WorkloadId, pod: &Pod) -> String {
-        let label = |k: &str| pod.labels().get(k).cloned();
-        let numbered = |n: Option<String>, hash: Option<String>| match (n, hash) {
-            (Some(n), _) => n,
-            (None, Some(hash)) => hash,
-            (None, None) => "?".into(),
-        };
+    /// The pod label that names the workload's revision, and each value of it that the cache
+    /// knows the number of: a ReplicaSet's `pod-template-hash` and its
+    /// `deployment.kubernetes.io/revision`; a ControllerRevision's name (what a StatefulSet's
+    /// pods carry) or its hash (a DaemonSet's, whose revisions are named `<daemonset>-<hash>`)
+    /// and its `revision`. Read once per count, not once per pod.
+    fn revision_numbers(&self, id: &WorkloadId) -> (&'static str, HashMap<String, String>) {
         if id.kind == "deployment" {
-            let hash = label("pod-template-hash");
-            let n = hash.as_ref().and_then(|hash| {
-                self.replica_sets
-                    .store()
-                    .in_namespace(&id.namespace)
-                    .iter()
-                    .find(|rs| rs.labels().get("pod-template-hash") == Some(hash))
-                    .and_then(|rs| {
-                        rs.annotations()
-                            .get("deployment.kubernetes.io/revision")
-                            .cloned()
-                    })
-            });
-            return numbered(n, hash);
-        }
-        // A StatefulSet's pods carry the revision's name, a DaemonSet's its hash (the name is
-        // `<daemonset>-<hash>`).
-        let hash = label("controller-revision-hash");
-        let n = hash.as_ref().and_then(|hash| {
-            self.revisions
+            let numbers = self
+                .replica_sets
                 .store()
                 .in_namespace(&id.namespace)
                 .iter()
-                .find(|r| {
-                    r.metadata.name.as_deref() == Some(hash.as_str())
-                        || r.labels().get("controller-revision-hash") == Some(hash)
-                            && r.metadata.name.as_deref()
-                                == Some(format!("{}-{hash}", id.name).as_str())
+                .filter_map(|rs| {
+                    let hash = rs.labels().get("pod-template-hash")?;
+                    let n = rs.annotations().get("deployment.kubernetes.io/revision")?;
+                    Some((hash.clone(), n.clone()))
                 })
-                .map(|r| r.revision.to_string())
-        });
-        numbered(n, hash)
+                .collect();
+            return ("pod-template-hash", numbers);
+        }
+        let mut numbers = HashMap::new();
+        for r in self.revisions.store().in_namespace(&id.namespace) {
+            let name = r.name_any();
+            if let Some(hash) = r.labels().get("controller-revision-hash")
+                && name == format!("{}-{hash}", id.name)
+            {
+                numbers.insert(hash.clone(), r.revision.to_string());
+            }
+            numbers.insert(name, r.revision.to_string());
+        }
+        ("controller-revision-hash", numbers)
     }
 
     /// How many pods are Ready.
