@@ -11,7 +11,7 @@ use crate::common;
 use common::{Cluster, DEADLINE, LineReader, pod_yaml};
 use embedded::wait_until;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use kube::{
     Api,
     api::{WatchEvent, WatchParams},
@@ -62,6 +62,15 @@ async fn cluster(components: Components) -> Cluster {
         })
         .await;
     }
+    // Pod admission refuses a pod whose ServiceAccount is not there yet, and the controllers
+    // make `default` a moment after start: upstream's e2e framework waits for it too
+    // (WaitForDefaultServiceAccountInNamespace) before a test makes pods.
+    let accounts: Api<ServiceAccount> = Api::namespaced(c.client().await, "default");
+    wait_until(&accounts, "the default ServiceAccount", DEADLINE, |a| {
+        a.metadata.name.as_deref() == Some("default")
+    })
+    .await
+    .unwrap();
     c
 }
 
