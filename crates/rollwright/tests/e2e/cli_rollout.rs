@@ -55,6 +55,46 @@ fn daemonset(name: &str, image: &str) -> serde_json::Value {
     })
 }
 
+/// Waits (on a watch) until a pod running `image` reports that its image does not pull, and
+/// returns its name: the state the CLI's failure message names, reached however slow the machine.
+async fn wait_for_failing_pull(rig: &Rig, image: &str) -> String {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::{WatchStreamExt, watcher};
+    let pods: Api<Pod> = Api::namespaced(rig.client.clone(), "default");
+    let wanted = image.to_owned();
+    let failing = watcher(pods, watcher::Config::default())
+        .applied_objects()
+        .try_filter(move |p| {
+            let pulls_fail = p.spec.as_ref().is_some_and(|s| {
+                s.containers
+                    .iter()
+                    .any(|c| c.image.as_deref() == Some(wanted.as_str()))
+            }) && p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c.state
+                            .as_ref()
+                            .and_then(|s| s.waiting.as_ref())
+                            .and_then(|w| w.reason.as_deref())
+                            .is_some_and(|r| r == "ErrImagePull" || r == "ImagePullBackOff")
+                    })
+                });
+            std::future::ready(pulls_fail)
+        })
+        .boxed();
+    let found = tokio::time::timeout(Duration::from_secs(45), failing.into_future()).await;
+    match found {
+        Ok((Some(Ok(p)), _)) => p.name_any(),
+        other => panic!(
+            "no pod of {image:?} failed to pull in time: {:?}",
+            other.map(|(p, _)| p)
+        ),
+    }
+}
+
 /// Names of the pods running `image`.
 async fn pods_with_image(rig: &Rig, image: &str) -> Vec<String> {
     let pods: Api<Pod> = Api::namespaced(rig.client.clone(), "default");
@@ -190,6 +230,7 @@ async fn a_broken_rollout_names_the_failing_pod_and_fails() {
         .await;
     rig.kubectl(&["set", "image", "deploy/web", "nginx=nginx:broken"])
         .await;
+    wait_for_failing_pull(&rig, "nginx:broken").await;
     // The progress deadline passes: the command fails, naming the pod that cannot pull.
     let (_, err) = rig
         .c
@@ -214,6 +255,8 @@ async fn a_broken_rollout_names_the_failing_pod_and_fails() {
         .await;
     rig.kubectl(&["set", "image", "ds/agent", "agent=agent:broken"])
         .await;
+    // However slow the machine, the new pod exists and fails before the 3 s wait starts.
+    wait_for_failing_pull(&rig, "agent:broken").await;
     let (_, err) = rig
         .c
         .rollwright_fails(&["rollout", "status", "ds/agent", "--timeout", "3s"], None)
