@@ -3,10 +3,10 @@
 //! kube-runtime's recorder writes `events.k8s.io/v1` Events; `kubectl describe` and
 //! `kubectl get events` read `core/v1`, which is what the embedded API server serves, so this
 //! small recorder is ours. Like upstream's broadcaster it
-//! - deduplicates: an event equal to one already recorded (same object, type, reason, message,
-//!   source) increments that event's `count` and `lastTimestamp` instead of creating another;
-//! - rate-limits per object with a token bucket (burst 25, one more every 5 minutes), so a crash
-//!   looping pod or a 100,000-pod rollout cannot drown the store;
+//! - correlates before it writes (the `correlator` module, upstream's `EventCorrelator`): similar
+//!   events combine once ten differ only by message, a repeat patches its event's `count`, and a
+//!   per-object token bucket (burst 25, one more every 5 minutes) keeps a crash-looping pod or a
+//!   100,000-pod rollout from drowning the store;
 //! - never blocks or fails the caller: recording is best effort, errors are logged;
 //! - holds a bounded number of events: [`Recorder::record`] queues at most [`MAX_QUEUED`] events
 //!   for one worker task that writes a few at a time; past that, events are dropped, as upstream's
@@ -23,14 +23,13 @@ use kube::{
     Client, Resource, ResourceExt,
     api::{Api, Patch, PatchParams, PostParams},
 };
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, OnceLock},
-    time::Duration,
-};
+use std::sync::{Arc, Mutex, OnceLock};
 // tokio's clock, not std's: the spam filter's refill and the aggregation window move with the
 // timers (a paused `whatif` clock included).
 use tokio::{sync::mpsc, time::Instant};
+
+mod correlator;
+use correlator::Correlator;
 
 /// `Normal` or `Warning`, as upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,42 +49,10 @@ impl EventType {
     }
 }
 
-/// Upstream's spam filter: 25 events per object at once, then one per 5 minutes.
-const BURST: f64 = 25.0;
-const REFILL_EVERY: Duration = Duration::from_secs(300);
-/// How many distinct events (and objects) are remembered for deduplication.
-const MAX_REMEMBERED: usize = 4096;
 /// Events [`Recorder::record`] queues before it drops them (upstream's `maxQueuedEvents`).
 pub const MAX_QUEUED: usize = 1000;
 /// Events one recorder writes at once.
 const MAX_WRITING: usize = 8;
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct EventKey {
-    object: String,
-    kind: EventType,
-    reason: String,
-    message: String,
-}
-
-struct Seen {
-    name: String,
-    namespace: String,
-    count: i32,
-    first: Time,
-    last_used: Instant,
-}
-
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-#[derive(Default)]
-struct State {
-    seen: HashMap<EventKey, Seen>,
-    buckets: HashMap<String, Bucket>,
-}
 
 /// Records events for one component (e.g. `default-scheduler`, `kubelet` on a node).
 #[derive(Clone)]
@@ -101,7 +68,7 @@ struct Inner {
     client: Client,
     component: String,
     host: Option<String>,
-    state: Mutex<State>,
+    correlator: Mutex<Correlator>,
 }
 
 /// An event waiting for the worker.
@@ -134,7 +101,7 @@ impl Recorder {
                 client,
                 component: component.into(),
                 host,
-                state: Mutex::new(State::default()),
+                correlator: Mutex::new(Correlator::default()),
             }),
             queue: Arc::new(OnceLock::new()),
         }
@@ -226,78 +193,68 @@ impl Inner {
         now: jiff::Timestamp,
     ) -> Result<bool, kube::Error> {
         let object_key = format!(
-            "{}/{}/{}/{}",
+            "{}\0{}\0{}\0{}\0{}",
             object.kind.as_deref().unwrap_or(""),
             object.namespace.as_deref().unwrap_or(""),
             object.name.as_deref().unwrap_or(""),
-            object.uid.as_deref().unwrap_or("")
+            object.uid.as_deref().unwrap_or(""),
+            object.api_version.as_deref().unwrap_or("")
         );
-        let key = EventKey {
-            object: object_key.clone(),
+        let object_name = object.name.as_deref().unwrap_or("unknown");
+        let incoming = correlator::Incoming {
+            object: &object_key,
+            field_path: object.field_path.as_deref().unwrap_or(""),
+            object_name,
+            namespace: object
+                .namespace
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("default"),
             kind,
-            reason: reason.into(),
-            message: message.into(),
+            reason,
+            message,
         };
-        let now_time = Time(now);
-        let namespace = object
-            .namespace
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "default".into());
         // Decide under the lock, write without it.
-        let (existing, count) = {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            if !take_token(&mut st.buckets, &object_key) {
-                return Ok(false);
-            }
-            match st.seen.get_mut(&key) {
-                Some(seen) => {
-                    seen.count += 1;
-                    seen.last_used = Instant::now();
-                    (
-                        Some((
-                            seen.name.clone(),
-                            seen.namespace.clone(),
-                            seen.first.clone(),
-                        )),
-                        seen.count,
-                    )
-                }
-                None => (None, 1),
-            }
+        let write = self
+            .correlator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .correlate(&incoming, Instant::now(), now);
+        let Some(write) = write else {
+            return Ok(false);
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Some((name, ns, _first)) = existing {
-            let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-            let patch = serde_json::json!({"count": count, "lastTimestamp": now_time});
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &write.namespace);
+        let now = Time(now);
+        if write.patch {
+            let patch = serde_json::json!({
+                "count": write.count,
+                "lastTimestamp": now,
+                "message": write.message,
+            });
             match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(&write.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(_) => return Ok(true),
-                // The event expired or was deleted: record it anew below.
+                // Never created (the spam filter dropped it), expired or deleted: create it, with
+                // the count so far, as upstream's recorder does.
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(e),
             }
         }
-        let name = format!(
-            "{}.{:x}",
-            object.name.as_deref().unwrap_or("unknown"),
-            now.as_nanosecond()
-        );
         let event = Event {
             metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
+                name: Some(write.name),
+                namespace: Some(write.namespace),
                 ..Default::default()
             },
             involved_object: object.clone(),
             reason: Some(reason.into()),
-            message: Some(message.into()),
+            message: Some(write.message),
             type_: Some(kind.as_str().into()),
-            count: Some(1),
-            first_timestamp: Some(now_time.clone()),
-            last_timestamp: Some(now_time.clone()),
+            count: Some(write.count),
+            first_timestamp: Some(Time(write.first)),
+            last_timestamp: Some(now),
             event_time: None::<MicroTime>,
             source: Some(EventSource {
                 component: Some(self.component.clone()),
@@ -308,101 +265,6 @@ impl Inner {
             ..Default::default()
         };
         api.create(&PostParams::default(), &event).await?;
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.seen.len() >= MAX_REMEMBERED {
-            forget_oldest(&mut st.seen);
-        }
-        st.seen.insert(
-            key,
-            Seen {
-                name,
-                namespace,
-                count: 1,
-                first: now_time,
-                last_used: Instant::now(),
-            },
-        );
         Ok(true)
-    }
-}
-
-fn take_token(buckets: &mut HashMap<String, Bucket>, object: &str) -> bool {
-    if buckets.len() >= MAX_REMEMBERED && !buckets.contains_key(object) {
-        // Forget full buckets first: they carry no state worth keeping.
-        buckets.retain(|_, b| b.tokens < BURST - 1.0);
-        if buckets.len() >= MAX_REMEMBERED {
-            buckets.clear();
-        }
-    }
-    let now = Instant::now();
-    let b = buckets.entry(object.to_string()).or_insert(Bucket {
-        tokens: BURST,
-        at: now,
-    });
-    let refill = now.duration_since(b.at).as_secs_f64() / REFILL_EVERY.as_secs_f64();
-    b.tokens = (b.tokens + refill).min(BURST);
-    b.at = now;
-    if b.tokens >= 1.0 {
-        b.tokens -= 1.0;
-        true
-    } else {
-        false
-    }
-}
-
-/// Forgets the least recently used quarter.
-fn forget_oldest(seen: &mut HashMap<EventKey, Seen>) {
-    let mut ages: Vec<(Instant, EventKey)> =
-        seen.iter().map(|(k, v)| (v.last_used, k.clone())).collect();
-    ages.sort_by_key(|(t, _)| *t);
-    let drop = (seen.len() / 4).max(1);
-    for (_, k) in ages.into_iter().take(drop) {
-        seen.remove(&k);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_spam_filter_allows_a_burst_then_stops() {
-        let mut buckets = HashMap::new();
-        let allowed = (0..40)
-            .filter(|_| take_token(&mut buckets, "Pod/default/x/1"))
-            .count();
-        assert_eq!(allowed, 25);
-        assert!(
-            take_token(&mut buckets, "Pod/default/y/2"),
-            "other objects have their own bucket"
-        );
-    }
-
-    #[test]
-    fn forgetting_keeps_the_most_recent() {
-        let mut seen = HashMap::new();
-        for i in 0..8 {
-            seen.insert(
-                EventKey {
-                    object: format!("o{i}"),
-                    kind: EventType::Normal,
-                    reason: "R".into(),
-                    message: String::new(),
-                },
-                Seen {
-                    name: format!("e{i}"),
-                    namespace: "default".into(),
-                    count: 1,
-                    first: Time(clock::now()),
-                    last_used: Instant::now() + Duration::from_millis(i),
-                },
-            );
-        }
-        forget_oldest(&mut seen);
-        assert_eq!(seen.len(), 6);
-        assert!(
-            !seen.keys().any(|k| k.object == "o0" || k.object == "o1"),
-            "the two oldest go first"
-        );
     }
 }

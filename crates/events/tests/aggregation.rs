@@ -107,3 +107,44 @@ async fn the_spam_filter_caps_what_one_object_can_write() {
             .unwrap()
     );
 }
+
+#[tokio::test]
+async fn ten_similar_messages_combine_into_one_event_that_counts_the_rest() {
+    let server = embedded::Embedded::memory().await.unwrap();
+    let client = server.client();
+    let recorder = Recorder::new(client.clone(), "kubelet", Some("node-0".into()));
+    let web = pod_ref("web");
+    for i in 0..12 {
+        recorder
+            .publish(
+                &web,
+                EventType::Warning,
+                "Failed",
+                &format!("Error: container c{i} failed"),
+            )
+            .await
+            .unwrap();
+    }
+    let events: Api<Event> = Api::namespaced(client, "default");
+    let list = events
+        .list(&ListParams::default().fields("involvedObject.name=web"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 10, "nine alone, then one combined");
+    let combined: Vec<&Event> = list
+        .items
+        .iter()
+        .filter(|e| {
+            e.message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("(combined from similar events): "))
+        })
+        .collect();
+    assert_eq!(combined.len(), 1);
+    assert_eq!(
+        combined[0].message.as_deref(),
+        Some("(combined from similar events): Error: container c11 failed"),
+        "the combined event carries the latest message"
+    );
+    assert_eq!(combined[0].count, Some(3));
+}
