@@ -6,6 +6,8 @@
 //! Objects are kept as serialized JSON with their `resourceVersion` already set, plus the few
 //! parsed fields that selectors need, so a list of 100,000 pods is a concatenation of bytes.
 
+mod prepared;
+
 use crate::{
     object,
     registry::{Cluster, Kind, Registry},
@@ -263,6 +265,8 @@ pub struct Cache {
     following: AtomicBool,
     snapshots: Mutex<HashMap<u64, Snapshot>>,
     next_snapshot: std::sync::atomic::AtomicU64,
+    /// What writers know of the objects they are storing (see [`prepared`]).
+    notes: prepared::Notes,
 }
 
 /// How long a paginated list's snapshot is kept for `continue` (upstream's etcd compaction
@@ -329,6 +333,7 @@ impl Cache {
             following: AtomicBool::new(false),
             snapshots: Mutex::new(HashMap::new()),
             next_snapshot: std::sync::atomic::AtomicU64::new(1),
+            notes: prepared::Notes::default(),
         }
     }
 
@@ -513,6 +518,20 @@ impl Cache {
         Ok(Subscription { initial, live, rev })
     }
 
+    /// Notes that `bytes`, the serialized `obj`, are about to be stored under `key`, so that the
+    /// cache indexes them without parsing them again when the write comes back (see [`prepared`]).
+    pub(crate) fn note_write(&self, key: &str, obj: &Value, bytes: &Bytes) {
+        if let Some((def, _, _)) = parse_key(&self.registry, key) {
+            self.notes
+                .note(key, bytes, prepared::Indexed::of(&def, obj));
+        }
+    }
+
+    /// Drops the note of a write that failed.
+    pub(crate) fn forget_write(&self, key: &str, bytes: &Bytes) {
+        self.notes.forget(key, bytes);
+    }
+
     /// Applies one store event and publishes its revision. Called only by the feeding task, in
     /// revision order.
     fn apply(&self, kind: EventKind, kv: &KeyValue) {
@@ -526,7 +545,8 @@ impl Cache {
         let Some((def, ns, name)) = parse_key(&self.registry, &kv.key) else {
             return;
         };
-        let entry = match decode(&def, ns, name, kv) {
+        let noted = self.notes.take(&kv.key, &kv.value);
+        let entry = match decode(&def, ns, name, kv, noted) {
             Some(e) => Arc::new(e),
             None => {
                 tracing::warn!(key = %kv.key, "undecodable object in store; skipped");
@@ -575,7 +595,7 @@ impl Cache {
             let Some((def, ns, name)) = parse_key(&self.registry, &kv.key) else {
                 continue;
             };
-            let Some(entry) = decode(&def, ns, name, kv) else {
+            let Some(entry) = decode(&def, ns, name, kv, None) else {
                 tracing::warn!(key = %kv.key, "undecodable object in store; skipped");
                 continue;
             };
@@ -587,6 +607,8 @@ impl Cache {
                 Arc::new(entry),
             );
         }
+        // The events the writers' notes wait for were lost with the watch.
+        self.notes.clear();
         // A resource first used after this has no events since `rev` either.
         self.origin.store(rev, Ordering::Release);
         let slots: Vec<(String, Arc<RwLock<ResourceCache>>)> = self
@@ -737,33 +759,45 @@ fn parse_key<'k>(registry: &Registry, key: &'k str) -> Option<(Arc<Kind>, &'k st
     }
 }
 
-/// Builds an entry from stored bytes: injects `resourceVersion`, extracts selectable fields.
-fn decode(def: &Kind, ns: &str, name: &str, kv: &KeyValue) -> Option<Entry> {
-    let mut value: Value = serde_json::from_slice(&kv.value).ok()?;
-    if !value.is_object() {
-        return None;
-    }
-    object::meta_mut(&mut value).insert(
-        "resourceVersion".into(),
-        Value::String(kv.mod_revision.to_string()),
-    );
-    let labels = Labels::of(&value);
-    let values: Vec<String> = def
-        .selectable_fields
-        .iter()
-        .map(|f| def.selectable_value(&value, f))
-        .collect();
-    // `to_vec` grows its buffer by doubling, and `Bytes` would keep all of it for as long as the
-    // entry lives (a quarter more than the JSON on average): copy into an allocation of the size.
-    let json = Bytes::copy_from_slice(&serde_json::to_vec(&value).ok()?);
+/// Builds an entry from stored bytes: injects `resourceVersion`, extracts selectable fields. A
+/// write's note ([`prepared`]) spares the parse.
+fn decode(
+    def: &Kind,
+    ns: &str,
+    name: &str,
+    kv: &KeyValue,
+    noted: Option<prepared::Indexed>,
+) -> Option<Entry> {
+    let spliced = prepared::with_resource_version(&kv.value, kv.mod_revision);
+    let (json, indexed) = match (spliced, noted) {
+        (Some(json), Some(indexed)) => (json, indexed),
+        (spliced, _) => {
+            let mut value: Value = serde_json::from_slice(&kv.value).ok()?;
+            if !value.is_object() {
+                return None;
+            }
+            object::meta_mut(&mut value).insert(
+                "resourceVersion".into(),
+                Value::String(kv.mod_revision.to_string()),
+            );
+            let indexed = prepared::Indexed::of(def, &value);
+            let json = match spliced {
+                Some(json) => json,
+                // `to_vec` grows its buffer by doubling, and `Bytes` would keep all of it for as
+                // long as the entry lives: copy into an allocation of the size.
+                None => Bytes::copy_from_slice(&serde_json::to_vec(&value).ok()?),
+            };
+            (json, indexed)
+        }
+    };
     Some(Entry {
         rev: kv.mod_revision,
         namespace: ns.into(),
         name: name.into(),
         json,
-        labels,
+        labels: indexed.labels,
         field_names: def.selectable_fields.clone(),
-        field_values: Packed::new(values.iter().map(String::as_str)),
+        field_values: indexed.field_values,
     })
 }
 
@@ -857,6 +891,37 @@ mod tests {
     }
 
     #[test]
+    fn a_noted_write_is_indexed_as_its_parse_would_be() {
+        let pods = find("", "v1", "pods").unwrap();
+        let obj = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "default", "labels": {"app": "x", "n": 3}},
+            "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}
+        });
+        let stored = kv(
+            "/registry/core/pods/default/a",
+            &serde_json::to_string(&obj).unwrap(),
+            9,
+        );
+        let parsed = decode(&pods, "default", "a", &stored, None).unwrap();
+        let noted = decode(
+            &pods,
+            "default",
+            "a",
+            &stored,
+            Some(prepared::Indexed::of(&pods, &obj)),
+        )
+        .unwrap();
+        assert_eq!(noted.json, parsed.json);
+        assert_eq!(noted.value()["metadata"]["resourceVersion"], "9");
+        for f in ["spec.nodeName", "status.phase", "spec.schedulerName"] {
+            assert_eq!(noted.field(f), parsed.field(f), "{f}");
+        }
+        assert_eq!(noted.label("app"), Some("x"));
+        assert_eq!(noted.label("n"), None);
+    }
+
+    #[test]
     fn an_entry_answers_labels_and_fields_as_the_object_has_them() {
         let pods = find("", "v1", "pods").unwrap();
         let e = decode(
@@ -869,6 +934,7 @@ mod tests {
                     "spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#,
                 7,
             ),
+            None,
         )
         .unwrap();
         assert_eq!(e.label("app"), Some("x"));

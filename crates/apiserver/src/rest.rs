@@ -633,16 +633,30 @@ impl ApiServer {
             return Ok(obj);
         }
         admission::strip_resource_version(&mut obj);
-        let bytes = serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
-        match self.store.create(&key, Bytes::from(bytes)).await {
+        let bytes = self.stored_bytes(&key, &obj)?;
+        match self.store.create(&key, bytes.clone()).await {
             Ok(kv) => {
                 charge.keep();
                 set_rv(&mut obj, kv.mod_revision);
                 Ok(obj)
             }
-            Err(StoreError::AlreadyExists(_)) => Err(ApiError::already_exists(def, &name)),
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                self.cache.forget_write(&key, &bytes);
+                match e {
+                    StoreError::AlreadyExists(_) => Err(ApiError::already_exists(def, &name)),
+                    e => Err(e.into()),
+                }
+            }
         }
+    }
+
+    /// The bytes `obj` is stored as under `key`, noted for the cache, which then indexes them
+    /// without parsing them again when the store's event brings them back.
+    fn stored_bytes(&self, key: &str, obj: &Value) -> ApiResult<Bytes> {
+        let bytes =
+            Bytes::from(serde_json::to_vec(obj).map_err(|e| ApiError::internal(e.to_string()))?);
+        self.cache.note_write(key, obj, &bytes);
+        Ok(bytes)
     }
 
     /// Reads the current object, lets `f` decide, and writes with compare-and-swap; retries when
@@ -715,13 +729,15 @@ impl ApiServer {
                         return Ok((Outcome::Written(new), warnings));
                     }
                     admission::strip_resource_version(&mut new);
-                    let bytes =
-                        serde_json::to_vec(&new).map_err(|e| ApiError::internal(e.to_string()))?;
-                    match self
+                    let bytes = self.stored_bytes(&key, &new)?;
+                    let written = self
                         .store
-                        .update(&key, Bytes::from(bytes), Some(entry.rev))
-                        .await
-                    {
+                        .update(&key, bytes.clone(), Some(entry.rev))
+                        .await;
+                    if written.is_err() {
+                        self.cache.forget_write(&key, &bytes);
+                    }
+                    match written {
                         Ok(kv) => {
                             set_rv(&mut new, kv.mod_revision);
                             return Ok((Outcome::Written(new), warnings));
