@@ -123,7 +123,7 @@ pub fn take_unknown(def: &Kind, obj: &mut Value) -> Vec<String> {
     };
     let remove = matches!(def.schema, Some(Schema::Builtin(_)));
     let mut out = Vec::new();
-    walk_unknown(schema, obj, "", remove, &mut out);
+    walk_unknown(schema, obj, &mut String::new(), remove, &mut out);
     out
 }
 
@@ -1384,20 +1384,27 @@ fn flatten<'a>(schema: &'a Value, out: &mut Vec<&'a Value>, depth: usize) {
     out.push(schema);
 }
 
+/// Walks `value` against `schema`, collecting (and with `remove`, dropping) unknown fields.
+/// `path` is the value's path, extended in place for each child and cut back after it: every
+/// write walks its whole object, so the walk allocates only for what it reports.
 fn walk_unknown(
     schema: &Value,
     value: &mut Value,
-    path: &str,
+    path: &mut String,
     remove: bool,
     out: &mut Vec<String>,
 ) {
+    if !(value.is_object() || value.is_array()) {
+        // A scalar has no fields to know; most of an object is scalars.
+        return;
+    }
     let mut parts = Vec::new();
     flatten(schema, &mut parts, 0);
     match value {
         Value::Object(obj) => {
             if parts
                 .iter()
-                .any(|s| s.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)))
+                .any(|s| s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)))
             {
                 return;
             }
@@ -1410,27 +1417,34 @@ fn walk_unknown(
                 .find_map(|s| s.get("additionalProperties"))
                 .filter(|a| a.is_object());
             obj.retain(|k, v| {
-                let child = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                if let Some(s) = props.iter().find_map(|p| p.get(k)).or(additional) {
-                    walk_unknown(s, v, &child, remove, out);
+                let len = path.len();
+                if len > 0 {
+                    path.push('.');
+                }
+                path.push_str(k);
+                let keep = if let Some(s) = props.iter().find_map(|p| p.get(k)).or(additional) {
+                    walk_unknown(s, v, path, remove, out);
                     true
                 } else if props.is_empty() {
                     // No properties and no additionalProperties schema: free-form, anything goes.
                     true
                 } else {
-                    out.push(child);
+                    out.push(path.clone());
                     !remove
-                }
+                };
+                path.truncate(len);
+                keep
             });
         }
         Value::Array(items) => {
             if let Some(item_schema) = parts.iter().find_map(|s| s.get("items")) {
                 for (i, v) in items.iter_mut().enumerate() {
-                    walk_unknown(item_schema, v, &format!("{path}[{i}]"), remove, out);
+                    let len = path.len();
+                    path.push('[');
+                    path.push_str(&i.to_string());
+                    path.push(']');
+                    walk_unknown(item_schema, v, path, remove, out);
+                    path.truncate(len);
                 }
             }
         }
