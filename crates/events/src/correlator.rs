@@ -18,7 +18,7 @@
 use crate::EventType;
 use jiff::Timestamp;
 use lru::LruCache;
-use std::{collections::HashSet, num::NonZeroUsize, time::Duration};
+use std::{collections::HashSet, time::Duration};
 use tokio::time::Instant;
 
 /// Keys each cache remembers (upstream's `maxLruCacheEntries`).
@@ -92,12 +92,20 @@ pub(crate) struct Correlator {
 
 impl Default for Correlator {
     fn default() -> Self {
-        let size = NonZeroUsize::new(REMEMBERED).unwrap_or(NonZeroUsize::MIN);
+        // Unbounded in the crate's sense, bounded here (`remember`): an `LruCache` of a given
+        // size allocates all of its table at once, and every simulated node has a recorder.
         Self {
-            similar: LruCache::new(size),
-            logged: LruCache::new(size),
-            buckets: LruCache::new(size),
+            similar: LruCache::unbounded(),
+            logged: LruCache::unbounded(),
+            buckets: LruCache::unbounded(),
         }
+    }
+}
+
+/// Forgets the least recently used entries of `cache` past [`REMEMBERED`].
+fn remember<V>(cache: &mut LruCache<String, V>) {
+    while cache.len() > REMEMBERED {
+        cache.pop_lru();
     }
 }
 
@@ -156,6 +164,7 @@ impl Correlator {
                 }
             }
         };
+        remember(&mut self.logged);
         self.take_token(ev.object, now).then_some(write)
     }
 
@@ -175,14 +184,15 @@ impl Correlator {
         };
         similar.messages.insert(message.to_string());
         similar.last = now;
-        if similar.messages.len() < AGGREGATE_AFTER {
-            return false;
+        let combine = similar.messages.len() >= AGGREGATE_AFTER;
+        if combine {
+            // Keeps the set from growing past the threshold, as upstream's `PopAny`.
+            if let Some(any) = similar.messages.iter().next().cloned() {
+                similar.messages.remove(&any);
+            }
         }
-        // Keeps the set from growing past the threshold, as upstream's `PopAny`.
-        if let Some(any) = similar.messages.iter().next().cloned() {
-            similar.messages.remove(&any);
-        }
-        true
+        remember(&mut self.similar);
+        combine
     }
 
     /// Takes a token from `object`'s bucket, if it has one.
@@ -196,12 +206,12 @@ impl Correlator {
         let refill = now.duration_since(b.at).as_secs_f64() / REFILL_EVERY.as_secs_f64();
         b.tokens = (b.tokens + refill).min(BURST);
         b.at = now;
-        if b.tokens >= 1.0 {
+        let allowed = b.tokens >= 1.0;
+        if allowed {
             b.tokens -= 1.0;
-            true
-        } else {
-            false
         }
+        remember(&mut self.buckets);
+        allowed
     }
 }
 
