@@ -482,7 +482,9 @@ impl ApiServer {
             .cache
             .get(&ns_def, None, ns)
             .ok_or_else(|| ApiError::not_found(&ns_def, ns))?;
-        if object::is_deleting(&entry.value()) {
+        // Upstream's NamespaceLifecycle admission asks the phase, which deletion sets to
+        // Terminating with the deletion timestamp; the cache indexes it, so nothing is parsed.
+        if entry.field_is("status.phase", "Terminating") {
             return Err(ApiError::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 def.group_resource(),
