@@ -218,6 +218,11 @@ async fn a_broken_rollout_names_the_failing_pod_and_fails() {
         "--replicas=2",
     ])
     .await;
+    rig.c
+        .rollwright(&["rollout", "status", "deploy/web", "--timeout", "60s"])
+        .await;
+    // The short deadline only once the first rollout is done: on a loaded machine, starting two
+    // pods can itself take longer than 2 s.
     rig.kubectl(&[
         "patch",
         "deploy/web",
@@ -225,9 +230,6 @@ async fn a_broken_rollout_names_the_failing_pod_and_fails() {
         r#"{"spec":{"progressDeadlineSeconds":2}}"#,
     ])
     .await;
-    rig.c
-        .rollwright(&["rollout", "status", "deploy/web", "--timeout", "60s"])
-        .await;
     rig.kubectl(&["set", "image", "deploy/web", "nginx=nginx:broken"])
         .await;
     wait_for_failing_pull(&rig, "nginx:broken").await;
