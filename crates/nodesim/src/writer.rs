@@ -55,6 +55,9 @@ pub(crate) enum Write {
         node: String,
         node_uid: String,
         duration: i32,
+        /// When the renewal was due (`None`: not a renewal, the first write as a node starts):
+        /// its latency is measured from then, so a late timer counts as much as a slow write.
+        due: Option<tokio::time::Instant>,
     },
     /// A merge patch of the node's status.
     NodeStatus { node: String, status: Value },
@@ -125,8 +128,14 @@ impl Writer {
     }
 
     /// Queues a write, replacing a queued one with the same key.
-    pub(crate) fn push(&self, key: Key, write: Write) {
+    pub(crate) fn push(&self, key: Key, mut write: Write) {
         let mut q = self.lock();
+        // A renewal that replaces a queued one is as late as the one it replaces.
+        if let (Some(Write::Lease { due: Some(old), .. }), Write::Lease { due, .. }) =
+            (q.pending.get(&key), &mut write)
+        {
+            *due = Some(due.map_or(*old, |d| d.min(*old)));
+        }
         if q.pending.insert(key.clone(), write).is_none() {
             Stats::add(&self.stats.pending_writes, 1);
             if key.urgent() {
@@ -204,9 +213,18 @@ async fn dispatch(w: Writer, identities: Identities, max_in_flight: usize) {
             notified.await;
         };
         let (w, identities) = (w.clone(), identities.clone());
+        let due = match &write {
+            Write::Lease { due, .. } => *due,
+            _ => None,
+        };
         tokio::spawn(async move {
             match perform(&identities, write).await {
-                Ok(()) => Stats::add(&w.stats.writes, 1),
+                Ok(()) => {
+                    Stats::add(&w.stats.writes, 1);
+                    if let Some(due) = due {
+                        w.stats.lease_latency.record(due.elapsed());
+                    }
+                }
                 Err(e) => {
                     Stats::add(&w.stats.write_errors, 1);
                     tracing::debug!(error = %e, ?key, "write failed");
@@ -294,6 +312,7 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
             node,
             node_uid,
             duration,
+            due: _,
         } => {
             let client = &identities.node(&node);
             let now = crate::node::micro_time(clock::now());
@@ -421,9 +440,29 @@ mod tests {
                 node: "node-0".into(),
                 node_uid: "x".into(),
                 duration: 40,
+                due: None,
             },
         );
         let (k, _) = w.take().unwrap();
         assert_eq!(k, Key::Lease("node-0".into()));
+    }
+
+    #[test]
+    fn a_renewal_replacing_a_queued_one_keeps_the_earlier_due_time() {
+        let w = writer();
+        let t0 = tokio::time::Instant::now();
+        let lease = |due| Write::Lease {
+            node: "node-0".into(),
+            node_uid: "x".into(),
+            duration: 40,
+            due,
+        };
+        w.push(Key::Lease("node-0".into()), lease(Some(t0)));
+        w.push(
+            Key::Lease("node-0".into()),
+            lease(Some(t0 + std::time::Duration::from_secs(10))),
+        );
+        let (_, write) = w.take().unwrap();
+        assert!(matches!(write, Write::Lease { due: Some(d), .. } if d == t0));
     }
 }
