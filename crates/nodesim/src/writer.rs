@@ -1,8 +1,10 @@
 //! All API writes of the simulation go through one queue with bounded concurrency. Writes to
 //! the same object coalesce (only the newest pod status is sent) and never overlap (a stale status
 //! cannot land after a newer one); lease renewals and node status go first, so heartbeats keep
-//! their rhythm while 100,000 pods start; events are dropped when too many queue, as upstream's
-//! broadcaster does. Each write goes through the client of the node it is about (see
+//! their rhythm while 100,000 pods start; pod statuses next, and events last (the kubelet records
+//! them through a broadcaster of their own, which never holds a status back): behind 10,000
+//! queued events, each wave of a 65,000-node DaemonSet rollout waited seconds for its pods'
+//! statuses. Events are dropped when too many queue, as upstream's broadcaster does. Each write goes through the client of the node it is about (see
 //! [`Identities`]): a kubelet writes its own Node, Lease and pods, and its events with its own
 //! recorder.
 
@@ -23,6 +25,9 @@ use std::{
     sync::{Arc, Mutex},
 };
 use tokio::sync::{Notify, Semaphore};
+
+/// One take in this many serves a waiting pod status before heartbeats.
+const POD_TURN: u32 = 4;
 
 /// At most this many events wait to be written; more are dropped.
 const MAX_QUEUED_EVENTS: usize = 10_000;
@@ -82,17 +87,32 @@ pub(crate) enum Key {
     Event(u64),
 }
 
-impl Key {
-    fn urgent(&self) -> bool {
-        matches!(self, Key::Lease(_) | Key::Node(_))
+impl Queue {
+    /// The queue a key waits in: leases, then node statuses, then pods, then events.
+    fn queue_of(&mut self, key: &Key) -> &mut VecDeque<Key> {
+        match key {
+            Key::Lease(_) => &mut self.leases,
+            Key::Node(_) => &mut self.urgent,
+            Key::Pod(_) => &mut self.normal,
+            Key::Event(_) => &mut self.events_queue,
+        }
     }
 }
 
 #[derive(Default)]
 struct Queue {
     pending: HashMap<Key, Write>,
+    /// Leases: a renewal has a deadline (the node lifecycle controller's grace period), so it
+    /// goes even before node statuses, which 65,000 registering nodes post all at once.
+    leases: VecDeque<Key>,
     urgent: VecDeque<Key>,
     normal: VecDeque<Key>,
+    /// Events, taken only when nothing else waits.
+    events_queue: VecDeque<Key>,
+    /// Counts takes: every [`POD_TURN`]th goes to a pod first, so pod statuses still move when
+    /// heartbeats alone could fill every write slot (at 20,000 nodes on a loaded 2-core machine
+    /// they did, and a DaemonSet's pods stayed unready on the server while Ready here).
+    turn: u32,
     inflight: HashSet<Key>,
     deferred: HashSet<Key>,
     events: usize,
@@ -138,11 +158,7 @@ impl Writer {
         }
         if q.pending.insert(key.clone(), write).is_none() {
             Stats::add(&self.stats.pending_writes, 1);
-            if key.urgent() {
-                q.urgent.push_back(key)
-            } else {
-                q.normal.push_back(key)
-            }
+            q.queue_of(&key).push_back(key);
         }
         drop(q);
         self.notify.notify_one();
@@ -167,7 +183,17 @@ impl Writer {
     fn take(&self) -> Option<(Key, Write)> {
         let mut q = self.lock();
         loop {
-            let key = q.urgent.pop_front().or_else(|| q.normal.pop_front())?;
+            q.turn = q.turn.wrapping_add(1);
+            let pods_first = q.turn % POD_TURN == 0;
+            let key = if pods_first {
+                q.normal.pop_front()
+            } else {
+                None
+            }
+            .or_else(|| q.leases.pop_front())
+            .or_else(|| q.urgent.pop_front())
+            .or_else(|| q.normal.pop_front())
+            .or_else(|| q.events_queue.pop_front())?;
             if q.inflight.contains(&key) {
                 q.deferred.insert(key);
                 continue;
@@ -188,11 +214,7 @@ impl Writer {
         q.inflight.remove(key);
         Stats::sub(&self.stats.pending_writes, 1);
         if q.deferred.remove(key) && q.pending.contains_key(key) {
-            if key.urgent() {
-                q.urgent.push_front(key.clone())
-            } else {
-                q.normal.push_front(key.clone())
-            }
+            q.queue_of(key).push_front(key.clone());
             drop(q);
             self.notify.notify_one();
         }
@@ -445,6 +467,41 @@ mod tests {
         );
         let (k, _) = w.take().unwrap();
         assert_eq!(k, Key::Lease("node-0".into()));
+    }
+
+    #[test]
+    fn pod_statuses_get_every_fourth_turn_while_heartbeats_wait() {
+        let w = writer();
+        for n in 0..8 {
+            w.push(
+                Key::Lease(format!("node-{n}")),
+                Write::Lease {
+                    node: format!("node-{n}"),
+                    node_uid: "x".into(),
+                    duration: 40,
+                    due: None,
+                },
+            );
+        }
+        w.push(Key::Pod("u".into()), status(1));
+        let order: Vec<Key> = (0..4).map(|_| w.take().unwrap().0).collect();
+        assert_eq!(order[3], Key::Pod("u".into()), "{order:?}");
+        assert!(order[..3].iter().all(|k| matches!(k, Key::Lease(_))));
+    }
+
+    #[test]
+    fn pod_statuses_go_before_events() {
+        let w = writer();
+        // Any write will do as the event's: only the queue it waits in matters here.
+        w.event(Write::NodeStatus {
+            node: "node-0".into(),
+            status: json!({}),
+        });
+        w.push(Key::Pod("u".into()), status(1));
+        let (k, _) = w.take().unwrap();
+        assert_eq!(k, Key::Pod("u".into()));
+        let (k, _) = w.take().unwrap();
+        assert_eq!(k, Key::Event(1));
     }
 
     #[test]

@@ -491,7 +491,7 @@ pub async fn run(b: &NodesBench) -> anyhow::Result<()> {
     };
     let cpu0 = nodesim::bench::cpu_seconds();
     let cp = ControlPlane::start(Options {
-        data_dir: dir,
+        data_dir: dir.clone(),
         port: 0,
         store: b.store,
         etcd_servers: etcd.as_ref().map(BenchEtcd::urls).unwrap_or_default(),
@@ -631,6 +631,7 @@ pub async fn run(b: &NodesBench) -> anyhow::Result<()> {
         times.replace_in_place().as_secs_f64(),
         ideal::versus(ideal_update, update)
     );
+    super::nodes::print_footprint(&cp.server, &dir, b.nodes);
     let cpu_process = nodesim::bench::cpu_seconds() - cpu0;
     let peak_process = peak_rss().unwrap_or(0);
     progress.abort();

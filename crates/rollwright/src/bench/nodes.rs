@@ -103,7 +103,7 @@ pub async fn run(b: NodesBench) -> anyhow::Result<()> {
 
 /// Prints what the API server's cache holds per pod (and for the events beside them) and what
 /// the store's files take per pod on disk.
-fn print_footprint(server: &apiserver::ApiServer, dir: &std::path::Path, pods: usize) {
+pub(super) fn print_footprint(server: &apiserver::ApiServer, dir: &std::path::Path, pods: usize) {
     let per = |bytes: usize, n: usize| bytes as f64 / n.max(1) as f64;
     for (group, plural, name) in [
         ("", "pods", "pod"),
