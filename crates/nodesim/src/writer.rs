@@ -26,8 +26,9 @@ use std::{
 };
 use tokio::sync::{Notify, Semaphore};
 
-/// One take in this many serves a waiting pod status before heartbeats.
-const POD_TURN: u32 = 4;
+/// Of every this many takes, one serves a waiting pod status first and one a waiting node status
+/// first; the rest serve leases first.
+const TURNS: u32 = 4;
 
 /// At most this many events wait to be written; more are dropped.
 const MAX_QUEUED_EVENTS: usize = 10_000;
@@ -109,9 +110,10 @@ struct Queue {
     normal: VecDeque<Key>,
     /// Events, taken only when nothing else waits.
     events_queue: VecDeque<Key>,
-    /// Counts takes: every [`POD_TURN`]th goes to a pod first, so pod statuses still move when
-    /// heartbeats alone could fill every write slot (at 20,000 nodes on a loaded 2-core machine
-    /// they did, and a DaemonSet's pods stayed unready on the server while Ready here).
+    /// Counts takes: of every [`TURNS`], one goes to a pod first and one to a node status first,
+    /// so both still move when heartbeats alone could fill every write slot (at 20,000 nodes on
+    /// a loaded 2-core machine they did: a DaemonSet's pods stayed unready on the server while
+    /// Ready here, and 20,000 nodes sharded over etcd waited minutes for their first status).
     turn: u32,
     inflight: HashSet<Key>,
     deferred: HashSet<Key>,
@@ -184,16 +186,16 @@ impl Writer {
         let mut q = self.lock();
         loop {
             q.turn = q.turn.wrapping_add(1);
-            let pods_first = q.turn % POD_TURN == 0;
-            let key = if pods_first {
-                q.normal.pop_front()
-            } else {
-                None
-            }
-            .or_else(|| q.leases.pop_front())
-            .or_else(|| q.urgent.pop_front())
-            .or_else(|| q.normal.pop_front())
-            .or_else(|| q.events_queue.pop_front())?;
+            let first = match q.turn % TURNS {
+                0 => q.normal.pop_front(),
+                2 => q.urgent.pop_front(),
+                _ => None,
+            };
+            let key = first
+                .or_else(|| q.leases.pop_front())
+                .or_else(|| q.urgent.pop_front())
+                .or_else(|| q.normal.pop_front())
+                .or_else(|| q.events_queue.pop_front())?;
             if q.inflight.contains(&key) {
                 q.deferred.insert(key);
                 continue;
@@ -470,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn pod_statuses_get_every_fourth_turn_while_heartbeats_wait() {
+    fn pod_and_node_statuses_each_get_one_turn_in_four_while_heartbeats_wait() {
         let w = writer();
         for n in 0..8 {
             w.push(
@@ -484,9 +486,17 @@ mod tests {
             );
         }
         w.push(Key::Pod("u".into()), status(1));
+        w.push(
+            Key::Node("node-0".into()),
+            Write::NodeStatus {
+                node: "node-0".into(),
+                status: json!({}),
+            },
+        );
         let order: Vec<Key> = (0..4).map(|_| w.take().unwrap().0).collect();
+        assert_eq!(order[1], Key::Node("node-0".into()), "{order:?}");
         assert_eq!(order[3], Key::Pod("u".into()), "{order:?}");
-        assert!(order[..3].iter().all(|k| matches!(k, Key::Lease(_))));
+        assert!(matches!(order[0], Key::Lease(_)) && matches!(order[2], Key::Lease(_)));
     }
 
     #[test]
