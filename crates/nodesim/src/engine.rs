@@ -417,7 +417,7 @@ impl Engine {
             } else {
                 Duration::ZERO
             };
-            self.lease_write(&name);
+            self.lease_write(&name, None);
             let due = now + offset.max(Duration::from_millis(1)).min(interval);
             if let Some(sim) = self.nodes.get_mut(&name) {
                 sim.lease_due = Some(due);
@@ -523,7 +523,8 @@ impl Engine {
         }
     }
 
-    fn lease_write(&mut self, name: &str) {
+    /// Queues a lease write; `due` is when it was due, for a renewal.
+    fn lease_write(&mut self, name: &str, due: Option<Instant>) {
         let Some(sim) = self.nodes.get(name) else {
             return;
         };
@@ -532,6 +533,7 @@ impl Engine {
             node: name.to_string(),
             node_uid: sim.uid.clone(),
             duration: self.cfg.lease_duration_seconds,
+            due,
         };
         self.writer.push(Key::Lease(name.to_string()), write);
     }
@@ -939,7 +941,7 @@ impl Engine {
                     sim.lease_due = Some(next);
                     self.timers
                         .push(Reverse((next, Timer::Lease(name.clone()))));
-                    self.lease_write(&name);
+                    self.lease_write(&name, Some(t));
                 }
                 Timer::NodeStatus(name) => {
                     let Some(sim) = self.nodes.get(&name) else {

@@ -15,6 +15,7 @@ pub mod distribution;
 mod engine;
 pub mod identity;
 pub mod image;
+pub mod latency;
 pub mod mounts;
 pub mod node;
 pub mod ops;

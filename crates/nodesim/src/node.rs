@@ -134,9 +134,17 @@ pub fn needs_post(observed: &[Observed], has_node_info: bool, p: Pressure) -> bo
         })
 }
 
-/// The node's InternalIP: 10.0.x.y, one per index.
+/// The node's InternalIP: 10.0.x.y, one per index; past 64,000 nodes (250 hosts times 256
+/// subnets) the second octet counts on (10.1.x.y), so a 65,000-node cluster has no two nodes on
+/// one address. Still below the pod CIDRs, which start at 10.64.
 pub fn node_ip(index: u32) -> Ipv4Addr {
-    Ipv4Addr::new(10, 0, ((index / 250) & 0xff) as u8, (index % 250 + 2) as u8)
+    let subnet = index / 250;
+    Ipv4Addr::new(
+        10,
+        (subnet / 256).min(63) as u8,
+        (subnet % 256) as u8,
+        (index % 250 + 2) as u8,
+    )
 }
 
 /// The node's pod CIDR, a /24 per index from 10.64.0.0.
@@ -453,6 +461,9 @@ mod tests {
         }
         assert_eq!(index_from_cidr("10.1.2.0/24"), None);
         assert_eq!(index_from_cidr("nonsense"), None);
+        // The largest cluster the benchmark runs: every node on an address of its own.
+        let all: std::collections::HashSet<_> = (0..65_000).map(node_ip).collect();
+        assert_eq!(all.len(), 65_000);
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub struct Stats {
     pub events_dropped: AtomicU64,
     /// Lease renewals done.
     pub lease_renewals: AtomicU64,
+    /// From when each renewal was due to when its write returned: what the node lifecycle
+    /// controller's grace period (40s) must cover, or the node goes `Unknown`. Renewals only;
+    /// a node's first lease write, as it registers or resumes, is not one.
+    pub lease_latency: crate::latency::Histogram,
     /// Pod statuses written back because someone else changed their `Ready` condition: a number
     /// that keeps growing means two writers disagree about a pod.
     pub status_resyncs: AtomicU64,

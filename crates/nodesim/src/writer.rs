@@ -1,8 +1,10 @@
 //! All API writes of the simulation go through one queue with bounded concurrency. Writes to
 //! the same object coalesce (only the newest pod status is sent) and never overlap (a stale status
 //! cannot land after a newer one); lease renewals and node status go first, so heartbeats keep
-//! their rhythm while 100,000 pods start; events are dropped when too many queue, as upstream's
-//! broadcaster does. Each write goes through the client of the node it is about (see
+//! their rhythm while 100,000 pods start; pod statuses next, and events last (the kubelet records
+//! them through a broadcaster of their own, which never holds a status back): behind 10,000
+//! queued events, each wave of a 65,000-node DaemonSet rollout waited seconds for its pods'
+//! statuses. Events are dropped when too many queue, as upstream's broadcaster does. Each write goes through the client of the node it is about (see
 //! [`Identities`]): a kubelet writes its own Node, Lease and pods, and its events with its own
 //! recorder.
 
@@ -23,6 +25,10 @@ use std::{
     sync::{Arc, Mutex},
 };
 use tokio::sync::{Notify, Semaphore};
+
+/// Of every this many takes, one serves a waiting pod status first and one a waiting node status
+/// first; the rest serve leases first.
+const TURNS: u32 = 4;
 
 /// At most this many events wait to be written; more are dropped.
 const MAX_QUEUED_EVENTS: usize = 10_000;
@@ -55,6 +61,9 @@ pub(crate) enum Write {
         node: String,
         node_uid: String,
         duration: i32,
+        /// When the renewal was due (`None`: not a renewal, the first write as a node starts):
+        /// its latency is measured from then, so a late timer counts as much as a slow write.
+        due: Option<tokio::time::Instant>,
     },
     /// A merge patch of the node's status.
     NodeStatus { node: String, status: Value },
@@ -79,17 +88,33 @@ pub(crate) enum Key {
     Event(u64),
 }
 
-impl Key {
-    fn urgent(&self) -> bool {
-        matches!(self, Key::Lease(_) | Key::Node(_))
+impl Queue {
+    /// The queue a key waits in: leases, then node statuses, then pods, then events.
+    fn queue_of(&mut self, key: &Key) -> &mut VecDeque<Key> {
+        match key {
+            Key::Lease(_) => &mut self.leases,
+            Key::Node(_) => &mut self.urgent,
+            Key::Pod(_) => &mut self.normal,
+            Key::Event(_) => &mut self.events_queue,
+        }
     }
 }
 
 #[derive(Default)]
 struct Queue {
     pending: HashMap<Key, Write>,
+    /// Leases: a renewal has a deadline (the node lifecycle controller's grace period), so it
+    /// goes even before node statuses, which 65,000 registering nodes post all at once.
+    leases: VecDeque<Key>,
     urgent: VecDeque<Key>,
     normal: VecDeque<Key>,
+    /// Events, taken only when nothing else waits.
+    events_queue: VecDeque<Key>,
+    /// Counts takes: of every [`TURNS`], one goes to a pod first and one to a node status first,
+    /// so both still move when heartbeats alone could fill every write slot (at 20,000 nodes on
+    /// a loaded 2-core machine they did: a DaemonSet's pods stayed unready on the server while
+    /// Ready here, and 20,000 nodes sharded over etcd waited minutes for their first status).
+    turn: u32,
     inflight: HashSet<Key>,
     deferred: HashSet<Key>,
     events: usize,
@@ -125,15 +150,17 @@ impl Writer {
     }
 
     /// Queues a write, replacing a queued one with the same key.
-    pub(crate) fn push(&self, key: Key, write: Write) {
+    pub(crate) fn push(&self, key: Key, mut write: Write) {
         let mut q = self.lock();
+        // A renewal that replaces a queued one is as late as the one it replaces.
+        if let (Some(Write::Lease { due: Some(old), .. }), Write::Lease { due, .. }) =
+            (q.pending.get(&key), &mut write)
+        {
+            *due = Some(due.map_or(*old, |d| d.min(*old)));
+        }
         if q.pending.insert(key.clone(), write).is_none() {
             Stats::add(&self.stats.pending_writes, 1);
-            if key.urgent() {
-                q.urgent.push_back(key)
-            } else {
-                q.normal.push_back(key)
-            }
+            q.queue_of(&key).push_back(key);
         }
         drop(q);
         self.notify.notify_one();
@@ -158,7 +185,17 @@ impl Writer {
     fn take(&self) -> Option<(Key, Write)> {
         let mut q = self.lock();
         loop {
-            let key = q.urgent.pop_front().or_else(|| q.normal.pop_front())?;
+            q.turn = q.turn.wrapping_add(1);
+            let first = match q.turn % TURNS {
+                0 => q.normal.pop_front(),
+                2 => q.urgent.pop_front(),
+                _ => None,
+            };
+            let key = first
+                .or_else(|| q.leases.pop_front())
+                .or_else(|| q.urgent.pop_front())
+                .or_else(|| q.normal.pop_front())
+                .or_else(|| q.events_queue.pop_front())?;
             if q.inflight.contains(&key) {
                 q.deferred.insert(key);
                 continue;
@@ -179,11 +216,7 @@ impl Writer {
         q.inflight.remove(key);
         Stats::sub(&self.stats.pending_writes, 1);
         if q.deferred.remove(key) && q.pending.contains_key(key) {
-            if key.urgent() {
-                q.urgent.push_front(key.clone())
-            } else {
-                q.normal.push_front(key.clone())
-            }
+            q.queue_of(key).push_front(key.clone());
             drop(q);
             self.notify.notify_one();
         }
@@ -204,9 +237,18 @@ async fn dispatch(w: Writer, identities: Identities, max_in_flight: usize) {
             notified.await;
         };
         let (w, identities) = (w.clone(), identities.clone());
+        let due = match &write {
+            Write::Lease { due, .. } => *due,
+            _ => None,
+        };
         tokio::spawn(async move {
             match perform(&identities, write).await {
-                Ok(()) => Stats::add(&w.stats.writes, 1),
+                Ok(()) => {
+                    Stats::add(&w.stats.writes, 1);
+                    if let Some(due) = due {
+                        w.stats.lease_latency.record(due.elapsed());
+                    }
+                }
                 Err(e) => {
                     Stats::add(&w.stats.write_errors, 1);
                     tracing::debug!(error = %e, ?key, "write failed");
@@ -294,6 +336,7 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
             node,
             node_uid,
             duration,
+            due: _,
         } => {
             let client = &identities.node(&node);
             let now = crate::node::micro_time(clock::now());
@@ -421,9 +464,72 @@ mod tests {
                 node: "node-0".into(),
                 node_uid: "x".into(),
                 duration: 40,
+                due: None,
             },
         );
         let (k, _) = w.take().unwrap();
         assert_eq!(k, Key::Lease("node-0".into()));
+    }
+
+    #[test]
+    fn pod_and_node_statuses_each_get_one_turn_in_four_while_heartbeats_wait() {
+        let w = writer();
+        for n in 0..8 {
+            w.push(
+                Key::Lease(format!("node-{n}")),
+                Write::Lease {
+                    node: format!("node-{n}"),
+                    node_uid: "x".into(),
+                    duration: 40,
+                    due: None,
+                },
+            );
+        }
+        w.push(Key::Pod("u".into()), status(1));
+        w.push(
+            Key::Node("node-0".into()),
+            Write::NodeStatus {
+                node: "node-0".into(),
+                status: json!({}),
+            },
+        );
+        let order: Vec<Key> = (0..4).map(|_| w.take().unwrap().0).collect();
+        assert_eq!(order[1], Key::Node("node-0".into()), "{order:?}");
+        assert_eq!(order[3], Key::Pod("u".into()), "{order:?}");
+        assert!(matches!(order[0], Key::Lease(_)) && matches!(order[2], Key::Lease(_)));
+    }
+
+    #[test]
+    fn pod_statuses_go_before_events() {
+        let w = writer();
+        // Any write will do as the event's: only the queue it waits in matters here.
+        w.event(Write::NodeStatus {
+            node: "node-0".into(),
+            status: json!({}),
+        });
+        w.push(Key::Pod("u".into()), status(1));
+        let (k, _) = w.take().unwrap();
+        assert_eq!(k, Key::Pod("u".into()));
+        let (k, _) = w.take().unwrap();
+        assert_eq!(k, Key::Event(1));
+    }
+
+    #[test]
+    fn a_renewal_replacing_a_queued_one_keeps_the_earlier_due_time() {
+        let w = writer();
+        let t0 = tokio::time::Instant::now();
+        let lease = |due| Write::Lease {
+            node: "node-0".into(),
+            node_uid: "x".into(),
+            duration: 40,
+            due,
+        };
+        w.push(Key::Lease("node-0".into()), lease(Some(t0)));
+        w.push(
+            Key::Lease("node-0".into()),
+            lease(Some(t0 + std::time::Duration::from_secs(10))),
+        );
+        let (_, write) = w.take().unwrap();
+        assert!(matches!(write, Write::Lease { due: Some(d), .. } if d == t0));
     }
 }

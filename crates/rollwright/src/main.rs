@@ -156,6 +156,21 @@ enum Command {
         /// Fault profile for simulated pods.
         #[arg(long)]
         profile: Option<PathBuf>,
+        /// Milliseconds from a pod's binding to its containers running (default: uniform over
+        /// 500 to 1500; a profile's `startDelay` wins).
+        #[arg(long)]
+        start_delay_ms: Option<u64>,
+        /// Milliseconds from a container running to Ready (default: uniform over 500 to 1500; a
+        /// profile's `readinessDelay` wins).
+        #[arg(long)]
+        readiness_delay_ms: Option<u64>,
+        /// Do not record Events.
+        #[arg(long)]
+        no_events: bool,
+        /// On shutdown, print the lease renewals' latency as one JSON line on standard output
+        /// (`{"lease_latency": ...}`): how `bench nodes --shards` collects it from its shards.
+        #[arg(long)]
+        report_leases: bool,
         #[command(subcommand)]
         op: Option<NodeOp>,
     },
@@ -347,23 +362,58 @@ async fn run() -> anyhow::Result<()> {
             count,
             shard,
             profile,
+            start_delay_ms,
+            readiness_delay_ms,
+            no_events,
+            report_leases,
             op: None,
         } => {
+            let fixed = |ms: u64| {
+                nodesim::distribution::Distribution::Fixed(std::time::Duration::from_millis(ms))
+            };
+            let defaults = nodesim::NodeSim::default();
             let nodes = nodesim::NodeSim {
                 nodes: count,
                 shard,
-                ..Default::default()
+                start_delay: start_delay_ms.map_or(defaults.start_delay.clone(), fixed),
+                readiness_delay: readiness_delay_ms.map_or(defaults.readiness_delay.clone(), fixed),
+                events: !no_events,
+                ..defaults
             };
-            run_parts(
+            let profile = match &profile {
+                Some(path) => nodesim::load_profile(path)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+                None => nodesim::Profile::default(),
+            };
+            // As `components::start` runs it (one client, no election), keeping the counters
+            // for `--report-leases`.
+            let stats = std::sync::Arc::new(nodesim::Stats::default());
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let sim = tokio::spawn(nodesim::run_with_stats(
                 client(&cluster, Component::Kubelet).await?,
-                Components {
-                    nodes: Some(nodes),
-                    profile,
-                    ..Default::default()
+                nodes,
+                profile,
+                async move {
+                    let _ = stopped.await;
                 },
-                None,
-            )
-            .await
+                stats.clone(),
+            ));
+            shutdown_signal()
+                .await
+                .context("waiting for a shutdown signal")?;
+            let _ = stop.send(());
+            match sim.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "node simulator stopped"),
+                Err(e) => tracing::error!(error = %e, "node simulator panicked"),
+            }
+            if report_leases {
+                println!(
+                    "{}",
+                    rollwright::bench::lease_report_line(&stats, shard.to_string())
+                );
+            }
+            Ok(())
         }
         Command::Nodes {
             cluster,

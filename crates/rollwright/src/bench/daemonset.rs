@@ -67,7 +67,7 @@ pub struct DaemonsetBench {
 
 /// The thread name of the controllers' runtime (what their CPU is summed by).
 /// The DaemonSet's name.
-const NAME: &str = "bench";
+pub(super) const NAME: &str = "bench";
 
 /// An int-or-percent flag as JSON: a number if it parses as one, else the string (`10%`).
 fn int_or_percent(s: &str) -> Value {
@@ -75,10 +75,10 @@ fn int_or_percent(s: &str) -> Value {
 }
 
 /// The daemon pods' `terminationGracePeriodSeconds`.
-const GRACE_SECONDS: u64 = 1;
+pub(super) const GRACE_SECONDS: u64 = 1;
 
 /// The DaemonSet, rolling with `max_unavailable` (no surge).
-fn manifest(max_unavailable: &str) -> anyhow::Result<DaemonSet> {
+pub(super) fn manifest(max_unavailable: &str) -> anyhow::Result<DaemonSet> {
     Ok(serde_json::from_value(json!({
         "metadata": {"name": NAME, "labels": {"app": NAME}},
         "spec": {
@@ -147,7 +147,7 @@ impl Meter {
 }
 
 /// Waits until the DaemonSet has rolled out its latest spec over every node.
-async fn wait_rolled_out(
+pub(super) async fn wait_rolled_out(
     api: &Api<DaemonSet>,
     nodes: usize,
     what: &str,

@@ -72,6 +72,11 @@ impl BenchEtcd {
         Ok(Self { member })
     }
 
+    /// The member's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.member.pid(0)
+    }
+
     /// The member's client URLs.
     pub fn urls(&self) -> Vec<String> {
         self.member.client_urls()

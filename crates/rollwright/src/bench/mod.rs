@@ -4,6 +4,7 @@
 mod api;
 mod daemonset;
 mod deploy;
+mod fleet;
 mod ideal;
 mod meter;
 mod nodes;
@@ -11,12 +12,16 @@ mod phases;
 mod scheduler;
 mod statefulset;
 
+pub use fleet::{LeaseReport, lease_report_line};
+
 /// A benchmark scenario.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Scenario {
     /// Create pods through the API with concurrent clients, list them, fan a watch out.
     Api(api::ApiBench),
-    /// Simulate 5,000 nodes and drive 100,000 pods to Ready; CPU seconds and peak memory.
+    /// Simulate 5,000 nodes and drive 100,000 pods to Ready; CPU seconds and peak memory. With
+    /// `--daemonset`: roll a DaemonSet over every node (issue 24: up to 65,000), with lease
+    /// latency, NotReady nodes and memory per node.
     Nodes(nodes::NodesBench),
     /// Bind 10,000 pending pods over 5,000 nodes; pods per second.
     Scheduler(scheduler::SchedulerBench),

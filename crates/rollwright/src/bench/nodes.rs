@@ -4,6 +4,8 @@
 //! `nodesim::bench::run`: registers the nodes, creates the pods and binds them round robin through
 //! the binding subresource, and waits until the simulation has driven every pod to Ready. CPU and
 //! peak memory are the whole process's, so they include the API server and its store.
+//!
+//! `--daemonset` runs issue 24's scenario instead (see [`super::fleet`]).
 
 use super::peak_rss;
 use crate::control_plane::{ControlPlane, Options, StoreKind};
@@ -13,23 +15,50 @@ use crate::control_plane::{ControlPlane, Options, StoreKind};
 pub struct NodesBench {
     /// Simulated nodes.
     #[arg(long, default_value_t = 5_000)]
-    nodes: usize,
+    pub(super) nodes: usize,
     /// Pods to drive to Ready.
     #[arg(long, default_value_t = 100_000)]
     pods: usize,
     /// Do not record Events (measures the simulation without the event pipeline).
     #[arg(long)]
-    no_events: bool,
-    /// Store backend of the in-process API server.
+    pub(super) no_events: bool,
+    /// Store backend of the in-process API server (`etcd`: a one-member etcd started for the
+    /// run).
     #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
-    store: StoreKind,
+    pub(super) store: StoreKind,
     /// Data directory (default: a fresh temporary one, removed afterwards).
     #[arg(long)]
-    data_dir: Option<std::path::PathBuf>,
+    pub(super) data_dir: Option<std::path::PathBuf>,
+    /// Instead of pods: run the scheduler and the controllers too, create a DaemonSet on every
+    /// node and roll it with `--max-unavailable`; print lease-renewal latency, nodes gone
+    /// NotReady and memory per node (issue 24). `--pods` is not used.
+    #[arg(long)]
+    pub(super) daemonset: bool,
+    /// With `--daemonset`: the update's `maxUnavailable`.
+    #[arg(long, default_value = "10%")]
+    pub(super) max_unavailable: String,
+    /// With `--daemonset`: milliseconds from a pod's containers running to Ready (they start at
+    /// once).
+    #[arg(long, default_value_t = 1000)]
+    pub(super) readiness_delay_ms: u64,
+    /// With `--daemonset`: simulate the nodes in this many `rollwright nodes --shard i/N` child
+    /// processes instead of in this one (0: in this one).
+    #[arg(long, default_value_t = 0)]
+    pub(super) shards: usize,
+    /// With `--daemonset`: give up after this many seconds per phase.
+    #[arg(long, default_value_t = 1800)]
+    pub(super) timeout_secs: u64,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run(b: NodesBench) -> anyhow::Result<()> {
+    if b.daemonset {
+        return super::fleet::run(&b).await;
+    }
+    anyhow::ensure!(
+        b.shards == 0,
+        "--shards needs --daemonset (the pods mode simulates in this process)"
+    );
     let tmp = tempfile::tempdir()?;
     let dir = b
         .data_dir
@@ -74,7 +103,7 @@ pub async fn run(b: NodesBench) -> anyhow::Result<()> {
 
 /// Prints what the API server's cache holds per pod (and for the events beside them) and what
 /// the store's files take per pod on disk.
-fn print_footprint(server: &apiserver::ApiServer, dir: &std::path::Path, pods: usize) {
+pub(super) fn print_footprint(server: &apiserver::ApiServer, dir: &std::path::Path, pods: usize) {
     let per = |bytes: usize, n: usize| bytes as f64 / n.max(1) as f64;
     for (group, plural, name) in [
         ("", "pods", "pod"),

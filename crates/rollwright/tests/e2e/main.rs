@@ -9,6 +9,7 @@
 mod access;
 mod aggregation;
 mod auto_rollback;
+mod bench_nodes;
 mod chaos;
 mod cli_commands;
 mod cli_rollout;
