@@ -27,6 +27,23 @@ pub fn ready_since(pod: &Pod) -> Option<Timestamp> {
     )
 }
 
+/// Whether a container of the pod waits because its image does not pull (`ErrImagePull`, or
+/// `ImagePullBackOff` between attempts, as the kubelet reports it).
+pub fn fails_to_pull(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|s| s.waiting.as_ref())
+                    .and_then(|w| w.reason.as_deref())
+                    .is_some_and(|r| r == "ErrImagePull" || r == "ImagePullBackOff")
+            })
+        })
+}
+
 /// Whether the pod's `Ready` condition is True.
 pub fn is_ready(pod: &Pod) -> bool {
     ready_since(pod).is_some()

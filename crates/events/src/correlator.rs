@@ -119,19 +119,15 @@ impl Correlator {
         wall: Timestamp,
     ) -> Option<Write> {
         let similar_key = format!("{}\0{}\0{}", ev.object, ev.kind.as_str(), ev.reason);
-        let (key, message, new_name) = if self.aggregate(&similar_key, ev.message, now) {
-            (
-                similar_key,
-                format!("{COMBINED}{}", ev.message),
-                event_name(ev.object_name, wall),
-            )
+        let (key, message) = if self.aggregate(&similar_key, ev.message, now) {
+            (similar_key, format!("{COMBINED}{}", ev.message))
         } else {
             (
                 format!("{similar_key}\0{}\0{}", ev.field_path, ev.message),
                 ev.message.to_string(),
-                event_name(ev.object_name, wall),
             )
         };
+        let new_name = event_name(ev.object_name, wall);
         let write = match self.logged.get_mut(&key) {
             Some(seen) => {
                 seen.count = seen.count.saturating_add(1);

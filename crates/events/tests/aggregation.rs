@@ -18,6 +18,15 @@ fn pod_ref(name: &str) -> ObjectReference {
     }
 }
 
+/// The Events recorded on pod `name` in `default`.
+async fn events_on(client: kube::Client, name: &str) -> kube::core::ObjectList<Event> {
+    let events: Api<Event> = Api::namespaced(client, "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn repeats_are_counted_on_one_event() {
     let server = embedded::Embedded::memory().await.unwrap();
@@ -47,11 +56,7 @@ async fn repeats_are_counted_on_one_event() {
         .await
         .unwrap();
 
-    let events: Api<Event> = Api::namespaced(client, "default");
-    let list = events
-        .list(&ListParams::default().fields("involvedObject.name=web"))
-        .await
-        .unwrap();
+    let list = events_on(client, "web").await;
     assert_eq!(
         list.items.len(),
         2,
@@ -125,11 +130,7 @@ async fn ten_similar_messages_combine_into_one_event_that_counts_the_rest() {
             .await
             .unwrap();
     }
-    let events: Api<Event> = Api::namespaced(client, "default");
-    let list = events
-        .list(&ListParams::default().fields("involvedObject.name=web"))
-        .await
-        .unwrap();
+    let list = events_on(client, "web").await;
     assert_eq!(list.items.len(), 10, "nine alone, then one combined");
     let combined: Vec<&Event> = list
         .items

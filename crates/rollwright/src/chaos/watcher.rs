@@ -566,18 +566,7 @@ impl Roller {
         let failing = |snap: &Snapshot| {
             snap.pods.values().any(|p| {
                 p.labels().get("app").map(String::as_str) == Some(w.name)
-                    && p.status
-                        .as_ref()
-                        .and_then(|s| s.container_statuses.as_ref())
-                        .is_some_and(|cs| {
-                            cs.iter().any(|c| {
-                                c.state
-                                    .as_ref()
-                                    .and_then(|s| s.waiting.as_ref())
-                                    .and_then(|w| w.reason.as_deref())
-                                    .is_some_and(|r| r == "ErrImagePull" || r == "ImagePullBackOff")
-                            })
-                        })
+                    && api::pod::fails_to_pull(p)
             })
         };
         self.wait(FAILING_FOR, stop, failing).await;

@@ -69,19 +69,7 @@ async fn wait_for_failing_pull(rig: &Rig, image: &str) -> String {
                 s.containers
                     .iter()
                     .any(|c| c.image.as_deref() == Some(wanted.as_str()))
-            }) && p
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.state
-                            .as_ref()
-                            .and_then(|s| s.waiting.as_ref())
-                            .and_then(|w| w.reason.as_deref())
-                            .is_some_and(|r| r == "ErrImagePull" || r == "ImagePullBackOff")
-                    })
-                });
+            }) && api::pod::fails_to_pull(p);
             std::future::ready(pulls_fail)
         })
         .boxed();
