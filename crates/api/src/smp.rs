@@ -188,11 +188,21 @@ pub enum SmpError {
 ///
 /// `original` may be `null` (treated as `{}`); both must otherwise be objects.
 pub fn apply(original: &Value, patch: &Value, schema: &dyn MergeSchema) -> Result<Value, SmpError> {
+    apply_owned(original.clone(), patch, schema)
+}
+
+/// [`apply`] to a document the caller gives up, which the merge then changes in place instead of
+/// copying it first (an API server's patch already holds its own copy of the stored object).
+pub fn apply_owned(
+    original: Value,
+    patch: &Value,
+    schema: &dyn MergeSchema,
+) -> Result<Value, SmpError> {
     let Value::Object(patch) = patch else {
         return Err(SmpError::InvalidDocument);
     };
     let original = match original {
-        Value::Object(map) => map.clone(),
+        Value::Object(map) => map,
         Value::Null => Map::new(),
         _ => return Err(SmpError::InvalidDocument),
     };

@@ -138,11 +138,16 @@ impl NodeGraph for CacheGraph<'_> {
         namespace: &str,
         found: &mut dyn FnMut(&Value) -> bool,
     ) -> bool {
-        // The node is read from the entry's selectable fields; only pods on the node are
-        // decoded, one at a time, until one answers.
-        self.values("", "pods", Some(namespace).filter(|n| !n.is_empty()))
+        // The node is read from the entry's selectable fields, under the cache's lock; only the
+        // pods on the node are copied out and decoded, one at a time, until one answers.
+        let Some(def) = self.0.registry().owner("", "pods") else {
+            return false;
+        };
+        let ns = Some(namespace).filter(|n| !n.is_empty());
+        self.0
+            .list_where(&def, ns, |e| e.field_is("spec.nodeName", node))
+            .0
             .iter()
-            .filter(|e| e.field_is("spec.nodeName", node))
             .any(|e| found(&e.value()))
     }
 

@@ -892,7 +892,7 @@ impl ApiServer {
                 |old, rev| {
                     // The patch applies to the object as the client sees it (its version).
                     let current = present(view, old.clone());
-                    let mut next = apply_patch(bt, &current, &patch)?;
+                    let mut next = apply_patch(bt, current, &patch)?;
                     if !next.is_object() {
                         return Err(ApiError::bad_request(
                             "the patch produced something other than an object",
@@ -1305,13 +1305,12 @@ pub(crate) fn success_status(def: &Kind, name: &str) -> Value {
            "details": {"name": name, "group": def.group, "kind": def.plural}})
 }
 
-/// Applies a patch of the given type.
-pub(crate) fn apply_patch(bt: BodyType, old: &Value, patch: &Value) -> ApiResult<Value> {
+/// Applies a patch of type `bt` to `doc`, the caller's own copy of the current object.
+pub(crate) fn apply_patch(bt: BodyType, mut doc: Value, patch: &Value) -> ApiResult<Value> {
     match bt {
         BodyType::JsonPatch => {
             let p: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            let mut doc = old.clone();
             json_patch::patch(&mut doc, &p).map_err(|e| ApiError {
                 code: 422,
                 reason: "Invalid",
@@ -1328,11 +1327,10 @@ pub(crate) fn apply_patch(bt: BodyType, old: &Value, patch: &Value) -> ApiResult
                     "a JSON merge patch must be an object",
                 ));
             }
-            let mut doc = old.clone();
             json_patch::merge(&mut doc, patch);
             Ok(doc)
         }
-        BodyType::StrategicMergePatch => api::smp::apply(old, patch, &api::smp::Builtin)
+        BodyType::StrategicMergePatch => api::smp::apply_owned(doc, patch, &api::smp::Builtin)
             .map_err(|e| ApiError::bad_request(e.to_string())),
         BodyType::ApplyPatch => Err(ApiError::unsupported_media_type(
             "application/apply-patch+yaml (server-side apply is served on objects and their status, not here)",

@@ -8,16 +8,18 @@
 //! tokens that remembers the keys of each object.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// The duplicate fields of a JSON body, as upstream words them, in document order. A body that
 /// is not JSON has none (its decode error is reported elsewhere).
 pub fn json_duplicates(body: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
+    let mut path = String::new();
     let mut de = serde_json::Deserializer::from_slice(body);
     let _ = Walk {
-        path: String::new(),
+        path: &mut path,
         out: &mut out,
     }
     .deserialize(&mut de);
@@ -31,22 +33,19 @@ pub fn yaml_duplicate(line: u64, key: &str) -> String {
     format!("line {line}: key \"{key}\" already set in map")
 }
 
+/// The walk runs on every JSON write, so it allocates as little as it can: one path buffer that
+/// each field appends its segment to and takes back off, and keys borrowed from the body unless
+/// they hold escapes.
 struct Walk<'o> {
-    path: String,
+    path: &'o mut String,
     out: &'o mut Vec<String>,
 }
 
 impl Walk<'_> {
-    fn child(&mut self, segment: &str) -> Walk<'_> {
-        let path = if self.path.is_empty() {
-            segment.to_string()
-        } else if segment.starts_with('[') {
-            format!("{}{segment}", self.path)
-        } else {
-            format!("{}.{segment}", self.path)
-        };
+    /// The walk of a child, whose segment the caller has appended to the path.
+    fn child(&mut self) -> Walk<'_> {
         Walk {
-            path,
+            path: self.path,
             out: self.out,
         }
     }
@@ -69,25 +68,34 @@ impl<'de> Visitor<'de> for Walk<'_> {
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
-                let dup = self.child(&key).path;
-                self.out.push(dup);
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let len = self.path.len();
+            if len > 0 {
+                self.path.push('.');
             }
-            map.next_value_seed(self.child(&key))?;
+            self.path.push_str(&key);
+            if !seen.insert(key) {
+                self.out.push(self.path.clone());
+            }
+            map.next_value_seed(self.child())?;
+            self.path.truncate(len);
         }
         Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         let mut i = 0usize;
-        while seq
-            .next_element_seed(self.child(&format!("[{i}]")))?
-            .is_some()
-        {
+        loop {
+            let len = self.path.len();
+            // Writing to a String cannot fail.
+            let _ = write!(self.path, "[{i}]");
+            let more = seq.next_element_seed(self.child())?.is_some();
+            self.path.truncate(len);
+            if !more {
+                return Ok(());
+            }
             i += 1;
         }
-        Ok(())
     }
 
     fn visit_bool<E>(self, _: bool) -> Result<(), E> {
@@ -116,6 +124,37 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 }
 
+/// An object's key, borrowed from the body when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v.to_string())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +174,12 @@ mod tests {
         );
         assert!(json_duplicates(br#"{"a": {"b": 1}, "c": [{"b": 1}, {"b": 2}]}"#).is_empty());
         assert!(json_duplicates(b"not json").is_empty());
+        // A key written with an escape is the same key as the one written plainly.
+        assert_eq!(
+            json_duplicates(
+                br#"{"m": {"a\u0062": 1, "ab": 2}, "l": [{"x": 1}, {"y": 1, "y": 2}]}"#
+            ),
+            ["duplicate field \"m.ab\"", "duplicate field \"l[1].y\""]
+        );
     }
 }

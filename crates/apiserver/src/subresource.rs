@@ -87,7 +87,7 @@ impl ApiServer {
                 |old, rev| {
                     let current = scale_of(old);
                     let scale = if is_patch {
-                        apply_patch(bt, &current, &input)?
+                        apply_patch(bt, current, &input)?
                     } else {
                         input.clone()
                     };
