@@ -21,7 +21,8 @@ use k8s_openapi::{
 };
 use kube::{
     Client, Resource, ResourceExt,
-    api::{Api, Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams, PostParams},
+    core::Request,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 // tokio's clock, not std's: the spam filter's refill and the aggregation window move with the
@@ -223,7 +224,9 @@ impl Inner {
         let Some(write) = write else {
             return Ok(false);
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &write.namespace);
+        // The server's answer is only checked for success, never decoded: a typed `Event` (its
+        // managedFields included) for every event written was work nobody read.
+        let url = Request::new(Event::url_path(&(), Some(&write.namespace)));
         let now = Time(now);
         if write.patch {
             let patch = serde_json::json!({
@@ -231,10 +234,10 @@ impl Inner {
                 "lastTimestamp": now,
                 "message": write.message,
             });
-            match api
+            let request = url
                 .patch(&write.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
+                .map_err(kube::Error::BuildRequest)?;
+            match self.client.request_text(request).await {
                 Ok(_) => return Ok(true),
                 // Never created (the spam filter dropped it), expired or deleted: create it, with
                 // the count so far, as upstream's recorder does.
@@ -264,7 +267,11 @@ impl Inner {
             reporting_instance: Some(self.host.clone().unwrap_or_else(|| self.component.clone())),
             ..Default::default()
         };
-        api.create(&PostParams::default(), &event).await?;
+        let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
+        let request = url
+            .create(&PostParams::default(), body)
+            .map_err(kube::Error::BuildRequest)?;
+        self.client.request_text(request).await?;
         Ok(true)
     }
 }

@@ -22,8 +22,9 @@ use events::Recorder;
 use informer::key as make_key;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::{
-    Api, Client, Resource, ResourceExt,
+    Client, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    core::Request,
 };
 use serde_json::Value;
 use std::future::Future;
@@ -182,7 +183,9 @@ impl<E> Writes<E> {
 
 /// The pod writes of one owner in one sync.
 pub struct PodControl<'a> {
-    pods: Api<Pod>,
+    client: Client,
+    /// The owner's namespace's pods.
+    pods: Request,
     recorder: &'a Recorder,
     owner: ObjectReference,
     namespace: String,
@@ -205,7 +208,8 @@ impl<'a> PodControl<'a> {
     ) -> Self {
         let namespace = owner.namespace().unwrap_or_default();
         Self {
-            pods: Api::namespaced(client.clone(), &namespace),
+            client: client.clone(),
+            pods: Request::new(Pod::url_path(&(), Some(&namespace))),
             recorder,
             owner: events::reference(owner),
             namespace,
@@ -276,9 +280,16 @@ impl<'a> PodControl<'a> {
     /// Creates `pod`. A namespace being torn down refuses every creation: moot, and said
     /// nowhere, as upstream. A pod of a fixed name that exists already is the cache lagging.
     async fn create_one(&self, pod: &Pod) -> Result<Outcome, kube::Error> {
-        match self.pods.create(&PostParams::default(), pod).await {
+        let created = match serde_json::to_vec(pod) {
+            Ok(body) => match self.pods.create(&PostParams::default(), body) {
+                Ok(request) => self.client.request::<Written>(request).await,
+                Err(e) => Err(kube::Error::BuildRequest(e)),
+            },
+            Err(e) => Err(kube::Error::SerdeError(e)),
+        };
+        match created {
             Ok(created) => {
-                self.record(Write::Create, &created.name_any(), Ok(()));
+                self.record(Write::Create, &created.metadata.name, Ok(()));
                 Ok(Outcome::Written)
             }
             Err(e) if api_error::is_namespace_terminating(&e) => Ok(Outcome::Moot),
@@ -357,18 +368,13 @@ impl<'a> PodControl<'a> {
                         }),
                     ..Default::default()
                 };
-                (
-                    Write::Delete,
-                    self.pods.delete(name, &params).await.map(|_| ()),
-                )
+                let request = self.pods.delete(name, &params);
+                (Write::Delete, self.send(request).await)
             }
             PodChange::InPlace(_, patch) => {
                 let params = PatchParams::default();
-                let result = self
-                    .pods
-                    .patch(name, &params, &Patch::Strategic(patch))
-                    .await;
-                (Write::InPlace, result.map(|_| ()))
+                let request = self.pods.patch(name, &params, &Patch::Strategic(patch));
+                (Write::InPlace, self.send(request).await)
             }
         };
         match result {
@@ -386,6 +392,31 @@ impl<'a> PodControl<'a> {
             }
         }
     }
+}
+
+impl PodControl<'_> {
+    /// Sends a write whose answer only matters as success or failure.
+    async fn send(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<(), kube::Error> {
+        let request = request.map_err(kube::Error::BuildRequest)?;
+        self.client.request_text(request).await.map(drop)
+    }
+}
+
+/// What a create's answer is read for: the pod's name (generated, for most). The rest of the
+/// pod is skipped rather than decoded into a typed `Pod`, managedFields and all: the watch brings
+/// the pod to the informer anyway, as decoded there once for every controller.
+#[derive(serde::Deserialize)]
+struct Written {
+    metadata: WrittenMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct WrittenMeta {
+    #[serde(default)]
+    name: String,
 }
 
 #[cfg(test)]

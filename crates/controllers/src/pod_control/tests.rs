@@ -6,7 +6,10 @@ use k8s_openapi::api::{
     apps::v1::{ReplicaSet, StatefulSet},
     core::v1::{Event, Namespace},
 };
-use kube::api::{DeleteParams, ListParams};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams},
+};
 use serde_json::json;
 use std::time::Duration;
 
