@@ -28,7 +28,14 @@ pub enum MemberError {
     /// The members did not elect a leader and answer in time.
     #[error("etcd did not become ready within {0:?}; see the logs under {1}")]
     NotReady(Duration, PathBuf),
+    /// A member exited while starting (its log says why: most often a port another process took
+    /// between [`free_port`] and etcd's bind).
+    #[error("etcd member {0} exited while starting; see its log under {1}")]
+    Exited(String, PathBuf),
 }
+
+/// How many times [`LocalCluster::start`] tries fresh ports when a member exits at start.
+const START_ATTEMPTS: usize = 3;
 
 /// One member of a [`LocalCluster`].
 struct Member {
@@ -64,8 +71,24 @@ impl LocalCluster {
         })
     }
 
-    /// Starts `size` members and waits until they answer a linearizable read.
+    /// Starts `size` members and waits until each of them answers, and the cluster a
+    /// linearizable read. A member that exits at start (a port taken in between) makes the whole
+    /// cluster start again on fresh ports, up to [`START_ATTEMPTS`] times: a cluster short of a
+    /// member from the start would lose its quorum to the first member a test takes down.
     pub async fn start(size: usize) -> Result<Self, MemberError> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(size).await {
+                Err(MemberError::Exited(name, dir)) if attempt < START_ATTEMPTS => {
+                    tracing::warn!(member = name, dir = %dir.display(), attempt, "etcd member exited at start; trying fresh ports");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(size: usize) -> Result<Self, MemberError> {
         let binary = Self::binary().ok_or(MemberError::NotInstalled)?;
         let dir = tempfile::Builder::new()
             .prefix("rollwright-etcd")
@@ -95,7 +118,39 @@ impl LocalCluster {
             cluster.start_member(i)?;
         }
         cluster.ready(&cluster.client_urls()).await?;
+        cluster.each_member_answers().await?;
         Ok(cluster)
+    }
+
+    /// Waits until every member answers a status request on its own client URL ([`Self::ready`]
+    /// needs only a quorum); a member whose process has exited fails it at once.
+    async fn each_member_answers(&mut self) -> Result<(), MemberError> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        for m in &mut self.members {
+            loop {
+                if let Some(child) = m.process.as_mut()
+                    && !matches!(child.try_wait(), Ok(None))
+                {
+                    m.process = None;
+                    return Err(MemberError::Exited(
+                        m.name.clone(),
+                        self.dir.path().to_owned(),
+                    ));
+                }
+                if answers(&m.client_url).await {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(MemberError::NotReady(
+                        READY_TIMEOUT,
+                        self.dir.path().to_owned(),
+                    ));
+                }
+                // As in `ready`: nothing to wait on but the port.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
     }
 
     /// The members' client URLs, for `--etcd-servers`.
@@ -213,6 +268,22 @@ impl Drop for LocalCluster {
             self.kill(i);
         }
     }
+}
+
+/// Whether the member at `url` answers a status request within a second.
+async fn answers(url: &str) -> bool {
+    let Ok(Ok(mut client)) = tokio::time::timeout(
+        Duration::from_secs(1),
+        etcd_client::Client::connect([url], None),
+    )
+    .await
+    else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), client.status()).await,
+        Ok(Ok(_))
+    )
 }
 
 /// A loopback port nothing listens on now (the OS's choice; it could be taken before etcd binds
