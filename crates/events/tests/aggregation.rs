@@ -27,11 +27,17 @@ async fn events_on(client: kube::Client, name: &str) -> kube::core::ObjectList<E
         .unwrap()
 }
 
-#[tokio::test]
-async fn repeats_are_counted_on_one_event() {
+/// An API server, a client of it, and node-0's kubelet recorder writing through that client.
+async fn kubelet_on_node_0() -> (embedded::Embedded, kube::Client, Recorder) {
     let server = embedded::Embedded::memory().await.unwrap();
     let client = server.client();
     let recorder = Recorder::new(client.clone(), "kubelet", Some("node-0".into()));
+    (server, client, recorder)
+}
+
+#[tokio::test]
+async fn repeats_are_counted_on_one_event() {
+    let (_server, client, recorder) = kubelet_on_node_0().await;
     let web = pod_ref("web");
     for _ in 0..3 {
         assert!(
@@ -115,9 +121,7 @@ async fn the_spam_filter_caps_what_one_object_can_write() {
 
 #[tokio::test]
 async fn ten_similar_messages_combine_into_one_event_that_counts_the_rest() {
-    let server = embedded::Embedded::memory().await.unwrap();
-    let client = server.client();
-    let recorder = Recorder::new(client.clone(), "kubelet", Some("node-0".into()));
+    let (_server, client, recorder) = kubelet_on_node_0().await;
     let web = pod_ref("web");
     for i in 0..12 {
         recorder
