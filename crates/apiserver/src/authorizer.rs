@@ -1,20 +1,21 @@
 //! Whether a request may do what it asks: upstream's authorizer chain (the `system:masters`
 //! group, the Node authorizer, RBAC) over the RBAC objects and pods this server holds.
 //!
-//! RBAC decides over an [`authz::rbac::Policy`] snapshot of the four RBAC kinds. Followers of the
-//! watch cache mark the snapshot stale when one of those kinds changes; the next request
-//! rebuilds it, so a request costs a lock and an index lookup, not a walk over every binding (as
-//! upstream's informer-fed authorizer, it trails a write by the time the cache takes to see it).
+//! RBAC decides over an [`authz::rbac::Policy`] snapshot of the four RBAC kinds, kept with the
+//! cache's change counts of those kinds: a request compares four counters and rebuilds only when
+//! one moved, so it costs a lock and an index lookup, not a walk over every binding. Unlike
+//! upstream's informer-fed authorizer, a request never trails the watch cache: once the cache
+//! applied an RBAC write, the next request decides by it.
 
-use crate::{cache::Cache, server::ApiServer};
+use crate::{
+    cache::{Cache, ChangeCount},
+    server::ApiServer,
+};
 use authz::{Attributes, Decision, UserInfo, node::NodeGraph, rbac::Policy};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use std::sync::{
-    Arc, Mutex, OnceLock, RwLock,
-    atomic::{AtomicBool, Ordering},
-};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// What a user may do in a namespace (SelfSubjectRulesReview's status).
 #[derive(Clone, Debug, Default)]
@@ -38,57 +39,46 @@ const RBAC_KINDS: [&str; 4] = [
 ];
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// The server's RBAC snapshot and whether it is out of date.
+/// The server's RBAC snapshot and the change counts of the RBAC kinds it was built at.
 #[derive(Default)]
 pub(crate) struct PolicyCache {
-    policy: RwLock<Arc<Policy>>,
-    /// Set when an RBAC object changed since `policy` was built (and at first).
-    stale: AtomicBool,
-    /// Starts the cache followers on first use (inside the server's runtime).
-    follow: OnceLock<()>,
-    /// Whether followers are running; without them every request rebuilds.
-    following: AtomicBool,
+    /// The RBAC kinds' change counts, taken from the cache on first use.
+    counts: OnceLock<Vec<ChangeCount>>,
+    built: RwLock<Option<Built>>,
     /// Held while rebuilding, so that requests arriving together after a change rebuild once.
     rebuild: Mutex<()>,
 }
 
+struct Built {
+    policy: Arc<Policy>,
+    /// The counts read before the objects were.
+    at: Vec<u64>,
+}
+
 impl PolicyCache {
-    fn follow_cache(&self, cache: &Arc<Cache>, this: &Arc<Self>) {
-        self.follow.get_or_init(|| {
-            if tokio::runtime::Handle::try_current().is_err() {
-                return;
-            }
-            for plural in RBAC_KINDS {
-                let Some(def) = cache.registry().owner(RBAC_GROUP, plural) else {
-                    continue;
-                };
-                let (cache, this) = (cache.clone(), Arc::downgrade(this));
-                // Subscribed before the first build, so no change is missed in between.
-                let Ok(mut sub) = cache.subscribe(&def, None) else {
-                    continue;
-                };
-                tokio::spawn(async move {
-                    loop {
-                        match sub.live.recv().await {
-                            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                                // The cache relisted: follow its new channel.
-                                match cache.subscribe(&def, None) {
-                                    Ok(s) => sub = s,
-                                    Err(_) => return,
-                                }
-                            }
-                        }
-                        match this.upgrade() {
-                            Some(state) => state.stale.store(true, Ordering::Release),
-                            None => return,
-                        }
-                    }
-                });
-            }
-            self.following.store(true, Ordering::Release);
-            self.stale.store(true, Ordering::Release);
-        });
+    /// The RBAC kinds' change counts now.
+    fn now(&self, cache: &Cache) -> Vec<u64> {
+        self.counts
+            .get_or_init(|| {
+                RBAC_KINDS
+                    .iter()
+                    .filter_map(|plural| cache.registry().owner(RBAC_GROUP, plural))
+                    .map(|def| cache.changes(&def))
+                    .collect()
+            })
+            .iter()
+            .map(ChangeCount::get)
+            .collect()
+    }
+
+    /// The snapshot, if none of the RBAC kinds changed since it was built at `at`.
+    fn current(&self, at: &[u64]) -> Option<Arc<Policy>> {
+        self.built
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|b| b.at == at)
+            .map(|b| b.policy.clone())
     }
 }
 
@@ -171,32 +161,26 @@ impl NodeGraph for CacheGraph<'_> {
 }
 
 impl ApiServer {
-    /// The current RBAC snapshot, rebuilt first if an RBAC object changed.
+    /// The current RBAC snapshot, rebuilt first if an RBAC object changed. The change counts
+    /// are read before the objects, so a change landing during a build makes the next request
+    /// build again.
     pub(crate) fn rbac_policy(&self) -> Arc<Policy> {
         let state = &self.authz;
-        state.follow_cache(&self.cache, state);
-        let current = || {
-            state
-                .policy
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-        };
-        if !state.following.load(Ordering::Acquire) {
-            return Arc::new(build_policy(&self.cache));
-        }
-        if !state.stale.load(Ordering::Acquire) {
-            return current();
+        let at = state.now(&self.cache);
+        if let Some(policy) = state.current(&at) {
+            return policy;
         }
         let _rebuilding = state.rebuild.lock().unwrap_or_else(|e| e.into_inner());
         // Another request may have rebuilt while this one waited.
-        if !state.stale.load(Ordering::Acquire) {
-            return current();
+        let at = state.now(&self.cache);
+        if let Some(policy) = state.current(&at) {
+            return policy;
         }
-        // Cleared before reading the cache: a change landing during the build marks it again.
-        state.stale.store(false, Ordering::Release);
         let policy = Arc::new(build_policy(&self.cache));
-        *state.policy.write().unwrap_or_else(|e| e.into_inner()) = policy.clone();
+        *state.built.write().unwrap_or_else(|e| e.into_inner()) = Some(Built {
+            policy: policy.clone(),
+            at,
+        });
         policy
     }
 

@@ -19,7 +19,7 @@ use std::{
     collections::{BTreeMap, HashMap, VecDeque},
     sync::{
         Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -243,6 +243,22 @@ struct ResourceCache {
     /// Every event with a revision above this one is in `history`.
     window_start: Revision,
     tx: broadcast::Sender<Arc<CacheEvent>>,
+    /// Counts every change to `objects` (see [`ChangeCount`]).
+    changes: Arc<AtomicU64>,
+}
+
+/// How many times a resource's contents have changed in the cache. What a reader derives from
+/// the objects (the RBAC policy) stays current exactly as long as the count it noted before
+/// reading them: a change is counted under the same lock that applies it, so a request that
+/// comes after the cache applied a write sees the new count, with no follower task in between.
+#[derive(Clone, Debug)]
+pub struct ChangeCount(Arc<AtomicU64>);
+
+impl ChangeCount {
+    /// The count now.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 /// A consistent page source: the list a paginated request started from.
@@ -359,9 +375,15 @@ impl Cache {
                     history_bytes: 0,
                     window_start: self.origin.load(std::sync::atomic::Ordering::Acquire),
                     tx: broadcast::channel(BROADCAST_CAPACITY).0,
+                    changes: Arc::default(),
                 }))
             })
             .clone()
+    }
+
+    /// The change count of the resource `def` is stored in.
+    pub fn changes(&self, def: &Kind) -> ChangeCount {
+        ChangeCount(read(&self.slot(def)).changes.clone())
     }
 
     /// The registry of kinds this cache serves.
@@ -572,6 +594,7 @@ impl Cache {
             EventKind::Put => guard.objects.insert(key, entry.clone()),
             EventKind::Delete => guard.objects.remove(&key),
         };
+        guard.changes.fetch_add(1, Ordering::Release);
         let event_type = match (kind, &prev) {
             (EventKind::Delete, _) => EventType::Deleted,
             (EventKind::Put, None) => EventType::Added,
@@ -633,6 +656,7 @@ impl Cache {
         for (key, slot) in slots {
             let mut guard = write(&slot);
             guard.objects = fresh.remove(&key).unwrap_or_default();
+            guard.changes.fetch_add(1, Ordering::Release);
             guard.history.clear();
             guard.history_bytes = 0;
             guard.window_start = rev;
@@ -854,6 +878,30 @@ mod tests {
         let (def, ns, name) = parse_key(&r, "/registry/core/nodes/node-0").unwrap();
         assert_eq!((def.kind.as_str(), ns, name), ("Node", "", "node-0"));
         assert!(parse_key(&r, "/registry/core/widgets/x").is_none());
+    }
+
+    #[test]
+    fn counts_each_change_of_a_resource_where_it_is_applied() {
+        let cache = Cache::new(100, registry());
+        let pods = find("", "v1", "pods").unwrap();
+        let roles = find("rbac.authorization.k8s.io", "v1", "roles").unwrap();
+        cache.replace(&[], 0);
+        let (pod_changes, role_changes) = (cache.changes(&pods), cache.changes(&roles));
+        let (pods_at, roles_at) = (pod_changes.get(), role_changes.get());
+        let key = "/registry/core/pods/default/a";
+        cache.apply(EventKind::Put, &kv(key, r#"{"metadata":{"name":"a"}}"#, 1));
+        assert_eq!(pod_changes.get(), pods_at + 1, "a create");
+        cache.apply(EventKind::Put, &kv(key, r#"{"metadata":{"name":"a"}}"#, 2));
+        cache.apply(
+            EventKind::Delete,
+            &kv(key, r#"{"metadata":{"name":"a"}}"#, 3),
+        );
+        assert_eq!(pod_changes.get(), pods_at + 3, "an update and a delete");
+        assert_eq!(role_changes.get(), roles_at, "another resource's changes");
+        // A relist may change anything: every resource counts it.
+        cache.replace(&[], 4);
+        assert!(role_changes.get() > roles_at);
+        assert_eq!(cache.changes(&roles).get(), role_changes.get());
     }
 
     #[test]

@@ -202,7 +202,11 @@ impl ApiServer {
             }
         }
         self.ensure_bootstrap_objects().await?;
-        crate::bootstrap_policy::reconcile(self).await
+        crate::bootstrap_policy::reconcile(self).await?;
+        // The server is handed out only once its cache holds what bootstrap wrote: a system
+        // component's first request is then authorized by the bootstrap policy, not refused
+        // while the cache catches up (the start-up 403s upstream's components retry through).
+        self.sync_cache().await
     }
 
     /// What the watch cache holds of a resource (`None` for one the registry does not serve).
