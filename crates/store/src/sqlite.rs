@@ -489,7 +489,10 @@ impl Writer {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         // Revisions are only unique if this thread is the file's only writer; a second store open
         // on the same file (another process, say) shows up here as a revision we did not write.
-        let stored = tx.query_row(SELECT_REVISION, [], |row| row.get::<_, Revision>(0))?;
+        // Cached statements: parsing the SQL of each batch again was 1% of a rollout's CPU.
+        let stored = tx
+            .prepare_cached(SELECT_REVISION)?
+            .query_row([], |row| row.get::<_, Revision>(0))?;
         if stored != self.revision {
             return Err(BatchError::NotOnlyWriter {
                 stored,
@@ -529,7 +532,7 @@ impl Writer {
             }
         }
         if revision != self.revision {
-            tx.execute(UPDATE_REVISION, [revision])?;
+            tx.prepare_cached(UPDATE_REVISION)?.execute([revision])?;
             tx.commit()?;
             self.revision = revision;
             self.shared.commits.fetch_add(1, Ordering::Relaxed);
