@@ -7,6 +7,7 @@
 //! parsed fields that selectors need, so a list of 100,000 pods is a concatenation of bytes.
 
 mod prepared;
+mod recent;
 
 use crate::{
     object,
@@ -283,6 +284,8 @@ pub struct Cache {
     next_snapshot: std::sync::atomic::AtomicU64,
     /// What writers know of the objects they are storing (see [`prepared`]).
     notes: prepared::Notes,
+    /// The objects this server wrote last, parsed (see [`recent`]).
+    recent: recent::Recent,
 }
 
 /// How long a paginated list's snapshot is kept for `continue` (upstream's etcd compaction
@@ -350,6 +353,7 @@ impl Cache {
             snapshots: Mutex::new(HashMap::new()),
             next_snapshot: std::sync::atomic::AtomicU64::new(1),
             notes: prepared::Notes::default(),
+            recent: recent::Recent::default(),
         }
     }
 
@@ -559,6 +563,31 @@ impl Cache {
             self.notes
                 .note(key, bytes, prepared::Indexed::of(&def, obj));
         }
+    }
+
+    /// The object `entry` (stored under `key`) holds, parsed: the writer's own value when this
+    /// server wrote that revision and still keeps it ([`recent`]), parsed from the JSON
+    /// otherwise.
+    pub(crate) fn parsed(&self, key: &str, entry: &Entry) -> Arc<Value> {
+        match self.recent.get(key, entry.rev) {
+            Some(kept) => {
+                // Every debug build (the whole test suite) checks that what was kept is what
+                // is stored.
+                debug_assert_eq!(*kept, entry.value(), "kept object of {key} differs");
+                kept
+            }
+            None => Arc::new(entry.value()),
+        }
+    }
+
+    /// Keeps `obj`, of `def`, just stored under `key` at `rev`, for the next writer of `key`.
+    pub(crate) fn remember(&self, def: &Kind, key: &str, rev: Revision, obj: &Arc<Value>) {
+        self.recent.remember(def, key, rev, obj);
+    }
+
+    /// Forgets what [`Self::remember`] kept under `key`, which was deleted.
+    pub(crate) fn forget_deleted(&self, key: &str) {
+        self.recent.take(key);
     }
 
     /// Drops the note of a write that failed.

@@ -308,8 +308,8 @@ impl ApiServer {
                 })
                 .await?;
             if opts.precondition_rv.is_some() {
-                let written = outcome.into_value();
-                let rev: Option<Revision> = request::parse_rv(object::resource_version(&written))?;
+                let rev: Option<Revision> =
+                    request::parse_rv(object::resource_version(outcome.value()))?;
                 opts.precondition_rv = rev;
             }
         }

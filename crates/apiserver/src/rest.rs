@@ -42,20 +42,31 @@ pub(crate) struct Write<'a> {
     pub subresource: Option<&'a str>,
 }
 
-/// What a write did.
+/// What a write did. The objects are shared with the cache's parsed copies of what this server
+/// wrote last (see `cache::recent`), so reading one costs nothing and owning one may cost a copy.
 pub(crate) enum Outcome {
     /// Stored (or would have been, under dry run): the new object, `resourceVersion` set.
-    Written(Value),
+    Written(Arc<Value>),
     /// Nothing changed: the stored object.
-    Unchanged(Value),
+    Unchanged(Arc<Value>),
     /// Deleted: the last state, `resourceVersion` at the deletion.
-    Deleted(Value),
+    Deleted(Arc<Value>),
 }
 
 impl Outcome {
-    pub(crate) fn into_value(self) -> Value {
+    /// The object.
+    pub(crate) fn value(&self) -> &Value {
         match self {
             Outcome::Written(v) | Outcome::Unchanged(v) | Outcome::Deleted(v) => v,
+        }
+    }
+
+    /// The object, owned (a copy when the cache still shares it).
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Outcome::Written(v) | Outcome::Unchanged(v) | Outcome::Deleted(v) => {
+                Arc::unwrap_or_clone(v)
+            }
         }
     }
 }
@@ -619,7 +630,7 @@ impl ApiServer {
         def: &Kind,
         mut obj: Value,
         dry_run: bool,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Arc<Value>> {
         let name = object::name(&obj).to_string();
         let key = def.key(object::namespace(&obj), &name);
         // ResourceQuota admission: checked under dry run too, charged otherwise (crate::quota).
@@ -632,7 +643,7 @@ impl ApiServer {
             {
                 return Err(ApiError::already_exists(def, &name));
             }
-            return Ok(obj);
+            return Ok(Arc::new(obj));
         }
         admission::strip_resource_version(&mut obj);
         let bytes = self.stored_bytes(&key, &obj)?;
@@ -640,6 +651,8 @@ impl ApiServer {
             Ok(kv) => {
                 charge.keep();
                 set_rv(&mut obj, kv.mod_revision);
+                let obj = Arc::new(obj);
+                self.cache.remember(def, &key, kv.mod_revision, &obj);
                 Ok(obj)
             }
             Err(e) => {
@@ -703,7 +716,7 @@ impl ApiServer {
                 .cache
                 .get(def, ns, name)
                 .ok_or_else(|| ApiError::not_found(def, name))?;
-            let old = entry.value();
+            let old = self.cache.parsed(&key, &entry);
             match f(&old, entry.rev)? {
                 Change::Write(mut new) => {
                     set_rv(&mut new, entry.rev);
@@ -728,7 +741,7 @@ impl ApiServer {
                     }
                     crate::quota::check_update(self, def, &new, &old)?;
                     if dry_run {
-                        return Ok((Outcome::Written(new), warnings));
+                        return Ok((Outcome::Written(Arc::new(new)), warnings));
                     }
                     admission::strip_resource_version(&mut new);
                     let bytes = self.stored_bytes(&key, &new)?;
@@ -742,6 +755,8 @@ impl ApiServer {
                     match written {
                         Ok(kv) => {
                             set_rv(&mut new, kv.mod_revision);
+                            let new = Arc::new(new);
+                            self.cache.remember(def, &key, kv.mod_revision, &new);
                             return Ok((Outcome::Written(new), warnings));
                         }
                         Err(StoreError::Conflict { .. }) => continue,
@@ -755,9 +770,11 @@ impl ApiServer {
                     }
                     match self.store.delete(&key, Some(entry.rev)).await {
                         Ok(kv) => {
-                            let mut last = old;
+                            // Forgotten first, so that the last state is ours alone to change.
+                            self.cache.forget_deleted(&key);
+                            let mut last = Arc::unwrap_or_clone(old);
                             set_rv(&mut last, kv.mod_revision);
-                            return Ok((Outcome::Deleted(last), warnings));
+                            return Ok((Outcome::Deleted(Arc::new(last)), warnings));
                         }
                         Err(StoreError::Conflict { .. }) => continue,
                         Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(def, name)),
@@ -1034,7 +1051,7 @@ impl ApiServer {
             Outcome::Deleted(_) if !def.graceful_delete() => {
                 json_response(StatusCode::OK, success_status(&t.def, name).to_string())
             }
-            other => object_response(&t.def, &def, StatusCode::OK, &other.into_value(), out),
+            other => object_response(&t.def, &def, StatusCode::OK, other.value(), out),
         })
     }
 
@@ -1075,8 +1092,8 @@ impl ApiServer {
         let Some(entry) = self.cache.get(def, ns, name) else {
             return Ok(());
         };
-        let old = entry.value();
-        let mut obj = old.clone();
+        let old = self.cache.parsed(&def.key(ns, name), &entry);
+        let mut obj = (*old).clone();
         let user = crate::context::user();
         let review = Review {
             user: &user,

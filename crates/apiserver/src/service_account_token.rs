@@ -390,11 +390,11 @@ impl ApiServer {
             .registry()
             .owner("", plural)
             .ok_or_else(|| ApiError::internal(format!("no {plural} resource")))?;
-        let obj = self
+        let entry = self
             .cache
             .get(&def, Some(namespace), &name)
-            .ok_or_else(|| ApiError::not_found(&def, &name))?
-            .value();
+            .ok_or_else(|| ApiError::not_found(&def, &name))?;
+        let obj = self.cache.parsed(&def.key(Some(namespace), &name), &entry);
         if plural == "pods"
             && object::path(&obj, "spec.serviceAccountName").and_then(Value::as_str)
                 != Some(account)

@@ -116,7 +116,7 @@ impl ApiServer {
             .await?;
         Ok(json_response(
             StatusCode::OK,
-            scale_of(&outcome.into_value()).to_string(),
+            scale_of(outcome.value()).to_string(),
         ))
     }
 
