@@ -129,7 +129,8 @@ impl NodeGraph for CacheGraph<'_> {
         found: &mut dyn FnMut(&Value) -> bool,
     ) -> bool {
         // The node is read from the entry's selectable fields, under the cache's lock; only the
-        // pods on the node are copied out and decoded, one at a time, until one answers.
+        // pods on the node are copied out, one at a time until one answers, each parsed unless
+        // this server wrote it last (the kubelet asks for a pod's token as it starts the pod).
         let Some(def) = self.0.registry().owner("", "pods") else {
             return false;
         };
@@ -138,7 +139,10 @@ impl NodeGraph for CacheGraph<'_> {
             .list_where(&def, ns, |e| e.field_is("spec.nodeName", node))
             .0
             .iter()
-            .any(|e| found(&e.value()))
+            .any(|e| {
+                let key = def.key(Some(&*e.namespace).filter(|n| !n.is_empty()), &e.name);
+                found(&self.0.parsed(&key, e))
+            })
     }
 
     fn persistent_volume(&self, name: &str) -> Option<Value> {
