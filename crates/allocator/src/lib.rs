@@ -26,19 +26,18 @@ const PURGE_DELAY_ENV: [&str; 2] = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELA
 /// thing in `main`, before any other thread starts: mimalloc's options are plain variables,
 /// read without synchronisation by every thread that frees memory.
 pub fn configure() {
-    if PURGE_DELAY_ENV
-        .iter()
-        .any(|name| std::env::var_os(name).is_some())
-    {
+    if set_by_environment() {
         return;
     }
     let millis = c_long::try_from(PURGE_DELAY.as_millis()).unwrap_or(c_long::MAX);
     set_option(MI_OPTION_PURGE_DELAY, millis);
 }
 
-/// The purge delay in force, in milliseconds (-1: never purge).
-pub fn purge_delay_millis() -> c_long {
-    get_option(MI_OPTION_PURGE_DELAY)
+/// Whether the user set the purge delay through mimalloc's environment variables.
+fn set_by_environment() -> bool {
+    PURGE_DELAY_ENV
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
 }
 
 #[allow(unsafe_code)]
@@ -48,24 +47,21 @@ fn set_option(option: libmimalloc_sys::mi_option_t, value: c_long) {
     unsafe { libmimalloc_sys::mi_option_set(option, value) }
 }
 
-#[allow(unsafe_code)]
-fn get_option(option: libmimalloc_sys::mi_option_t) -> c_long {
-    // SAFETY: `mi_option_get` takes a plain integer and bounds-checks the option index.
-    unsafe { libmimalloc_sys::mi_option_get(option) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[allow(unsafe_code)]
+    fn purge_delay_millis() -> c_long {
+        // SAFETY: `mi_option_get` takes a plain integer and bounds-checks the option index.
+        unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) }
+    }
 
     /// The index names the purge delay: mimalloc's default for it (1,000 ms in v3) is what the
     /// option reads before it is set, and it reads the new value after.
     #[test]
     fn the_option_index_is_mimallocs_purge_delay() {
-        if PURGE_DELAY_ENV
-            .iter()
-            .any(|name| std::env::var_os(name).is_some())
-        {
+        if set_by_environment() {
             return;
         }
         assert_eq!(purge_delay_millis(), 1_000);

@@ -39,6 +39,9 @@ const RBAC_KINDS: [&str; 4] = [
 ];
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
+/// The change counts of [`RBAC_KINDS`], in that order.
+type Counts = [u64; RBAC_KINDS.len()];
+
 /// The server's RBAC snapshot and the change counts of the RBAC kinds it was built at.
 #[derive(Default)]
 pub(crate) struct PolicyCache {
@@ -52,32 +55,33 @@ pub(crate) struct PolicyCache {
 struct Built {
     policy: Arc<Policy>,
     /// The counts read before the objects were.
-    at: Vec<u64>,
+    at: Counts,
 }
 
 impl PolicyCache {
-    /// The RBAC kinds' change counts now.
-    fn now(&self, cache: &Cache) -> Vec<u64> {
-        self.counts
-            .get_or_init(|| {
-                RBAC_KINDS
-                    .iter()
-                    .filter_map(|plural| cache.registry().owner(RBAC_GROUP, plural))
-                    .map(|def| cache.changes(&def))
-                    .collect()
-            })
-            .iter()
-            .map(ChangeCount::get)
-            .collect()
+    /// The RBAC kinds' change counts now (read on every request: no allocation).
+    fn now(&self, cache: &Cache) -> Counts {
+        let counts = self.counts.get_or_init(|| {
+            RBAC_KINDS
+                .iter()
+                .filter_map(|plural| cache.registry().owner(RBAC_GROUP, plural))
+                .map(|def| cache.changes(&def))
+                .collect()
+        });
+        let mut now = [0; RBAC_KINDS.len()];
+        for (n, count) in now.iter_mut().zip(counts) {
+            *n = count.get();
+        }
+        now
     }
 
     /// The snapshot, if none of the RBAC kinds changed since it was built at `at`.
-    fn current(&self, at: &[u64]) -> Option<Arc<Policy>> {
+    fn current(&self, at: &Counts) -> Option<Arc<Policy>> {
         self.built
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .filter(|b| b.at == at)
+            .filter(|b| b.at == *at)
             .map(|b| b.policy.clone())
     }
 }

@@ -587,7 +587,7 @@ impl Cache {
 
     /// Forgets what [`Self::remember`] kept under `key`, which was deleted.
     pub(crate) fn forget_deleted(&self, key: &str) {
-        self.recent.take(key);
+        self.recent.forget(key);
     }
 
     /// Drops the note of a write that failed.

@@ -75,13 +75,16 @@ impl Recent {
         }
     }
 
-    /// Forgets the object under `key` (it was deleted), handing it back if it was kept.
-    pub(super) fn take(&self, key: &str) -> Option<(Revision, Arc<Value>)> {
-        self.inner
+    /// Forgets the object under `key` (it was deleted).
+    pub(super) fn forget(&self, key: &str) {
+        let forgotten = self
+            .inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .by_key
-            .remove(key)
+            .remove(key);
+        // Freed outside the lock, as in `remember`.
+        drop(forgotten);
     }
 
     /// How many objects are kept.
@@ -120,11 +123,8 @@ mod tests {
         let newer = Arc::new(json!({"metadata": {"name": "a", "resourceVersion": "9"}}));
         recent.remember(&pods, "/registry/core/pods/default/a", 9, &newer);
         assert!(recent.get("/registry/core/pods/default/a", 7).is_none());
-        assert!(
-            recent
-                .take("/registry/core/pods/default/a")
-                .is_some_and(|(r, _)| r == 9)
-        );
+        assert!(recent.get("/registry/core/pods/default/a", 9).is_some());
+        recent.forget("/registry/core/pods/default/a");
         assert!(recent.get("/registry/core/pods/default/a", 9).is_none());
     }
 
