@@ -138,19 +138,17 @@ pub fn schedule_with(
             }
         }
     };
+    let mut pinned = None;
     match api::node_affinity::pinned_node_names(pod.required_terms.as_deref()) {
         Some(names) if names.is_empty() => {
             diagnosis.prefilter_rejected("pod affinity terms conflict");
         }
         Some(names) => {
-            let pinned: HashSet<usize> = names.iter().filter_map(|n| cache.position(n)).collect();
-            for &i in &pinned {
+            let named: HashSet<usize> = names.iter().filter_map(|n| cache.position(n)).collect();
+            for &i in &named {
                 check(i, &mut feasible, &mut diagnosis);
             }
-            // Upstream v1.28 filters only the nodes NodeAffinity's PreFilter named and records
-            // nothing for the others, so they are not in the message; but preemption, which
-            // gives up only on nodes with an unresolvable status, still tries them.
-            resolvable.extend((0..all).filter(|i| !pinned.contains(i)));
+            pinned = Some(named);
         }
         None => {
             let want = feasible_nodes_to_find(all, percentage);
@@ -167,6 +165,13 @@ pub fn schedule_with(
         }
     }
     if feasible.is_empty() {
+        // Upstream v1.28 filters only the nodes NodeAffinity's PreFilter named and records
+        // nothing for the others, so they are not in the message; but preemption, which gives
+        // up only on nodes with an unresolvable status, still tries them. Listed only here: a
+        // daemon pod is pinned to one node of thousands and nearly always fits it.
+        if let Some(named) = &pinned {
+            resolvable.extend((0..all).filter(|i| !named.contains(i)));
+        }
         return unschedulable(pod, &state, cache, &diagnosis, &resolvable, budgets);
     }
     let best = pick_best(pod, &state, cache, &feasible);

@@ -52,7 +52,7 @@ use kube::{
 use nodes::{Eligibility, Placement};
 use serde_json::{Value, json};
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -328,14 +328,19 @@ struct Sync<'a> {
     key: Key,
     placements: Vec<(Shared<Node>, Placement)>,
     pods: Vec<Shared<Pod>>,
-    by_node: BTreeMap<String, Vec<Shared<Pod>>>,
+    by_node: nodes::ByNode,
+    /// The nodes pods are on or meant for that are not in `placements` (deleted nodes, and `""`
+    /// for pods naming none), in name order.
+    unplaced: Vec<String>,
     hash: String,
+    /// The template generation as the `pod-template-generation` label writes it.
+    generation: Option<String>,
     now: jiff::Timestamp,
 }
 
 impl Sync<'_> {
     fn is_new(&self, pod: &Pod) -> bool {
-        update::is_pod_updated(pod, &self.hash, self.daemon.template_generation())
+        update::is_pod_updated(pod, &self.hash, self.generation.as_deref())
     }
 
     fn is_available(&self, pod: &Cached<Pod>) -> bool {
@@ -561,13 +566,28 @@ impl DaemonSetController {
             })
             .collect();
         let by_node = nodes::group_by_node(&pods);
+        let unplaced = {
+            let known: HashSet<&str> = placements
+                .iter()
+                .filter_map(|(n, _)| n.metadata.name.as_deref())
+                .collect();
+            let mut unplaced: Vec<String> = by_node
+                .keys()
+                .filter(|n| !known.contains(n.as_str()))
+                .cloned()
+                .collect();
+            unplaced.sort_unstable();
+            unplaced
+        };
         let sync = Sync {
             daemon: &daemon,
             key: key.clone(),
             placements,
             pods,
             by_node,
+            unplaced,
             hash: constructed.hash().to_string(),
+            generation: daemon.template_generation().map(|g| g.to_string()),
             now: clock::now(),
         };
         let mut requeue = Action::await_change();
@@ -694,18 +714,21 @@ impl DaemonSetController {
         let mut delete = Vec::new();
         let now = Instant::now();
         for (node, placement) in &sync.placements {
-            let name = node.name_any();
+            let name = node.metadata.name.as_deref().unwrap_or_default();
             let actions = nodes::pods_should_be_on_node(
                 *placement,
-                sync.by_node.get(&name),
+                sync.by_node.get(name),
                 surge,
                 |p| sync.is_new(p),
                 |p| sync.is_available(p),
             );
             if actions.create {
-                create.push(name.clone());
+                create.push(name.to_string());
             }
             delete.extend(actions.delete);
+            if actions.failed.is_empty() {
+                continue;
+            }
             let backoff_key = format!("{}/{name}", daemon.uid());
             for failed in actions.failed {
                 if let Some(left) = self.failed_backoff.remaining(&backoff_key, now) {
@@ -728,20 +751,19 @@ impl DaemonSetController {
         }
         // Pods meant for a node that no longer exists are never scheduled, and only bound pods
         // are garbage collected by the pod GC: delete them here, as upstream.
-        let known: HashSet<String> = sync.placements.iter().map(|(n, _)| n.name_any()).collect();
-        for (node, pods) in &sync.by_node {
-            if known.contains(node) {
-                continue;
-            }
-            for pod in pods {
-                let unscheduled = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .is_none_or(str::is_empty);
-                if unscheduled && pod.metadata.deletion_timestamp.is_none() {
-                    delete.push(pod.name_any());
-                }
+        for pod in sync
+            .unplaced
+            .iter()
+            .filter_map(|n| sync.by_node.get(n))
+            .flatten()
+        {
+            let unscheduled = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none_or(str::is_empty);
+            if unscheduled && pod.metadata.deletion_timestamp.is_none() {
+                delete.push(pod.name_any());
             }
         }
         self.sync_nodes(sync, delete, create, Vec::new()).await
@@ -754,18 +776,32 @@ impl DaemonSetController {
         constructed: &history::Constructed,
     ) -> Result<bool, Error> {
         let daemon = sync.daemon;
-        let mut nodes_to_pods = sync.by_node.clone();
+        // Every node with pods or that should run one, in name order: the placements are, and
+        // so are the few unplaced nodes, which a stable sort merges in one pass.
+        let mut nodes_to_pods: Vec<(&str, &[Shared<Pod>])> =
+            Vec::with_capacity(sync.placements.len() + sync.unplaced.len());
         let mut should_run = HashSet::new();
         let mut dead = HashSet::new();
         for (node, placement) in &sync.placements {
-            let name = node.name_any();
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let pods = sync.by_node.get(name);
+            if placement.should_run || pods.is_some() {
+                nodes_to_pods.push((name, pods.map_or(&[], Vec::as_slice)));
+            }
             if placement.should_run {
-                nodes_to_pods.entry(name.clone()).or_default();
-                should_run.insert(name.clone());
+                should_run.insert(name);
             }
             if daemon.skips_dead_nodes() && node_is_dead(node) {
                 dead.insert(name);
             }
+        }
+        if !sync.unplaced.is_empty() {
+            nodes_to_pods.extend(
+                sync.unplaced
+                    .iter()
+                    .filter_map(|n| Some((n.as_str(), sync.by_node.get(n)?.as_slice()))),
+            );
+            nodes_to_pods.sort_by(|a, b| a.0.cmp(b.0));
         }
         let desired = i32::try_from(should_run.len()).unwrap_or(i32::MAX);
         let (max_surge, max_unavailable) = daemon.fenceposts(desired)?;

@@ -3,13 +3,13 @@
 
 use super::{
     Daemon,
-    nodes::{Placement, oldest_first},
+    nodes::{ByNode, Placement, oldest_first},
 };
 use crate::progress::{self, report::Report, rollout::Rollout};
-use informer::{Cached, Shared};
+use informer::Cached;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 /// The counts `kubectl get ds` and `kubectl rollout status` read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub fn progress(daemon: &Daemon, hash: &str, after: Counts, now: jiff::Timestamp
 /// requeues itself then instead of polling.
 pub fn count<'a>(
     nodes: impl IntoIterator<Item = (&'a str, Placement)>,
-    nodes_to_pods: &BTreeMap<String, Vec<Shared<Pod>>>,
+    nodes_to_pods: &ByNode,
     is_updated: impl Fn(&Cached<Pod>) -> bool,
     until_available: impl Fn(&Cached<Pod>) -> Option<Duration>,
 ) -> (Counts, Option<Duration>) {
@@ -143,7 +143,7 @@ pub fn count<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use informer::Cached;
+    use informer::{Cached, Shared};
     use k8s_openapi::{
         api::core::v1::PodSpec,
         apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
@@ -193,7 +193,7 @@ mod tests {
             ("n6", stay),
             ("n7", run),
         ];
-        let layout: BTreeMap<String, Vec<Shared<Pod>>> = [
+        let layout: ByNode = [
             ("n1", pods(&["u1:1:a"])),
             ("n2", pods(&["o2:1:a"])),
             ("n3", pods(&["u3:5:a", "o3:2:n"])), // the older, not-ready pod counts

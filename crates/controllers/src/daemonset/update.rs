@@ -10,7 +10,6 @@
 use informer::{Cached, Shared};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// Labels upstream puts on daemon pods: the revision hash and (for compatibility) the template
 /// generation.
@@ -18,15 +17,13 @@ pub const POD_TEMPLATE_GENERATION: &str = "pod-template-generation";
 
 /// Whether a pod runs the current template: its `controller-revision-hash` is `hash`, or its
 /// legacy `pod-template-generation` equals the DaemonSet's template generation (upstream's
-/// `IsPodUpdated`).
-pub fn is_pod_updated(pod: &Pod, hash: &str, template_generation: Option<i64>) -> bool {
+/// `IsPodUpdated`). `generation` is that generation as the label writes it: a sync asks this of
+/// every pod several times, and formatting it on each call was most of the cost.
+pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<&str>) -> bool {
     let labels = pod.metadata.labels.as_ref();
     let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-    let hash_matches =
-        !hash.is_empty() && label(crate::history::CONTROLLER_REVISION_HASH) == Some(hash);
-    let generation_matches = template_generation
-        .is_some_and(|g| label(POD_TEMPLATE_GENERATION) == Some(g.to_string().as_str()));
-    hash_matches || generation_matches
+    (!hash.is_empty() && label(crate::history::CONTROLLER_REVISION_HASH) == Some(hash))
+        || generation.is_some_and(|g| label(POD_TEMPLATE_GENERATION) == Some(g))
 }
 
 /// What the rolling update decided.
@@ -43,9 +40,9 @@ pub struct Plan {
 
 /// The per-node facts a rolling update decides on.
 pub struct Inputs<'a> {
-    /// The DaemonSet's pods by node, with every node that should run a pod present (possibly
-    /// with no pods).
-    pub nodes_to_pods: &'a BTreeMap<String, Vec<Shared<Pod>>>,
+    /// The DaemonSet's pods by node, in node name order, with every node that should run a pod
+    /// present (possibly with no pods).
+    pub nodes_to_pods: &'a [(&'a str, &'a [Shared<Pod>])],
     /// `maxSurge`, resolved against the desired count.
     pub max_surge: i32,
     /// `maxUnavailable`, resolved against the desired count.
@@ -95,7 +92,7 @@ pub fn plan(
     if inputs.max_surge == 0 {
         let mut unavailable = 0;
         let mut candidates = Vec::new();
-        for (_, pods) in inputs.nodes_to_pods.iter().filter(|(n, _)| !skip(n)) {
+        for &(_, pods) in inputs.nodes_to_pods.iter().filter(|(n, _)| !skip(n)) {
             let Some((new, old)) = updated_and_old(pods, &is_new) else {
                 unavailable += 1;
                 continue;
@@ -131,7 +128,7 @@ pub fn plan(
     let mut allowed = Vec::new();
     let mut candidates = Vec::new();
     let mut leaving = Vec::new();
-    for (node, pods) in inputs.nodes_to_pods.iter().filter(|(n, _)| !skip(n)) {
+    for &(node, pods) in inputs.nodes_to_pods.iter().filter(|(n, _)| !skip(n)) {
         let Some((new, old)) = updated_and_old(pods, &is_new) else {
             surging += 1;
             continue;
@@ -148,7 +145,7 @@ pub fn plan(
             (_, None) => {}
             (None, Some(old)) if !is_available(old) => {
                 if should_run(node) {
-                    allowed.push(node.clone());
+                    allowed.push(node.to_string());
                 } else {
                     plan.delete.push(name(old));
                 }
@@ -157,7 +154,7 @@ pub fn plan(
                 if !should_run(node) {
                     leaving.push(name(old));
                 } else if surging < inputs.max_surge {
-                    candidates.push(node.clone());
+                    candidates.push(node.to_string());
                 }
             }
             (Some(new), Some(old)) => {
@@ -221,6 +218,7 @@ mod tests {
     use informer::Cached;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     /// `o`/`n` old/new, `+` available, `-` not, `x` being deleted.
     fn pods(spec: &str) -> Vec<Shared<Pod>> {
@@ -279,8 +277,12 @@ mod tests {
         dead: &[&str],
     ) -> Plan {
         let map = layout(nodes);
+        let rows: Vec<(&str, &[Shared<Pod>])> = map
+            .iter()
+            .map(|(n, pods)| (n.as_str(), pods.as_slice()))
+            .collect();
         let inputs = Inputs {
-            nodes_to_pods: &map,
+            nodes_to_pods: &rows,
             max_surge: surge,
             max_unavailable: unavailable,
             desired: (nodes.len() - gone.len()) as i32,
@@ -532,7 +534,7 @@ mod tests {
         ];
         for (p, hash, generation, want) in cases {
             assert_eq!(
-                is_pod_updated(&p, hash, generation),
+                is_pod_updated(&p, hash, generation.map(|g: i64| g.to_string()).as_deref()),
                 want,
                 "{:?} {hash} {generation:?}",
                 p.metadata.labels

@@ -14,6 +14,11 @@
 //! NotReady; requeued for the moment the lease would expire), pods to evict (requeued for the
 //! toleration deadline) and pods to mark NotReady (a pod landing on a node that is not Ready).
 //! Nodes, leases and pods come from the shared cache. Nothing polls.
+//!
+//! A lease renewal only moves its node's expiry later, and the node is already requeued for the
+//! old expiry, where the renewal is read: so renewals queue nothing, but for a node found silent
+//! (which waits for a change, not a time). Upstream reads leases from its cache on a 5 s poll of
+//! every node; reconciling each renewal cost 4% of the CPU of a 20,000-node rollout.
 
 pub mod eviction;
 pub mod health;
@@ -104,6 +109,9 @@ pub struct NodeLifecycleController {
     /// leave `True`, removed once every pod is marked or the node is Ready again (upstream's
     /// `nodesToRetry`), so a failed marking is retried though the transition is past.
     unready: Mutex<HashSet<String>>,
+    /// Nodes whose last reconcile found them silent: no requeue waits for them, so their next
+    /// lease renewal queues them.
+    silent: Mutex<HashSet<String>>,
     recorder: events::Recorder,
     node_recorder: events::Recorder,
 }
@@ -130,17 +138,11 @@ impl Controller for NodeLifecycleController {
                     if let Some(name) = node.metadata.name.as_deref() {
                         guard(&n.taints).forget(name);
                         guard(&n.unready).remove(name);
+                        guard(&n.silent).remove(name);
                     }
                 }
             }),
-            self.leases.subscribe(move |c| {
-                let lease = c.object();
-                if lease.metadata.namespace.as_deref() == Some(&l.config.lease_namespace)
-                    && let Some(name) = &lease.metadata.name
-                {
-                    l.queue.add(Item::Node(name.clone()));
-                }
-            }),
+            self.leases.subscribe(move |c| l.lease_changed(c)),
             self.pods.subscribe(move |c| p.pod_changed(c)),
         ]
     }
@@ -163,6 +165,7 @@ impl NodeLifecycleController {
             node_recorder: events::Recorder::new(client.clone(), NODE_COMPONENT, None),
             queue: WorkQueue::new(config.backoff),
             unready: Mutex::new(HashSet::new()),
+            silent: Mutex::new(HashSet::new()),
             taints: Mutex::new(NoExecuteTaints::default()),
             nodes: informers.get(),
             leases: informers.get(),
@@ -198,6 +201,27 @@ impl NodeLifecycleController {
         }
         if !info.deleting && !guard(&self.taints).of(&info.node).is_empty() {
             self.queue.add(Item::Eviction(key));
+        }
+    }
+
+    /// A node lease changed. A renewal of a node that is not silent queues nothing: the node's
+    /// requeue for its old expiry reads it (see the module's doc). A new or deleted lease, or a
+    /// renewal moved back in time, can bring the expiry earlier, and is examined now.
+    fn lease_changed(&self, change: &Change<Lease>) {
+        let lease = change.object();
+        if lease.metadata.namespace.as_deref() != Some(&self.config.lease_namespace) {
+            return;
+        }
+        let Some(name) = &lease.metadata.name else {
+            return;
+        };
+        let renewed = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+        let later = match change {
+            Change::Updated { old, new } => renewed(new) >= renewed(old),
+            Change::Added(_) | Change::Deleted(_) => false,
+        };
+        if !later || guard(&self.silent).contains(name) {
+            self.queue.add(Item::Node(name.clone()));
         }
     }
 
@@ -242,29 +266,37 @@ impl NodeLifecycleController {
             self.config.grace_period,
         );
         let silent = expires.is_none_or(|at| at <= now);
-        let api: Api<Node> = Api::all(self.client.clone());
-        let mut node = Node::clone(&cached);
-        let was = readiness::node_ready(&node).map(str::to_owned);
-
         if silent {
-            let conditions = node
+            guard(&self.silent).insert(name.clone());
+        } else {
+            guard(&self.silent).remove(&name);
+        }
+        let api: Api<Node> = Api::all(self.client.clone());
+        let was = readiness::node_ready(&cached).map(str::to_owned);
+
+        // The node as marked, if it had to be; read in place otherwise (no copy per reconcile).
+        let mut marked = None;
+        if silent {
+            let conditions = cached
                 .status
                 .as_ref()
-                .and_then(|s| s.conditions.clone())
+                .and_then(|s| s.conditions.as_deref())
                 .unwrap_or_default();
-            let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            if let Some(conditions) = health::mark_unknown(&conditions, now, created) {
+            let created = cached.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            if let Some(conditions) = health::mark_unknown(conditions, now, created) {
                 tracing::info!(node = %name, "node stopped renewing its lease; marking its conditions Unknown");
                 let patch = json!({
-                    "metadata": {"resourceVersion": node.metadata.resource_version},
+                    "metadata": {"resourceVersion": cached.metadata.resource_version},
                     "status": {"conditions": conditions},
                 });
-                node = api
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
+                marked = Some(
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?,
+                );
             }
         }
-        let ready = readiness::node_ready(&node).map(str::to_owned);
+        let node: &Node = marked.as_ref().unwrap_or(&cached);
+        let ready = readiness::node_ready(node).map(str::to_owned);
         if readiness::went_not_ready(was.as_deref(), ready.as_deref()) {
             // As upstream's `RecordNodeStatusChange`: the node by name and uid.
             let reference = ObjectReference {
@@ -288,13 +320,13 @@ impl NodeLifecycleController {
         let conditions = node
             .status
             .as_ref()
-            .and_then(|s| s.conditions.clone())
+            .and_then(|s| s.conditions.as_deref())
             .unwrap_or_default();
-        let spec = node.spec.clone().unwrap_or_default();
-        let desired = health::desired_taints(&conditions, spec.unschedulable.unwrap_or(false));
-        if let Some(taints) =
-            health::reconcile_taints(spec.taints.as_deref().unwrap_or(&[]), &desired, now)
-        {
+        let spec = node.spec.as_ref();
+        let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        let desired = health::desired_taints(conditions, unschedulable);
+        let current = spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+        if let Some(taints) = health::reconcile_taints(current, &desired, now) {
             tracing::debug!(node = %name, ?desired, "updating node taints");
             let patch = json!({
                 "metadata": {"resourceVersion": node.metadata.resource_version},

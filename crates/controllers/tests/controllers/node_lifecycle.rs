@@ -3,11 +3,11 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::{
     api::{
         coordination::v1::Lease,
-        core::v1::{Event, Node, Pod, Taint},
+        core::v1::{Event, Node, NodeCondition, Pod, Taint},
     },
     apimachinery::pkg::apis::meta::v1::MicroTime,
 };
@@ -61,13 +61,16 @@ async fn set_conditions(client: &Client, name: &str, pairs: &[(&str, &str)]) {
         .unwrap();
 }
 
-async fn renew(client: &Client, name: &str) {
+/// Renews the node's lease; returns the renewal's time.
+async fn renew(client: &Client, name: &str) -> Timestamp {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
-    let patch = json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
+    let now = Timestamp::now();
+    let patch = json!({"spec": {"renewTime": MicroTime(now)}});
     leases
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
+    now
 }
 
 /// A node that is Ready with a freshly renewed lease.
@@ -256,6 +259,62 @@ async fn a_silent_node_goes_unknown_is_tainted_and_evicts_by_toleration() {
     )
     .await;
     wait_taints(&client, "n1", &[]).await;
+}
+
+/// The Ready condition of node `name` as the server has it now.
+async fn ready_condition(client: &Client, name: &str) -> NodeCondition {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get(name).await.unwrap();
+    node.status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+}
+
+/// Renewals queue nothing for a live node (its requeue at the old expiry reads them), so this
+/// is what proves they are read: a node renewing for three grace periods stays Ready (nothing
+/// else posts its status here, so an `Unknown` would have stayed), and once it stops it goes
+/// Unknown a grace period after its last renewal, not before.
+#[tokio::test]
+async fn renewals_keep_a_node_ready_and_the_last_one_sets_when_it_goes_unknown() {
+    let grace = Duration::from_secs(3);
+    let (_s, client) = start(grace).await;
+    node(&client, "n1").await;
+    let renewing = tokio::time::Instant::now();
+    let mut every = tokio::time::interval(Duration::from_millis(300));
+    let mut last = Timestamp::now();
+    while renewing.elapsed() < grace * 3 {
+        every.tick().await;
+        last = renew(&client, "n1").await;
+    }
+    let ready = ready_condition(&client, "n1").await;
+    assert_eq!(ready.status, "True", "{ready:?}");
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    embedded::wait_until(&nodes, "n1 Ready=Unknown", TIMEOUT, |n| {
+        n.name_any() == "n1"
+            && n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "Unknown")
+    })
+    .await
+    .unwrap();
+    let went = ready_condition(&client, "n1")
+        .await
+        .last_transition_time
+        .unwrap()
+        .0;
+    // Condition times are whole seconds.
+    let earliest = last + SignedDuration::try_from(grace).unwrap() - SignedDuration::from_secs(1);
+    assert!(
+        went >= earliest,
+        "Unknown at {went}, before the grace period after the last renewal ({last}) ran out"
+    );
 }
 
 #[tokio::test]
