@@ -30,6 +30,14 @@ use tokio::sync::{Notify, Semaphore};
 /// first; the rest serve leases first.
 const TURNS: u32 = 4;
 
+/// Of every this many takes, one serves a waiting periodic node status report (a refresh that
+/// changes nothing but heartbeat times) first; otherwise they go only when nothing else waits.
+/// A node's lease keeps it alive meanwhile, as upstream's node lifecycle controller reads the
+/// later of the two. 65,000 nodes registered within a minute report together five minutes
+/// later: at one turn in four, their reports took the writes the leases needed, renewals fell
+/// past the 40 s grace period and thousands of nodes went NotReady.
+const REFRESH_TURNS: u32 = 16;
+
 /// At most this many events wait to be written; more are dropped.
 const MAX_QUEUED_EVENTS: usize = 10_000;
 
@@ -65,8 +73,16 @@ pub(crate) enum Write {
         /// its latency is measured from then, so a late timer counts as much as a slow write.
         due: Option<tokio::time::Instant>,
     },
-    /// A merge patch of the node's status.
-    NodeStatus { node: String, status: Value },
+    /// A strategic merge patch of the node's status: conditions merge by type, so those the
+    /// kubelet does not own (`NetworkUnavailable` from a network plugin) stay, as upstream's
+    /// kubelet patches only what it changed.
+    NodeStatus {
+        node: String,
+        status: Value,
+        /// A periodic report of unchanged conditions, which waits behind heartbeats
+        /// ([`REFRESH_TURNS`]).
+        refresh: bool,
+    },
     /// Record an event (the recorder carries its node's client).
     Event {
         recorder: Recorder,
@@ -107,6 +123,8 @@ struct Queue {
     /// goes even before node statuses, which 65,000 registering nodes post all at once.
     leases: VecDeque<Key>,
     urgent: VecDeque<Key>,
+    /// Periodic node status reports ([`REFRESH_TURNS`]).
+    refreshes: VecDeque<Key>,
     normal: VecDeque<Key>,
     /// Events, taken only when nothing else waits.
     events_queue: VecDeque<Key>,
@@ -158,9 +176,22 @@ impl Writer {
         {
             *due = Some(due.map_or(*old, |d| d.min(*old)));
         }
-        if q.pending.insert(key.clone(), write).is_none() {
-            Stats::add(&self.stats.pending_writes, 1);
-            q.queue_of(&key).push_back(key);
+        let refresh = matches!(write, Write::NodeStatus { refresh: true, .. });
+        match q.pending.insert(key.clone(), write) {
+            None => {
+                Stats::add(&self.stats.pending_writes, 1);
+                if refresh {
+                    q.refreshes.push_back(key);
+                } else {
+                    q.queue_of(&key).push_back(key);
+                }
+            }
+            // A change overtakes the refresh it replaces (the key's place among the refreshes
+            // is skipped when reached: nothing is pending under it then).
+            Some(Write::NodeStatus { refresh: true, .. }) if !refresh => {
+                q.queue_of(&key).push_back(key);
+            }
+            Some(_) => {}
         }
         drop(q);
         self.notify.notify_one();
@@ -189,12 +220,14 @@ impl Writer {
             let first = match q.turn % TURNS {
                 0 => q.normal.pop_front(),
                 2 => q.urgent.pop_front(),
+                _ if q.turn % REFRESH_TURNS == 3 => q.refreshes.pop_front(),
                 _ => None,
             };
             let key = first
                 .or_else(|| q.leases.pop_front())
                 .or_else(|| q.urgent.pop_front())
                 .or_else(|| q.normal.pop_front())
+                .or_else(|| q.refreshes.pop_front())
                 .or_else(|| q.events_queue.pop_front())?;
             if q.inflight.contains(&key) {
                 q.deferred.insert(key);
@@ -371,7 +404,7 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
                 other => other.map(drop),
             }
         }
-        Write::NodeStatus { node, status } => {
+        Write::NodeStatus { node, status, .. } => {
             let client = &identities.node(&node);
             let req = Request::new(Node::url_path(&(), None));
             let r = req
@@ -379,7 +412,7 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
                     "status",
                     &node,
                     &pp,
-                    &Patch::Merge(json!({"status": status})),
+                    &Patch::Strategic(json!({"status": status})),
                 )
                 .map_err(kube::Error::BuildRequest)?;
             match client.request_text(r).await {
@@ -491,6 +524,7 @@ mod tests {
             Write::NodeStatus {
                 node: "node-0".into(),
                 status: json!({}),
+                refresh: false,
             },
         );
         let order: Vec<Key> = (0..4).map(|_| w.take().unwrap().0).collect();
@@ -500,12 +534,47 @@ mod tests {
     }
 
     #[test]
+    fn periodic_reports_wait_behind_heartbeats_but_a_change_does_not() {
+        let w = writer();
+        let node = |n: usize, refresh| Write::NodeStatus {
+            node: format!("node-{n}"),
+            status: json!({}),
+            refresh,
+        };
+        for n in 0..40 {
+            w.push(
+                Key::Lease(format!("node-{n}")),
+                Write::Lease {
+                    node: format!("node-{n}"),
+                    node_uid: "x".into(),
+                    duration: 40,
+                    due: None,
+                },
+            );
+        }
+        w.push(Key::Node("node-1".into()), node(1, true));
+        w.push(Key::Node("node-2".into()), node(2, true));
+        // node-2's conditions change while its report waits: the change goes at a node
+        // status's turn, one in four.
+        w.push(Key::Node("node-2".into()), node(2, false));
+        let order: Vec<Key> = (0..REFRESH_TURNS).map(|_| w.take().unwrap().0).collect();
+        let at = |k: &str| order.iter().position(|o| *o == Key::Node(k.into()));
+        assert_eq!(at("node-2"), Some(1), "{order:?}");
+        assert_eq!(at("node-1"), Some(2), "{order:?}");
+        assert_eq!(
+            order.iter().filter(|k| matches!(k, Key::Lease(_))).count(),
+            REFRESH_TURNS as usize - 2
+        );
+    }
+
+    #[test]
     fn pod_statuses_go_before_events() {
         let w = writer();
         // Any write will do as the event's: only the queue it waits in matters here.
         w.event(Write::NodeStatus {
             node: "node-0".into(),
             status: json!({}),
+            refresh: false,
         });
         w.push(Key::Pod("u".into()), status(1));
         let (k, _) = w.take().unwrap();

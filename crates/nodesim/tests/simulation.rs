@@ -610,6 +610,17 @@ async fn nodes_added_at_run_time_are_simulated_and_report_pressure() {
     wait_until(&leases, "node-2's lease", T, |l| l.name_any() == "node-2")
         .await
         .unwrap();
+    // A network plugin's condition, which the kubelet does not own: its reports merge
+    // conditions by type, as upstream's kubelet patches, so this one stays.
+    let network = json!({"status": {"conditions": [{"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated", "message": "routes created"}]}});
+    nodes
+        .patch_status(
+            "node-2",
+            &PatchParams::default(),
+            &Patch::Strategic(&network),
+        )
+        .await
+        .unwrap();
 
     ops::set_pressure(
         c,
@@ -627,6 +638,12 @@ async fn nodes_added_at_run_time_are_simulated_and_report_pressure() {
     .await
     .unwrap();
     assert!(has(&n, "DiskPressure", "False") && has(&n, "Ready", "True"));
+    assert!(has(&n, "NetworkUnavailable", "False"), "{:?}", n.status);
+    let info = n.status.as_ref().and_then(|s| s.node_info.as_ref());
+    assert!(
+        info.is_some_and(|i| !i.kubelet_version.is_empty()),
+        "{info:?}"
+    );
     ops::set_pressure(c, "node-2", Pressure::default())
         .await
         .unwrap();
