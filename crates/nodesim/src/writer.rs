@@ -504,10 +504,9 @@ mod tests {
         assert_eq!(k, Key::Lease("node-0".into()));
     }
 
-    #[test]
-    fn pod_and_node_statuses_each_get_one_turn_in_four_while_heartbeats_wait() {
-        let w = writer();
-        for n in 0..8 {
+    /// Queues a renewal of the leases of nodes `0..n`.
+    fn renewals(w: &Writer, n: usize) {
+        for n in 0..n {
             w.push(
                 Key::Lease(format!("node-{n}")),
                 Write::Lease {
@@ -518,6 +517,12 @@ mod tests {
                 },
             );
         }
+    }
+
+    #[test]
+    fn pod_and_node_statuses_each_get_one_turn_in_four_while_heartbeats_wait() {
+        let w = writer();
+        renewals(&w, 8);
         w.push(Key::Pod("u".into()), status(1));
         w.push(
             Key::Node("node-0".into()),
@@ -541,17 +546,7 @@ mod tests {
             status: json!({}),
             refresh,
         };
-        for n in 0..40 {
-            w.push(
-                Key::Lease(format!("node-{n}")),
-                Write::Lease {
-                    node: format!("node-{n}"),
-                    node_uid: "x".into(),
-                    duration: 40,
-                    due: None,
-                },
-            );
-        }
+        renewals(&w, 40);
         w.push(Key::Node("node-1".into()), node(1, true));
         w.push(Key::Node("node-2".into()), node(2, true));
         // node-2's conditions change while its report waits: the change goes at a node

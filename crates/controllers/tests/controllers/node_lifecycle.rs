@@ -189,18 +189,7 @@ async fn a_silent_node_goes_unknown_is_tainted_and_evicts_by_toleration() {
     // Gets the API server's default 300s.
     pod(&client, "defaulted", "n1", json!([])).await;
 
-    let nodes: Api<Node> = Api::all(client.clone());
-    let unknown = embedded::wait_until(&nodes, "n1 Ready=Unknown", TIMEOUT, |n| {
-        n.name_any() == "n1"
-            && n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "Unknown")
-    })
-    .await
-    .unwrap();
+    let unknown = wait_unknown(&client, "n1").await;
     for c in unknown.status.unwrap().conditions.unwrap() {
         assert_eq!(c.status, "Unknown", "{c:?}");
         assert_eq!(c.reason.as_deref(), Some("NodeStatusUnknown"));
@@ -261,6 +250,22 @@ async fn a_silent_node_goes_unknown_is_tainted_and_evicts_by_toleration() {
     wait_taints(&client, "n1", &[]).await;
 }
 
+/// Waits until node `name` is `Ready=Unknown`.
+async fn wait_unknown(client: &Client, name: &str) -> Node {
+    let nodes: Api<Node> = Api::all(client.clone());
+    embedded::wait_until(&nodes, &format!("{name} Ready=Unknown"), TIMEOUT, |n| {
+        n.name_any() == name
+            && n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "Unknown")
+    })
+    .await
+    .unwrap()
+}
+
 /// The Ready condition of node `name` as the server has it now.
 async fn ready_condition(client: &Client, name: &str) -> NodeCondition {
     let nodes: Api<Node> = Api::all(client.clone());
@@ -292,18 +297,7 @@ async fn renewals_keep_a_node_ready_and_the_last_one_sets_when_it_goes_unknown()
     let ready = ready_condition(&client, "n1").await;
     assert_eq!(ready.status, "True", "{ready:?}");
 
-    let nodes: Api<Node> = Api::all(client.clone());
-    embedded::wait_until(&nodes, "n1 Ready=Unknown", TIMEOUT, |n| {
-        n.name_any() == "n1"
-            && n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "Unknown")
-    })
-    .await
-    .unwrap();
+    wait_unknown(&client, "n1").await;
     let went = ready_condition(&client, "n1")
         .await
         .last_transition_time
