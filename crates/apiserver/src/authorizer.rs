@@ -144,7 +144,7 @@ impl NodeGraph for CacheGraph<'_> {
             .0
             .iter()
             .any(|e| {
-                let key = def.key(Some(&*e.namespace).filter(|n| !n.is_empty()), &e.name);
+                let key = def.key(Some(&e.namespace), &e.name);
                 found(&self.0.parsed(&key, e))
             })
     }

@@ -220,18 +220,12 @@ pub fn default_capacity(cfg: &NodeSim) -> Value {
     })
 }
 
-/// The status a kubelet posts, keeping `lastTransitionTime` of conditions whose status is
-/// unchanged (upstream's rule), with `now` as heartbeat.
-pub fn status(
-    cfg: &NodeSim,
-    name: &str,
-    index: u32,
-    p: Pressure,
-    observed: &[Observed],
-    now: &str,
-    capacity: Option<&Value>,
-) -> Value {
-    let conds: Vec<Value> = conditions(p)
+/// The conditions a kubelet posts, keeping `lastTransitionTime` of those whose status is
+/// unchanged (upstream's rule), with `now` as heartbeat: all a report sends once the node has
+/// its addresses, capacity and info (upstream's kubelet patches what differs from the node it
+/// read, which is then the conditions' heartbeat times).
+pub fn condition_list(p: Pressure, observed: &[Observed], now: &str) -> Vec<Value> {
+    conditions(p)
         .iter()
         .map(|c| {
             let since = observed
@@ -242,7 +236,21 @@ pub fn status(
             json!({"type": c.kind, "status": c.status, "reason": c.reason, "message": c.message,
                    "lastHeartbeatTime": now, "lastTransitionTime": since})
         })
-        .collect();
+        .collect()
+}
+
+/// The whole status a kubelet posts first: [`condition_list`] and the node's addresses,
+/// capacity and info.
+pub fn status(
+    cfg: &NodeSim,
+    name: &str,
+    index: u32,
+    p: Pressure,
+    observed: &[Observed],
+    now: &str,
+    capacity: Option<&Value>,
+) -> Value {
+    let conds = condition_list(p, observed, now);
     let resources = capacity.cloned().unwrap_or_else(|| default_capacity(cfg));
     let id = |salt: &str| {
         format!(

@@ -104,14 +104,37 @@ pub(crate) enum Key {
     Event(u64),
 }
 
+/// Which queue a write waits in, earliest served first (but for [`TURNS`] and
+/// [`REFRESH_TURNS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Tier {
+    Lease,
+    NodeStatus,
+    PodStatus,
+    Refresh,
+    Event,
+}
+
+impl Tier {
+    fn of(key: &Key, write: &Write) -> Self {
+        match (key, write) {
+            (_, Write::NodeStatus { refresh: true, .. }) => Tier::Refresh,
+            (Key::Lease(_), _) => Tier::Lease,
+            (Key::Node(_), _) => Tier::NodeStatus,
+            (Key::Pod(_), _) => Tier::PodStatus,
+            (Key::Event(_), _) => Tier::Event,
+        }
+    }
+}
+
 impl Queue {
-    /// The queue a key waits in: leases, then node statuses, then pods, then events.
-    fn queue_of(&mut self, key: &Key) -> &mut VecDeque<Key> {
-        match key {
-            Key::Lease(_) => &mut self.leases,
-            Key::Node(_) => &mut self.urgent,
-            Key::Pod(_) => &mut self.normal,
-            Key::Event(_) => &mut self.events_queue,
+    fn queue(&mut self, tier: Tier) -> &mut VecDeque<Key> {
+        match tier {
+            Tier::Lease => &mut self.leases,
+            Tier::NodeStatus => &mut self.urgent,
+            Tier::PodStatus => &mut self.normal,
+            Tier::Refresh => &mut self.refreshes,
+            Tier::Event => &mut self.events_queue,
         }
     }
 }
@@ -176,21 +199,16 @@ impl Writer {
         {
             *due = Some(due.map_or(*old, |d| d.min(*old)));
         }
-        let refresh = matches!(write, Write::NodeStatus { refresh: true, .. });
+        let tier = Tier::of(&key, &write);
         match q.pending.insert(key.clone(), write) {
             None => {
                 Stats::add(&self.stats.pending_writes, 1);
-                if refresh {
-                    q.refreshes.push_back(key);
-                } else {
-                    q.queue_of(&key).push_back(key);
-                }
+                q.queue(tier).push_back(key);
             }
-            // A change overtakes the refresh it replaces (the key's place among the refreshes
-            // is skipped when reached: nothing is pending under it then).
-            Some(Write::NodeStatus { refresh: true, .. }) if !refresh => {
-                q.queue_of(&key).push_back(key);
-            }
+            // A write replacing one that waits in a later queue (a change of conditions
+            // replacing a periodic report) waits in its own too; its place in the later one is
+            // skipped when reached, nothing being pending under it then.
+            Some(old) if Tier::of(&key, &old) > tier => q.queue(tier).push_back(key),
             Some(_) => {}
         }
         drop(q);
@@ -248,8 +266,11 @@ impl Writer {
         let mut q = self.lock();
         q.inflight.remove(key);
         Stats::sub(&self.stats.pending_writes, 1);
-        if q.deferred.remove(key) && q.pending.contains_key(key) {
-            q.queue_of(key).push_front(key.clone());
+        let waiting = q.pending.get(key).map(|w| Tier::of(key, w));
+        if q.deferred.remove(key)
+            && let Some(tier) = waiting
+        {
+            q.queue(tier).push_front(key.clone());
             drop(q);
             self.notify.notify_one();
         }
@@ -559,6 +580,32 @@ mod tests {
         assert_eq!(
             order.iter().filter(|k| matches!(k, Key::Lease(_))).count(),
             REFRESH_TURNS as usize - 2
+        );
+    }
+
+    #[test]
+    fn a_report_held_back_by_its_write_in_flight_still_waits_behind_heartbeats() {
+        let w = writer();
+        let report = || Write::NodeStatus {
+            node: "node-1".into(),
+            status: json!({}),
+            refresh: true,
+        };
+        w.push(Key::Node("node-1".into()), report());
+        let (first, _) = w.take().unwrap();
+        assert_eq!(first, Key::Node("node-1".into()));
+        // The next report comes while the first is in flight: it is held back, and when the
+        // first is done it goes back among the reports, not among the changes.
+        w.push(Key::Node("node-1".into()), report());
+        assert!(w.take().is_none());
+        renewals(&w, 5);
+        w.done(&first);
+        // Among the changes, it would go at the next node status turn (the third take).
+        let order: Vec<Key> = (0..6).map(|_| w.take().unwrap().0).collect();
+        assert_eq!(
+            order.iter().position(|k| *k == Key::Node("node-1".into())),
+            Some(5),
+            "{order:?}"
         );
     }
 

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+use controllers::node_lifecycle::{health, readiness};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::{
     api::{
@@ -254,13 +255,7 @@ async fn a_silent_node_goes_unknown_is_tainted_and_evicts_by_toleration() {
 async fn wait_unknown(client: &Client, name: &str) -> Node {
     let nodes: Api<Node> = Api::all(client.clone());
     embedded::wait_until(&nodes, &format!("{name} Ready=Unknown"), TIMEOUT, |n| {
-        n.name_any() == name
-            && n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "Unknown")
+        n.name_any() == name && readiness::node_ready(n) == Some("Unknown")
     })
     .await
     .unwrap()
@@ -270,12 +265,7 @@ async fn wait_unknown(client: &Client, name: &str) -> Node {
 async fn ready_condition(client: &Client, name: &str) -> NodeCondition {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes.get(name).await.unwrap();
-    node.status
-        .and_then(|s| s.conditions)
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == "Ready")
-        .unwrap()
+    health::condition(&node, "Ready").unwrap().clone()
 }
 
 /// Renewals queue nothing for a live node (its requeue at the old expiry reads them), so this
