@@ -37,6 +37,9 @@ pub struct Options {
     pub etcd_servers: Vec<String>,
     /// How long an Event is kept after its last write (`--event-ttl`).
     pub event_ttl: std::time::Duration,
+    /// How often etcd's history is compacted, for [`StoreKind::Etcd`] (`--etcd-compaction-interval`;
+    /// zero: never by this server).
+    pub etcd_compaction_interval: std::time::Duration,
     /// The audit policy (`--audit-policy-file`).
     pub audit_policy_file: Option<PathBuf>,
     /// Where audit events go (`--audit-log-path`, `-` for standard output).
@@ -57,6 +60,7 @@ impl Default for Options {
             store: StoreKind::Sqlite,
             etcd_servers: Vec::new(),
             event_ttl: apiserver::DEFAULT_EVENT_TTL,
+            etcd_compaction_interval: store::etcd::DEFAULT_COMPACTION_INTERVAL,
             audit_policy_file: None,
             audit_log_path: None,
             components: Default::default(),
@@ -141,6 +145,7 @@ impl ControlPlane {
                         &opts.etcd_servers,
                         store::etcd::EtcdOptions {
                             expiring: apiserver::expiry::expiring(opts.event_ttl),
+                            compaction_interval: Some(opts.etcd_compaction_interval),
                             ..Default::default()
                         },
                     )

@@ -5,6 +5,10 @@ use std::time::Duration;
 
 /// Parses a duration flag; the error says how to write one.
 pub fn parse(s: &str) -> Result<Duration, String> {
+    // Go's `time.ParseDuration` takes a bare 0 (`--etcd-compaction-interval=0`); jiff wants a unit.
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
     s.parse::<jiff::SignedDuration>()
         .ok()
         .and_then(|d| Duration::try_from(d).ok())
@@ -22,6 +26,8 @@ mod tests {
             ("30m", Some(1800)),
             ("1h30m", Some(5400)),
             ("90s", Some(90)),
+            ("0", Some(0)),
+            ("0s", Some(0)),
             ("-1h", None),
             ("soon", None),
         ];

@@ -44,6 +44,11 @@ struct ServeArgs {
     /// --event-ttl.
     #[arg(long, default_value = "1h", value_parser = rollwright::duration::parse)]
     event_ttl: std::time::Duration,
+    /// With `--store etcd`: how often etcd's history is compacted (e.g. 5m; 0 leaves it to etcd's
+    /// own --auto-compaction or an operator), as upstream's --etcd-compaction-interval. API
+    /// servers sharing one etcd take turns.
+    #[arg(long, default_value = "5m", value_parser = rollwright::duration::parse)]
+    etcd_compaction_interval: std::time::Duration,
     /// An audit.k8s.io/v1 Policy (YAML or JSON) saying which requests are audited and how
     /// much of each, as upstream's --audit-policy-file; auditing needs --audit-log-path too.
     #[arg(long)]
@@ -451,6 +456,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         store: args.store,
         etcd_servers: args.etcd_servers,
         event_ttl: args.event_ttl,
+        etcd_compaction_interval: args.etcd_compaction_interval,
         audit_policy_file: args.audit_policy_file,
         audit_log_path: args.audit_log_path,
         components,

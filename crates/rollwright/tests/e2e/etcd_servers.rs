@@ -1,12 +1,14 @@
 //! Two API servers on one etcd serve one cluster: real kubectl talks to each; every write is seen
 //! through the other at once (a consistent read waits for the other server's write to reach its
 //! cache), watches on one carry the other's writes, resourceVersions mean the same on both, and
-//! compare-and-swap holds across them.
+//! compare-and-swap holds across them; and they keep etcd's history compacted between them.
 
 use crate::common;
 
 use common::{Cluster, etcd::start_etcd};
+use rollwright::control_plane::Options;
 use serde_json::Value;
+use std::time::Duration;
 
 /// `kubectl get deployment NAME -o json` on one server.
 async fn deployment(c: &Cluster, name: &str) -> Value {
@@ -111,6 +113,65 @@ async fn two_api_servers_on_one_etcd_serve_one_cluster() {
         .kubectl_fails(&["get", "deployment", "shared"], None)
         .await;
     assert!(err.contains("NotFound"), "{err}");
+
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Two API servers compacting every second, as upstream's do every five minutes: etcd loses the
+/// old version of an object, and both servers go on answering consistent reads of an otherwise
+/// idle cluster at once (the compactors' own writes are revisions their caches must see).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_servers_on_one_etcd_compact_its_history() {
+    let Some(etcd) = start_etcd(1).await else {
+        return;
+    };
+    let options = || Options {
+        etcd_compaction_interval: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let a = Cluster::start_on_etcd_with(&etcd, options(), None).await;
+    let b = Cluster::start_on_etcd_with(&etcd, options(), Some(&a)).await;
+
+    a.kubectl(&["create", "configmap", "c", "--from-literal=v=1"])
+        .await;
+    let old = a
+        .kubectl_json(&["get", "configmap", "c", "-o", "json"])
+        .await;
+    let old_rv: i64 = rv(&old).parse().expect("numeric resourceVersion");
+    b.kubectl(&["patch", "configmap", "c", "-p", r#"{"data":{"v":"2"}}"#])
+        .await;
+
+    // etcd tells no one of a compaction: ask until the old version is gone.
+    let key = "/registry/core/configmaps/default/c";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while etcd
+        .has_history_at(key, old_rv)
+        .await
+        .expect("etcd answers")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "etcd was not compacted within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    for server in [&a, &b] {
+        let now = server
+            .kubectl_json(&["get", "configmap", "c", "-o", "json"])
+            .await;
+        assert_eq!(now["data"]["v"], "2");
+        let listed = server.kubectl(&["get", "configmaps", "-o", "name"]).await;
+        assert!(listed.contains("configmap/c"), "{listed}");
+    }
+    b.kubectl(&["create", "configmap", "after", "--from-literal=v=1"])
+        .await;
+    assert_eq!(
+        a.kubectl_json(&["get", "configmap", "after", "-o", "json"])
+            .await["data"]["v"],
+        "1"
+    );
 
     a.stop().await;
     b.stop().await;

@@ -168,6 +168,26 @@ impl LocalCluster {
         self.members[i].process.as_ref().map(Child::id)
     }
 
+    /// Whether etcd still answers a read of `key` as of `revision`; false once that history was
+    /// compacted away. etcd announces a compaction to no one, so a test of compaction asks this.
+    pub async fn has_history_at(
+        &self,
+        key: &str,
+        revision: i64,
+    ) -> Result<bool, etcd_client::Error> {
+        let mut client = etcd_client::Client::connect(self.client_urls(), None).await?;
+        let options = etcd_client::GetOptions::new().with_revision(revision);
+        match client.get(key, Some(options)).await {
+            Ok(_) => Ok(true),
+            Err(etcd_client::Error::GRpcStatus(status))
+                if status.code() == tonic::Code::OutOfRange =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// The member the others follow, as the running members report it (`None` while they have no
     /// leader). Tests use it to take down a follower or the leader on purpose.
     pub async fn leader(&self) -> Option<usize> {

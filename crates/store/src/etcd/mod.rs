@@ -17,6 +17,7 @@
 //! be rollwright's alone, as an etcd behind kube-apiserver is: a revision spent by another client
 //! is one the API server's cache never sees an event for.
 
+pub mod compactor;
 mod lease;
 pub mod member;
 mod members;
@@ -64,7 +65,14 @@ pub struct EtcdOptions {
     /// Keys under these prefixes are deleted by etcd this long after their last write (upstream
     /// writes Events with a lease of `--event-ttl`).
     pub expiring: Vec<(String, Duration)>,
+    /// How often to compact etcd's history ([`compactor`]), as upstream's
+    /// `--etcd-compaction-interval`; `None` (or zero) leaves it to someone else (etcd's own
+    /// `--auto-compaction-*`, or an operator).
+    pub compaction_interval: Option<Duration>,
 }
+
+/// Upstream's default `--etcd-compaction-interval`.
+pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 
 impl Default for EtcdOptions {
     fn default() -> Self {
@@ -73,6 +81,7 @@ impl Default for EtcdOptions {
             request_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
             expiring: Vec::new(),
+            compaction_interval: Some(DEFAULT_COMPACTION_INTERVAL),
         }
     }
 }
@@ -89,6 +98,7 @@ pub struct EtcdStore {
     /// then on a member that stopped delivering (see [`feed`]).
     stale: Arc<Notify>,
     feed: JoinHandle<()>,
+    compactor: Option<JoinHandle<()>>,
 }
 
 impl EtcdStore {
@@ -118,6 +128,16 @@ impl EtcdStore {
             },
             opts.request_timeout,
         ));
+        let compactor = opts
+            .compaction_interval
+            .filter(|interval| !interval.is_zero())
+            .map(|interval| {
+                tokio::spawn(compactor::run(
+                    Arc::clone(&members),
+                    interval,
+                    opts.request_timeout,
+                ))
+            });
         Ok(Self {
             members,
             window,
@@ -126,7 +146,17 @@ impl EtcdStore {
             opts,
             stale,
             feed,
+            compactor,
         })
+    }
+
+    /// Runs one round of the compaction protocol now, from what `known` says (the periodic
+    /// compactor's step, for a caller that drives the rounds itself).
+    pub async fn compaction_round(
+        &self,
+        known: compactor::Known,
+    ) -> (compactor::Known, Result<compactor::Round>) {
+        compactor::round(&self.members, known, self.opts.request_timeout).await
     }
 
     /// Runs one request on the members (see [`Members::call`]) and notes the revision its header
@@ -198,6 +228,9 @@ impl EtcdStore {
 impl Drop for EtcdStore {
     fn drop(&mut self) {
         self.feed.abort();
+        if let Some(compactor) = &self.compactor {
+            compactor.abort();
+        }
         self.window.close();
     }
 }

@@ -27,6 +27,20 @@ impl Cluster {
         components: Components,
         peer: Option<&Cluster>,
     ) -> Cluster {
+        let options = Options {
+            components,
+            ..Default::default()
+        };
+        Cluster::start_on_etcd_with(etcd, options, peer).await
+    }
+
+    /// [`Cluster::start_on_etcd`] with `options` (its data directory, port and store are the
+    /// test's).
+    pub async fn start_on_etcd_with(
+        etcd: &LocalCluster,
+        options: Options,
+        peer: Option<&Cluster>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         if let Some(peer) = peer {
             share_credentials(peer.dir.path(), dir.path());
@@ -36,8 +50,7 @@ impl Cluster {
             port: 0,
             store: StoreKind::Etcd,
             etcd_servers: etcd.client_urls(),
-            components,
-            ..Default::default()
+            ..options
         })
         .await
         .expect("control plane starts on etcd");
