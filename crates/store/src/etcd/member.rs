@@ -246,6 +246,10 @@ impl LocalCluster {
             .args(["--initial-cluster", &self.initial_cluster])
             .args(["--initial-cluster-state", "new"])
             .args(["--initial-cluster-token", "rollwright-test"])
+            // etcd's largest recommended quota, as large clusters run it: a 65,000-node benchmark
+            // writes past the 2 GiB default before the API server's first compaction (ten
+            // minutes in), and etcd then refuses every write.
+            .args(["--quota-backend-bytes", "8589934592"])
             // No metrics listener or HTTP gateway beyond the client port, and quiet logs.
             .args(["--log-level", "warn", "--logger", "zap"])
             .stdin(Stdio::null())
