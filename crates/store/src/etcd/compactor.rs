@@ -4,8 +4,8 @@
 //!
 //! etcd keeps every version of every key until it is told to compact, and nothing else tells it:
 //! without this, each lease renewal and status write stays in etcd for good, its database grows
-//! until it reaches its quota (2 GiB by default) and etcd then refuses every write. At 20,000
-//! simulated nodes that took six minutes.
+//! until it reaches its quota (2 GiB by default) and etcd then refuses every write. With 20,000
+//! simulated nodes, etcd's data directory grew to 2.4 GB in six minutes.
 //!
 //! Several API servers may share one etcd and each runs a compactor; one compaction per interval
 //! is enough, so they agree through one key, upstream's protocol: the key's version is a logical
