@@ -18,10 +18,10 @@
 
 use std::{sync::Arc, time::Duration};
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{CompactionResponse, Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 
 use super::members::{Failure, Members, Retry};
-use crate::{Result, Revision, StoreError};
+use crate::{Result, Revision};
 
 /// The key the compactors agree through. Upstream's is `compact_rev_key` at the root of etcd's
 /// key space; this one is under `/registry/`, the prefix the API server's cache follows, because
@@ -121,25 +121,30 @@ pub(super) async fn round(
     if known.revision == 0 {
         return (next, Ok(Round::Started));
     }
-    (next, compact(members, known.revision, timeout).await)
+    let compacted = compact(members, known.revision, timeout).await;
+    (next, compacted.map(|_| Round::Compacted(known.revision)))
 }
 
-/// Compacts etcd's history up to `revision`; a compaction already past it (by a compactor that
-/// took over) is as good.
-async fn compact(members: &Members, revision: Revision, timeout: Duration) -> Result<Round> {
-    let target = i64::try_from(revision)
-        .map_err(|_| StoreError::Backend(format!("revision {revision} is beyond etcd's range")))?;
+/// Compacts etcd's history up to `revision`: the periodic rounds' call and [`crate::Store::compact`]'s.
+/// `None` when etcd was compacted at or past it already (by another API server's compactor),
+/// which is as good.
+pub(super) async fn compact(
+    members: &Members,
+    revision: Revision,
+    timeout: Duration,
+) -> Result<Option<CompactionResponse>> {
+    let target = super::signed(revision)?;
     let result = members
         .call("compaction", Retry::Any, timeout, |mut kv| async move {
             kv.compact(target, None).await
         })
         .await;
     match result {
-        Ok(_) => Ok(Round::Compacted(revision)),
+        Ok(response) => Ok(Some(response)),
         Err(Failure::Etcd(etcd_client::Error::GRpcStatus(status)))
             if status.code() == tonic::Code::OutOfRange =>
         {
-            Ok(Round::Compacted(revision))
+            Ok(None)
         }
         Err(e) => Err(e.into()),
     }

@@ -36,7 +36,7 @@ use etcd_client::{
     Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use lease::Leases;
-use members::{Failure, Members, Retry};
+use members::{Members, Retry};
 use tokio::{sync::Notify, task::JoinHandle};
 
 use crate::{
@@ -389,29 +389,12 @@ impl Store for EtcdStore {
         }
         // Our `compact(r)` keeps what a watch from `r` needs, the events after `r`; etcd's keeps
         // revision `r` itself too, one more than needed, which no watch of ours can tell.
-        let etcd_revision = signed(revision)?;
-        let result = self
-            .members
-            .call(
-                "compaction",
-                Retry::Any,
-                self.opts.request_timeout,
-                |mut kv| async move { kv.compact(etcd_revision, None).await },
-            )
-            .await;
-        match result {
-            Ok(response) => {
-                note(&self.known, response.header());
-                Ok(())
-            }
-            // Another API server compacted at or past this revision already.
-            Err(Failure::Etcd(etcd_client::Error::GRpcStatus(status)))
-                if status.code() == tonic::Code::OutOfRange =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
+        let response =
+            compactor::compact(&self.members, revision, self.opts.request_timeout).await?;
+        if let Some(response) = response {
+            note(&self.known, response.header());
         }
+        Ok(())
     }
 
     fn revision(&self) -> Revision {
@@ -676,7 +659,7 @@ fn revision_of(revision: i64) -> Result<Revision> {
         .map_err(|_| StoreError::Backend(format!("etcd returned revision {revision}")))
 }
 
-fn signed(revision: Revision) -> Result<i64> {
+pub(super) fn signed(revision: Revision) -> Result<i64> {
     i64::try_from(revision)
         .map_err(|_| StoreError::Backend(format!("revision {revision} is beyond etcd's range")))
 }
