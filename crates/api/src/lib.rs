@@ -17,6 +17,7 @@ pub mod pod;
 pub mod quantity;
 pub mod quota;
 pub mod selector;
+pub mod simulated;
 pub mod smp;
 pub mod taint;
 pub mod validation;

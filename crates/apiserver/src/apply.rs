@@ -11,9 +11,10 @@ use crate::{
     admission::{self, FieldValidation, Part},
     error::{ApiError, ApiResult},
     object, openapi,
+    plugins::{Operation, Review},
     registry::{Kind, Schema, Subresource},
     request::{self, Format, Params, Target},
-    rest::{Outcome, intake, object_response, present, with_warnings},
+    rest::{Outcome, Write, intake, object_response, present, with_warnings},
     server::ApiServer,
 };
 use api::{
@@ -445,6 +446,21 @@ impl ApiServer {
                     crate::priority::admit_pod(self, name, &mut obj)?;
                     crate::runtime_class::admit_pod(self, name, &mut obj)?;
                 }
+                // An apply that creates is a CREATE to every admission plugin, as upstream's
+                // patch handler makes it.
+                let user = crate::context::user()?;
+                let review = Review {
+                    user: &user,
+                    operation: Operation::Create,
+                    kind: &def,
+                    view,
+                    namespace: ns,
+                    name,
+                    subresource: None,
+                    old: None,
+                    dry_run,
+                };
+                warnings.extend(self.admit(&review, &mut obj).await?);
                 match self.store_create(&def, obj, dry_run).await {
                     Ok(created) => {
                         if !dry_run {
@@ -460,8 +476,13 @@ impl ApiServer {
                 }
             }
             let mut strategy_warnings = Vec::new();
+            // An apply that changes an object is an UPDATE to every admission plugin.
+            let write = Write {
+                view,
+                subresource: t.sub.map(|s| s.name()),
+            };
             let result = self
-                .guaranteed_update(&def, ns, name, dry_run, |old, rev| {
+                .admitted_update(&def, ns, name, dry_run, Some(write), |old, rev| {
                     if precondition.is_some_and(|want| want != rev) {
                         return Err(ApiError::stale(&def, name));
                     }
@@ -478,11 +499,12 @@ impl ApiServer {
             match result {
                 Err(e) if e.code == 404 => continue,
                 Err(e) => return Err(e),
-                Ok(outcome) => {
+                Ok((outcome, admitted)) => {
                     if !dry_run {
                         self.after_outcome(&def, &outcome);
                     }
                     warnings.extend(strategy_warnings);
+                    warnings.extend(admitted);
                     let (Outcome::Written(v) | Outcome::Unchanged(v) | Outcome::Deleted(v)) =
                         outcome;
                     return Ok(with_warnings(

@@ -3,6 +3,7 @@
 //! The authentication layer sets it for the request's task, as upstream's request context
 //! carries `user.Info` down to admission; code serving the request reads it with [`user`].
 
+use crate::error::{ApiError, ApiResult};
 use authz::UserInfo;
 use std::sync::Arc;
 
@@ -10,10 +11,12 @@ tokio::task_local! {
     static USER: Arc<UserInfo>;
 }
 
-/// The user of the request this task serves; the API server's own identity
-/// (`system:apiserver`, in `system:masters`) for work outside any request.
-pub(crate) fn user() -> Arc<UserInfo> {
-    USER.try_with(Arc::clone).unwrap_or_else(|_| loopback())
+/// The user of the request this task serves. Fails closed: code that runs outside a request
+/// (or a request path that forgot to set its user) gets an internal error, never an identity,
+/// so that no forgotten path runs as the cluster's administrator.
+pub(crate) fn user() -> ApiResult<Arc<UserInfo>> {
+    USER.try_with(Arc::clone)
+        .map_err(|_| ApiError::internal("no authenticated user in the request's context"))
 }
 
 /// Runs `f` as `user`.
@@ -41,4 +44,17 @@ pub(crate) struct Identity {
     pub user: Arc<UserInfo>,
     /// The authenticated user who impersonates `user`, if any.
     pub impersonator: Option<Arc<UserInfo>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn outside_a_request_there_is_no_user_not_an_administrator() {
+        let e = user().unwrap_err();
+        assert_eq!((e.code, e.reason), (500, "InternalError"));
+        let inside = scope(loopback(), async { user() }).await.unwrap();
+        assert_eq!(inside.username, "system:apiserver");
+    }
 }

@@ -182,6 +182,15 @@ impl ApiError {
         )
     }
 
+    /// 413 with upstream's `NewRequestEntityTooLargeError` wording.
+    pub fn entity_too_large(why: impl std::fmt::Display) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: {why}"),
+        )
+    }
+
     /// 415.
     pub fn unsupported_media_type(what: &str) -> Self {
         Self::new(

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod object;
 pub mod openapi;
 mod outbound;
+mod patch;
 mod plugins;
 mod pod_security;
 mod policy;

@@ -8,7 +8,10 @@
 //! Errors are worded as Go's dialer and TLS stack word them, since upstream's messages (webhook
 //! failures, an APIService's `FailedDiscoveryCheck`) quote them.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
 
 use axum::body::Body;
 use hyper::client::conn::http1::SendRequest;
@@ -142,15 +145,43 @@ pub(crate) fn tls_error(e: &std::io::Error) -> String {
     }
 }
 
+/// Whether `ip` belongs to a simulated node or one of its pods ([`api::simulated`]).
+fn simulated(server: &ApiServer, ip: IpAddr) -> bool {
+    let Some(nodes) = server.registry().find("", "v1", "nodes") else {
+        return false;
+    };
+    server
+        .cache
+        .list(&nodes, None)
+        .0
+        .iter()
+        .any(|e| api::simulated::owns_address(&e.value(), ip))
+}
+
 /// Dials `addrs`, shakes hands for `server_name` and starts an HTTP/1.1 connection; it ends
 /// once the sender is dropped and the last answer's body is read.
+///
+/// An address of a simulated node or pod is never dialled: no process serves it, and on a
+/// developer's machine the connection would leave for the network. It is refused as a real
+/// dial to an address where nothing listens is.
 pub(crate) async fn connect(
+    server: &ApiServer,
     addrs: &[SocketAddr],
     shown_addr: &str,
     server_name: &str,
     config: ClientConfig,
 ) -> Result<SendRequest<Body>, String> {
-    let tcp = tokio::net::TcpStream::connect(addrs)
+    let real: Vec<SocketAddr> = addrs
+        .iter()
+        .copied()
+        .filter(|a| !simulated(server, a.ip()))
+        .collect();
+    if real.is_empty() && !addrs.is_empty() {
+        tracing::debug!(addr = %shown_addr, "not dialling a simulated address");
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        return Err(dial_error(shown_addr, &refused));
+    }
+    let tcp = tokio::net::TcpStream::connect(real.as_slice())
         .await
         .map_err(|e| dial_error(shown_addr, &e))?;
     let name = ServerName::try_from(server_name.to_string()).map_err(|e| e.to_string())?;

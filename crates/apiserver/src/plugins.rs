@@ -66,7 +66,7 @@ impl ApiServer {
         crate::rbac_guard::check(self, review, obj)?;
         let mut warnings = crate::webhook::mutate(self, review, obj).await?;
         warnings.extend(crate::pod_security::admit(self, review, obj)?);
-        warnings.extend(crate::policy::validate(self, review, obj)?);
+        warnings.extend(crate::policy::validate(self, review, obj).await?);
         warnings.extend(crate::webhook::validate(self, review, obj).await?);
         Ok(warnings)
     }

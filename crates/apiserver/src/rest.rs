@@ -563,7 +563,7 @@ impl ApiServer {
             crate::runtime_class::admit_pod(self, &requested_name, &mut obj)?;
         }
         let dry_run = params.dry_run()?;
-        let user = crate::context::user();
+        let user = crate::context::user()?;
         let review = Review {
             user: &user,
             operation: Operation::Create,
@@ -724,7 +724,7 @@ impl ApiServer {
                         return Ok((Outcome::Unchanged(old), warnings));
                     }
                     if let Some(write) = &write {
-                        let user = crate::context::user();
+                        let user = crate::context::user()?;
                         let review = Review {
                             user: &user,
                             operation: Operation::Update,
@@ -909,7 +909,7 @@ impl ApiServer {
                 |old, rev| {
                     // The patch applies to the object as the client sees it (its version).
                     let current = present(view, old.clone());
-                    let mut next = apply_patch(bt, current, &patch)?;
+                    let mut next = crate::patch::apply(bt, current, &patch)?;
                     if !next.is_object() {
                         return Err(ApiError::bad_request(
                             "the patch produced something other than an object",
@@ -1094,7 +1094,7 @@ impl ApiServer {
         };
         let old = self.cache.parsed(&def.key(ns, name), &entry);
         let mut obj = (*old).clone();
-        let user = crate::context::user();
+        let user = crate::context::user()?;
         let review = Review {
             user: &user,
             operation: Operation::Delete,
@@ -1320,42 +1320,6 @@ pub(crate) fn set_rv(obj: &mut Value, rev: Revision) {
 pub(crate) fn success_status(def: &Kind, name: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
            "details": {"name": name, "group": def.group, "kind": def.plural}})
-}
-
-/// Applies a patch of type `bt` to `doc`, the caller's own copy of the current object.
-pub(crate) fn apply_patch(bt: BodyType, mut doc: Value, patch: &Value) -> ApiResult<Value> {
-    match bt {
-        BodyType::JsonPatch => {
-            let p: json_patch::Patch = serde_json::from_value(patch.clone())
-                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut doc, &p).map_err(|e| ApiError {
-                code: 422,
-                reason: "Invalid",
-                message: format!(
-                    "the server rejected our request due to an error in our request: {e}"
-                ),
-                details: None,
-            })?;
-            Ok(doc)
-        }
-        BodyType::MergePatch => {
-            if !patch.is_object() {
-                return Err(ApiError::bad_request(
-                    "a JSON merge patch must be an object",
-                ));
-            }
-            json_patch::merge(&mut doc, patch);
-            Ok(doc)
-        }
-        BodyType::StrategicMergePatch => api::smp::apply_owned(doc, patch, &api::smp::Builtin)
-            .map_err(|e| ApiError::bad_request(e.to_string())),
-        BodyType::ApplyPatch => Err(ApiError::unsupported_media_type(
-            "application/apply-patch+yaml (server-side apply is served on objects and their status, not here)",
-        )),
-        BodyType::Object => Err(ApiError::unsupported_media_type(
-            "application/json on PATCH",
-        )),
-    }
 }
 
 /// Options of a deletion, from the query and an optional `DeleteOptions` body.

@@ -52,7 +52,7 @@ impl ApiServer {
         let obj = request::decode_object(body, request::body_type(headers)?.1)?;
         let out = match (t.def.group.as_str(), t.def.kind.as_str()) {
             ("authentication.k8s.io", "TokenReview") => self.token_review(obj).await?,
-            ("authentication.k8s.io", "SelfSubjectReview") => self_subject_review(),
+            ("authentication.k8s.io", "SelfSubjectReview") => self_subject_review()?,
             ("authorization.k8s.io", "SubjectAccessReview") => self.subject_access_review(obj)?,
             ("authorization.k8s.io", "LocalSubjectAccessReview") => {
                 self.local_subject_access_review(t.namespace.as_deref(), obj)?
@@ -187,7 +187,7 @@ impl ApiServer {
     fn self_subject_access_review(&self, mut review: Value) -> ApiResult<Value> {
         let (spec, errors) = access_spec(&review, false, false)?;
         valid(errors)?;
-        let user = (*context::user()).clone();
+        let user = (*context::user()?).clone();
         let decision = self.authorize(&spec.attributes(user));
         set_type(
             &mut review,
@@ -205,7 +205,7 @@ impl ApiServer {
         if spec.namespace.is_empty() {
             return Err(ApiError::bad_request("no namespace on request"));
         }
-        let rules = self.rules_for(&context::user(), &spec.namespace);
+        let rules = self.rules_for(&*context::user()?, &spec.namespace);
         let mut status = json!({
             "resourceRules": rules.resource_rules,
             "nonResourceRules": rules.non_resource_rules,
@@ -226,18 +226,18 @@ impl ApiServer {
 }
 
 /// SelfSubjectReview: who the caller is (`kubectl auth whoami`).
-fn self_subject_review() -> Value {
-    let user = context::user();
+fn self_subject_review() -> ApiResult<Value> {
+    let user = context::user()?;
     let now = clock::now().as_second();
     let created = jiff::Timestamp::from_second(now)
         .map(|t| json!(t.to_string()))
         .unwrap_or(Value::Null);
-    json!({
+    Ok(json!({
         "kind": "SelfSubjectReview",
         "apiVersion": "authentication.k8s.io/v1",
         "metadata": {"creationTimestamp": created},
         "status": {"userInfo": *user},
-    })
+    }))
 }
 
 /// The kind upstream's review errors name: the decoded internal object carries no kind, so the

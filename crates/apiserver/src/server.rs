@@ -506,11 +506,11 @@ async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let user = parts
-        .extensions
-        .get::<Identity>()
-        .map(|i| i.user.clone())
-        .unwrap_or_else(crate::context::loopback);
+    // Identity fails closed: a request no layer authenticated never reaches the registry.
+    let Some(user) = parts.extensions.get::<Identity>().map(|i| i.user.clone()) else {
+        tracing::error!(path = %parts.uri.path(), "a request reached the registry without a user");
+        return ApiError::internal("the request has no authenticated user").into_response();
+    };
     let result = crate::context::scope(
         user,
         s.handle(&parts.method, &parts.headers, &target, &params, &body),

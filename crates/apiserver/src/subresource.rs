@@ -9,7 +9,7 @@ use crate::{
     registry::Kind,
     registry::Subresource,
     request::{self, Params, Target},
-    rest::{Change, apply_patch, json_response},
+    rest::{Change, json_response},
     server::ApiServer,
 };
 use axum::{
@@ -87,7 +87,7 @@ impl ApiServer {
                 |old, rev| {
                     let current = scale_of(old);
                     let scale = if is_patch {
-                        apply_patch(bt, current, &input)?
+                        crate::patch::apply(bt, current, &input)?
                     } else {
                         input.clone()
                     };

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 /// The label that marks a node as simulated: nodesim drives every node carrying it, including
 /// nodes created later by anyone through the API.
-pub const SIMULATED_LABEL: &str = "rollwright.io/simulated";
+pub use api::simulated::LABEL as SIMULATED_LABEL;
 /// Annotation that stops a node's kubelet (`stopped`): no lease renewals, no status posts.
 pub const HEARTBEAT_ANNOTATION: &str = "rollwright.io/heartbeat";
 /// Annotation listing pressures (`memory,disk,pid`) a node reports as True conditions.

@@ -165,7 +165,7 @@ async fn discover(
         let config = outbound::tls_config(outbound::Trust::Anything)?;
         let server_name = format!("{}.{}.svc", svc.name, svc.namespace);
         let mut sender =
-            outbound::connect(&[addr], &addr.to_string(), &server_name, config).await?;
+            outbound::connect(server, &[addr], &addr.to_string(), &server_name, config).await?;
         let request = http::Request::get(path.as_str())
             .header(http::header::HOST, addr.to_string())
             .header(http::header::ACCEPT, "application/json")

@@ -169,7 +169,7 @@ async fn proxy(server: &ApiServer, api: &ApiService, req: Request) -> Response {
     let exchange = async {
         let config = outbound::tls_config(trust)?;
         let mut sender =
-            outbound::connect(&[addr], &addr.to_string(), &server_name, config).await?;
+            outbound::connect(server, &[addr], &addr.to_string(), &server_name, config).await?;
         let mut request = http::Request::new(body);
         *request.method_mut() = parts.method.clone();
         *request.uri_mut() = path_and_query

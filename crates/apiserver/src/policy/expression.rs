@@ -73,7 +73,15 @@ fn env() -> &'static Arc<Env> {
 
 /// Why `source` does not parse, if it does not.
 pub(crate) fn compile_error(source: &str) -> Option<String> {
-    env().compile(source).err().map(|e| e.to_string())
+    compile(source).err()
+}
+
+/// `source` compiled, within cel-go's parse limits ([`super::parse_limits`]) and on a stack
+/// deep enough for what those limits let through.
+fn compile(source: &str) -> Result<Program, String> {
+    super::parse_limits::check(source)?;
+    super::evaluator::on_large_stack(|| env().compile(source).map_err(|e| e.to_string()))
+        .unwrap_or_else(|| Err("the expression could not be compiled".into()))
 }
 
 /// A compiled expression, or why it does not compile (upstream's `compilation error: ...`).
@@ -86,9 +94,7 @@ impl Compiled {
     pub(crate) fn new(source: &str) -> Self {
         Compiled {
             source: source.to_string(),
-            program: env()
-                .compile(source)
-                .map_err(|e| format!("compilation error: {e}")),
+            program: compile(source).map_err(|e| format!("compilation error: {e}")),
         }
     }
 

@@ -5,16 +5,21 @@
 //!
 //! - [`config`]: the stored policies and bindings, compiled.
 //! - [`expression`]: the CEL environment (the `cel` crate with Kubernetes' libraries).
+//! - [`parse_limits`]: cel-go's size and depth limits, checked before anything is parsed.
+//! - [`evaluator`]: the threads CEL runs on, off the async workers.
 //! - [`authorizer`]: the `authorizer` library.
 //! - [`urls`]: the `url` library.
 //! - [`validation`]: defaults and validation of the stored objects.
 //!
 //! Matching (`matchConstraints`, a binding's `matchResources`) reuses the webhooks' rule and
-//! selector matching. Not done: type checking and `status.typeChecking`, cost limits.
+//! selector matching. Not done: type checking and `status.typeChecking`, cost limits (an
+//! expensive expression holds one evaluator, not the server).
 
 mod authorizer;
 mod config;
+mod evaluator;
 mod expression;
+mod parse_limits;
 mod urls;
 mod validation;
 
@@ -56,7 +61,7 @@ struct Denial {
 
 /// Runs the policies that match the write. Returns the `Warn` actions' warnings; a `Deny`
 /// refuses the write.
-pub(crate) fn validate(
+pub(crate) async fn validate(
     server: &ApiServer,
     review: &Review<'_>,
     obj: &Value,
@@ -69,7 +74,7 @@ pub(crate) fn validate(
     let object = (review.operation != Operation::Delete).then_some(obj);
     let mut warnings = Vec::new();
     let mut denials = Vec::new();
-    for (policy, bindings) in policies.iter() {
+    for (index, (policy, bindings)) in policies.iter().enumerate() {
         let config_error = |binding: Option<&Binding>, why: String| -> Option<Denial> {
             let message = match &policy.unknown_failure_policy {
                 Some(p) => format!("unrecognized failure policy: '{p}'"),
@@ -111,11 +116,16 @@ pub(crate) fn validate(
                     continue;
                 }
             };
-            let inputs = Inputs::new(server, review, &write, &kind, object)?;
-            for param in &params {
-                let outcome = authorizer::with(&inputs.user, &inputs.authorize, || {
-                    evaluate(policy, &inputs, param.as_ref())
-                });
+            let inputs = Arc::new(Inputs::new(server, review, &write, &kind, object)?);
+            for param in params {
+                let (policies, inputs) = (policies.clone(), inputs.clone());
+                let outcome = evaluator::run(move || {
+                    let policy = &policies[index].0;
+                    authorizer::with(&inputs.user, &inputs.authorize, || {
+                        evaluate(policy, &inputs, param.as_ref())
+                    })
+                })
+                .await?;
                 for (index, message, reason) in outcome.failed {
                     for action in &binding.validation_actions {
                         match action.as_str() {

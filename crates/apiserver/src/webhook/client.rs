@@ -148,7 +148,7 @@ async fn exchange(
         }
     };
     let config = outbound::tls_config(outbound::Trust::Bundle(&hook.client.ca_pem()))?;
-    let mut sender = outbound::connect(&addrs, &shown_addr, &t.server_name, config).await?;
+    let mut sender = outbound::connect(server, &addrs, &shown_addr, &t.server_name, config).await?;
     let request = Request::post(t.path_and_query.as_str())
         .header(header::HOST, t.authority.as_str())
         .header(header::CONTENT_TYPE, "application/json")

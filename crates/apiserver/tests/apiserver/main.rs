@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 mod aggregation;
+mod apply_admission;
 mod audit;
 mod common;
 mod deletion_defaults;
@@ -19,13 +20,16 @@ mod namespace_finalize;
 mod namespace_isolation;
 mod openapi_v2;
 mod overload;
+mod patch_limits;
 mod pod_admission;
 mod pod_security;
+mod policy_limits;
 mod quota;
 mod rbac;
 mod reviews;
 mod service_account_admission;
 mod service_account_tokens;
+mod simulated_addresses;
 mod validating_admission_policy;
 mod watch_bookmarks;
 mod watch_relist;
