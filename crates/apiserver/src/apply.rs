@@ -436,16 +436,6 @@ impl ApiServer {
                     Ok(())
                 })?;
                 self.check_namespace_open(&def, ns, name)?;
-                if self.service_accounts && def.is("", "Pod") {
-                    crate::service_account::admit_pod(self, ns.unwrap_or_default(), name, &mut obj)
-                        .await?;
-                }
-                if def.is("", "Pod") {
-                    let ns = ns.unwrap_or_default();
-                    crate::limit_ranger::admit_pod(self, ns, name, &mut obj)?;
-                    crate::priority::admit_pod(self, name, &mut obj)?;
-                    crate::runtime_class::admit_pod(self, name, &mut obj)?;
-                }
                 // An apply that creates is a CREATE to every admission plugin, as upstream's
                 // patch handler makes it.
                 let user = crate::context::user()?;

@@ -368,3 +368,32 @@ mod tests {
         );
     }
 }
+
+/// Upstream's `LimitRanger` admission plugin, for new pods.
+pub(crate) struct LimitRanger;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for LimitRanger {
+    fn name(&self) -> &'static str {
+        "LimitRanger"
+    }
+
+    fn handles(&self, review: &crate::plugins::Review<'_>) -> bool {
+        crate::plugins::creates_pod(review)
+    }
+
+    async fn admit(
+        &self,
+        server: &ApiServer,
+        review: &crate::plugins::Review<'_>,
+        obj: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        admit_pod(
+            server,
+            review.namespace.unwrap_or_default(),
+            review.name,
+            obj,
+        )?;
+        Ok(Vec::new())
+    }
+}

@@ -1,13 +1,16 @@
-//! The admission plugins that run after the built-in mutations of a write, in upstream's order:
-//! mutating webhooks, then Pod Security, then ValidatingAdmissionPolicy, then validating webhooks
-//! (after RBAC's escalation check, which upstream's RBAC storage makes).
+//! The admission chain (upstream's `k8s.io/apiserver/pkg/admission`): one [`Plugin`] trait, one
+//! ordered list of plugins ([`CHAIN`]), run once from the one write path that create, update,
+//! patch, apply and delete share ([`ApiServer::admit`]).
 //!
 //! Each plugin sees a [`Review`] (upstream's `admission.Attributes`): who writes, what, and the
-//! object before and after. The built-in plugins that only default or check one kind
-//! (ServiceAccount, LimitRanger, Priority, RuntimeClass, ResourceQuota) run before, where the
-//! write is prepared.
+//! object before and after. A new plugin implements [`Plugin`] where its logic lives and takes
+//! its place in [`CHAIN`]; nothing else calls it.
 
-use crate::{error::ApiResult, registry::Kind, server::ApiServer};
+use crate::{
+    error::{ApiError, ApiResult},
+    registry::Kind,
+    server::ApiServer,
+};
 use authz::UserInfo;
 use serde_json::Value;
 
@@ -55,19 +58,91 @@ pub(crate) struct Review<'a> {
     pub dry_run: bool,
 }
 
+/// One admission plugin (upstream's `admission.Interface`): it says which writes it handles,
+/// may change the object in the mutating phase, and may refuse it in the validating phase.
+/// Every write (create, update, patch, apply, delete) reaches every plugin through [`CHAIN`] and
+/// [`ApiServer::admit`], so that no verb can skip one.
+#[async_trait::async_trait]
+pub(crate) trait Plugin: Send + Sync {
+    /// Upstream's name for the plugin (`--enable-admission-plugins`).
+    fn name(&self) -> &'static str;
+
+    /// Whether the plugin acts on this write: its kinds, operations and subresources.
+    fn handles(&self, review: &Review<'_>) -> bool;
+
+    /// The mutating phase (upstream's `MutationInterface.Admit`): defaults or refuses.
+    async fn admit(
+        &self,
+        _server: &ApiServer,
+        _review: &Review<'_>,
+        _obj: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// The validating phase (upstream's `ValidationInterface.Validate`): refuses, never changes.
+    async fn validate(
+        &self,
+        _server: &ApiServer,
+        _review: &Review<'_>,
+        _obj: &Value,
+    ) -> ApiResult<Vec<String>> {
+        Ok(Vec::new())
+    }
+}
+
+/// The plugins in upstream's order (`pkg/kubeapiserver/options/plugins.go`): every mutating
+/// phase runs before any validating phase. NamespaceLifecycle runs before the chain, where the
+/// write is prepared; ResourceQuota runs as the object is stored, where its charge is kept only
+/// if the write succeeds.
+pub(crate) const CHAIN: &[&dyn Plugin] = &[
+    &crate::limit_ranger::LimitRanger,
+    &crate::service_account::ServiceAccount,
+    &crate::priority::Priority,
+    &crate::runtime_class::RuntimeClass,
+    &crate::webhook::MutatingWebhooks,
+    &crate::rbac_guard::RbacEscalation,
+    &crate::pod_security::PodSecurity,
+    &crate::policy::ValidatingAdmissionPolicy,
+    &crate::webhook::ValidatingWebhooks,
+];
+
+/// Whether `review` creates a Pod (the main resource): what the pod-defaulting plugins handle.
+pub(crate) fn creates_pod(review: &Review<'_>) -> bool {
+    review.operation == Operation::Create
+        && review.subresource.is_none()
+        && review.kind.is("", "Pod")
+}
+
 impl ApiServer {
-    /// Runs the admission plugins on `obj` (the new object; for a delete, the old one). Returns
+    /// Runs the admission chain on `obj` (the new object; for a delete, the old one): every
+    /// handling plugin's mutating phase, then every handling plugin's validating phase. Returns
     /// the warnings they gave; an error refuses the write.
     pub(crate) async fn admit(
         &self,
         review: &Review<'_>,
         obj: &mut Value,
     ) -> ApiResult<Vec<String>> {
-        crate::rbac_guard::check(self, review, obj)?;
-        let mut warnings = crate::webhook::mutate(self, review, obj).await?;
-        warnings.extend(crate::pod_security::admit(self, review, obj)?);
-        warnings.extend(crate::policy::validate(self, review, obj).await?);
-        warnings.extend(crate::webhook::validate(self, review, obj).await?);
+        let mut warnings = Vec::new();
+        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
+            let admitted = plugin.admit(self, review, obj).await;
+            warnings.extend(admitted.inspect_err(|e| refused(plugin, review, e))?);
+        }
+        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
+            let validated = plugin.validate(self, review, obj).await;
+            warnings.extend(validated.inspect_err(|e| refused(plugin, review, e))?);
+        }
         Ok(warnings)
     }
+}
+
+fn refused(plugin: &dyn Plugin, review: &Review<'_>, e: &ApiError) {
+    tracing::debug!(
+        plugin = plugin.name(),
+        kind = %review.kind.kind,
+        name = review.name,
+        operation = review.operation.as_str(),
+        error = %e,
+        "admission refused the write"
+    );
 }

@@ -365,6 +365,30 @@ fn prioritize(pods: &[Value]) -> Vec<&Value> {
     first
 }
 
+/// Upstream's `PodSecurity` admission plugin.
+pub(crate) struct PodSecurity;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for PodSecurity {
+    fn name(&self) -> &'static str {
+        "PodSecurity"
+    }
+
+    fn handles(&self, _review: &crate::plugins::Review<'_>) -> bool {
+        // Pods and pod templates on create and update; `admit` looks at the kind itself.
+        true
+    }
+
+    async fn validate(
+        &self,
+        server: &ApiServer,
+        review: &crate::plugins::Review<'_>,
+        obj: &Value,
+    ) -> ApiResult<Vec<String>> {
+        admit(server, review, obj)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

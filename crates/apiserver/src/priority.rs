@@ -104,3 +104,27 @@ fn set_policy(
     spec.insert("preemptionPolicy".into(), json!(policy));
     Ok(())
 }
+
+/// Upstream's `Priority` admission plugin, for new pods.
+pub(crate) struct Priority;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for Priority {
+    fn name(&self) -> &'static str {
+        "Priority"
+    }
+
+    fn handles(&self, review: &crate::plugins::Review<'_>) -> bool {
+        crate::plugins::creates_pod(review)
+    }
+
+    async fn admit(
+        &self,
+        server: &ApiServer,
+        review: &crate::plugins::Review<'_>,
+        obj: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        admit_pod(server, review.name, obj)?;
+        Ok(Vec::new())
+    }
+}

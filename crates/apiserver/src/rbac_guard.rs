@@ -123,6 +123,30 @@ fn only_gc_fields_changed(new: &Value, old: &Value) -> bool {
     crate::admission::same_object(&copied, old)
 }
 
+/// RBAC's escalation check, which upstream makes in its RBAC storage, as a validating plugin.
+pub(crate) struct RbacEscalation;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for RbacEscalation {
+    fn name(&self) -> &'static str {
+        "RBACEscalation"
+    }
+
+    fn handles(&self, _review: &crate::plugins::Review<'_>) -> bool {
+        // RBAC kinds only; `check` looks at the kind itself.
+        true
+    }
+
+    async fn validate(
+        &self,
+        server: &ApiServer,
+        review: &crate::plugins::Review<'_>,
+        obj: &Value,
+    ) -> ApiResult<Vec<String>> {
+        check(server, review, obj).map(|()| Vec::new())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

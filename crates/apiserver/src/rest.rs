@@ -12,11 +12,10 @@ use crate::{
     error::{ApiError, ApiResult},
     object,
     plugins::{Operation, Review},
-    priority,
     registry::{Kind, Registry, Storage},
     request::{self, BodyType, Output, Params, Target},
     server::ApiServer,
-    service_account, table,
+    table,
 };
 use api::selector::{FieldSelector, LabelSelector};
 use axum::{
@@ -552,16 +551,6 @@ impl ApiServer {
             Ok(())
         })?;
         self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
-        if self.service_accounts && def.is("", "Pod") {
-            let ns = t.namespace.as_deref().unwrap_or_default();
-            service_account::admit_pod(self, ns, &requested_name, &mut obj).await?;
-        }
-        if def.is("", "Pod") {
-            let ns = t.namespace.as_deref().unwrap_or_default();
-            crate::limit_ranger::admit_pod(self, ns, &requested_name, &mut obj)?;
-            priority::admit_pod(self, &requested_name, &mut obj)?;
-            crate::runtime_class::admit_pod(self, &requested_name, &mut obj)?;
-        }
         let dry_run = params.dry_run()?;
         let user = crate::context::user()?;
         let review = Review {

@@ -137,3 +137,36 @@ async fn lookup(server: &ApiServer, namespace: &str, name: &str) -> ApiResult<Op
     }
     Ok(None)
 }
+
+/// Upstream's `ServiceAccount` admission plugin, for new pods.
+pub(crate) struct ServiceAccount;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for ServiceAccount {
+    fn name(&self) -> &'static str {
+        "ServiceAccount"
+    }
+
+    fn handles(&self, review: &crate::plugins::Review<'_>) -> bool {
+        crate::plugins::creates_pod(review)
+    }
+
+    async fn admit(
+        &self,
+        server: &ApiServer,
+        review: &crate::plugins::Review<'_>,
+        obj: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        // Off when the server runs without ServiceAccounts (`--service-accounts=false`).
+        if server.service_accounts {
+            admit_pod(
+                server,
+                review.namespace.unwrap_or_default(),
+                review.name,
+                obj,
+            )
+            .await?;
+        }
+        Ok(Vec::new())
+    }
+}

@@ -181,6 +181,30 @@ pub(crate) async fn validate(
     }
 }
 
+/// Upstream's `ValidatingAdmissionPolicy` plugin: the stored policies decide which writes they
+/// match.
+pub(crate) struct ValidatingAdmissionPolicy;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for ValidatingAdmissionPolicy {
+    fn name(&self) -> &'static str {
+        "ValidatingAdmissionPolicy"
+    }
+
+    fn handles(&self, _review: &Review<'_>) -> bool {
+        true
+    }
+
+    async fn validate(
+        &self,
+        server: &ApiServer,
+        review: &Review<'_>,
+        obj: &Value,
+    ) -> ApiResult<Vec<String>> {
+        validate(server, review, obj).await
+    }
+}
+
 /// The error a denial answers with: upstream's `NewForbidden` wording, the decision's reason
 /// (`Invalid` by default) and its code.
 fn refusal(review: &Review<'_>, d: Denial) -> ApiError {

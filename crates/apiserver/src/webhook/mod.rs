@@ -39,3 +39,50 @@ pub(crate) async fn validate(
 ) -> ApiResult<Vec<String>> {
     dispatch::validate(server, review, obj).await
 }
+
+/// Upstream's `MutatingAdmissionWebhook` plugin: the configured webhooks decide which writes
+/// they match.
+pub(crate) struct MutatingWebhooks;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for MutatingWebhooks {
+    fn name(&self) -> &'static str {
+        "MutatingAdmissionWebhook"
+    }
+
+    fn handles(&self, _review: &Review<'_>) -> bool {
+        true
+    }
+
+    async fn admit(
+        &self,
+        server: &ApiServer,
+        review: &Review<'_>,
+        obj: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        mutate(server, review, obj).await
+    }
+}
+
+/// Upstream's `ValidatingAdmissionWebhook` plugin.
+pub(crate) struct ValidatingWebhooks;
+
+#[async_trait::async_trait]
+impl crate::plugins::Plugin for ValidatingWebhooks {
+    fn name(&self) -> &'static str {
+        "ValidatingAdmissionWebhook"
+    }
+
+    fn handles(&self, _review: &Review<'_>) -> bool {
+        true
+    }
+
+    async fn validate(
+        &self,
+        server: &ApiServer,
+        review: &Review<'_>,
+        obj: &Value,
+    ) -> ApiResult<Vec<String>> {
+        validate(server, review, obj).await
+    }
+}
