@@ -5,7 +5,7 @@
 //! `rbac.authorization.kubernetes.io/autoupdate: "false"` are left alone. A failure is logged and
 //! the next object tried, as upstream does.
 
-use crate::{admission, error::ApiResult, registry::Kind, rest::Change, server::ApiServer};
+use crate::{admission, change::Change, error::ApiResult, registry::Kind, state::ApiServer};
 use authz::reconcile::{self, Reconciliation};
 use serde::Serialize;
 use serde_json::Value;

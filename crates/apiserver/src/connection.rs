@@ -4,7 +4,36 @@
 //! idle timer, and its keep-alive pings would hold an idle connection forever, so the requests are
 //! counted here (hand-written: neither hyper nor tower offers this).
 
-use crate::server::ConnectionLimits;
+/// How the server treats connections, so that clients that connect and then dawdle (a
+/// slowloris) cannot hold it: Go's `http.Server` bounds the same things for upstream.
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// A TLS handshake must finish within this.
+    pub handshake_timeout: Duration,
+    /// The headers of a request, and a connection's first request, must arrive within this
+    /// (upstream's `ReadHeaderTimeout` is 32 s).
+    pub header_read_timeout: Duration,
+    /// HTTP/2 streams one connection may have open at once (upstream's
+    /// `--http2-max-streams-per-connection`, 1000 in kube-apiserver).
+    pub max_streams_per_connection: u32,
+    /// A connection with no request in progress (no open stream, no unfinished response) for this
+    /// long is closed (upstream's `IdleTimeout`, 90 s, for HTTP/1.1 keep-alive and HTTP/2 alike).
+    pub idle_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(32),
+            max_streams_per_connection: 1000,
+            idle_timeout: Duration::from_secs(90),
+        }
+    }
+}
 use axum::body::Body;
 use bytes::Bytes;
 use std::{

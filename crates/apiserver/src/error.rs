@@ -3,7 +3,7 @@
 //! Every failure a client can see is one of these, with upstream's `reason`, HTTP code and message
 //! shape, so kubectl prints the same sentences it prints against a real cluster.
 
-use crate::registry::Kind;
+use crate::registry::kind::Kind;
 use api::field::FieldError;
 use axum::{
     http::{HeaderValue, StatusCode, header},

@@ -17,12 +17,13 @@
 //!   which honours the Eviction's `deleteOptions` (grace period, preconditions, dry run).
 
 use crate::{
+    change::Change,
     error::{ApiError, ApiResult},
     object,
     registry::Kind,
     request::{self, Params, Target},
-    rest::{Change, DeleteOptions, json_response},
-    server::ApiServer,
+    rest::{DeleteOptions, json_response},
+    state::ApiServer,
     subresource::set_condition,
 };
 use axum::{

@@ -6,7 +6,7 @@
 //! `?verbose` lists the checks on success too, `?exclude=<name>` skips one, and
 //! `/readyz/<name>` runs one alone.
 
-use crate::server::ApiServer;
+use crate::state::ApiServer;
 use axum::{
     extract::{Path, RawQuery, State},
     http::StatusCode,

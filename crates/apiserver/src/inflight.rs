@@ -7,7 +7,7 @@
 //! requests (watches) do not count against either; they have a limit of their own here, since
 //! each open watch holds memory for as long as it lives.
 
-use crate::{error::ApiError, request::Params, server::ApiServer};
+use crate::{error::ApiError, metrics::Metrics, request::Params};
 use axum::{
     extract::{Request, State},
     http::{HeaderValue, Method, header},
@@ -106,16 +106,20 @@ impl InFlight {
 }
 
 /// The filter: takes a permit for the request's kind or answers 429.
-pub(crate) async fn limit(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
+pub(crate) async fn limit(
+    State((in_flight, metrics)): State<(Arc<InFlight>, Arc<Metrics>)>,
+    req: Request,
+    next: Next,
+) -> Response {
     let kind = RequestKind::of(&req);
-    let Ok(permit) = s.in_flight.pool(kind).clone().try_acquire_owned() else {
-        s.metrics.dropped_request(kind.as_str());
+    let Ok(permit) = in_flight.pool(kind).clone().try_acquire_owned() else {
+        metrics.dropped_request(kind.as_str());
         let mut resp = ApiError::too_many_requests(RETRY_AFTER_SECONDS).into_response();
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
         return resp;
     };
-    let gauge = s.metrics.in_flight(kind.as_str());
+    let gauge = metrics.in_flight(kind.as_str());
     let resp = next.run(req).await;
     // The request is in flight until its body is sent: a watch for as long as it streams.
     resp.map(|body| crate::guarded_body::guarded(body, (permit, gauge)))

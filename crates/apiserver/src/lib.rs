@@ -7,12 +7,14 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+mod admission_chain;
 mod aggregator;
 mod apply;
 pub mod audit;
 mod authorizer;
 mod bootstrap_policy;
 pub mod cache;
+mod change;
 mod connection;
 mod context;
 pub mod discovery;
@@ -24,6 +26,7 @@ mod guarded_body;
 mod health;
 pub mod inflight;
 mod limit_ranger;
+mod managed_fields;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
@@ -44,15 +47,16 @@ mod runtime_class;
 mod server;
 mod service_account;
 mod service_account_token;
+mod state;
 mod strict;
 mod subresource;
 pub mod table;
 pub mod tls;
+mod view;
 mod watch;
 mod webhook;
 
+pub use connection::ConnectionLimits;
 pub use filters::authentication::ADMIN_USER;
-pub use server::{
-    ApiServer, ConnectionLimits, DEFAULT_EVENT_TTL, ServerOptions, act_as, serve_tls,
-    serve_tls_with,
-};
+pub use server::{act_as, serve_tls, serve_tls_with};
+pub use state::{ApiServer, DEFAULT_EVENT_TTL, ServerOptions};

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     error::{ApiError, ApiResult},
-    server::ApiServer,
+    state::ApiServer,
 };
 
 const ANNOTATION: &str = "kubernetes.io/limit-ranger";

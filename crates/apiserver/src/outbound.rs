@@ -23,7 +23,7 @@ use rustls::{
 };
 use serde_json::Value;
 
-use crate::server::ApiServer;
+use crate::state::ApiServer;
 
 /// Which server certificates a connection accepts.
 #[derive(Clone, Copy, Debug)]

@@ -1,16 +1,12 @@
-//! The admission chain (upstream's `k8s.io/apiserver/pkg/admission`): one [`Plugin`] trait, one
-//! ordered list of plugins ([`CHAIN`]), run once from the one write path that create, update,
-//! patch, apply and delete share ([`ApiServer::admit`]).
+//! Admission plugins (upstream's `k8s.io/apiserver/pkg/admission`): the one [`Plugin`] trait
+//! every plugin implements, and the [`Review`] of a write each one sees. The ordered list they
+//! run in is [`crate::admission_chain`].
 //!
 //! Each plugin sees a [`Review`] (upstream's `admission.Attributes`): who writes, what, and the
 //! object before and after. A new plugin implements [`Plugin`] where its logic lives and takes
-//! its place in [`CHAIN`]; nothing else calls it.
+//! its place in [`crate::admission_chain::CHAIN`]; nothing else calls it.
 
-use crate::{
-    error::{ApiError, ApiResult},
-    registry::Kind,
-    server::ApiServer,
-};
+use crate::{error::ApiResult, registry::Kind, state::ApiServer};
 use authz::UserInfo;
 use serde_json::Value;
 
@@ -60,8 +56,8 @@ pub(crate) struct Review<'a> {
 
 /// One admission plugin (upstream's `admission.Interface`): it says which writes it handles,
 /// may change the object in the mutating phase, and may refuse it in the validating phase.
-/// Every write (create, update, patch, apply, delete) reaches every plugin through [`CHAIN`] and
-/// [`ApiServer::admit`], so that no verb can skip one.
+/// Every write (create, update, patch, apply, delete) reaches every plugin through the one
+/// chain ([`crate::admission_chain`]), so that no verb can skip one.
 #[async_trait::async_trait]
 pub(crate) trait Plugin: Send + Sync {
     /// Upstream's name for the plugin (`--enable-admission-plugins`).
@@ -91,58 +87,9 @@ pub(crate) trait Plugin: Send + Sync {
     }
 }
 
-/// The plugins in upstream's order (`pkg/kubeapiserver/options/plugins.go`): every mutating
-/// phase runs before any validating phase. NamespaceLifecycle runs before the chain, where the
-/// write is prepared; ResourceQuota runs as the object is stored, where its charge is kept only
-/// if the write succeeds.
-pub(crate) const CHAIN: &[&dyn Plugin] = &[
-    &crate::limit_ranger::LimitRanger,
-    &crate::service_account::ServiceAccount,
-    &crate::priority::Priority,
-    &crate::runtime_class::RuntimeClass,
-    &crate::webhook::MutatingWebhooks,
-    &crate::rbac_guard::RbacEscalation,
-    &crate::pod_security::PodSecurity,
-    &crate::policy::ValidatingAdmissionPolicy,
-    &crate::webhook::ValidatingWebhooks,
-];
-
 /// Whether `review` creates a Pod (the main resource): what the pod-defaulting plugins handle.
 pub(crate) fn creates_pod(review: &Review<'_>) -> bool {
     review.operation == Operation::Create
         && review.subresource.is_none()
         && review.kind.is("", "Pod")
-}
-
-impl ApiServer {
-    /// Runs the admission chain on `obj` (the new object; for a delete, the old one): every
-    /// handling plugin's mutating phase, then every handling plugin's validating phase. Returns
-    /// the warnings they gave; an error refuses the write.
-    pub(crate) async fn admit(
-        &self,
-        review: &Review<'_>,
-        obj: &mut Value,
-    ) -> ApiResult<Vec<String>> {
-        let mut warnings = Vec::new();
-        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
-            let admitted = plugin.admit(self, review, obj).await;
-            warnings.extend(admitted.inspect_err(|e| refused(plugin, review, e))?);
-        }
-        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
-            let validated = plugin.validate(self, review, obj).await;
-            warnings.extend(validated.inspect_err(|e| refused(plugin, review, e))?);
-        }
-        Ok(warnings)
-    }
-}
-
-fn refused(plugin: &dyn Plugin, review: &Review<'_>, e: &ApiError) {
-    tracing::debug!(
-        plugin = plugin.name(),
-        kind = %review.kind.kind,
-        name = review.name,
-        operation = review.operation.as_str(),
-        error = %e,
-        "admission refused the write"
-    );
 }

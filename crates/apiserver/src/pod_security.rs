@@ -13,7 +13,7 @@ use crate::{
     error::{ApiError, ApiResult},
     object,
     plugins::{Operation, Review},
-    server::ApiServer,
+    state::ApiServer,
 };
 use api::field::FieldError;
 use podsecurity::{Level, LevelVersion, Policy, evaluate};

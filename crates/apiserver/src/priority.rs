@@ -5,7 +5,7 @@
 
 use crate::{
     error::{ApiError, ApiResult},
-    server::ApiServer,
+    state::ApiServer,
 };
 use serde_json::{Value, json};
 

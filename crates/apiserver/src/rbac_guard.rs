@@ -7,7 +7,7 @@
 use crate::{
     error::{ApiError, ApiResult},
     plugins::{Operation, Review},
-    server::ApiServer,
+    state::ApiServer,
 };
 use authz::{
     escalation::{self, Refusal, RoleWrite},

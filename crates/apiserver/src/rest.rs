@@ -7,15 +7,16 @@
 
 use crate::{
     admission::{self, FieldValidation, Part},
-    apply,
     cache::Entry,
+    change::{Change, Outcome, Write},
     error::{ApiError, ApiResult},
-    object,
+    managed_fields, object,
     plugins::{Operation, Review},
     registry::{Kind, Registry, Storage},
     request::{self, BodyType, Output, Params, Target},
-    server::ApiServer,
+    state::ApiServer,
     table,
+    view::{intake, present},
 };
 use api::selector::{FieldSelector, LabelSelector};
 use axum::{
@@ -32,51 +33,6 @@ use store::{Revision, StoreError};
 const CACHE_WAIT: Duration = Duration::from_secs(10);
 /// How many times a write retries after losing a compare-and-swap race it did not ask for.
 const MAX_RETRIES: usize = 16;
-
-/// A client's write as [`ApiServer::admitted_update`] describes it to the admission plugins.
-pub(crate) struct Write<'a> {
-    /// The kind and version the client wrote.
-    pub view: &'a Kind,
-    /// The subresource written, `None` for the main resource.
-    pub subresource: Option<&'a str>,
-}
-
-/// What a write did. The objects are shared with the cache's parsed copies of what this server
-/// wrote last (see `cache::recent`), so reading one costs nothing and owning one may cost a copy.
-pub(crate) enum Outcome {
-    /// Stored (or would have been, under dry run): the new object, `resourceVersion` set.
-    Written(Arc<Value>),
-    /// Nothing changed: the stored object.
-    Unchanged(Arc<Value>),
-    /// Deleted: the last state, `resourceVersion` at the deletion.
-    Deleted(Arc<Value>),
-}
-
-impl Outcome {
-    /// The object.
-    pub(crate) fn value(&self) -> &Value {
-        match self {
-            Outcome::Written(v) | Outcome::Unchanged(v) | Outcome::Deleted(v) => v,
-        }
-    }
-
-    /// The object, owned (a copy when the cache still shares it).
-    pub(crate) fn into_value(self) -> Value {
-        match self {
-            Outcome::Written(v) | Outcome::Unchanged(v) | Outcome::Deleted(v) => {
-                Arc::unwrap_or_clone(v)
-            }
-        }
-    }
-}
-
-/// What a write function decides to do with the current object.
-pub(crate) enum Change {
-    /// Store this object.
-    Write(Value),
-    /// Delete the object.
-    Delete,
-}
 
 /// Label and field selectors of a request, checked against what the resource supports.
 pub(crate) struct Filter {
@@ -204,40 +160,6 @@ fn partial_metadata(obj: &Value) -> Value {
            "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
-/// A stored object as `view` serves it: converted when the view is another version or group of
-/// the stored kind, as is otherwise, then given the view's defaults when its schema has some
-/// (upstream defaults custom resources as it decodes them from storage).
-pub(crate) fn present(view: &Kind, obj: Value) -> Value {
-    let mut obj = match view.conversion() {
-        None => obj,
-        Some(conversion) => {
-            let mut obj = conversion.stored_to_view(obj);
-            if let Some(m) = obj.as_object_mut() {
-                m.insert("apiVersion".into(), Value::String(view.api_version()));
-                m.insert("kind".into(), Value::String(view.kind.clone()));
-            }
-            obj
-        }
-    };
-    if view.strategy.defaults_on_read() {
-        view.strategy.default_on_read(&mut obj);
-    }
-    obj
-}
-
-/// A request object of `view` as `storage` stores it.
-pub(crate) fn intake(view: &Kind, storage: &Kind, obj: Value) -> Value {
-    let Some(conversion) = view.conversion() else {
-        return obj;
-    };
-    let mut obj = conversion.view_to_stored(obj);
-    if let Some(m) = obj.as_object_mut() {
-        m.insert("apiVersion".into(), Value::String(storage.api_version()));
-        m.insert("kind".into(), Value::String(storage.kind.clone()));
-    }
-    obj
-}
-
 /// The serialized object of a cache entry as `view` serves it (the stored bytes themselves
 /// unless the view converts).
 pub(crate) fn entry_json(view: &Kind, e: &Entry) -> Bytes {
@@ -271,8 +193,8 @@ pub(crate) fn object_response(
         ),
         Output::Metadata => json_response(code, partial_metadata(obj).to_string()),
         Output::Table(include) => {
-            let t = table::table(
-                storage,
+            let t = table::render::table(
+                &storage.printer,
                 &[obj],
                 clock::now(),
                 include,
@@ -470,7 +392,7 @@ impl ApiServer {
             Output::Table(include) => {
                 let values: Vec<Value> = page.iter().map(|e| e.value()).collect();
                 let refs: Vec<&Value> = values.iter().collect();
-                let t = table::table(&def, &refs, clock::now(), include, list_meta);
+                let t = table::render::table(&def.printer, &refs, clock::now(), include, list_meta);
                 json_response(StatusCode::OK, t.to_string())
             }
         })
@@ -524,7 +446,7 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_type("a patch type on create"));
         }
         let mut obj = request::decode_object(body, format)?;
-        let manager = apply::field_manager(params, headers, "CreateOptions")?;
+        let manager = managed_fields::field_manager(params, headers, "CreateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let dups = match fv {
             FieldValidation::Ignore => Vec::new(),
@@ -541,7 +463,7 @@ impl ApiServer {
             .unwrap_or_default()
             .to_string();
         self.sync_cache().await?;
-        apply::track(&def, None, &mut obj, &manager, Part::Main, |o| {
+        managed_fields::track(&def, None, &mut obj, &manager, Part::Main, |o| {
             warnings.extend(admission::prepare_create(
                 &def,
                 o,
@@ -795,7 +717,7 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_type("a patch type on update"));
         }
         let mut new = request::decode_object(body, format)?;
-        let manager = apply::field_manager(params, headers, "UpdateOptions")?;
+        let manager = managed_fields::field_manager(params, headers, "UpdateOptions")?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let dups = match fv {
             FieldValidation::Ignore => Vec::new(),
@@ -835,7 +757,7 @@ impl ApiServer {
                         return Err(ApiError::stale(&def, name));
                     }
                     let mut next = new.clone();
-                    apply::track(&def, Some(old), &mut next, &manager, part, |n| {
+                    managed_fields::track(&def, Some(old), &mut next, &manager, part, |n| {
                         strategy_warnings =
                             admission::prepare_update(&def, n, old, part, &*self.cache)?;
                         Ok(())
@@ -870,7 +792,7 @@ impl ApiServer {
         if bt == BodyType::ApplyPatch {
             return self.server_side_apply(t, params, body, part, out).await;
         }
-        let manager = apply::field_manager(params, headers, "PatchOptions")?;
+        let manager = managed_fields::field_manager(params, headers, "PatchOptions")?;
         let patch = request::decode(body, format)?;
         let fv = FieldValidation::parse(params.field_validation.as_deref())?;
         let view = &t.def;
@@ -911,7 +833,7 @@ impl ApiServer {
                     }
                     admission::check_type(view, &mut next)?;
                     let mut next = intake(view, &def, next);
-                    apply::track(&def, Some(old), &mut next, &manager, part, |n| {
+                    managed_fields::track(&def, Some(old), &mut next, &manager, part, |n| {
                         warnings.extend(admission::prepare_update(
                             &def,
                             n,
@@ -1244,7 +1166,8 @@ impl ApiServer {
                 let refs: Vec<&Value> = deleted.iter().collect();
                 json_response(
                     StatusCode::OK,
-                    table::table(&def, &refs, clock::now(), include, list_meta).to_string(),
+                    table::render::table(&def.printer, &refs, clock::now(), include, list_meta)
+                        .to_string(),
                 )
             }
             _ => {

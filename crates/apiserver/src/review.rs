@@ -10,8 +10,8 @@ use crate::{
     registry::Kind,
     request::{self, Target},
     rest::json_response,
-    server::ApiServer,
     service_account_token::api_audiences,
+    state::ApiServer,
 };
 use api::field::{ErrorType, FieldError};
 use authz::{Attributes, Decision, UserInfo};

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     error::{ApiError, ApiResult},
-    server::ApiServer,
+    state::ApiServer,
 };
 
 /// Admits a new pod; `requested` names it in messages.

@@ -1,20 +1,23 @@
-//! The server: state, routes, authentication, and the HTTPS accept loop.
+//! The server: start-up and bootstrap, routes, dispatch, and the HTTPS accept loop; its state
+//! is [`crate::state`].
 
 use crate::{
     admission::Part,
     cache::Cache,
+    connection::ConnectionLimits,
     connection::{Activity, drive},
     context::Identity,
     discovery,
     error::{ApiError, ApiResult},
     filters::{authentication, authorization, impersonation},
     health,
-    inflight::{self, InFlight, InFlightLimits},
+    inflight::{self, InFlight},
     metrics::Metrics,
     openapi,
     registry::{Registry, Subresource},
     request::{self, MAX_BODY, Output, Params, Target},
     rest::json_response,
+    state::{ApiServer, ServerOptions, ServerState},
 };
 use axum::{
     Router,
@@ -33,82 +36,6 @@ use std::{
 };
 use store::Store;
 
-/// Settings of an API server.
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    /// The bootstrap admin's bearer token (user [`crate::ADMIN_USER`] in `system:masters`);
-    /// `None` accepts no such token.
-    pub token: Option<String>,
-    /// Watch-cache history per resource, in events.
-    pub history: usize,
-    /// Whether upstream's ServiceAccount admission runs (pods get the `default` ServiceAccount
-    /// and must name one that exists); on only where the serviceaccount controller creates them.
-    pub service_accounts: bool,
-    /// Watch-cache history per resource, in bytes of objects.
-    pub history_bytes: usize,
-    /// Requests served at once over [`ApiServer::router`] (clients in this process are not
-    /// limited: they are the cluster's own controllers).
-    pub in_flight: InFlightLimits,
-    /// How long an Event lives after its last write (upstream's `--event-ttl`, 1 h); `None`
-    /// keeps Events forever.
-    pub event_ttl: Option<Duration>,
-    /// The key ServiceAccount tokens are signed and checked with (upstream's `sa.key`); `None`
-    /// issues no tokens (TokenRequest fails) and accepts none.
-    pub service_account_key: Option<Arc<satoken::Key>>,
-    /// Audit logging (`--audit-policy-file`, `--audit-log-path`) of requests over
-    /// [`ApiServer::router`]; `None` audits nothing.
-    pub audit: Option<Arc<crate::audit::Auditor>>,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            token: None,
-            history: 100_000,
-            service_accounts: false,
-            history_bytes: crate::cache::DEFAULT_HISTORY_BYTES,
-            in_flight: InFlightLimits::default(),
-            event_ttl: Some(DEFAULT_EVENT_TTL),
-            service_account_key: None,
-            audit: None,
-        }
-    }
-}
-
-/// Upstream's default `--event-ttl`.
-pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
-
-/// How the server treats connections, so that clients that connect and then dawdle (a
-/// slowloris) cannot hold it: Go's `http.Server` bounds the same things for upstream.
-#[derive(Clone, Debug)]
-pub struct ConnectionLimits {
-    /// Connections served at once; more wait in the listen backlog until one closes.
-    pub max_connections: usize,
-    /// A TLS handshake must finish within this.
-    pub handshake_timeout: Duration,
-    /// The headers of a request, and a connection's first request, must arrive within this
-    /// (upstream's `ReadHeaderTimeout` is 32 s).
-    pub header_read_timeout: Duration,
-    /// HTTP/2 streams one connection may have open at once (upstream's
-    /// `--http2-max-streams-per-connection`, 1000 in kube-apiserver).
-    pub max_streams_per_connection: u32,
-    /// A connection with no request in progress (no open stream, no unfinished response) for this
-    /// long is closed (upstream's `IdleTimeout`, 90 s, for HTTP/1.1 keep-alive and HTTP/2 alike).
-    pub idle_timeout: Duration,
-}
-
-impl Default for ConnectionLimits {
-    fn default() -> Self {
-        Self {
-            max_connections: 4096,
-            handshake_timeout: Duration::from_secs(10),
-            header_read_timeout: Duration::from_secs(32),
-            max_streams_per_connection: 1000,
-            idle_timeout: Duration::from_secs(90),
-        }
-    }
-}
-
 /// The most header bytes a request may carry: upstream sets Go's `MaxHeaderBytes` to 1 MiB (for
 /// HTTP/2 Go derives its `SETTINGS_MAX_HEADER_LIST_SIZE` from the same value), so a long label
 /// selector that upstream takes is taken here too.
@@ -117,36 +44,6 @@ const MAX_HEADER_BYTES: usize = 1 << 20;
 /// What Go's HTTP/1 server reads past `MaxHeaderBytes` before it answers 431 (its
 /// `initialReadLimitSize` slack for the request line and framing).
 const HEADER_SLACK: usize = 4096;
-
-/// A running API server. Cheap to clone: every request's middleware layers take a clone, so the
-/// state is one `Arc` (one reference count to move, where its ten fields' own `Arc`s were ten:
-/// dropping those clones was 1.2% of `bench phases`' CPU).
-#[derive(Clone)]
-pub struct ApiServer(Arc<ServerState>);
-
-impl std::ops::Deref for ApiServer {
-    type Target = ServerState;
-
-    fn deref(&self) -> &ServerState {
-        &self.0
-    }
-}
-
-/// What an [`ApiServer`] shares among its requests.
-pub struct ServerState {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) cache: Arc<Cache>,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) token: Option<Arc<str>>,
-    pub(crate) service_accounts: bool,
-    /// The RBAC snapshot authorization decides over (crate::authorizer).
-    pub(crate) authz: Arc<crate::authorizer::PolicyCache>,
-    pub(crate) service_account_key: Option<Arc<satoken::Key>>,
-    pub(crate) audit: Option<Arc<crate::audit::Auditor>>,
-    /// What the in-process kube-aggregator remembers (crate::aggregator).
-    pub(crate) aggregator: Arc<crate::aggregator::Aggregator>,
-}
 
 /// The namespaces a cluster has from the start.
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -229,7 +126,7 @@ impl ApiServer {
                 authorization::authorize,
             ))
             .layer(middleware::from_fn_with_state(
-                self.clone(),
+                (self.in_flight.clone(), self.metrics.clone()),
                 inflight::limit,
             ))
             // Audit sees who acts and who impersonates (upstream audits before impersonation

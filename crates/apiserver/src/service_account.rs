@@ -9,7 +9,7 @@
 
 use crate::{
     error::{ApiError, ApiResult},
-    server::ApiServer,
+    state::ApiServer,
 };
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -9,7 +9,7 @@ use crate::{
     object,
     request::{self, Target},
     rest::json_response,
-    server::ApiServer,
+    state::ApiServer,
 };
 use api::field::FieldError;
 use authz::UserInfo;

@@ -4,13 +4,14 @@
 
 use crate::{
     admission::{self, Part},
+    change::Change,
     error::{ApiError, ApiResult},
     object,
     registry::Kind,
     registry::Subresource,
     request::{self, Params, Target},
-    rest::{Change, json_response},
-    server::ApiServer,
+    rest::json_response,
+    state::ApiServer,
 };
 use axum::{
     http::{HeaderMap, StatusCode},
@@ -76,7 +77,7 @@ impl ApiServer {
         } else {
             "UpdateOptions"
         };
-        let manager = crate::apply::field_manager(params, headers, options)?;
+        let manager = crate::managed_fields::field_manager(params, headers, options)?;
         let def = &*t.def;
         let outcome = self
             .guaranteed_update(
@@ -99,7 +100,7 @@ impl ApiServer {
                     let replicas = scale_replicas(def, name, &scale)?;
                     let mut next = old.clone();
                     next["spec"]["replicas"] = json!(replicas);
-                    crate::apply::track_subresource(
+                    crate::managed_fields::track_subresource(
                         def,
                         old,
                         &mut next,

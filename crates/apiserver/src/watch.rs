@@ -11,7 +11,7 @@ use crate::{
     registry::Kind,
     request::{self, Output, Params, Target},
     rest::{Filter, entry_json, json_response},
-    server::ApiServer,
+    state::ApiServer,
     table,
 };
 use axum::{body::Body, http::StatusCode, response::Response};
@@ -244,8 +244,8 @@ fn encode_event(
         }
         Output::Table(include) => {
             let obj = ev.entry.value();
-            let t = table::table(
-                storage,
+            let t = table::render::table(
+                &storage.printer,
                 &[&obj],
                 clock::now(),
                 include,

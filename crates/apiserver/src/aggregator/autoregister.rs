@@ -10,7 +10,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 
 use super::{API_SERVICES, Change, Follow, GROUP, call};
-use crate::{object, server::ApiServer};
+use crate::{object, state::ApiServer};
 
 /// The label that marks an APIService as the server's own.
 pub(crate) const MANAGED_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";

@@ -21,7 +21,7 @@ use super::{
     API_SERVICES, ApiService, Change, Follow, GROUP, ServiceRef, api_service, api_services,
     available_condition, call, local_condition,
 };
-use crate::{object, outbound, server::ApiServer};
+use crate::{object, outbound, state::ApiServer};
 
 /// How long a discovery check may take (upstream's client timeout).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);

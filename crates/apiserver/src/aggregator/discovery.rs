@@ -9,7 +9,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{ApiService, api_services, sorted_by_group_and_version};
-use crate::server::ApiServer;
+use crate::state::ApiServer;
 
 /// The remote APIServices of groups not served here, by group in upstream's order.
 fn remote_groups(server: &ApiServer) -> Vec<Vec<ApiService>> {

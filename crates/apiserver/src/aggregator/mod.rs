@@ -16,17 +16,14 @@
 
 mod autoregister;
 mod available;
+pub(crate) mod discovered;
 pub(crate) mod discovery;
 pub(crate) mod proxy;
 
-use std::{
-    cmp::Ordering,
-    collections::HashMap,
-    sync::{Arc, RwLock},
-};
+use std::{cmp::Ordering, sync::Arc};
 
 use axum::{body::Body, http::Method};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower::ServiceExt as _;
 
 use tokio::sync::broadcast;
@@ -35,7 +32,7 @@ use crate::{
     cache::{Cache, CacheEvent},
     object,
     registry::Kind,
-    server::ApiServer,
+    state::ApiServer,
 };
 
 /// The group of APIServices.
@@ -43,41 +40,7 @@ pub(crate) const GROUP: &str = "apiregistration.k8s.io";
 /// Where the server's APIServices are written.
 const API_SERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 
-/// The condition of a local APIService (upstream's `NewLocalAvailableAPIServiceCondition`).
-pub(crate) fn local_condition() -> Value {
-    json!({
-        "type": "Available",
-        "status": "True",
-        "lastTransitionTime": object::now_rfc3339(),
-        "reason": "Local",
-        "message": "Local APIServices are always available",
-    })
-}
-
-/// What the aggregator remembers between requests: the resources each available remote
-/// APIService's server listed at its last discovery check (upstream's discovery manager cache).
-#[derive(Default)]
-pub(crate) struct Aggregator {
-    discovered: RwLock<HashMap<String, Vec<Value>>>,
-}
-
-impl Aggregator {
-    fn set_discovered(&self, name: &str, resources: Option<Vec<Value>>) {
-        let mut map = self.discovered.write().unwrap_or_else(|e| e.into_inner());
-        match resources {
-            Some(r) => map.insert(name.to_string(), r),
-            None => map.remove(name),
-        };
-    }
-
-    fn discovered(&self, name: &str) -> Option<Vec<Value>> {
-        self.discovered
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
-    }
-}
+pub(crate) use crate::registry::apiregistration::local_condition;
 
 /// Registers the local APIServices and starts the controllers that keep every APIService
 /// (registrations, conditions).

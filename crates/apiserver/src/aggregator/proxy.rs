@@ -18,7 +18,7 @@ use axum::{
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::ApiService;
-use crate::{context::Identity, outbound, server::ApiServer};
+use crate::{context::Identity, outbound, state::ApiServer};
 
 /// The front-proxy headers (upstream's `--requestheader-*-headers` defaults, `X-Remote-User`,
 /// `X-Remote-Group`, `X-Remote-Extra-`), as HTTP/2 writes them.

@@ -17,7 +17,7 @@ use super::{
     event::{Event, MicroTime, ObjectReference, ResponseStatus},
     policy::{Level, RequestAuditConfig, Stage, Stages},
 };
-use crate::{context::Identity, filters::request_info::attributes, server::ApiServer};
+use crate::{context::Identity, filters::request_info::attributes, state::ApiServer};
 use authz::{Attributes, Decision, UserInfo};
 use axum::{
     body::Body,

@@ -8,8 +8,8 @@
 use crate::{
     context::Identity,
     error::ApiError,
-    server::ApiServer,
     service_account_token::{Authenticated, api_audiences},
+    state::ApiServer,
 };
 use authz::UserInfo;
 use axum::{

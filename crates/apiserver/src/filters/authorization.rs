@@ -1,7 +1,7 @@
 //! The authorization layer: every request is allowed by an authorizer or refused with upstream's
 //! Forbidden status, whose message names the user, the verb and what was asked for.
 
-use crate::{context::Identity, error::ApiError, server::ApiServer};
+use crate::{context::Identity, error::ApiError, state::ApiServer};
 use authz::Attributes;
 use axum::{
     extract::{Request, State},

@@ -2,7 +2,7 @@
 //! `WithImpersonation` does. Every part asked for (the user or ServiceAccount, each group, the
 //! uid, each extra value) is authorized on its own; the headers are removed once honoured.
 
-use crate::{context::Identity, error::ApiError, server::ApiServer};
+use crate::{context::Identity, error::ApiError, state::ApiServer};
 use authz::{Attributes, UserInfo};
 use axum::{
     extract::{Request, State},

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::expression::Compiled;
-use crate::{server::ApiServer, webhook::config::Rule};
+use crate::{state::ApiServer, webhook::config::Rule};
 
 const GROUP: &str = "admissionregistration.k8s.io";
 

@@ -21,9 +21,7 @@ mod evaluator;
 mod expression;
 mod parse_limits;
 mod urls;
-mod validation;
-
-pub(crate) use validation::{default_binding, default_policy, validate_binding, validate_policy};
+pub(crate) mod validation;
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -38,7 +36,7 @@ use crate::{
     error::{ApiError, ApiResult},
     plugins::{Operation, Review},
     registry::Kind,
-    server::ApiServer,
+    state::ApiServer,
     webhook::{Write, config::Rule},
 };
 
@@ -341,7 +339,7 @@ fn params(
     }
     Ok(found
         .into_iter()
-        .map(|o| Some(crate::rest::present(def, o)))
+        .map(|o| Some(crate::view::present(def, o)))
         .collect())
 }
 
@@ -366,7 +364,7 @@ impl Inputs {
         kind: &Kind,
         object: Option<&Value>,
     ) -> ApiResult<Self> {
-        let present = |v: &Value| crate::rest::present(kind, v.clone());
+        let present = |v: &Value| crate::view::present(kind, v.clone());
         let object = object.map(present);
         let old = review.old.map(present);
         let view = review.view;

@@ -21,16 +21,14 @@
 //! grow): the controller recounts after such an update. Pods are not resized in place here, and
 //! counted objects change only on create, as upstream's evaluators handle them.
 
-mod strategy;
-
-pub(crate) use strategy::QuotaStrategy;
+pub(crate) mod strategy;
 
 use crate::{
+    change::Change,
     error::{ApiError, ApiResult},
     object,
     registry::Kind,
-    rest::Change,
-    server::ApiServer,
+    state::ApiServer,
 };
 use api::quota::{
     Evaluator, GroupResource, Object, ResourceList,

@@ -3,7 +3,7 @@
 //! qualified resources with non-negative (and for counts, whole) amounts, scopes fit the
 //! resources they limit and never change, and a status write is checked the same way.
 
-use crate::registry::Strategy;
+use crate::registry::strategy::Strategy;
 use api::{field::FieldError, validation::quota};
 use serde_json::Value;
 

@@ -43,13 +43,13 @@ pub(super) fn kinds() -> Vec<Kind> {
             .subresources(&[Subresource::Status])
             .strategy(
                 Rules::new()
-                    .defaults(crate::policy::default_policy)
-                    .validate(crate::policy::validate_policy),
+                    .defaults(crate::policy::validation::default_policy)
+                    .validate(crate::policy::validation::validate_policy),
             ),
         Kind::of::<ValidatingAdmissionPolicyBinding>().strategy(
             Rules::new()
-                .defaults(crate::policy::default_binding)
-                .validate(crate::policy::validate_binding),
+                .defaults(crate::policy::validation::default_binding)
+                .validate(crate::policy::validation::validate_binding),
         ),
         Kind::of::<ValidatingWebhookConfiguration>()
             .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))

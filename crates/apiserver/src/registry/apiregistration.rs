@@ -37,7 +37,7 @@ impl Strategy for ApiServiceStrategy {
     /// A local APIService is available from its creation on (upstream's `PrepareForCreate`).
     fn prepare_for_create(&self, obj: &mut Value) {
         if obj.pointer("/spec/service").is_none_or(Value::is_null) {
-            obj["status"] = json!({"conditions": [crate::aggregator::local_condition()]});
+            obj["status"] = json!({"conditions": [local_condition()]});
         }
     }
 
@@ -114,4 +114,15 @@ fn row(obj: &Value, now: Timestamp) -> Row {
         json!(available),
         age_cell(obj, now),
     ])
+}
+
+/// The condition of a local APIService (upstream's `NewLocalAvailableAPIServiceCondition`).
+pub(crate) fn local_condition() -> Value {
+    json!({
+        "type": "Available",
+        "status": "True",
+        "lastTransitionTime": crate::object::now_rfc3339(),
+        "reason": "Local",
+        "message": "Local APIServices are always available",
+    })
 }

@@ -27,7 +27,7 @@
 
 mod admissionregistration;
 pub mod apiextensions;
-mod apiregistration;
+pub(crate) mod apiregistration;
 mod apps;
 mod authentication;
 mod authorization;
@@ -40,7 +40,7 @@ mod core;
 mod custom;
 mod discovery;
 mod events;
-mod kind;
+pub(crate) mod kind;
 mod networking;
 mod node;
 mod policy;

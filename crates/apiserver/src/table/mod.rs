@@ -1,4 +1,6 @@
-//! Server-side printing: `meta.k8s.io/v1` Tables, as upstream's printers produce them.
+//! Server-side printing: `meta.k8s.io/v1` Tables, as upstream's printers produce them. This
+//! module holds each kind's printer as data (its columns and row function), which the registry
+//! names per kind; [`render`] turns objects into a Table with them.
 //!
 //! `kubectl get` asks for `application/json;as=Table;v=v1;g=meta.k8s.io` and prints whatever
 //! columns the server sends, so the columns and cell formats here are upstream's
@@ -7,15 +9,13 @@
 
 mod custom;
 mod format;
+pub mod render;
 
 pub use custom::CustomColumn;
 pub(crate) use format::*;
 
 use jiff::Timestamp;
-use serde_json::{Map, Value, json};
-
-use crate::openapi::property_description;
-use crate::registry::Kind;
+use serde_json::{Value, json};
 
 /// The `includeObject` query parameter: how much of each object a row embeds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub enum Printer {
 }
 
 impl Printer {
-    fn columns(&self) -> Vec<Column> {
+    pub(crate) fn columns(&self) -> Vec<Column> {
         match self {
             Printer::Default => vec![
                 NAME,
@@ -78,28 +78,7 @@ impl Printer {
         }
     }
 
-    /// The `columnDefinitions` of a table.
-    fn definitions(&self) -> Vec<Value> {
-        let mut defs: Vec<Value> = self
-            .columns()
-            .iter()
-            .map(|c| {
-                json!({
-                    "name": c.name,
-                    "type": c.ty,
-                    "format": c.format,
-                    "description": c.description(),
-                    "priority": c.priority,
-                })
-            })
-            .collect();
-        if let Printer::Custom(columns) = self {
-            defs.extend(columns.iter().map(CustomColumn::definition));
-        }
-        defs
-    }
-
-    fn row(&self, obj: &Value, now: Timestamp) -> Row {
+    pub(crate) fn row(&self, obj: &Value, now: Timestamp) -> Row {
         match self {
             Printer::Default => (
                 vec![
@@ -135,53 +114,6 @@ pub(crate) fn age_cell(obj: &Value, now: Timestamp) -> Value {
     json!(since(obj.pointer("/metadata/creationTimestamp"), now))
 }
 
-/// Renders `objects` of kind `def` as a Table at time `now` (ages are relative to it);
-/// `list_meta` becomes the table's metadata (resourceVersion, continue).
-pub fn table(
-    def: &Kind,
-    objects: &[&Value],
-    now: Timestamp,
-    include_object: IncludeObject,
-    list_meta: Value,
-) -> Value {
-    let column_definitions = def.printer.definitions();
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|obj| {
-            let (cells, conditions) = def.printer.row(obj, now);
-            let mut row = Map::new();
-            row.insert("cells".into(), Value::Array(cells));
-            if let Some(c) = conditions {
-                row.insert("conditions".into(), c);
-            }
-            match include_object {
-                IncludeObject::None => {}
-                IncludeObject::Metadata => {
-                    row.insert(
-                        "object".into(),
-                        json!({
-                            "kind": "PartialObjectMetadata",
-                            "apiVersion": "meta.k8s.io/v1",
-                            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                        }),
-                    );
-                }
-                IncludeObject::Object => {
-                    row.insert("object".into(), (*obj).clone());
-                }
-            }
-            Value::Object(row)
-        })
-        .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": list_meta,
-        "columnDefinitions": column_definitions,
-        "rows": rows,
-    })
-}
-
 /// Where a column's description comes from.
 #[derive(Clone, Copy)]
 pub enum Desc {
@@ -199,15 +131,6 @@ pub struct Column {
     pub(crate) format: &'static str,
     pub(crate) priority: u8,
     pub(crate) desc: Desc,
-}
-
-impl Column {
-    fn description(&self) -> &'static str {
-        match self.desc {
-            Desc::Text(t) => t,
-            Desc::Field(s, p) => property_description(s, p).unwrap_or(""),
-        }
-    }
 }
 
 pub(crate) const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
-use super::*;
+use super::{render::table, *};
 use crate::registry::{Kind, Registry};
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ fn now() -> Timestamp {
 
 fn row(group: &str, kind: &str, obj: Value) -> Vec<Value> {
     let def = find_kind(group, kind).unwrap();
-    let t = table(&def, &[&obj], now(), IncludeObject::None, json!({}));
+    let t = table(&def.printer, &[&obj], now(), IncludeObject::None, json!({}));
     t["rows"][0]["cells"].as_array().unwrap().clone()
 }
 
@@ -538,7 +538,7 @@ fn table_shape_and_include_object() {
     let def = find_kind("apps", "Deployment").unwrap();
     let obj = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {}, "status": {}});
     let t = table(
-        &def,
+        &def.printer,
         &[&obj],
         now(),
         IncludeObject::Metadata,
@@ -573,11 +573,17 @@ fn table_shape_and_include_object() {
         row["object"],
         json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "d", "labels": {"a": "b"}}})
     );
-    let full = table(&def, &[&obj], now(), IncludeObject::Object, json!({}));
+    let full = table(
+        &def.printer,
+        &[&obj],
+        now(),
+        IncludeObject::Object,
+        json!({}),
+    );
     assert_eq!(full["rows"][0]["object"], obj);
-    let none = table(&def, &[&obj], now(), IncludeObject::None, json!({}));
+    let none = table(&def.printer, &[&obj], now(), IncludeObject::None, json!({}));
     assert!(none["rows"][0].get("object").is_none());
-    let empty = table(&def, &[], now(), IncludeObject::Metadata, json!({}));
+    let empty = table(&def.printer, &[], now(), IncludeObject::Metadata, json!({}));
     assert_eq!(empty["rows"], json!([]));
     assert_eq!(IncludeObject::parse("Object"), Some(IncludeObject::Object));
     assert_eq!(IncludeObject::parse("nope"), None);
@@ -588,7 +594,7 @@ fn table_shape_and_include_object() {
 fn every_resource_has_matching_column_and_cell_counts() {
     for def in Registry::new().kinds().iter() {
         let obj = json!({"metadata": {"name": "x"}});
-        let t = table(def, &[&obj], now(), IncludeObject::None, json!({}));
+        let t = table(&def.printer, &[&obj], now(), IncludeObject::None, json!({}));
         let cols = t["columnDefinitions"].as_array().unwrap().len();
         let cells = t["rows"][0]["cells"].as_array().unwrap().len();
         assert_eq!(cols, cells, "{}", def.kind);
@@ -627,9 +633,9 @@ fn every_resource_has_matching_column_and_cell_counts() {
 fn finished_pods_get_row_conditions() {
     let def = find_kind("", "Pod").unwrap();
     let p = pod(json!({"phase": "Succeeded"}));
-    let t = table(&def, &[&p], now(), IncludeObject::None, json!({}));
+    let t = table(&def.printer, &[&p], now(), IncludeObject::None, json!({}));
     assert_eq!(t["rows"][0]["conditions"][0]["reason"], "Succeeded");
     let p = pod(json!({"phase": "Running"}));
-    let t = table(&def, &[&p], now(), IncludeObject::None, json!({}));
+    let t = table(&def.printer, &[&p], now(), IncludeObject::None, json!({}));
     assert!(t["rows"][0].get("conditions").is_none());
 }

@@ -19,7 +19,7 @@ use http::{Request, header};
 use serde_json::Value;
 
 use super::config::{Hook, ServiceRef};
-use crate::{outbound, server::ApiServer};
+use crate::{outbound, state::ApiServer};
 
 /// The largest answer read from a webhook.
 const MAX_ANSWER: usize = 32 << 20;

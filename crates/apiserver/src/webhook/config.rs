@@ -10,7 +10,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::server::ApiServer;
+use crate::state::ApiServer;
 
 /// Which configuration kind a webhook comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

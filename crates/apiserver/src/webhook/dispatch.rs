@@ -18,7 +18,7 @@ use crate::{
     error::{ApiError, ApiResult},
     plugins::{Operation, Review},
     registry::Kind,
-    server::ApiServer,
+    state::ApiServer,
 };
 
 /// How one webhook call went wrong.
@@ -233,7 +233,7 @@ impl<'a> Write<'a> {
             }
         }
         let uid = admission::new_uid();
-        let present = |v: &Value| crate::rest::present(kind, v.clone());
+        let present = |v: &Value| crate::view::present(kind, v.clone());
         let request = review::request(
             &uid,
             review,
@@ -314,14 +314,14 @@ fn apply_patch(
         )));
     }
     // Compared in the form the webhook saw, as upstream compares the versioned objects.
-    let seen = crate::rest::present(kind, obj.clone());
+    let seen = crate::view::present(kind, obj.clone());
     let mut patched = seen.clone();
     json_patch::patch(&mut patched, &patch)
         .map_err(|e| Failure::Refused(ApiError::internal(e.to_string())))?;
     if patched == seen {
         return Ok(false);
     }
-    *obj = crate::rest::intake(kind, review.kind, patched);
+    *obj = crate::view::intake(kind, review.kind, patched);
     Ok(true)
 }
 

@@ -19,7 +19,7 @@ pub(crate) use dispatch::Write;
 pub(crate) mod matching;
 mod review;
 
-use crate::{error::ApiResult, plugins::Review, server::ApiServer};
+use crate::{error::ApiResult, plugins::Review, state::ApiServer};
 use serde_json::Value;
 
 /// Calls the mutating webhooks that match the write, in order; their patches change `obj`.

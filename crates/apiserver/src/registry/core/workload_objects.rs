@@ -198,7 +198,7 @@ pub(super) fn resource_quota() -> Kind {
     Kind::of::<ResourceQuota>()
         .short_names(&["quota"])
         .subresources(&[Subresource::Status])
-        .strategy(crate::quota::QuotaStrategy)
+        .strategy(crate::quota::strategy::QuotaStrategy)
         .printer(Printer::Columns {
             columns: quota_columns,
             row: quota_row,

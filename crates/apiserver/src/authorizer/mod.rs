@@ -7,15 +7,12 @@
 //! upstream's informer-fed authorizer, a request never trails the watch cache: once the cache
 //! applied an RBAC write, the next request decides by it.
 
-use crate::{
-    cache::{Cache, ChangeCount},
-    server::ApiServer,
-};
+pub(crate) mod policy_cache;
+
+use crate::{cache::Cache, state::ApiServer};
 use authz::{Attributes, Decision, UserInfo, node::NodeGraph, rbac::Policy};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::Arc;
 
 /// What a user may do in a namespace (SelfSubjectRulesReview's status).
 #[derive(Clone, Debug, Default)]
@@ -28,84 +25,6 @@ pub(crate) struct Rules {
     pub incomplete: bool,
     /// Why the list may be incomplete.
     pub evaluation_error: String,
-}
-
-/// The RBAC kinds the snapshot is built from, as (group, plural).
-const RBAC_KINDS: [&str; 4] = [
-    "clusterroles",
-    "roles",
-    "clusterrolebindings",
-    "rolebindings",
-];
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-
-/// The change counts of [`RBAC_KINDS`], in that order.
-type Counts = [u64; RBAC_KINDS.len()];
-
-/// The server's RBAC snapshot and the change counts of the RBAC kinds it was built at.
-#[derive(Default)]
-pub(crate) struct PolicyCache {
-    /// The RBAC kinds' change counts, taken from the cache on first use.
-    counts: OnceLock<Vec<ChangeCount>>,
-    built: RwLock<Option<Built>>,
-    /// Held while rebuilding, so that requests arriving together after a change rebuild once.
-    rebuild: Mutex<()>,
-}
-
-struct Built {
-    policy: Arc<Policy>,
-    /// The counts read before the objects were.
-    at: Counts,
-}
-
-impl PolicyCache {
-    /// The RBAC kinds' change counts now (read on every request: no allocation).
-    fn now(&self, cache: &Cache) -> Counts {
-        let counts = self.counts.get_or_init(|| {
-            RBAC_KINDS
-                .iter()
-                .filter_map(|plural| cache.registry().owner(RBAC_GROUP, plural))
-                .map(|def| cache.changes(&def))
-                .collect()
-        });
-        let mut now = [0; RBAC_KINDS.len()];
-        for (n, count) in now.iter_mut().zip(counts) {
-            *n = count.get();
-        }
-        now
-    }
-
-    /// The snapshot, if none of the RBAC kinds changed since it was built at `at`.
-    fn current(&self, at: &Counts) -> Option<Arc<Policy>> {
-        self.built
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .filter(|b| b.at == *at)
-            .map(|b| b.policy.clone())
-    }
-}
-
-fn objects<T: DeserializeOwned>(cache: &Cache, plural: &str) -> Vec<T> {
-    let Some(def) = cache.registry().owner(RBAC_GROUP, plural) else {
-        return Vec::new();
-    };
-    cache
-        .list(&def, None)
-        .0
-        .iter()
-        .filter_map(|e| serde_json::from_slice(&e.json).ok())
-        .collect()
-}
-
-/// A snapshot of the RBAC objects the cache holds.
-fn build_policy(cache: &Cache) -> Policy {
-    Policy::new(
-        objects::<ClusterRole>(cache, "clusterroles"),
-        objects::<Role>(cache, "roles"),
-        objects::<ClusterRoleBinding>(cache, "clusterrolebindings"),
-        objects::<RoleBinding>(cache, "rolebindings"),
-    )
 }
 
 /// Pods by node, PVs and VolumeAttachments from the watch cache, for the Node authorizer.
@@ -169,34 +88,16 @@ impl NodeGraph for CacheGraph<'_> {
 }
 
 impl ApiServer {
-    /// The current RBAC snapshot, rebuilt first if an RBAC object changed. The change counts
-    /// are read before the objects, so a change landing during a build makes the next request
-    /// build again.
+    /// The current RBAC snapshot, rebuilt first if an RBAC object changed.
     pub(crate) fn rbac_policy(&self) -> Arc<Policy> {
-        let state = &self.authz;
-        let at = state.now(&self.cache);
-        if let Some(policy) = state.current(&at) {
-            return policy;
-        }
-        let _rebuilding = state.rebuild.lock().unwrap_or_else(|e| e.into_inner());
-        // Another request may have rebuilt while this one waited.
-        let at = state.now(&self.cache);
-        if let Some(policy) = state.current(&at) {
-            return policy;
-        }
-        let policy = Arc::new(build_policy(&self.cache));
-        *state.built.write().unwrap_or_else(|e| e.into_inner()) = Some(Built {
-            policy: policy.clone(),
-            at,
-        });
-        policy
+        self.authz.policy(&self.cache)
     }
 
     /// A snapshot built now from the cache, for the escalation checks of RBAC writes: upstream's
     /// RBAC storage resolves roles from the registry, not an informer, so a role created just
     /// before a binding to it is found.
     pub(crate) fn current_rbac_policy(&self) -> Policy {
-        build_policy(&self.cache)
+        policy_cache::build_policy(&self.cache)
     }
 
     /// The authorizers' decision on `attrs`, in upstream's order: `system:masters`, then the

@@ -1,0 +1,59 @@
+//! The admission chain: every [`Plugin`] in upstream's order, run once from the one write path
+//! that create, update, patch, apply and delete share ([`ApiServer::admit`]).
+
+use serde_json::Value;
+
+use crate::{
+    error::{ApiError, ApiResult},
+    plugins::{Plugin, Review},
+    state::ApiServer,
+};
+
+/// The plugins in upstream's order (`pkg/kubeapiserver/options/plugins.go`): every mutating
+/// phase runs before any validating phase. NamespaceLifecycle runs before the chain, where the
+/// write is prepared; ResourceQuota runs as the object is stored, where its charge is kept only
+/// if the write succeeds.
+pub(crate) const CHAIN: &[&dyn Plugin] = &[
+    &crate::limit_ranger::LimitRanger,
+    &crate::service_account::ServiceAccount,
+    &crate::priority::Priority,
+    &crate::runtime_class::RuntimeClass,
+    &crate::webhook::MutatingWebhooks,
+    &crate::rbac_guard::RbacEscalation,
+    &crate::pod_security::PodSecurity,
+    &crate::policy::ValidatingAdmissionPolicy,
+    &crate::webhook::ValidatingWebhooks,
+];
+
+impl ApiServer {
+    /// Runs the admission chain on `obj` (the new object; for a delete, the old one): every
+    /// handling plugin's mutating phase, then every handling plugin's validating phase. Returns
+    /// the warnings they gave; an error refuses the write.
+    pub(crate) async fn admit(
+        &self,
+        review: &Review<'_>,
+        obj: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        let mut warnings = Vec::new();
+        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
+            let admitted = plugin.admit(self, review, obj).await;
+            warnings.extend(admitted.inspect_err(|e| refused(plugin, review, e))?);
+        }
+        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
+            let validated = plugin.validate(self, review, obj).await;
+            warnings.extend(validated.inspect_err(|e| refused(plugin, review, e))?);
+        }
+        Ok(warnings)
+    }
+}
+
+fn refused(plugin: &dyn Plugin, review: &Review<'_>, e: &ApiError) {
+    tracing::debug!(
+        plugin = plugin.name(),
+        kind = %review.kind.kind,
+        name = review.name,
+        operation = review.operation.as_str(),
+        error = %e,
+        "admission refused the write"
+    );
+}
