@@ -13,6 +13,7 @@ use crate::{
     cache::Cache,
     inflight::{InFlight, InFlightLimits},
     metrics::Metrics,
+    registry::{Kind, Registry},
 };
 
 /// Settings of an API server.
@@ -88,4 +89,16 @@ pub struct ServerState {
     pub(crate) audit: Option<Arc<Auditor>>,
     /// What the in-process kube-aggregator remembers (crate::aggregator).
     pub(crate) aggregator: Arc<Aggregator>,
+}
+
+impl ApiServer {
+    /// The served kinds.
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        self.cache.registry()
+    }
+
+    /// The kind that stores what `view` serves.
+    pub(crate) fn storage_of(&self, view: &Arc<Kind>) -> Arc<Kind> {
+        self.registry().storage_of(view)
+    }
 }

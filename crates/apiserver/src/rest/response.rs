@@ -1,0 +1,116 @@
+//! Answers: an object or a list in the format the client negotiated (JSON, protobuf, a
+//! Table, metadata only), with the warnings admission gave.
+
+use crate::{
+    cache::Entry,
+    change::Outcome,
+    object,
+    registry::{Kind, Storage},
+    request::Output,
+    state::ApiServer,
+    table,
+    view::present,
+};
+use axum::{
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+/// A JSON response with the given code.
+pub(crate) fn json_response(code: StatusCode, body: impl Into<axum::body::Body>) -> Response {
+    let mut r = (code, body.into()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Adds `Warning` headers (unknown fields under `fieldValidation=Warn`).
+pub(crate) fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
+
+/// `PartialObjectMetadata` of an object.
+pub(super) fn partial_metadata(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+           "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
+/// The serialized object of a cache entry as `view` serves it (the stored bytes themselves
+/// unless the view converts).
+pub(crate) fn entry_json(view: &Kind, e: &Entry) -> Bytes {
+    match view.storage {
+        Storage::Own if !view.strategy.defaults_on_read() => e.json.clone(),
+        Storage::Own | Storage::View { .. } | Storage::Nowhere => {
+            Bytes::from(serde_json::to_vec(&present(view, e.value())).unwrap_or_default())
+        }
+    }
+}
+
+/// Renders one stored object in the negotiated representation of `view`; tables are printed
+/// by `storage`'s printer (a view prints as the kind it views, as upstream's printers work on
+/// the stored type).
+pub(crate) fn object_response(
+    view: &Kind,
+    storage: &Kind,
+    code: StatusCode,
+    obj: &Value,
+    out: Output,
+) -> Response {
+    match out {
+        // Served as stored, the object is printed as it is: every write answers with its object,
+        // and a copy made only to be printed was a few percent of the server's CPU.
+        Output::Json if view.conversion().is_none() && !view.strategy.defaults_on_read() => {
+            json_response(code, serde_json::to_vec(obj).unwrap_or_default())
+        }
+        Output::Json => json_response(
+            code,
+            serde_json::to_vec(&present(view, obj.clone())).unwrap_or_default(),
+        ),
+        Output::Metadata => json_response(code, partial_metadata(obj).to_string()),
+        Output::Table(include) => {
+            let t = table::render::table(
+                &storage.printer,
+                &[obj],
+                clock::now(),
+                include,
+                json!({
+                    "resourceVersion": object::resource_version(obj).unwrap_or_default()
+                }),
+            );
+            json_response(code, t.to_string())
+        }
+    }
+}
+
+/// A successful deletion's `Status`, as upstream returns for resources that do not return the
+/// deleted object.
+pub(crate) fn success_status(def: &Kind, name: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+           "details": {"name": name, "group": def.group, "kind": def.plural}})
+}
+
+impl ApiServer {
+    pub(super) fn write_response(
+        &self,
+        view: &Kind,
+        def: &Kind,
+        outcome: Outcome,
+        out: Output,
+    ) -> Response {
+        match outcome {
+            Outcome::Deleted(v) | Outcome::Written(v) | Outcome::Unchanged(v) => {
+                object_response(view, def, StatusCode::OK, &v, out)
+            }
+        }
+    }
+}
