@@ -44,6 +44,7 @@ pub mod request;
 mod rest;
 mod review;
 mod runtime_class;
+mod serve;
 mod server;
 mod service_account;
 mod service_account_token;
@@ -58,5 +59,6 @@ mod webhook;
 
 pub use connection::ConnectionLimits;
 pub use filters::authentication::ADMIN_USER;
-pub use server::{act_as, serve_tls, serve_tls_with};
+pub use filters::chain::act_as;
+pub use serve::{serve_tls, serve_tls_with};
 pub use state::{ApiServer, DEFAULT_EVENT_TTL, ServerOptions};

@@ -4,14 +4,11 @@
 use crate::{
     admission::Part,
     cache::Cache,
-    connection::ConnectionLimits,
-    connection::{Activity, drive},
     context::Identity,
     discovery,
     error::{ApiError, ApiResult},
-    filters::{authentication, authorization, impersonation},
     health,
-    inflight::{self, InFlight},
+    inflight::InFlight,
     metrics::Metrics,
     openapi,
     registry::{Registry, Subresource},
@@ -21,29 +18,16 @@ use crate::{
 };
 use axum::{
     Router,
-    body::Body,
     extract::{Path, Request, State},
     http::{HeaderMap, HeaderValue, Method, StatusCode, header},
-    middleware::{self, Next},
+    middleware::{self},
     response::{IntoResponse, Response},
     routing::get,
 };
 use bytes::Bytes;
 use serde_json::json;
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Instant};
 use store::Store;
-
-/// The most header bytes a request may carry: upstream sets Go's `MaxHeaderBytes` to 1 MiB (for
-/// HTTP/2 Go derives its `SETTINGS_MAX_HEADER_LIST_SIZE` from the same value), so a long label
-/// selector that upstream takes is taken here too.
-const MAX_HEADER_BYTES: usize = 1 << 20;
-
-/// What Go's HTTP/1 server reads past `MaxHeaderBytes` before it answers 431 (its
-/// `initialReadLimitSize` slack for the request line and framing).
-const HEADER_SLACK: usize = 4096;
 
 /// The namespaces a cluster has from the start.
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -117,76 +101,10 @@ impl ApiServer {
         self.store.revision()
     }
 
-    /// The HTTP routes behind the whole request pipeline: authentication, impersonation,
-    /// audit, max-in-flight and authorization ([`crate::filters`]).
-    pub fn router(&self) -> Router {
-        self.routes()
-            .layer(middleware::from_fn_with_state(
-                self.clone(),
-                authorization::authorize,
-            ))
-            .layer(middleware::from_fn_with_state(
-                (self.in_flight.clone(), self.metrics.clone()),
-                inflight::limit,
-            ))
-            // Audit sees who acts and who impersonates (upstream audits before impersonation
-            // and records both the same way).
-            .layer(middleware::from_fn_with_state(
-                self.clone(),
-                crate::audit::layer,
-            ))
-            .layer(middleware::from_fn_with_state(
-                self.clone(),
-                impersonation::impersonate,
-            ))
-            .layer(middleware::from_fn_with_state(
-                self.clone(),
-                authentication::authenticate,
-            ))
-    }
-
-    /// The routes for clients in this process that act as the server itself (in
-    /// `system:masters`, as upstream's loopback client): no authentication, no limits.
-    pub fn in_process_router(&self) -> Router {
-        self.routes().layer(middleware::from_fn(
-            |mut req: Request, next: Next| async move {
-                req.extensions_mut().insert(Identity {
-                    user: crate::context::loopback(),
-                    impersonator: None,
-                });
-                next.run(req).await
-            },
-        ))
-    }
-
-    /// The routes for a client in this process acting as `user` (a controller's
-    /// ServiceAccount, the scheduler, a node): authorized as that user, as if it had presented
-    /// its credentials over TLS, without the cost of crossing a socket.
-    pub fn in_process_router_as(&self, user: authz::UserInfo) -> Router {
-        let user = Arc::new(user);
-        self.authorizing_router()
-            .layer(middleware::from_fn(move |mut req: Request, next: Next| {
-                act_as(&mut req, user.clone());
-                next.run(req)
-            }))
-    }
-
-    /// The routes behind impersonation and authorization only, for in-process clients that
-    /// say who they are with [`act_as`] on each request: one router for any number of
-    /// identities (a cluster's thousands of simulated nodes).
-    pub fn authorizing_router(&self) -> Router {
-        self.routes()
-            .layer(middleware::from_fn_with_state(
-                self.clone(),
-                authorization::authorize,
-            ))
-            .layer(middleware::from_fn_with_state(
-                self.clone(),
-                impersonation::impersonate,
-            ))
-    }
-
-    fn routes(&self) -> Router {
+    /// The route table: discovery, OpenAPI, health, metrics, and every resource request
+    /// ([`dispatch`]), behind the aggregator's proxy for remote APIServices. The chain of
+    /// filters in front of it is [`crate::filters::chain`].
+    pub(crate) fn routes(&self) -> Router {
         Router::new()
             .route("/api", get(core_discovery))
             .route("/apis", get(groups_discovery))
@@ -375,14 +293,6 @@ async fn metrics(State(s): State<ApiServer>) -> Response {
     r
 }
 
-/// Marks an in-process request as made by `user`, for [`ApiServer::authorizing_router`].
-pub fn act_as<B>(req: &mut http::Request<B>, user: Arc<authz::UserInfo>) {
-    req.extensions_mut().insert(Identity {
-        user,
-        impersonator: None,
-    });
-}
-
 /// Every resource request: decides the verb and calls it.
 async fn dispatch(State(s): State<ApiServer>, req: Request) -> Response {
     let started = Instant::now();
@@ -494,153 +404,3 @@ impl ApiServer {
         }
     }
 }
-
-/// Serves `router` over TLS on `listener` until `shutdown` resolves, with the default
-/// [`ConnectionLimits`].
-pub async fn serve_tls(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    tls: Arc<rustls::ServerConfig>,
-    shutdown: impl std::future::Future<Output = ()> + Send,
-) {
-    serve_tls_with(listener, router, tls, ConnectionLimits::default(), shutdown).await;
-}
-
-/// Serves `router` over TLS on `listener` until `shutdown` resolves, within `limits`.
-pub async fn serve_tls_with(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    tls: Arc<rustls::ServerConfig>,
-    limits: ConnectionLimits,
-    shutdown: impl std::future::Future<Output = ()> + Send,
-) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
-    let limits = Arc::new(limits);
-    let mut connections = tokio::task::JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
-        // A connection is accepted only with a free slot; until then the kernel's backlog holds it.
-        let slot = tokio::select! {
-            _ = &mut shutdown => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            // Reap finished connections so the set does not grow without bound.
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let limits = limits.clone();
-        connections.spawn(async move {
-            let _slot = slot;
-            serve_connection(tcp, peer, acceptor, router, &limits).await;
-        });
-        // Reap what finished meanwhile.
-        while connections.try_join_next().is_some() {}
-    }
-    connections.shutdown().await;
-}
-
-/// One connection: the TLS handshake within its timeout, then HTTP/2 or HTTP/1.1 as ALPN chose.
-async fn serve_connection(
-    tcp: tokio::net::TcpStream,
-    peer: std::net::SocketAddr,
-    acceptor: tokio_rustls::TlsAcceptor,
-    router: Router,
-    limits: &ConnectionLimits,
-) {
-    let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake timed out");
-            return;
-        }
-    };
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    // rustls verified the chain against the cluster CA; the leaf names the user.
-    let certificate = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|chain| chain.first())
-        .and_then(|leaf| authentication::certificate_user(leaf))
-        .map(|user| authentication::ClientCertificate(Arc::new(user)));
-    let activity = Activity::new();
-    let requests = activity.clone();
-    let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
-        move |r: Request<hyper::body::Incoming>| {
-            let router = router.clone();
-            let open = requests.begin();
-            let mut r = r.map(Body::new);
-            // The peer's address, for the audit log's `sourceIPs`.
-            r.extensions_mut().insert(axum::extract::ConnectInfo(peer));
-            if let Some(c) = &certificate {
-                r.extensions_mut().insert(c.clone());
-            }
-            async move {
-                let response = router.oneshot(r).await?;
-                Ok::<_, std::convert::Infallible>(response.map(|body| open.until_sent(body)))
-            }
-        },
-    ));
-    let io = hyper_util::rt::TokioIo::new(tls);
-    let timer = hyper_util::rt::TokioTimer::new();
-    if h2 {
-        let mut builder =
-            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-        builder
-            .timer(timer)
-            .max_concurrent_streams(limits.max_streams_per_connection)
-            .max_header_list_size(
-                u32::try_from(MAX_HEADER_BYTES + HEADER_SLACK).unwrap_or(u32::MAX),
-            )
-            // Pings find peers that vanished without closing (upstream pings too).
-            .keep_alive_interval(Some(Duration::from_secs(30)))
-            .keep_alive_timeout(Duration::from_secs(20));
-        let connection = builder.serve_connection(io, service);
-        drive(
-            connection,
-            |c| c.graceful_shutdown(),
-            &activity,
-            peer,
-            limits,
-        )
-        .await;
-    } else {
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(timer)
-            .header_read_timeout(limits.header_read_timeout)
-            .max_header_size(MAX_HEADER_BYTES + HEADER_SLACK)
-            // The read buffer must hold the largest header block taken.
-            .max_buf_size(MAX_HEADER_BYTES + 2 * HEADER_SLACK);
-        let connection = builder.serve_connection(io, service).with_upgrades();
-        drive(
-            connection,
-            |c| c.graceful_shutdown(),
-            &activity,
-            peer,
-            limits,
-        )
-        .await;
-    }
-}
-
-use tower::ServiceExt as _;

@@ -17,7 +17,7 @@ use super::{
     event::{Event, MicroTime, ObjectReference, ResponseStatus},
     policy::{Level, RequestAuditConfig, Stage, Stages},
 };
-use crate::{context::Identity, filters::request_info::attributes, state::ApiServer};
+use crate::{context::Identity, filters::request_info::RequestInfo, state::ApiServer};
 use authz::{Attributes, Decision, UserInfo};
 use axum::{
     body::Body,
@@ -123,7 +123,7 @@ pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) 
         }) => ((**user).clone(), None),
         None => (UserInfo::anonymous(), None),
     };
-    let attrs = attributes(req.method(), req.uri(), user);
+    let attrs = RequestInfo::of(&req, user);
     let config = auditor.policy.evaluate(&attrs);
     let resp = if config.level == Level::None {
         next.run(req).await
@@ -155,7 +155,7 @@ pub(crate) async fn failed_authentication(
     };
     let received = MicroTime::now();
     let audit_id = audit_id(&req);
-    let attrs = attributes(req.method(), req.uri(), UserInfo::default());
+    let attrs = RequestInfo::of(&req, UserInfo::default());
     let config = auditor.policy.evaluate(&attrs);
     if config.level != Level::None {
         let mut ev = Event::new(config.level, audit_id.clone(), received);

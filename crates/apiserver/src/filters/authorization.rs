@@ -14,8 +14,7 @@ pub(crate) async fn authorize(State(s): State<ApiServer>, req: Request, next: Ne
     let Some(identity) = req.extensions().get::<Identity>() else {
         return ApiError::internal("authorization before authentication").into_response();
     };
-    let attrs =
-        super::request_info::attributes(req.method(), req.uri(), identity.user.as_ref().clone());
+    let attrs = super::request_info::RequestInfo::of(&req, identity.user.as_ref().clone());
     let decision = s.authorize(&attrs);
     crate::audit::record_decision(&decision);
     s.metrics.authorization(&decision);

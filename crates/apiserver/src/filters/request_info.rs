@@ -7,15 +7,53 @@
 //! `/watch/` path or a named watch are described as the client asked (a `get` with `?watch` on a
 //! named object stays `get`; `fieldSelector=metadata.name=x` names the object of a list).
 
+use std::sync::Arc;
+
 use crate::request::Params;
 use authz::{Attributes, UserInfo};
-use axum::http::{Method, Uri};
+use axum::{
+    extract::Request,
+    http::{Method, Uri},
+    middleware::Next,
+    response::Response,
+};
 
 /// Upstream's `specialVerbs`: path segments that are verbs (`/api/v1/watch/pods`).
 const SPECIAL_VERBS: [&str; 2] = ["proxy", "watch"];
 
 /// Upstream's `namespaceSubresources`: `/namespaces/{name}/status` is the namespace's own.
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
+
+/// The request's attributes without a user, parsed once by the chain's first layer
+/// ([`parse`]) and read by every layer after it (audit, authorization), as upstream's
+/// `WithRequestInfo` puts `RequestInfo` in the request's context.
+#[derive(Clone, Debug)]
+pub(crate) struct RequestInfo(Arc<Attributes>);
+
+impl RequestInfo {
+    /// The attributes with `user` asking: parsed by [`parse`] for this request, or, for a
+    /// request that did not pass that layer, parsed now.
+    pub(crate) fn of(req: &Request, user: UserInfo) -> Attributes {
+        match req.extensions().get::<RequestInfo>() {
+            Some(info) => Attributes {
+                user,
+                ..(*info.0).clone()
+            },
+            None => attributes(req.method(), req.uri(), user),
+        }
+    }
+}
+
+/// The chain's first layer: parses the request's attributes once.
+pub(crate) async fn parse(mut req: Request, next: Next) -> Response {
+    let info = RequestInfo(Arc::new(attributes(
+        req.method(),
+        req.uri(),
+        UserInfo::default(),
+    )));
+    req.extensions_mut().insert(info);
+    next.run(req).await
+}
 
 /// The request's attributes, `user` asking.
 pub(crate) fn attributes(method: &Method, uri: &Uri, user: UserInfo) -> Attributes {

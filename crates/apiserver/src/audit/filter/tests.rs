@@ -1,4 +1,5 @@
 use super::*;
+use crate::filters::request_info::attributes;
 use crate::{ServerOptions, audit::Policy};
 use axum::http::Method;
 use std::path::Path;
