@@ -25,6 +25,7 @@ mod health;
 pub mod inflight;
 mod limit_ranger;
 pub mod metrics;
+mod node_restriction;
 pub mod object;
 pub mod openapi;
 mod outbound;
