@@ -10,6 +10,7 @@
 //! `core_kinds` (Namespace, Node, Event, PersistentVolumeClaim, Lease) and `repr` (Go-style rendering
 //! of bad values in messages).
 
+pub mod admissionregistration;
 pub mod apiregistration;
 pub mod apps;
 pub mod batch;

@@ -16,6 +16,7 @@ use crate::{
 pub(crate) const CHAIN: &[&dyn Plugin] = &[
     &crate::limit_ranger::LimitRanger,
     &crate::service_account::ServiceAccount,
+    &crate::node_restriction::NodeRestriction,
     &crate::priority::Priority,
     &crate::runtime_class::RuntimeClass,
     &crate::webhook::MutatingWebhooks,

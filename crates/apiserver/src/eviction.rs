@@ -20,6 +20,7 @@ use crate::{
     change::Change,
     error::{ApiError, ApiResult},
     object,
+    plugins::{Operation, Review},
     registry::Kind,
     request::{self, Params, Target},
     rest::{DeleteOptions, json_response},
@@ -143,7 +144,7 @@ impl ApiServer {
         body: &Bytes,
     ) -> ApiResult<Response> {
         let name = t.name()?;
-        let eviction = request::decode_object(body, request::body_type(headers)?.1)?;
+        let mut eviction = request::decode_object(body, request::body_type(headers)?.1)?;
         if object::name(&eviction) != name {
             return Err(ApiError::bad_request(
                 "name in URL does not match name in Eviction object",
@@ -156,6 +157,20 @@ impl ApiServer {
         let pods = self.storage_of(&t.def);
         let ns = t.namespace.as_deref();
         self.sync_cache().await?;
+        // Upstream admits an eviction as a CREATE of `pods/eviction` before the pod is read.
+        let user = crate::context::user()?;
+        let review = Review {
+            user: &user,
+            operation: Operation::Create,
+            kind: &pods,
+            view: &t.def,
+            namespace: ns,
+            name,
+            subresource: Some("eviction"),
+            old: None,
+            dry_run: opts.dry_run,
+        };
+        self.admit(&review, &mut eviction).await?;
         let entry = self
             .cache
             .get(&pods, ns, name)

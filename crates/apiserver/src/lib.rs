@@ -28,6 +28,7 @@ pub mod inflight;
 mod limit_ranger;
 mod managed_fields;
 pub mod metrics;
+mod node_restriction;
 pub mod object;
 pub mod openapi;
 mod outbound;

@@ -93,3 +93,11 @@ pub(crate) fn creates_pod(review: &Review<'_>) -> bool {
         && review.subresource.is_none()
         && review.kind.is("", "Pod")
 }
+
+/// Whether `review` creates a subresource whose object is not of the kind: a pod's `eviction`
+/// (an Eviction) or a ServiceAccount's `token` (a TokenRequest). NodeRestriction judges these;
+/// the webhooks and policies, which describe the object as of `review.kind`, are not sent them
+/// yet (upstream sends them with the subresource's own kind).
+pub(crate) fn creates_subresource(review: &Review<'_>) -> bool {
+    review.operation == Operation::Create && review.subresource.is_some()
+}

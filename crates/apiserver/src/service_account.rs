@@ -138,6 +138,43 @@ async fn lookup(server: &ApiServer, namespace: &str, name: &str) -> ApiResult<Op
     Ok(None)
 }
 
+fn is_mirror_pod(pod: &Value) -> bool {
+    pod.pointer("/metadata/annotations")
+        .and_then(|a| a.get(authz::node::MIRROR_POD_ANNOTATION))
+        .is_some()
+}
+
+/// Upstream's `Validate` of a mirror pod: a pod a kubelet mirrors from a static manifest may not
+/// refer to a ServiceAccount, a Secret or a projected ServiceAccount token, since nothing
+/// admitted it as a workload that may use them.
+fn check_mirror_pod(pod: &Value) -> Result<(), &'static str> {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    if spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+    {
+        return Err("a mirror pod may not reference service accounts");
+    }
+    let mut secrets = false;
+    authz::node::visit_secrets(pod, &mut |_| secrets = true);
+    if secrets {
+        return Err("a mirror pod may not reference secrets");
+    }
+    let projects_token = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.pointer("/projected/sources").and_then(Value::as_array))
+        .flatten()
+        .any(|s| s.get("serviceAccountToken").is_some_and(|t| !t.is_null()));
+    if projects_token {
+        return Err("a mirror pod may not use ServiceAccountToken volume projections");
+    }
+    Ok(())
+}
+
 /// Upstream's `ServiceAccount` admission plugin, for new pods.
 pub(crate) struct ServiceAccount;
 
@@ -158,15 +195,28 @@ impl crate::plugins::Plugin for ServiceAccount {
         obj: &mut Value,
     ) -> ApiResult<Vec<String>> {
         // Off when the server runs without ServiceAccounts (`--service-accounts=false`).
-        if server.service_accounts {
-            admit_pod(
-                server,
-                review.namespace.unwrap_or_default(),
-                review.name,
-                obj,
-            )
-            .await?;
+        if !server.service_accounts {
+            return Ok(Vec::new());
         }
+        // Upstream leaves a mirror pod's spec alone (the kubelet would delete a mirror pod that
+        // no longer matches its manifest) and only checks what it refers to.
+        if is_mirror_pod(obj) {
+            return match check_mirror_pod(obj) {
+                Ok(()) => Ok(Vec::new()),
+                Err(why) => Err(ApiError::forbidden_by_admission(
+                    review.kind,
+                    crate::object::name(obj),
+                    why,
+                )),
+            };
+        }
+        admit_pod(
+            server,
+            review.namespace.unwrap_or_default(),
+            review.name,
+            obj,
+        )
+        .await?;
         Ok(Vec::new())
     }
 }

@@ -7,6 +7,7 @@
 use crate::{
     error::{ApiError, ApiResult},
     object,
+    plugins::{Operation, Review},
     request::{self, Target},
     rest::json_response,
     state::ApiServer,
@@ -268,11 +269,26 @@ impl ApiServer {
                 )],
             ));
         }
+        self.sync_cache().await?;
+        let sa_def = self.storage_of(&t.def);
+        // Upstream admits a TokenRequest as a CREATE of `serviceaccounts/token`: NodeRestriction
+        // lets a node mint tokens only bound to its own pods.
+        let user = crate::context::user()?;
+        let review = Review {
+            user: &user,
+            operation: Operation::Create,
+            kind: &sa_def,
+            view: &t.def,
+            namespace: Some(namespace),
+            name,
+            subresource: Some("token"),
+            old: None,
+            dry_run: false,
+        };
+        self.admit(&review, &mut req).await?;
         let key = self.service_account_key.clone().ok_or_else(|| {
             ApiError::internal("failed to generate token: no service account signing key")
         })?;
-        self.sync_cache().await?;
-        let sa_def = self.storage_of(&t.def);
         let account = self
             .cache
             .get(&sa_def, Some(namespace), name)

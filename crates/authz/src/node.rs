@@ -17,8 +17,10 @@ pub const NODES_GROUP: &str = "system:nodes";
 pub const NODE_USER_PREFIX: &str = "system:node:";
 /// The namespace of node Leases.
 const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
-/// Pods a kubelet mirrors from static manifests carry this; upstream records only their node.
-const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Pods a kubelet mirrors from static manifests carry this (upstream's `MirrorPodAnnotationKey`);
+/// the graph records only their node, and the NodeRestriction admission plugin lets a node
+/// create no other pods.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// What the Node authorizer needs to know of the cluster: the server answers from its cache.
 pub trait NodeGraph {
@@ -312,8 +314,9 @@ fn containers(pod: &Value) -> impl Iterator<Item = &Value> {
     .flat_map(|p| array(pod, p))
 }
 
-/// Upstream's `VisitPodSecretNames`.
-fn visit_secrets(pod: &Value, f: &mut dyn FnMut(&str)) {
+/// Upstream's `VisitPodSecretNames` (`pkg/api/pod/util.go`, all containers): every Secret a pod
+/// names, for the graph and for the admission plugins that refuse mirror pods naming any.
+pub fn visit_secrets(pod: &Value, f: &mut dyn FnMut(&str)) {
     for s in array(pod, "/spec/imagePullSecrets") {
         f(str_at(s, "/name"));
     }
@@ -357,8 +360,8 @@ fn visit_secrets(pod: &Value, f: &mut dyn FnMut(&str)) {
     }
 }
 
-/// Upstream's `VisitPodConfigmapNames`.
-fn visit_config_maps(pod: &Value, f: &mut dyn FnMut(&str)) {
+/// Upstream's `VisitPodConfigmapNames` (all containers): every ConfigMap a pod names.
+pub fn visit_config_maps(pod: &Value, f: &mut dyn FnMut(&str)) {
     for c in containers(pod) {
         for e in array(c, "/envFrom") {
             if let Some(n) = e.pointer("/configMapRef/name").and_then(Value::as_str) {

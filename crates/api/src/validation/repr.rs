@@ -49,7 +49,8 @@ pub(super) fn string_map(v: Option<&Value>) -> String {
     format!("map[string]string{{{}}}", body.join(", "))
 }
 
-fn string_slice(v: Option<&Value>) -> String {
+/// `[]string{"a", "b"}`, or `[]string(nil)` when absent.
+pub(super) fn string_slice(v: Option<&Value>) -> String {
     match v.and_then(Value::as_array) {
         None => "[]string(nil)".to_string(),
         Some(list) => {

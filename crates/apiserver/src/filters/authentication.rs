@@ -136,7 +136,9 @@ fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
 }
 
 /// The user a client certificate names: CN the user, each O a group, as upstream's x509
-/// authenticator reads it. `None` for a certificate without a CN.
+/// authenticator reads it. `None` for a certificate without a CN or with an empty one: upstream's
+/// `CommonNameUserConversion` then answers "not authenticated" rather than user `""`, and the
+/// request's bearer token (or anonymity) decides who it is.
 pub(crate) fn certificate_user(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
@@ -144,7 +146,8 @@ pub(crate) fn certificate_user(der: &[u8]) -> Option<UserInfo> {
         .iter_common_name()
         .next()?
         .as_str()
-        .ok()?
+        .ok()
+        .filter(|cn| !cn.is_empty())?
         .to_string();
     let groups = subject
         .iter_organization()
@@ -179,6 +182,33 @@ mod tests {
                 "{given}"
             );
         }
+    }
+
+    fn certificate(cn: &str, groups: &[&str]) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        for g in groups {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, *g);
+        }
+        params
+            .self_signed(&key)
+            .expect("a certificate")
+            .der()
+            .to_vec()
+    }
+
+    #[test]
+    fn a_certificate_names_its_cn_and_an_empty_cn_names_nobody() {
+        let user = certificate_user(&certificate("alice", &["devs"])).expect("a user");
+        assert_eq!(user.username, "alice");
+        assert_eq!(user.groups, ["devs"]);
+        // No ClientCertificate is put on the connection, so its bearer token decides.
+        assert!(certificate_user(&certificate("", &["system:masters"])).is_none());
     }
 
     #[test]

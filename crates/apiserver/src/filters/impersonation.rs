@@ -130,9 +130,7 @@ impl ApiServer {
             )));
         };
         let mut checks = Vec::new();
-        let service_account = username
-            .strip_prefix("system:serviceaccount:")
-            .and_then(|rest| rest.split_once(':'));
+        let service_account = service_account_of(&username);
         match service_account {
             Some((ns, name)) => {
                 checks.push(("", "serviceaccounts", "", ns.to_string(), name.to_string()))
@@ -203,6 +201,18 @@ impl ApiServer {
             extra,
         })
     }
+}
+
+/// The namespace and name of a ServiceAccount username, as upstream's `SplitUsername` reads it:
+/// exactly `system:serviceaccount:NAMESPACE:NAME` with a valid namespace (a DNS label) and name
+/// (a DNS subdomain). Anything else (`system:serviceaccount:a:adm:x`) is a plain user's name, so
+/// impersonating it needs `impersonate users`, not `impersonate serviceaccounts` in `a`.
+fn service_account_of(username: &str) -> Option<(&str, &str)> {
+    let (namespace, name) = satoken::split_username(username)?;
+    let label = namespace.len() <= 63
+        && !namespace.contains('.')
+        && api::validation::dns1123_subdomain(namespace).is_empty();
+    (label && api::validation::dns1123_subdomain(name).is_empty()).then_some((namespace, name))
 }
 
 fn describe(

@@ -486,3 +486,7 @@ pub(super) fn add_rollwright_extensions(schemas: &mut Map<String, Value>) {
 
 // ---------------------------------------------------------------------------------------------
 // Paths.
+
+pub(super) fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("{REF_PREFIX}{name}")})
+}

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::paths::schema_ref;
+use super::components::schema_ref;
 
 /// Upstream's query parameters: (name, type, description).
 pub(super) const QUERY_PARAMS: &[(&str, &str, &str)] = &[

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    components::{META, REF_PREFIX},
+    components::{META, schema_ref},
     params::{
         DELETE_COLLECTION_PARAMS, DELETE_PARAMS, LIST_PARAMS, LIST_TYPES, OBJECT_TYPES,
         PATCH_PARAMS, WATCH_TYPES, WRITE_PARAMS, content, path_param, query_params, responses,
@@ -60,10 +60,6 @@ pub(super) fn capitalize(s: &str) -> String {
         Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
         None => String::new(),
     }
-}
-
-pub(super) fn schema_ref(name: &str) -> Value {
-    json!({"$ref": format!("{REF_PREFIX}{name}")})
 }
 
 pub(super) fn gvk_obj(group: &str, version: &str, kind: &str) -> Value {

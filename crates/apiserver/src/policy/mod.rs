@@ -189,8 +189,8 @@ impl crate::plugins::Plugin for ValidatingAdmissionPolicy {
         "ValidatingAdmissionPolicy"
     }
 
-    fn handles(&self, _review: &Review<'_>) -> bool {
-        true
+    fn handles(&self, review: &Review<'_>) -> bool {
+        !crate::plugins::creates_subresource(review)
     }
 
     async fn validate(

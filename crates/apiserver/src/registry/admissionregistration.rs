@@ -34,9 +34,14 @@ pub(super) fn kinds() -> Vec<Kind> {
         },
     };
     vec![
-        // Each kind's name is a DNS subdomain, as upstream's validation of each checks.
+        // Each kind's name is a DNS subdomain, as upstream's validation of each checks, and
+        // each webhook's client is a Service or an `https://` URL without user information.
         Kind::of::<MutatingWebhookConfiguration>()
-            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
+            .strategy(
+                Rules::new().validate(
+                    api::validation::admissionregistration::validate_webhook_configuration,
+                ),
+            )
             .printer(webhooks.clone()),
         // Policies are evaluated by crate::policy, which defaults and validates them.
         Kind::of::<ValidatingAdmissionPolicy>()
@@ -52,7 +57,11 @@ pub(super) fn kinds() -> Vec<Kind> {
                 .validate(crate::policy::validation::validate_binding),
         ),
         Kind::of::<ValidatingWebhookConfiguration>()
-            .strategy(Rules::new().validate(api::validation::meta::validate_cluster_scoped))
+            .strategy(
+                Rules::new().validate(
+                    api::validation::admissionregistration::validate_webhook_configuration,
+                ),
+            )
             .printer(webhooks),
     ]
 }

@@ -50,8 +50,8 @@ impl crate::plugins::Plugin for MutatingWebhooks {
         "MutatingAdmissionWebhook"
     }
 
-    fn handles(&self, _review: &Review<'_>) -> bool {
-        true
+    fn handles(&self, review: &Review<'_>) -> bool {
+        !crate::plugins::creates_subresource(review)
     }
 
     async fn admit(
@@ -73,8 +73,8 @@ impl crate::plugins::Plugin for ValidatingWebhooks {
         "ValidatingAdmissionWebhook"
     }
 
-    fn handles(&self, _review: &Review<'_>) -> bool {
-        true
+    fn handles(&self, review: &Review<'_>) -> bool {
+        !crate::plugins::creates_subresource(review)
     }
 
     async fn validate(

@@ -18,6 +18,7 @@ mod health;
 mod name_validation;
 mod namespace_finalize;
 mod namespace_isolation;
+mod node_restriction;
 mod openapi_v2;
 mod overload;
 mod patch_limits;

@@ -536,3 +536,84 @@ async fn impersonation_is_answered_as_upstream() {
         "pods is forbidden: User \"jane\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
     );
 }
+
+/// `system:serviceaccount:NS:NAME` is a ServiceAccount only when it splits as upstream's
+/// `SplitUsername` splits it; `system:serviceaccount:a:adm:x` is a user, so "impersonate
+/// serviceaccounts in a" does not let anyone act as it.
+#[tokio::test]
+async fn impersonating_a_malformed_service_account_name_needs_impersonate_users() {
+    let s = Server::start().await;
+    create_namespace(&s, "a").await;
+    for (path, body) in [
+        (
+            format!("{RBAC}/namespaces/a/roles"),
+            json!({"metadata": {"name": "sa-impersonator"},
+                   "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}]}),
+        ),
+        (
+            format!("{RBAC}/namespaces/a/rolebindings"),
+            json!({"metadata": {"name": "imp"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sa-impersonator"},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "imp"}]}),
+        ),
+    ] {
+        let (status, created) = s.call(Method::POST, &path, Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+    }
+    // A consistent list brings the watch cache, which RBAC decides by, up to the binding.
+    let (status, _) = s.call(Method::GET, "/api/v1/namespaces", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let imp = s
+        .server
+        .in_process_router_as(UserInfo::new("imp", &["system:authenticated"]));
+    let get = |user: &str| {
+        let req = axum::http::Request::builder()
+            .uri("/api/v1/namespaces/a/pods")
+            .header("impersonate-user", user)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let imp = imp.clone();
+        async move {
+            use tower::ServiceExt;
+            let resp = imp.oneshot(req).await.unwrap();
+            let code = resp.status();
+            let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (code, serde_json::from_slice::<Value>(&body).unwrap())
+        }
+    };
+    // The ServiceAccount is impersonated; it may not list pods itself.
+    let (code, body) = get("system:serviceaccount:a:adm").await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["message"],
+        "pods is forbidden: User \"system:serviceaccount:a:adm\" cannot list resource \"pods\" in API group \"\" in the namespace \"a\""
+    );
+    let (code, body) = get("system:serviceaccount:a:adm:x").await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["message"],
+        "users \"system:serviceaccount:a:adm:x\" is forbidden: User \"imp\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+    );
+}
+
+/// A rule must say what it grants: upstream's `ValidatePolicyRule` refuses one without verbs.
+#[tokio::test]
+async fn a_role_rule_without_verbs_is_refused() {
+    let s = Server::start().await;
+    create_namespace(&s, "a").await;
+    let (status, body) = s
+        .call(
+            Method::POST,
+            &format!("{RBAC}/namespaces/a/roles"),
+            Some(json!({"metadata": {"name": "idle"},
+                        "rules": [{"apiGroups": [""], "resources": ["pods"]}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["message"],
+        "Role.rbac.authorization.k8s.io \"idle\" is invalid: rules[0].verbs: Required value: verbs must contain at least one value"
+    );
+}

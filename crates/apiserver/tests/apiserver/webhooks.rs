@@ -862,3 +862,44 @@ async fn a_webhook_is_trusted_only_through_its_ca_bundle() {
     );
     assert!(w.sent("observe").is_empty());
 }
+
+/// A webhook's URL is `https://` without user information, as upstream's `ValidateWebhookURL`
+/// requires: a password in it would be stored and shown to every reader of the configuration.
+#[tokio::test]
+async fn webhook_urls_must_be_https_without_user_information() {
+    let s = Server::start().await;
+    for (collection, kind) in [
+        (VALIDATING, "ValidatingWebhookConfiguration"),
+        (MUTATING, "MutatingWebhookConfiguration"),
+    ] {
+        for (url, why) in [
+            (
+                "http://127.0.0.1:8443/hook",
+                "Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+            ),
+            (
+                "https://admin:s3cret@127.0.0.1:8443/hook",
+                "Invalid value: \"admin:s3cret\": user information is not permitted in the URL",
+            ),
+        ] {
+            let (code, body) = s
+                .call(
+                    Method::POST,
+                    collection,
+                    Some(json!({"metadata": {"name": "h"}, "webhooks": [{
+                        "name": "h.example.com", "clientConfig": {"url": url},
+                        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                   "resources": ["configmaps"]}],
+                        "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})),
+                )
+                .await;
+            assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+            assert_eq!(
+                body["message"],
+                format!(
+                    "{kind}.admissionregistration.k8s.io \"h\" is invalid: webhooks[0].clientConfig.url: {why}"
+                )
+            );
+        }
+    }
+}
