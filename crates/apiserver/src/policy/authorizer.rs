@@ -21,7 +21,7 @@ use cel::{
     objects::Key,
 };
 
-use super::expression::{args_of, map_of, out};
+use super::values::{args_of, map_of, out};
 
 /// Asks the server's authorizer.
 pub(crate) type Authorize = Arc<dyn Fn(&Attributes) -> Decision + Send + Sync>;

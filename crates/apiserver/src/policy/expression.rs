@@ -6,16 +6,17 @@
 //! which no crate provides; `authorizer` is in [`super::authorizer`], `url` in [`super::urls`].
 //! `quantity()` is not provided (1.28 allows it only in stored expressions).
 
-use std::{collections::HashMap, sync::Arc, sync::OnceLock};
+use std::{sync::Arc, sync::OnceLock};
 
 use cel::{
     Context, Env, ExecutionError, Program, Value,
     common::{
         types::{DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE},
-        value::{CowVal, Val},
+        value::CowVal,
     },
-    objects::Key,
 };
+
+use super::values::{Out, args_of, out};
 
 /// The environment every admission expression compiles and runs in.
 fn env() -> &'static Arc<Env> {
@@ -120,57 +121,6 @@ fn describe(e: &ExecutionError) -> String {
         ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
         other => other.to_string(),
     }
-}
-
-/// A JSON value as CEL sees it: integers as `int`, other numbers as `double`, objects as maps
-/// with string keys.
-pub(crate) fn value_of(v: &serde_json::Value) -> Value {
-    match v {
-        serde_json::Value::Null => Value::Null,
-        serde_json::Value::Bool(b) => Value::Bool(*b),
-        serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().unwrap_or_default()),
-        },
-        serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
-        serde_json::Value::Array(a) => Value::List(Arc::new(a.iter().map(value_of).collect())),
-        serde_json::Value::Object(m) => {
-            let map: HashMap<Key, Value> = m
-                .iter()
-                .map(|(k, v)| (Key::from(k.clone()), value_of(v)))
-                .collect();
-            Value::Map(map.into())
-        }
-    }
-}
-
-/// A map of named values (for `variables`, `request`...).
-pub(crate) fn map_of(entries: impl IntoIterator<Item = (String, Value)>) -> Value {
-    let map: HashMap<Key, Value> = entries
-        .into_iter()
-        .map(|(k, v)| (Key::from(k), v))
-        .collect();
-    Value::Map(map.into())
-}
-
-type Out<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
-
-pub(super) fn args_of(
-    function: &str,
-    args: &[CowVal<'_, '_>],
-) -> Result<Vec<Value>, ExecutionError> {
-    args.iter()
-        .map(|a| {
-            Value::try_from(a.as_ref())
-                .map_err(|e| ExecutionError::function_error(function, e.to_string()))
-        })
-        .collect()
-}
-
-pub(super) fn out<'b, 'v>(function: &str, v: Value) -> Out<'b, 'v> {
-    let boxed: Box<dyn Val> = Box::<dyn Val>::try_from(v)
-        .map_err(|e| ExecutionError::function_error(function, e.to_string()))?;
-    Ok(CowVal::Owned(boxed))
 }
 
 fn list_arg(
@@ -350,6 +300,7 @@ fn find_all_n<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Out<'b, 'v> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::values::value_of;
     use serde_json::json;
 
     fn eval(src: &str, object: serde_json::Value) -> Result<Value, String> {

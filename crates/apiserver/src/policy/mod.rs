@@ -22,6 +22,7 @@ mod expression;
 mod parse_limits;
 mod urls;
 pub(crate) mod validation;
+mod values;
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -30,7 +31,8 @@ use serde_json::{Value, json};
 
 use self::{
     config::{Binding, MatchResources, NamedRule, Policy},
-    expression::{Compiled, map_of, value_of},
+    expression::Compiled,
+    values::{map_of, value_of},
 };
 use crate::{
     error::{ApiError, ApiResult},

@@ -18,7 +18,7 @@ use cel::{
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
-use super::expression::{args_of, map_of, out};
+use super::values::{args_of, map_of, out};
 
 const TAG: &str = "@url";
 
