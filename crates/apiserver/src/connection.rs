@@ -8,7 +8,10 @@
 /// slowloris) cannot hold it: Go's `http.Server` bounds the same things for upstream.
 #[derive(Clone, Debug)]
 pub struct ConnectionLimits {
-    /// Connections served at once; more wait in the listen backlog until one closes.
+    /// Connections served at once. When all are taken, a new connection takes the slot of an
+    /// idle one that never carried an authenticated request, so that anonymous keep-alive
+    /// clients cannot keep users out; with none such, it waits until one closes. (Upstream's Go
+    /// server has no cap, only the file descriptor limit.)
     pub max_connections: usize,
     /// A TLS handshake must finish within this.
     pub handshake_timeout: Duration,
@@ -45,7 +48,8 @@ use std::{
 };
 
 /// Serves one HTTP connection until it ends, closing it (gracefully: HTTP/2 says GOAWAY) when it
-/// never starts a request or when it sits idle past the idle limit.
+/// never starts a request, when it sits idle past the idle limit, or when the server, full, asks
+/// an idle anonymous connection to make room ([`Activity::make_room`]).
 pub(crate) async fn drive<C>(
     connection: C,
     shutdown: fn(std::pin::Pin<&mut C>),
@@ -70,6 +74,11 @@ pub(crate) async fn drive<C>(
             tracing::debug!(%peer, "no request in time; connection closed");
             return;
         }
+        _ = activity.yield_slot.notified() => {
+            tracing::debug!(%peer, "idle anonymous connection closed to make room for another");
+            shutdown(connection.as_mut());
+            connection.await
+        }
         _ = activity.idle_for(limits.idle_timeout) => {
             tracing::debug!(%peer, "connection idle; closing it");
             shutdown(connection.as_mut());
@@ -83,11 +92,25 @@ pub(crate) async fn drive<C>(
     }
 }
 
-/// The requests in progress on one connection.
+/// The requests in progress on one connection, and whether it may make room for another.
 #[derive(Clone)]
 pub(crate) struct Activity {
     open: tokio::sync::watch::Sender<usize>,
     started: Arc<AtomicBool>,
+    identified: Identified,
+    yield_slot: Arc<tokio::sync::Notify>,
+}
+
+/// Set on a connection once one of its requests authenticated as someone (not
+/// `system:anonymous`): such a connection keeps its slot when the server is full.
+#[derive(Clone, Default)]
+pub(crate) struct Identified(Arc<AtomicBool>);
+
+impl Identified {
+    /// The connection carried a request of an authenticated user.
+    pub(crate) fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Activity {
@@ -95,7 +118,25 @@ impl Activity {
         Self {
             open: tokio::sync::watch::Sender::new(0),
             started: Arc::new(AtomicBool::new(false)),
+            identified: Identified::default(),
+            yield_slot: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// What the authentication layer marks when a request of this connection names a user.
+    pub(crate) fn identified(&self) -> Identified {
+        self.identified.clone()
+    }
+
+    /// Whether this connection may be closed to make room for a new one: no request in
+    /// progress, and none of its requests ever authenticated as anyone.
+    pub(crate) fn yields(&self) -> bool {
+        *self.open.borrow() == 0 && !self.identified.0.load(Ordering::Relaxed)
+    }
+
+    /// Asks the connection to close as it would when idle (gracefully: HTTP/2 says GOAWAY).
+    pub(crate) fn make_room(&self) {
+        self.yield_slot.notify_one();
     }
 
     /// A request begins; it ends when the returned guard is dropped.

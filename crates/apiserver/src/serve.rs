@@ -40,19 +40,10 @@ pub async fn serve_tls_with(
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let limits = Arc::new(limits);
+    let live = Live::default();
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
-        // A connection is accepted only with a free slot; until then the kernel's backlog holds it.
-        let slot = tokio::select! {
-            _ = &mut shutdown => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            // Reap finished connections so the set does not grow without bound.
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
         let (tcp, peer) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -62,19 +53,78 @@ pub async fn serve_tls_with(
                     continue;
                 }
             },
+            // Reap finished connections so the set does not grow without bound.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        // A full server asks one idle anonymous connection to make room, then waits for a slot;
+        // no further connection is accepted meanwhile (the kernel's backlog holds them).
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                live.make_room();
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    slot = slots.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                }
+            }
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let router = router.clone();
         let limits = limits.clone();
+        let activity = Activity::new();
+        let registered = live.register(activity.clone());
         connections.spawn(async move {
             let _slot = slot;
-            serve_connection(tcp, peer, acceptor, router, &limits).await;
+            let _registered = registered;
+            serve_connection(tcp, peer, acceptor, router, &limits, activity).await;
         });
         // Reap what finished meanwhile.
         while connections.try_join_next().is_some() {}
     }
     connections.shutdown().await;
+}
+
+/// The connections being served, for finding one that may make room.
+#[derive(Clone, Default)]
+struct Live(Arc<std::sync::Mutex<LiveSet>>);
+
+#[derive(Default)]
+struct LiveSet {
+    next: u64,
+    connections: std::collections::HashMap<u64, Activity>,
+}
+
+impl Live {
+    /// Adds a connection; it is removed when the returned guard drops.
+    fn register(&self, activity: Activity) -> Registered {
+        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let id = set.next;
+        set.next += 1;
+        set.connections.insert(id, activity);
+        Registered(self.clone(), id)
+    }
+
+    /// Asks one idle connection that never authenticated to close, if there is one.
+    fn make_room(&self) {
+        let set = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = set.connections.values().find(|a| a.yields()) {
+            a.make_room();
+        }
+    }
+}
+
+/// A connection's place in [`Live`].
+struct Registered(Live, u64);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut set = (self.0).0.lock().unwrap_or_else(|e| e.into_inner());
+        set.connections.remove(&self.1);
+    }
 }
 
 /// One connection: the TLS handshake within its timeout, then HTTP/2 or HTTP/1.1 as ALPN chose.
@@ -84,6 +134,7 @@ async fn serve_connection(
     acceptor: tokio_rustls::TlsAcceptor,
     router: Router,
     limits: &ConnectionLimits,
+    activity: Activity,
 ) {
     let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
         Ok(Ok(t)) => t,
@@ -105,8 +156,8 @@ async fn serve_connection(
         .and_then(|chain| chain.first())
         .and_then(|leaf| authentication::certificate_user(leaf))
         .map(|user| authentication::ClientCertificate(Arc::new(user)));
-    let activity = Activity::new();
     let requests = activity.clone();
+    let identified = activity.identified();
     let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
         move |r: Request<hyper::body::Incoming>| {
             let router = router.clone();
@@ -117,6 +168,7 @@ async fn serve_connection(
             if let Some(c) = &certificate {
                 r.extensions_mut().insert(c.clone());
             }
+            r.extensions_mut().insert(identified.clone());
             async move {
                 let response = router.oneshot(r).await?;
                 Ok::<_, std::convert::Infallible>(response.map(|body| open.until_sent(body)))

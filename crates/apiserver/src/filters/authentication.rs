@@ -42,6 +42,12 @@ pub(crate) async fn authenticate(
                 .await;
         }
     };
+    // A connection that carried a user's request keeps its slot when the server is full.
+    if user.username != authz::ANONYMOUS_USER
+        && let Some(connection) = req.extensions().get::<crate::connection::Identified>()
+    {
+        connection.mark();
+    }
     req.extensions_mut().insert(Identity {
         user,
         impersonator: None,

@@ -450,3 +450,60 @@ async fn a_body_that_never_finishes_gets_504_and_frees_its_slot() {
     .await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
 }
+
+/// 4,096 anonymous keep-alive clients filled every slot and kept an administrator out (issue 36):
+/// now a full server closes an idle connection that never authenticated to make room, so a user
+/// gets in without waiting for the idle timeout.
+#[tokio::test]
+async fn idle_anonymous_connections_make_room_for_a_user() {
+    let limits = ConnectionLimits {
+        max_connections: 4,
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let creds = Credentials::load_or_create(dir.path()).unwrap();
+    let s = Server::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The whole chain, no credentials added: the anonymous clients stay anonymous.
+    tokio::spawn(apiserver::serve_tls_with(
+        listener,
+        s.server.router(),
+        creds.server_config().unwrap(),
+        limits,
+        std::future::pending(),
+    ));
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(creds.ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let mut anonymous = Vec::new();
+    for _ in 0..4 {
+        let (mut sender, driver) = h1_client(&roots, addr).await;
+        let resp = sender.send_request(get("/healthz")).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let _ = axum::body::to_bytes(Body::new(resp.into_body()), usize::MAX).await;
+        anonymous.push((sender, driver));
+    }
+    // Every slot is held by an idle anonymous keep-alive connection (idle timeout: 90 s).
+    let admin = async {
+        let (mut sender, _driver) = h1_client(&roots, addr).await;
+        let mut req = get("/api/v1/namespaces");
+        req.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", crate::common::ADMIN_TOKEN)
+                .parse()
+                .unwrap(),
+        );
+        sender.send_request(req).await.unwrap()
+    };
+    let resp = tokio::time::timeout(DEADLINE, admin)
+        .await
+        .expect("the administrator is served while anonymous clients hold every slot");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(body_of(resp).await["kind"], "NamespaceList");
+    // One anonymous connection was closed for it.
+    let drivers = anonymous.into_iter().map(|(_, d)| d);
+    let (first, _, _) = futures::future::select_all(drivers).await;
+    first.unwrap();
+}
