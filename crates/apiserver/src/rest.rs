@@ -204,6 +204,30 @@ fn partial_metadata(obj: &Value) -> Value {
            "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
+/// A Table of stored `objects`, printed by `storage`'s printer. For `includeObject=Object` each
+/// row embeds the object as `view` serves it: upstream's asTable converts a row's object to the
+/// request's version (`scope.Convertor.ConvertToVersion`), so `kubectl get --sort-by` and
+/// `-o custom-columns` read the fields of the version they asked for.
+pub(crate) fn table_of(
+    view: &Kind,
+    storage: &Kind,
+    objects: &[&Value],
+    include: table::IncludeObject,
+    list_meta: Value,
+) -> Value {
+    let mut t = table::table(storage, objects, clock::now(), include, list_meta);
+    let as_stored = view.conversion().is_none() && !view.strategy.defaults_on_read();
+    if include == table::IncludeObject::Object
+        && !as_stored
+        && let Some(rows) = t.get_mut("rows").and_then(Value::as_array_mut)
+    {
+        for (row, obj) in rows.iter_mut().zip(objects) {
+            row["object"] = present(view, (*obj).clone());
+        }
+    }
+    t
+}
+
 /// A stored object as `view` serves it: converted when the view is another version or group of
 /// the stored kind, as is otherwise, then given the view's defaults when its schema has some
 /// (upstream defaults custom resources as it decodes them from storage).
@@ -271,10 +295,10 @@ pub(crate) fn object_response(
         ),
         Output::Metadata => json_response(code, partial_metadata(obj).to_string()),
         Output::Table(include) => {
-            let t = table::table(
+            let t = table_of(
+                view,
                 storage,
                 &[obj],
-                clock::now(),
                 include,
                 json!({
                     "resourceVersion": object::resource_version(obj).unwrap_or_default()
@@ -470,7 +494,7 @@ impl ApiServer {
             Output::Table(include) => {
                 let values: Vec<Value> = page.iter().map(|e| e.value()).collect();
                 let refs: Vec<&Value> = values.iter().collect();
-                let t = table::table(&def, &refs, clock::now(), include, list_meta);
+                let t = table_of(&t.def, &def, &refs, include, list_meta);
                 json_response(StatusCode::OK, t.to_string())
             }
         })
@@ -1244,7 +1268,7 @@ impl ApiServer {
                 let refs: Vec<&Value> = deleted.iter().collect();
                 json_response(
                     StatusCode::OK,
-                    table::table(&def, &refs, clock::now(), include, list_meta).to_string(),
+                    table_of(&t.def, &def, &refs, include, list_meta).to_string(),
                 )
             }
             _ => {

@@ -552,7 +552,7 @@ impl ApiServer {
         p: &Params,
         body: &Bytes,
     ) -> ApiResult<Response> {
-        let out: Output = request::negotiate(headers, None)?;
+        let out: Output = request::negotiate(headers, p.include_object.as_deref())?;
         let named = t.name.is_some();
         if !t.def.is_stored() {
             return self.review(method, t, headers, body).await;
