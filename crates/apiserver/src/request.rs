@@ -146,6 +146,8 @@ pub struct Params {
     pub field_manager: Option<String>,
     /// `force` (server-side apply only).
     pub force: Option<String>,
+    /// `includeObject` (metav1.TableOptions): how much of each object a Table row embeds.
+    pub include_object: Option<String>,
 }
 
 /// Reads a boolean query value as upstream does (`true`, `1`).
@@ -286,10 +288,13 @@ pub fn negotiate(headers: &HeaderMap, include_object: Option<&str>) -> ApiResult
         match param("as") {
             None => return Ok(Output::Json),
             Some("Table") if param("g") == Some("meta.k8s.io") => {
+                // Upstream's asTable (endpoints/handlers/response.go) takes `Object`, `Metadata`,
+                // `None` or nothing, and answers anything else with this BadRequest.
                 let include = match include_object {
-                    Some("None") => crate::table::IncludeObject::None,
-                    Some("Object") => crate::table::IncludeObject::Object,
-                    _ => crate::table::IncludeObject::Metadata,
+                    None => crate::table::IncludeObject::Metadata,
+                    Some(v) => crate::table::IncludeObject::parse(v).ok_or_else(|| {
+                        ApiError::bad_request(format!("unrecognized includeObject value: {v:?}"))
+                    })?,
                 };
                 return Ok(Output::Table(include));
             }

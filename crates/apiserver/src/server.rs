@@ -230,29 +230,37 @@ async fn group_resources(
     }
 }
 
-/// `/openapi/v2` as JSON, with an `ETag` pollers revalidate against. A client asking for the
-/// protobuf form only (client-go's `OpenAPISchema`) gets 406, on which it falls back as it does
-/// with servers that lack it.
+/// `/openapi/v2` as JSON or as gnostic's protobuf, with an `ETag` pollers revalidate against.
+/// The form is chosen as kube-openapi's handler chooses it: the `Accept` clauses by preference,
+/// the first that names `application/json` or
+/// `application/com.github.proto-openapi.spec.v2@v1.0+protobuf` (or a wildcard over one) wins,
+/// no `Accept` means `*/*`, and nothing acceptable is a 406.
 async fn openapi_v2(State(s): State<ApiServer>, headers: axum::http::HeaderMap) -> Response {
     let accept = headers
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if !accept.is_empty()
-        && accept.contains("protobuf")
-        && !accept.contains("json")
-        && !accept.contains("*/*")
-    {
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or("*/*");
+    let Some(protobuf) = openapi_v2_wants_protobuf(accept) else {
         return ApiError {
             code: 406,
             reason: "NotAcceptable",
-            message: format!("only application/json is served here, not {accept}"),
+            message: format!(
+                "only application/json and {OPENAPI_V2_PROTOBUF} are served here, not {accept}"
+            ),
             details: None,
         }
         .into_response();
-    }
+    };
     let doc = openapi::v2::document(s.registry());
-    let etag = format!("\"{}\"", doc.etag);
+    let (bytes, etag, content_type) = if protobuf {
+        let (bytes, etag) = doc.protobuf();
+        // Upstream's http.ServeContent sniffs the type of these bytes.
+        (bytes.clone(), etag.as_str(), "application/octet-stream")
+    } else {
+        (doc.bytes.clone(), doc.etag.as_str(), "application/json")
+    };
+    let etag = format!("\"{etag}\"");
     let fresh = headers
         .get(axum::http::header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -262,12 +270,57 @@ async fn openapi_v2(State(s): State<ApiServer>, headers: axum::http::HeaderMap) 
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        json_response(StatusCode::OK, doc.bytes.clone())
+        let mut r = Response::new(axum::body::Body::from(bytes));
+        r.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static(content_type),
+        );
+        r
     };
     if let Ok(v) = axum::http::HeaderValue::from_str(&etag) {
         resp.headers_mut().insert(axum::http::header::ETAG, v);
     }
+    resp.headers_mut().insert(
+        axum::http::header::VARY,
+        axum::http::HeaderValue::from_static("Accept"),
+    );
     resp
+}
+
+/// The media type client-go's `OpenAPISchema` asks for.
+const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+
+/// Whether an `Accept` header picks `/openapi/v2`'s protobuf form (`Some(true)`), its JSON
+/// (`Some(false)`) or neither. As goautoneg orders them: by quality, then the more specific
+/// clause first; a clause of quality 0 accepts nothing.
+fn openapi_v2_wants_protobuf(accept: &str) -> Option<bool> {
+    let mut clauses: Vec<(f32, u8, &str, &str)> = accept
+        .split(',')
+        .filter_map(|clause| {
+            let mut parts = clause.split(';').map(str::trim);
+            let (ty, sub) = parts.next()?.split_once('/')?;
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim() == "q")
+                .and_then(|(_, v)| v.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            let wildcards = u8::from(ty == "*") + u8::from(sub == "*");
+            Some((q, wildcards, ty, sub))
+        })
+        .filter(|(q, ..)| *q > 0.0)
+        .collect();
+    clauses.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let (pb_type, pb_sub) = OPENAPI_V2_PROTOBUF.split_once('/')?;
+    clauses.iter().find_map(|(_, _, ty, sub)| {
+        let type_ok = |want: &str| *ty == want || *ty == "*";
+        if type_ok("application") && (*sub == "json" || *sub == "*") {
+            Some(false)
+        } else if type_ok(pb_type) && *sub == pb_sub {
+            Some(true)
+        } else {
+            None
+        }
+    })
 }
 
 async fn openapi_index(State(s): State<ApiServer>) -> Response {
@@ -359,7 +412,7 @@ impl ApiServer {
         p: &Params,
         body: &Bytes,
     ) -> ApiResult<Response> {
-        let out: Output = request::negotiate(headers, None)?;
+        let out: Output = request::negotiate(headers, p.include_object.as_deref())?;
         let named = t.name.is_some();
         if !t.def.is_stored() {
             return self.review(method, t, headers, body).await;

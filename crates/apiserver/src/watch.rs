@@ -10,9 +10,8 @@ use crate::{
     error::{ApiError, ApiResult},
     registry::Kind,
     request::{self, Output, Params, Target},
-    rest::{Filter, entry_json, json_response},
+    rest::{Filter, entry_json, json_response, table_of},
     state::ApiServer,
-    table,
 };
 use axum::{body::Body, http::StatusCode, response::Response};
 use bytes::Bytes;
@@ -244,10 +243,10 @@ fn encode_event(
         }
         Output::Table(include) => {
             let obj = ev.entry.value();
-            let t = table::render::table(
-                &storage.printer,
+            let t = table_of(
+                def,
+                storage,
                 &[&obj],
-                clock::now(),
                 include,
                 json!({"resourceVersion": ev.entry.rev.to_string()}),
             );

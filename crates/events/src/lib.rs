@@ -263,8 +263,11 @@ impl Inner {
                 component: Some(self.component.clone()),
                 host: self.host.clone(),
             }),
+            // Upstream's generateEvent: the source's component and host, the host empty for a
+            // controller (kubectl's SOURCE column joins the two, so naming the component twice
+            // printed it twice).
             reporting_component: Some(self.component.clone()),
-            reporting_instance: Some(self.host.clone().unwrap_or_else(|| self.component.clone())),
+            reporting_instance: Some(self.host.clone().unwrap_or_default()),
             ..Default::default()
         };
         let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;

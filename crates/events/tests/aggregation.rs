@@ -153,3 +153,33 @@ async fn ten_similar_messages_combine_into_one_event_that_counts_the_rest() {
     );
     assert_eq!(combined[0].count, Some(3));
 }
+
+/// A controller's recorder has no host: upstream's `generateEvent` sets `reportingController`
+/// to the source's component and `reportingInstance` to its host, which is empty, so that
+/// `kubectl get events -o wide` prints the SOURCE as `replicaset-controller`, not
+/// `replicaset-controller, replicaset-controller`.
+#[tokio::test]
+async fn a_controller_event_names_no_instance() {
+    let server = embedded::Embedded::memory().await.unwrap();
+    let client = server.client();
+    let recorder = Recorder::new(client.clone(), "replicaset-controller", None);
+    recorder
+        .publish(
+            &pod_ref("rs"),
+            EventType::Normal,
+            "SuccessfulCreate",
+            "Created pod: rs-1",
+        )
+        .await
+        .unwrap();
+    let list = events_on(client, "rs").await;
+    let event = &list.items[0];
+    assert_eq!(
+        event.reporting_component.as_deref(),
+        Some("replicaset-controller")
+    );
+    assert_eq!(event.reporting_instance.as_deref().unwrap_or(""), "");
+    let source = event.source.as_ref().unwrap();
+    assert_eq!(source.component.as_deref(), Some("replicaset-controller"));
+    assert_eq!(source.host, None);
+}

@@ -92,8 +92,9 @@ pub fn resolve<'a>(
                 }
             }
             None => {
-                let waits = spec
-                    .and_then(|s| s.storage_class_name.as_deref())
+                // The class as upstream reads it: the beta annotation before the field.
+                let waits = Some(crate::volume_zone::claim_class(&c))
+                    .filter(|n| !n.is_empty())
                     .and_then(&class)
                     .is_some_and(|c| {
                         c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")

@@ -7,7 +7,9 @@
 //! converted (`requestBody` to a `body` parameter, `content` to `schema` plus `consumes` and
 //! `produces`), their component schemas as `definitions` with v3-only keywords dropped.
 
-use std::sync::Arc;
+mod protobuf;
+
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -24,6 +26,21 @@ pub struct Document {
     pub bytes: Bytes,
     /// A content hash, sent as the `ETag` so pollers get `304 Not Modified`.
     pub etag: String,
+    /// The protobuf form and its own ETag, encoded on first request (kubectl asks for it only
+    /// when it validates on the client), as upstream's handler caches each form lazily.
+    protobuf: OnceLock<(Bytes, String)>,
+}
+
+impl Document {
+    /// gnostic's `openapi.v2.Document` of this document, and its ETag.
+    pub fn protobuf(&self) -> &(Bytes, String) {
+        self.protobuf.get_or_init(|| {
+            let doc: Value = serde_json::from_slice(&self.bytes).unwrap_or_default();
+            let bytes = Bytes::from(protobuf::document(&doc));
+            let etag = digest(&bytes);
+            (bytes, etag)
+        })
+    }
 }
 
 /// The document last built.
@@ -36,6 +53,7 @@ pub fn document(registry: &Registry) -> Arc<Document> {
         Document {
             etag: digest(&bytes),
             bytes,
+            protobuf: OnceLock::new(),
         }
     })
 }

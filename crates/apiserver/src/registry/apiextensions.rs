@@ -68,7 +68,7 @@ struct DefinitionStrategy;
 
 impl Strategy for DefinitionStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        obj["status"] = established(obj, &[]);
+        obj["status"] = established(obj, &Value::Null);
     }
 
     fn defaults(&self, obj: &mut Value) {
@@ -115,35 +115,71 @@ impl Strategy for DefinitionStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        let stored: Vec<Value> = old
-            .pointer("/status/storedVersions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        new["status"] = established(new, &stored);
+        new["status"] = established(new, &old["status"]);
     }
 }
 
-/// The status of an accepted definition: its names accepted, Established, the storage version
-/// among the stored ones.
-fn established(crd: &Value, stored: &[Value]) -> Value {
-    let now = object::now_rfc3339();
-    let mut stored_versions = stored.to_vec();
+/// The status of an accepted definition, from its status before (`Null` for a new one): its
+/// names accepted, Established, the storage version added to the stored ones. The conditions are
+/// set as upstream's naming and establishing controllers set them (`SetCRDCondition`): a
+/// condition keeps its `lastTransitionTime` unless its status changes, so a write that changes
+/// nothing about them (a label, a repeated apply) leaves the status as it was.
+fn established(crd: &Value, before: &Value) -> Value {
+    let mut stored_versions: Vec<Value> = before["storedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     for v in crd["spec"]["versions"].as_array().into_iter().flatten() {
         if v["storage"].as_bool() == Some(true) && !stored_versions.contains(&v["name"]) {
             stored_versions.push(v["name"].clone());
         }
     }
+    let mut conditions: Vec<Value> = before["conditions"].as_array().cloned().unwrap_or_default();
+    let now = object::now_rfc3339();
+    set_condition(
+        &mut conditions,
+        json!({"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+               "message": "no conflicts found"}),
+        &now,
+    );
+    set_condition(
+        &mut conditions,
+        json!({"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+               "message": "the initial names have been accepted"}),
+        &now,
+    );
     json!({
         "acceptedNames": crd["spec"]["names"],
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": now},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": now},
-        ],
+        "conditions": conditions,
         "storedVersions": stored_versions,
     })
+}
+
+/// Upstream's `SetCRDCondition`: a new condition is appended with the time `now`; an existing one
+/// takes the new status, reason and message, and `now` as its `lastTransitionTime` only if its
+/// status changed (or it had no time).
+fn set_condition(conditions: &mut Vec<Value>, new: Value, now: &str) {
+    let existing = conditions
+        .iter_mut()
+        .find(|c| c["type"] == new["type"] && c.is_object());
+    let time = existing
+        .as_ref()
+        .and_then(|c| {
+            c.get("lastTransitionTime")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty() && c["status"] == new["status"])
+        })
+        .unwrap_or(now)
+        .to_string();
+    // In upstream's field order.
+    let condition = json!({
+        "type": new["type"], "status": new["status"], "lastTransitionTime": time,
+        "reason": new["reason"], "message": new["message"],
+    });
+    match existing {
+        Some(c) => *c = condition,
+        None => conditions.push(condition),
+    }
 }
 
 /// The rules clients trip over (upstream's `ValidateCustomResourceDefinition`): the name is
@@ -213,6 +249,49 @@ fn validate_definition(obj: &Value) -> Vec<FieldError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// `SetCRDCondition`'s table: a new condition gets the time now, a changed status moves the
+    /// time, an unchanged one keeps it while reason and message follow, a missing time is set.
+    #[test]
+    fn a_condition_time_moves_only_with_its_status() {
+        let cond = |status: &str, reason: &str, time: Option<&str>| {
+            let mut c = json!({"type": "Established", "status": status, "reason": reason,
+                "message": "m"});
+            if let Some(t) = time {
+                c["lastTransitionTime"] = json!(t);
+            }
+            c
+        };
+        let (then, now) = ("2024-01-01T00:00:00Z", "2024-06-01T00:00:00Z");
+        for (before, new, want) in [
+            (None, cond("True", "A", None), now),
+            (
+                Some(cond("True", "A", Some(then))),
+                cond("True", "B", None),
+                then,
+            ),
+            (
+                Some(cond("False", "A", Some(then))),
+                cond("True", "A", None),
+                now,
+            ),
+            (Some(cond("True", "A", None)), cond("True", "A", None), now),
+            (
+                Some(cond("True", "A", Some(""))),
+                cond("True", "A", None),
+                now,
+            ),
+        ] {
+            let mut conditions: Vec<Value> = before.clone().into_iter().collect();
+            conditions.insert(0, json!({"type": "Other", "status": "True"}));
+            set_condition(&mut conditions, new.clone(), now);
+            assert_eq!(conditions.len(), 2, "{before:?}");
+            assert_eq!(conditions[0]["type"], "Other");
+            assert_eq!(conditions[1]["lastTransitionTime"], want, "{before:?}");
+            assert_eq!(conditions[1]["reason"], new["reason"]);
+            assert_eq!(conditions[1]["status"], new["status"]);
+        }
+    }
 
     #[test]
     fn definitions_are_established_and_register_their_kinds() {

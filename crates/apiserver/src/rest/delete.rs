@@ -3,7 +3,7 @@
 
 use super::{
     read::Filter,
-    response::{json_response, object_response, success_status},
+    response::{json_response, object_response, success_status, table_of},
 };
 use crate::{
     admission::{self},
@@ -14,7 +14,6 @@ use crate::{
     registry::Kind,
     request::{self, Output, Params, Target},
     state::ApiServer,
-    table,
     view::present,
 };
 use axum::{
@@ -312,8 +311,7 @@ impl ApiServer {
                 let refs: Vec<&Value> = deleted.iter().collect();
                 json_response(
                     StatusCode::OK,
-                    table::render::table(&def.printer, &refs, clock::now(), include, list_meta)
-                        .to_string(),
+                    table_of(&t.def, &def, &refs, include, list_meta).to_string(),
                 )
             }
             _ => {

@@ -14,4 +14,4 @@ mod write;
 
 pub(crate) use delete::DeleteOptions;
 pub(crate) use read::Filter;
-pub(crate) use response::{entry_json, json_response, object_response, with_warnings};
+pub(crate) use response::{entry_json, json_response, object_response, table_of, with_warnings};

@@ -2,14 +2,13 @@
 //! watch cache once it has caught up with the store (a read with no `resourceVersion` is
 //! consistent, as upstream's is).
 
-use super::response::{entry_json, json_response, object_response, partial_metadata};
+use super::response::{entry_json, json_response, object_response, partial_metadata, table_of};
 use crate::{
     cache::Entry,
     error::{ApiError, ApiResult},
     registry::Kind,
     request::{Output, Params, Target},
     state::ApiServer,
-    table,
 };
 use api::selector::{FieldSelector, LabelSelector};
 use axum::{http::StatusCode, response::Response};
@@ -323,7 +322,7 @@ impl ApiServer {
             Output::Table(include) => {
                 let values: Vec<Value> = page.iter().map(|e| e.value()).collect();
                 let refs: Vec<&Value> = values.iter().collect();
-                let t = table::render::table(&def.printer, &refs, clock::now(), include, list_meta);
+                let t = table_of(&t.def, &def, &refs, include, list_meta);
                 json_response(StatusCode::OK, t.to_string())
             }
         })

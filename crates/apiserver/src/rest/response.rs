@@ -78,10 +78,10 @@ pub(crate) fn object_response(
         ),
         Output::Metadata => json_response(code, partial_metadata(obj).to_string()),
         Output::Table(include) => {
-            let t = table::render::table(
-                &storage.printer,
+            let t = table_of(
+                view,
+                storage,
                 &[obj],
-                clock::now(),
                 include,
                 json!({
                     "resourceVersion": object::resource_version(obj).unwrap_or_default()
@@ -113,4 +113,28 @@ impl ApiServer {
             }
         }
     }
+}
+
+/// A Table of stored `objects`, printed by `storage`'s printer. For `includeObject=Object` each
+/// row embeds the object as `view` serves it: upstream's asTable converts a row's object to the
+/// request's version (`scope.Convertor.ConvertToVersion`), so `kubectl get --sort-by` and
+/// `-o custom-columns` read the fields of the version they asked for.
+pub(crate) fn table_of(
+    view: &Kind,
+    storage: &Kind,
+    objects: &[&Value],
+    include: table::IncludeObject,
+    list_meta: Value,
+) -> Value {
+    let mut t = table::render::table(&storage.printer, objects, clock::now(), include, list_meta);
+    let as_stored = view.conversion().is_none() && !view.strategy.defaults_on_read();
+    if include == table::IncludeObject::Object
+        && !as_stored
+        && let Some(rows) = t.get_mut("rows").and_then(Value::as_array_mut)
+    {
+        for (row, obj) in rows.iter_mut().zip(objects) {
+            row["object"] = crate::view::present(view, (*obj).clone());
+        }
+    }
+    t
 }

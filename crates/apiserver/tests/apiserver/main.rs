@@ -9,6 +9,7 @@ mod aggregation;
 mod apply_admission;
 mod audit;
 mod common;
+mod crd_conditions;
 mod deletion_defaults;
 mod discovery;
 mod event_ttl;

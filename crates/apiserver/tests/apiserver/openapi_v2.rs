@@ -120,8 +120,11 @@ async fn a_crd_schema_is_published_changed_and_removed() {
     assert!(doc["definitions"].get("com.example.v2.Widget").is_some());
 }
 
+/// kube-openapi's handler: JSON and gnostic's protobuf, each with its own ETag a poller
+/// revalidates against, and a 406 for anything else. client-go's `OpenAPISchema` (kubectl's
+/// client-side validation) asks for the protobuf form only and has no fallback.
 #[tokio::test]
-async fn a_poller_revalidates_with_the_etag_and_protobuf_only_clients_get_406() {
+async fn a_poller_revalidates_with_the_etag_and_protobuf_clients_get_protobuf() {
     let s = Server::start().await;
     let req = |headers: &[(&str, &str)]| {
         let mut b = axum::http::Request::builder().uri("/openapi/v2");
@@ -141,16 +144,53 @@ async fn a_poller_revalidates_with_the_etag_and_protobuf_only_clients_get_406() 
         .await
         .unwrap();
     assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
     let pb = s
         .router
         .clone()
-        .oneshot(req(&[(
-            "accept",
-            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-        )]))
+        .oneshot(req(&[("accept", PROTOBUF)]))
         .await
         .unwrap();
-    assert_eq!(pb.status(), StatusCode::NOT_ACCEPTABLE);
+    assert_eq!(pb.status(), StatusCode::OK);
+    let pb_etag = pb.headers()["etag"].to_str().unwrap().to_string();
+    assert_ne!(pb_etag, etag);
+    let body = axum::body::to_bytes(pb.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    // openapi.v2.Document: field 1 (swagger) "2.0", then field 2 (info).
+    assert_eq!(&body[..6], b"\x0a\x032.0\x12");
+    let pb_again = s
+        .router
+        .clone()
+        .oneshot(req(&[("accept", PROTOBUF), ("if-none-match", &pb_etag)]))
+        .await
+        .unwrap();
+    assert_eq!(pb_again.status(), StatusCode::NOT_MODIFIED);
+    // JSON preferred by quality over protobuf, and the reverse.
+    for (accept, json) in [
+        (format!("{PROTOBUF};q=0.5, application/json"), true),
+        (format!("application/json;q=0.5, {PROTOBUF}"), false),
+        ("*/*".to_string(), true),
+    ] {
+        let r = s
+            .router
+            .clone()
+            .oneshot(req(&[("accept", &accept)]))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{accept}");
+        let body = axum::body::to_bytes(r.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(body.first() == Some(&b'{'), json, "{accept}");
+    }
+    let xml = s
+        .router
+        .clone()
+        .oneshot(req(&[("accept", "application/xml")]))
+        .await
+        .unwrap();
+    assert_eq!(xml.status(), StatusCode::NOT_ACCEPTABLE);
 }
 
 #[tokio::test]

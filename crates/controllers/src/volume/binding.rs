@@ -22,6 +22,8 @@ pub const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner"
 pub const STORAGE_PROVISIONER_BETA: &str = "volume.beta.kubernetes.io/storage-provisioner";
 /// The node the scheduler chose for the first pod of a `WaitForFirstConsumer` claim.
 pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// The class a claim names the pre-1.6 way; upstream still reads it before `storageClassName`.
+pub const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// What a claim needs next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +40,10 @@ pub enum ClaimStep {
     MarkBound,
     /// Its bound volume is gone: report phase `Lost`.
     MarkLost,
-    /// It waits: for a pod to use it, or for a class or provisioner rollwright does not run.
+    /// Its class's provisioner is not rollwright's: mark the claim for that provisioner and say
+    /// so (upstream's `provisionClaimOperationExternal`).
+    AwaitExternal(String),
+    /// It waits: for a pod to use it, or for a class rollwright does not have.
     Wait(&'static str),
 }
 
@@ -57,6 +62,18 @@ fn annotation<'a>(claim: &'a PersistentVolumeClaim, key: &str) -> Option<&'a str
         .as_ref()?
         .get(key)
         .map(String::as_str)
+}
+
+/// The class `claim` asks for, as upstream's `GetPersistentVolumeClaimClass` and
+/// `PersistentVolumeClaimHasClass` read it: the beta annotation first (even empty), then
+/// `spec.storageClassName`; `None` when it names none, which is when the default class applies.
+pub fn claim_class(claim: &PersistentVolumeClaim) -> Option<&str> {
+    annotation(claim, BETA_STORAGE_CLASS).or_else(|| {
+        claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+    })
 }
 
 /// Whether `volume`'s `claimRef` names `claim` (by uid when the reference has one).
@@ -111,8 +128,7 @@ pub fn claim_step(
     if let Some(v) = volume.filter(|v| claims(v, claim)) {
         return ClaimStep::Bind(v.metadata.name.clone().unwrap_or_default());
     }
-    let class_name = spec.and_then(|s| s.storage_class_name.as_deref());
-    let Some(class_name) = class_name else {
+    let Some(class_name) = claim_class(claim) else {
         return match default {
             Some(d) => ClaimStep::SetClass(d.to_string()),
             None => ClaimStep::Wait("NoDefaultClass"),
@@ -125,16 +141,17 @@ pub fn claim_step(
     let Some(class) = class else {
         return ClaimStep::Wait("ProvisioningFailed");
     };
+    // Upstream's syncUnboundClaim waits for the first consumer before it looks at who
+    // provisions, whoever that is.
+    let node = annotation(claim, SELECTED_NODE);
+    let delayed = waits_for_first_consumer(class);
+    if delayed && node.is_none() {
+        return ClaimStep::Wait("WaitForFirstConsumer");
+    }
     if class.provisioner != SIMULATED_PROVISIONER {
-        return ClaimStep::Wait("ExternalProvisioning");
+        return ClaimStep::AwaitExternal(class.provisioner.clone());
     }
-    if !waits_for_first_consumer(class) {
-        return ClaimStep::Provision(None);
-    }
-    match annotation(claim, SELECTED_NODE) {
-        Some(node) => ClaimStep::Provision(Some(node.to_string())),
-        None => ClaimStep::Wait("WaitForFirstConsumer"),
-    }
+    ClaimStep::Provision(node.filter(|_| delayed).map(str::to_string))
 }
 
 /// What a volume needs next.
@@ -301,6 +318,7 @@ mod tests {
         let ours = class(SIMULATED_PROVISIONER, true);
         let immediate = class(SIMULATED_PROVISIONER, false);
         let external = class("ebs.csi.aws.com", false);
+        let external_wffc = class("ebs.csi.aws.com", true);
         let v = volume(Some("c1"), "Delete", "Available");
         let other = volume(Some("c2"), "Delete", "Bound");
         let node = [(SELECTED_NODE, "node-1")];
@@ -367,7 +385,44 @@ mod tests {
                 Some(&external),
                 None,
                 None,
-                Wait("ExternalProvisioning"),
+                AwaitExternal("ebs.csi.aws.com".into()),
+            ),
+            (
+                "someone else's provisioner, WaitForFirstConsumer: the consumer first",
+                claim(Some("standard"), None, "Pending", &[]),
+                Some(&external_wffc),
+                None,
+                None,
+                Wait("WaitForFirstConsumer"),
+            ),
+            (
+                "the class by the beta annotation: no default, provisioned with it",
+                claim(None, None, "Pending", &[(BETA_STORAGE_CLASS, "standard")]),
+                Some(&immediate),
+                Some("other"),
+                None,
+                Provision(None),
+            ),
+            (
+                "the beta annotation before storageClassName",
+                claim(
+                    Some("other"),
+                    None,
+                    "Pending",
+                    &[(BETA_STORAGE_CLASS, "standard")],
+                ),
+                Some(&immediate),
+                None,
+                None,
+                Provision(None),
+            ),
+            (
+                "an empty beta annotation: no class, and no default either",
+                claim(None, None, "Pending", &[(BETA_STORAGE_CLASS, "")]),
+                None,
+                Some("standard"),
+                None,
+                Wait("FailedBinding"),
             ),
             (
                 "an unknown class",

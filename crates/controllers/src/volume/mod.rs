@@ -287,11 +287,8 @@ impl VolumeController {
         let Some(claim) = self.claims.get(key) else {
             return Ok(());
         };
-        let class: Option<Shared<StorageClass>> = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.storage_class_name.as_deref())
-            .and_then(|n| self.classes.get(n));
+        let class: Option<Shared<StorageClass>> =
+            binding::claim_class(&claim).and_then(|n| self.classes.get(n));
         let classes = self.classes.store().list();
         let default = class::default_class(classes.iter().map(|c| c.object())).map(str::to_string);
         let (volume_name, in_use) = {
@@ -385,6 +382,36 @@ impl VolumeController {
                 );
                 let set = |v: &mut Value| v["status"]["phase"] = json!("Lost");
                 ignore_gone(update::status_once(&api, claim.object(), set).await)
+            }
+            ClaimStep::AwaitExternal(provisioner) => {
+                // Upstream's setClaimProvisioner: both spellings name the provisioner, so that
+                // an external provisioner knows the claim is its to serve.
+                let marked = [
+                    binding::STORAGE_PROVISIONER,
+                    binding::STORAGE_PROVISIONER_BETA,
+                ]
+                .iter()
+                .all(|k| claim.annotations().get(*k) == Some(&provisioner));
+                if !marked {
+                    let set = |v: &mut Value| {
+                        for key in [
+                            binding::STORAGE_PROVISIONER,
+                            binding::STORAGE_PROVISIONER_BETA,
+                        ] {
+                            v["metadata"]["annotations"][key] = json!(provisioner);
+                        }
+                    };
+                    ignore_gone(update::object_once(&api, claim.object(), set).await)?;
+                }
+                self.recorder.record(
+                    &reference,
+                    EventType::Normal,
+                    "ExternalProvisioning",
+                    format!(
+                        "waiting for a volume to be created, either by external provisioner {provisioner:?} or manually created by system administrator"
+                    ),
+                );
+                Ok(())
             }
             ClaimStep::Wait(reason) => {
                 if reason == "WaitForFirstConsumer" {

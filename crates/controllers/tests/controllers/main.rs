@@ -26,3 +26,4 @@ mod serviceaccount;
 mod serviceaccount_token;
 mod statefulset;
 mod support;
+mod volume;

@@ -302,3 +302,47 @@ async fn a_custom_resource_definition_is_served_at_once() {
     );
     c.stop().await;
 }
+
+/// `kubectl apply` of a custom resource whose CRD is not installed (or of a directory holding a
+/// `kustomization.yaml`): kubectl validates it on the client against `/openapi/v2`, which
+/// client-go fetches as protobuf only, finds no schema for the kind, and then fails to map it
+/// with upstream's advice to install the CRDs. A server that cannot answer the protobuf request
+/// made kubectl stop at "unable to respond with a content type that the client supports".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_of_a_kind_without_its_crd_says_to_install_the_crds() {
+    let c = Cluster::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let foo = dir.path().join("foo.yaml");
+    std::fs::write(
+        &foo,
+        "apiVersion: example.com/v1\nkind: Foo\nmetadata:\n  name: x\n  namespace: default\n",
+    )
+    .expect("manifest");
+    let err = c
+        .kubectl_fails(&["apply", "-f", &foo.to_string_lossy()], None)
+        .await;
+    assert!(
+        err.contains(r#"no matches for kind "Foo" in version "example.com/v1""#)
+            && err.contains("ensure CRDs are installed first"),
+        "{err}"
+    );
+    // kubectl reads every definition of the protobuf document before it looks for Foo's, so
+    // this also says the whole document parses for it.
+    assert!(!err.contains("content type"), "{err}");
+
+    let kustomize = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        kustomize.path().join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n",
+    )
+    .expect("kustomization");
+    let err = c
+        .kubectl_fails(&["apply", "-f", &kustomize.path().to_string_lossy()], None)
+        .await;
+    assert!(
+        err.contains(
+            r#"no matches for kind "Kustomization" in version "kustomize.config.k8s.io/v1beta1""#
+        ) && err.contains("ensure CRDs are installed first"),
+        "{err}"
+    );
+}

@@ -1115,3 +1115,88 @@ async fn multi_document_apply_delete_by_label_and_namespace_deletion() {
     assert_eq!(left.trim(), "", "content left behind: {left}");
     c.stop().await;
 }
+
+/// The NAME column of what `kubectl get` printed, in order.
+fn names_printed(out: &str) -> Vec<String> {
+    out.lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `kubectl get --sort-by` on a field outside `metadata` asks for a Table with
+/// `includeObject=Object` and sorts the rows by the embedded objects; upstream's asTable embeds
+/// the whole object there (PartialObjectMetadata only for the default `Metadata`), so the rows
+/// come back sorted by events' `.lastTimestamp`, pods' `.status.startTime` and Deployments'
+/// `.spec.replicas`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_sorted_by_fields_outside_metadata() {
+    let c = Cluster::start().await;
+    for (name, replicas) in [("three", 3), ("one", 1), ("two", 2)] {
+        c.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &deployment_yaml(name, replicas, "nginx:1.25"),
+        )
+        .await;
+    }
+    let out = c
+        .kubectl(&["get", "deployments", "--sort-by=.spec.replicas"])
+        .await;
+    assert_eq!(names_printed(&out), ["one", "two", "three"], "{out}");
+
+    for (name, time) in [
+        ("late", "2024-01-01T00:00:03Z"),
+        ("early", "2024-01-01T00:00:01Z"),
+        ("middle", "2024-01-01T00:00:02Z"),
+    ] {
+        let event = format!(
+            "apiVersion: v1
+kind: Event
+metadata: {{name: {name}}}
+involvedObject: {{kind: Deployment, name: one, namespace: default}}
+reason: Test
+message: {name}
+type: Normal
+count: 1
+firstTimestamp: \"{time}\"
+lastTimestamp: \"{time}\"
+"
+        );
+        c.kubectl_stdin(&["create", "-f", "-"], &event).await;
+    }
+    let out = c
+        .kubectl(&["get", "events", "--sort-by=.lastTimestamp"])
+        .await;
+    // kubectl's event columns end with MESSAGE, which here is the event's name.
+    let messages: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(messages, ["early", "middle", "late"], "{out}");
+
+    for (name, time) in [
+        ("b", "2024-01-01T00:00:02Z"),
+        ("c", "2024-01-01T00:00:03Z"),
+        ("a", "2024-01-01T00:00:01Z"),
+    ] {
+        c.kubectl_stdin(&["apply", "-f", "-"], &pod_yaml(name, &[("app", "x")]))
+            .await;
+        let patch = format!(r#"{{"status":{{"startTime":"{time}"}}}}"#);
+        c.kubectl(&[
+            "patch",
+            "pod",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ])
+        .await;
+    }
+    let out = c
+        .kubectl(&["get", "pods", "--sort-by=.status.startTime"])
+        .await;
+    assert_eq!(names_printed(&out), ["a", "b", "c"], "{out}");
+}
