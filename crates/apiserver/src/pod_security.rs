@@ -143,15 +143,31 @@ fn admit_pod(server: &ApiServer, review: &Review<'_>, pod: &Value) -> ApiResult<
 }
 
 /// Whether a pod update changes what the checks read, as upstream's `isSignificantPodUpdate`:
-/// the number of (init) containers, an image, or an ephemeral container added or changed. Other
-/// fields of a running pod's spec cannot change.
+/// the pod's seccomp annotation, the number of (init) containers, a container's image or seccomp
+/// annotation, an ephemeral container added or changed. Other fields of a running pod's spec
+/// cannot change, so an update of anything else (labels, other annotations) is not evaluated.
 fn significant_update(pod: &Value, old: &Value) -> bool {
     fn list<'a>(obj: &'a Value, key: &str) -> &'a [Value] {
         obj["spec"][key].as_array().map_or(&[], Vec::as_slice)
     }
+    fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
+        obj.pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+    }
+    // Upstream's `isSignificantContainerUpdate`.
+    let container_changed = |new: &Value, old_c: &Value| {
+        let key = format!(
+            "{SECCOMP_CONTAINER_PREFIX}{}",
+            new["name"].as_str().unwrap_or_default()
+        );
+        new["image"] != old_c["image"] || annotation(pod, &key) != annotation(old, &key)
+    };
+    if annotation(pod, SECCOMP_POD) != annotation(old, SECCOMP_POD) {
+        return true;
+    }
     for key in ["containers", "initContainers"] {
         let (new, old) = (list(pod, key), list(old, key));
-        if new.len() != old.len() || new.iter().zip(old).any(|(n, o)| n["image"] != o["image"]) {
+        if new.len() != old.len() || new.iter().zip(old).any(|(n, o)| container_changed(n, o)) {
             return true;
         }
     }
@@ -160,9 +176,14 @@ fn significant_update(pod: &Value, old: &Value) -> bool {
         old_ephemeral
             .iter()
             .find(|o| o["name"] == c["name"])
-            .is_none_or(|o| o["image"] != c["image"])
+            .is_none_or(|o| container_changed(c, o))
     })
 }
+
+/// The deprecated seccomp annotations a pod may still carry (`corev1.SeccompPodAnnotationKey`,
+/// `SeccompContainerAnnotationKeyPrefix`), which Pod Security reads.
+const SECCOMP_POD: &str = "seccomp.security.alpha.kubernetes.io/pod";
+const SECCOMP_CONTAINER_PREFIX: &str = "container.seccomp.security.alpha.kubernetes.io/";
 
 /// Workloads are warned about, never refused (upstream's `ValidatePodController`).
 fn warn_template(server: &ApiServer, review: &Review<'_>, obj: &Value, path: &str) -> Vec<String> {
@@ -393,6 +414,23 @@ impl crate::plugins::Plugin for PodSecurity {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn seccomp_annotations_are_significant_and_other_metadata_is_not() {
+        let old = json!({"metadata": {"annotations": {"a": "1"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        let mut relabelled = old.clone();
+        relabelled["metadata"]["annotations"]["a"] = json!("2");
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        assert!(!significant_update(&relabelled, &old));
+        let mut pod_seccomp = old.clone();
+        pod_seccomp["metadata"]["annotations"][SECCOMP_POD] = json!("unconfined");
+        assert!(significant_update(&pod_seccomp, &old));
+        let mut container_seccomp = old.clone();
+        container_seccomp["metadata"]["annotations"]["container.seccomp.security.alpha.kubernetes.io/c"] =
+            json!("unconfined");
+        assert!(significant_update(&container_seccomp, &old));
+    }
 
     #[test]
     fn image_changes_and_new_ephemeral_containers_are_significant() {
