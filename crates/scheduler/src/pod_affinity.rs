@@ -5,7 +5,7 @@
 
 use api::selector::LabelSelector;
 use k8s_openapi::{
-    api::core::v1::{Affinity, PodAffinityTerm},
+    api::core::v1::{Affinity, PodAffinityTerm, WeightedPodAffinityTerm},
     apimachinery::pkg::apis::meta::v1 as meta,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -127,6 +127,15 @@ impl PodAffinity {
                 .map(|t| AffinityTerm::new(t, namespace, labels, 1))
                 .collect()
         };
+        let preferred = |terms: Option<&Vec<WeightedPodAffinityTerm>>| -> Vec<AffinityTerm> {
+            terms
+                .into_iter()
+                .flatten()
+                .map(|w| {
+                    AffinityTerm::new(&w.pod_affinity_term, namespace, labels, w.weight.into())
+                })
+                .collect()
+        };
         let pa = a.pod_affinity.as_ref();
         let anti = a.pod_anti_affinity.as_ref();
         Self {
@@ -138,28 +147,14 @@ impl PodAffinity {
                 p.required_during_scheduling_ignored_during_execution
                     .as_ref()
             })),
-            preferred: pa
-                .and_then(|p| {
-                    p.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(|w| {
-                    AffinityTerm::new(&w.pod_affinity_term, namespace, labels, w.weight.into())
-                })
-                .collect(),
-            preferred_anti: anti
-                .and_then(|p| {
-                    p.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(|w| {
-                    AffinityTerm::new(&w.pod_affinity_term, namespace, labels, w.weight.into())
-                })
-                .collect(),
+            preferred: preferred(pa.and_then(|p| {
+                p.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            preferred_anti: preferred(anti.and_then(|p| {
+                p.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
         }
     }
 
