@@ -41,7 +41,6 @@ pub type Config = crate::runtime::Config;
 /// The aggregation controller: the shared cache's ClusterRoles and a queue of their names.
 pub struct ClusterRoleAggregationController {
     client: Client,
-    config: Config,
     roles: Informer<DynamicObject>,
     queue: WorkQueue<String>,
 }
@@ -72,10 +71,6 @@ impl Controller for ClusterRoleAggregationController {
 
     fn queue(&self) -> &WorkQueue<String> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -139,9 +134,8 @@ impl ClusterRoleAggregationController {
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         Arc::new(Self {
             client: informers.client().clone(),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.queue(),
             roles: informers.dynamic(&resource()),
-            config,
         })
     }
 }

@@ -31,7 +31,10 @@
 //! A controller is a struct implementing [`runtime::Controller`]:
 //! - `new(&Informers, Config) -> Arc<Self>` takes its [`informer::Informer`]s from the shared
 //!   cache (`informers.get::<Pod>()`: one watch per kind for the whole process, objects decoded
-//!   once and shared as [`informer::Shared`]) and makes its [`runtime::WorkQueue`];
+//!   once and shared as [`informer::Shared`]) and makes its [`runtime::WorkQueue`] from the
+//!   shared part of its settings ([`runtime::Config::queue`]: its own `Config`, or the `run`
+//!   field of one with more settings), which also says how many workers drain it, so the
+//!   controller need not say it again;
 //! - [`Controller::watch`](runtime::Controller::watch) subscribes event handlers
 //!   ([`informer::Informer::subscribe`]) that map a [`informer::Change`] to the keys it cares
 //!   about (a pod's controller reference to its ReplicaSet's `namespace/name`) and queue them;

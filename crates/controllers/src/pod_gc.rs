@@ -370,10 +370,6 @@ impl Controller for PodGarbageCollector {
         &self.queue
     }
 
-    fn workers(&self) -> usize {
-        1
-    }
-
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
         // No handler: the pass reads the cache; the first one runs once it has listed.
         self.queue.add(());

@@ -29,7 +29,7 @@
 //! share one watch); an update writes the cached object back whole with only the two fields
 //! changed, so no field this crate's types do not know is lost.
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use base64::Engine as _;
 use informer::{Change, Informer, Informers, Key, Subscription, key};
 use k8s_openapi::{
@@ -187,31 +187,18 @@ fn check_pem(pem: &str) -> Result<(), BundleError> {
 pub type Error = crate::runtime::ApiError;
 
 /// How the publisher runs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Config {
     /// The bundle to publish; without one the controller does not start.
     pub bundle: Option<RootCa>,
-    /// Concurrent syncs (upstream runs one).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            bundle: None,
-            workers: 1,
-            backoff: Backoff::default(),
-        }
-    }
+    /// How it runs: concurrent syncs (upstream runs one); retry delays of failed syncs.
+    pub run: crate::runtime::Config<1>,
 }
 
 /// The publisher: the shared cache's namespaces and ConfigMaps and a queue of namespace names.
 pub struct RootCaCertPublisher {
     client: Client,
     bundle: RootCa,
-    workers: usize,
     namespaces: Informer<Namespace>,
     config_maps: Informer<DynamicObject>,
     queue: WorkQueue<Key>,
@@ -224,10 +211,6 @@ impl Controller for RootCaCertPublisher {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -279,10 +262,9 @@ impl RootCaCertPublisher {
         Arc::new(Self {
             client: informers.client().clone(),
             bundle,
-            workers: config.workers,
             namespaces: informers.get(),
             config_maps: informers.dynamic(&ApiResource::erase::<ConfigMap>(&())),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
         })
     }
 

@@ -17,7 +17,7 @@
 //! Secrets are cached as dynamic objects (the shared cache has no typed Secret kind, and the
 //! garbage collector's generic watch of Secrets is a dynamic one: the two share one watch).
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use base64::Engine as _;
 use informer::{Change, Informer, Informers, Key, Subscription, key};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
@@ -54,24 +54,13 @@ pub enum Error {
 }
 
 /// How the token controller runs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Config {
     /// The key tokens are signed with; without one the controller does not start.
     pub key: Option<Arc<satoken::Key>>,
-    /// Concurrent syncs (upstream's `--concurrent-serviceaccount-token-syncs`, 5).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            key: None,
-            workers: 5,
-            backoff: Backoff::default(),
-        }
-    }
+    /// How it runs: concurrent syncs (upstream's `--concurrent-serviceaccount-token-syncs`, 5);
+    /// retry delays of failed syncs.
+    pub run: crate::runtime::Config<5>,
 }
 
 /// The token controller: the shared cache's ServiceAccounts and Secrets, and a queue of Secret
@@ -81,7 +70,6 @@ pub struct TokensController {
     key: Arc<satoken::Key>,
     /// The CA bundle (PEM) written into `ca.crt`; empty writes none.
     ca: String,
-    workers: usize,
     accounts: Informer<ServiceAccount>,
     secrets: Informer<DynamicObject>,
     queue: WorkQueue<Key>,
@@ -94,10 +82,6 @@ impl Controller for TokensController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -158,10 +142,9 @@ impl TokensController {
             client: informers.client().clone(),
             key,
             ca,
-            workers: config.workers,
             accounts: informers.get(),
             secrets: informers.dynamic(&ApiResource::erase::<Secret>(&())),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
         })
     }
 

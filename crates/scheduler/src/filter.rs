@@ -211,7 +211,7 @@ pub fn filter(pod: &PodInfo, node: &NodeInfo, usage: &Usage) -> Result<(), Rejec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Resources;
+    use crate::{host_ports::HostPort, resources::Resources};
     use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 
     fn node() -> NodeInfo {
@@ -326,18 +326,18 @@ mod tests {
             ),
             (
                 "host port taken",
-                |p, _| p.host_ports = vec![node_ports::HostPort::new("", "", 9100)],
+                |p, _| p.host_ports = vec![HostPort::new("", "", 9100)],
                 &["node(s) didn't have free ports for the requested pod ports"],
             ),
             (
                 "host port free on another ip",
-                |p, _| p.host_ports = vec![node_ports::HostPort::new("10.0.0.2", "", 9100)],
+                |p, _| p.host_ports = vec![HostPort::new("10.0.0.2", "", 9100)],
                 &[],
             ),
             (
                 "ports are checked after affinity, before resources",
                 |p, _| {
-                    p.host_ports = vec![node_ports::HostPort::new("", "", 9100)];
+                    p.host_ports = vec![HostPort::new("", "", 9100)];
                     p.requests.milli_cpu = 2000;
                 },
                 &["node(s) didn't have free ports for the requested pod ports"],
@@ -361,9 +361,7 @@ mod tests {
         ];
         // The node already runs a pod holding 10.0.0.1:9100/TCP.
         let mut usage = Usage::default();
-        usage
-            .ports
-            .add(&[node_ports::HostPort::new("10.0.0.1", "TCP", 9100)]);
+        usage.ports.add(&[HostPort::new("10.0.0.1", "TCP", 9100)]);
         for (name, edit, want) in cases {
             let (mut p, mut n) = (PodInfo::default(), node());
             edit(&mut p, &mut n);
@@ -373,7 +371,7 @@ mod tests {
 
     #[test]
     fn volume_filters_in_upstream_order_and_words() {
-        use crate::volume_restrictions::Disk;
+        use crate::disk::Disk;
         use k8s_openapi::api::core::v1::PersistentVolume;
         use std::sync::Arc;
         let ebs = Disk::AwsEbs { id: "vol-1".into() };

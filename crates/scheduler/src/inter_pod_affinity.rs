@@ -8,12 +8,7 @@
 //! lookups. The counts are updated as pods are taken away or put back, which is how preemption
 //! asks "would it fit without these victims?".
 
-use crate::{cache::Cache, node_info::NodeInfo, pod_info::PodInfo};
-use api::selector::LabelSelector;
-use k8s_openapi::{
-    api::core::v1::{Affinity, PodAffinityTerm},
-    apimachinery::pkg::apis::meta::v1 as meta,
-};
+use crate::{cache::Cache, node_info::NodeInfo, pod_affinity::AffinityTerm, pod_info::PodInfo};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// `InterPodAffinity`'s reason when a required affinity term has no match in the node's domain.
@@ -27,168 +22,12 @@ pub const REASON_EXISTING_ANTI_AFFINITY: &str =
 /// the incoming pod counts when scoring.
 pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
 
-/// One pod affinity term, with its label selector and namespaces resolved once.
-#[derive(Clone, Debug)]
-pub struct AffinityTerm {
-    /// `labelSelector` with `matchLabelKeys`/`mismatchLabelKeys` merged in; `None` (a nil
-    /// selector) matches no pod.
-    pub selector: Option<LabelSelector>,
-    /// `namespaces`, or the owning pod's namespace when neither it nor a selector is given.
-    pub namespaces: BTreeSet<String>,
-    /// `namespaceSelector`; `{}` matches every namespace.
-    pub namespace_selector: Option<LabelSelector>,
-    /// `topologyKey`.
-    pub topology_key: String,
-    /// The weight of a preferred term (1 for required ones).
-    pub weight: i64,
-}
-
-impl AffinityTerm {
-    /// Compiles a term of a pod in `namespace` with `labels` (which `matchLabelKeys` and
-    /// `mismatchLabelKeys` read, as upstream's API server merges them at creation).
-    pub fn new(
-        term: &PodAffinityTerm,
-        namespace: &str,
-        labels: &BTreeMap<String, String>,
-        weight: i64,
-    ) -> Self {
-        let selector = term.label_selector.as_ref().and_then(|sel| {
-            let mut sel = sel.clone();
-            let exprs = sel.match_expressions.get_or_insert_with(Vec::new);
-            for (keys, operator) in [
-                (&term.match_label_keys, "In"),
-                (&term.mismatch_label_keys, "NotIn"),
-            ] {
-                for key in keys.iter().flatten() {
-                    if let Some(value) = labels.get(key) {
-                        exprs.push(meta::LabelSelectorRequirement {
-                            key: key.clone(),
-                            operator: operator.into(),
-                            values: Some(vec![value.clone()]),
-                        });
-                    }
-                }
-            }
-            LabelSelector::from_label_selector(&sel).ok()
-        });
-        let mut namespaces: BTreeSet<String> = term.namespaces.iter().flatten().cloned().collect();
-        let namespace_selector = term
-            .namespace_selector
-            .as_ref()
-            .and_then(|s| LabelSelector::from_label_selector(s).ok());
-        if namespaces.is_empty() && term.namespace_selector.is_none() {
-            namespaces.insert(namespace.to_string());
-        }
-        Self {
-            selector,
-            namespaces,
-            namespace_selector,
-            topology_key: term.topology_key.clone(),
-            weight,
-        }
-    }
-
-    /// Whether `pod` is one of the pods this term selects.
-    pub fn matches(&self, pod: &PodInfo, cache: &Cache) -> bool {
-        let Some(selector) = &self.selector else {
-            return false;
-        };
-        let in_namespace = self.namespaces.contains(&pod.namespace)
-            || self
-                .namespace_selector
-                .as_ref()
-                .is_some_and(|s| s.matches_labels(cache.namespace_labels(&pod.namespace)));
-        in_namespace && selector.matches_labels(Some(&pod.labels))
-    }
-
-    /// A `key=value` every selected pod carries, by which an index can find candidates.
-    pub fn index_key(&self) -> Option<(&str, &str)> {
-        self.selector.as_ref()?.exact_values().next()
-    }
-}
-
-/// A pod's inter-pod (anti-)affinity terms.
-#[derive(Clone, Debug, Default)]
-pub struct PodAffinity {
-    /// `podAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
-    pub required: Vec<AffinityTerm>,
-    /// `podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
-    pub required_anti: Vec<AffinityTerm>,
-    /// `podAffinity.preferredDuringSchedulingIgnoredDuringExecution`.
-    pub preferred: Vec<AffinityTerm>,
-    /// `podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution`.
-    pub preferred_anti: Vec<AffinityTerm>,
-}
-
-impl PodAffinity {
-    /// Reads the terms of a pod in `namespace` with `labels`.
-    pub fn new(
-        affinity: Option<&Affinity>,
-        namespace: &str,
-        labels: &BTreeMap<String, String>,
-    ) -> Self {
-        let Some(a) = affinity else {
-            return Self::default();
-        };
-        let required = |terms: Option<&Vec<PodAffinityTerm>>| -> Vec<AffinityTerm> {
-            terms
-                .into_iter()
-                .flatten()
-                .map(|t| AffinityTerm::new(t, namespace, labels, 1))
-                .collect()
-        };
-        let pa = a.pod_affinity.as_ref();
-        let anti = a.pod_anti_affinity.as_ref();
-        Self {
-            required: required(pa.and_then(|p| {
-                p.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
-            required_anti: required(anti.and_then(|p| {
-                p.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
-            preferred: pa
-                .and_then(|p| {
-                    p.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(|w| {
-                    AffinityTerm::new(&w.pod_affinity_term, namespace, labels, w.weight.into())
-                })
-                .collect(),
-            preferred_anti: anti
-                .and_then(|p| {
-                    p.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(|w| {
-                    AffinityTerm::new(&w.pod_affinity_term, namespace, labels, w.weight.into())
-                })
-                .collect(),
-        }
-    }
-
-    /// Whether the pod has no terms at all.
-    pub fn is_empty(&self) -> bool {
-        self.required.is_empty()
-            && self.required_anti.is_empty()
-            && self.preferred.is_empty()
-            && self.preferred_anti.is_empty()
-    }
-
-    /// Every term, for indexing.
-    pub fn all_terms(&self) -> impl Iterator<Item = &AffinityTerm> {
-        self.required
-            .iter()
-            .chain(&self.required_anti)
-            .chain(&self.preferred)
-            .chain(&self.preferred_anti)
-    }
+/// Whether `term` selects `pod`, the pod's namespace labels read from `cache` only when the
+/// term's `namespaceSelector` has to decide.
+fn selects(term: &AffinityTerm, pod: &PodInfo, cache: &Cache) -> bool {
+    term.matches(&pod.namespace, &pod.labels, || {
+        cache.namespace_labels(&pod.namespace)
+    })
 }
 
 /// A topology domain: a label key and one of its values.
@@ -242,7 +81,7 @@ impl AffinityState {
     ) {
         for term in &existing.affinity.required_anti {
             if let Some(value) = node.get(&term.topology_key)
-                && term.matches(pod, cache)
+                && selects(term, pod, cache)
             {
                 bump(
                     &mut self.existing_anti,
@@ -262,7 +101,8 @@ impl AffinityState {
         delta: i64,
     ) {
         let terms = &pod.affinity;
-        if !terms.required.is_empty() && terms.required.iter().all(|t| t.matches(existing, cache)) {
+        if !terms.required.is_empty() && terms.required.iter().all(|t| selects(t, existing, cache))
+        {
             for t in &terms.required {
                 if let Some(value) = node.get(&t.topology_key) {
                     bump(
@@ -275,7 +115,7 @@ impl AffinityState {
         }
         for t in &terms.required_anti {
             if let Some(value) = node.get(&t.topology_key)
-                && t.matches(existing, cache)
+                && selects(t, existing, cache)
             {
                 bump(
                     &mut self.anti,
@@ -330,7 +170,7 @@ impl AffinityState {
             // The first pod of a group with affinity to itself: no pod matches yet, and the
             // pod matches its own terms, so it may go anywhere that has the topology keys.
             let first = self.affinity.values().all(|&n| n <= 0)
-                && terms.iter().all(|t| t.matches(pod, cache));
+                && terms.iter().all(|t| selects(t, pod, cache));
             if !keys || !(satisfied || first) {
                 return Err((REASON_AFFINITY, false));
             }
@@ -375,7 +215,7 @@ pub fn topology_scores(pod: &PodInfo, cache: &Cache) -> Option<HashMap<TopologyP
     ] {
         for t in terms {
             for (existing, node) in cache.candidates(t.selector.as_ref()) {
-                if existing.uid != pod.uid && t.matches(existing, cache) {
+                if existing.uid != pod.uid && selects(t, existing, cache) {
                     add(&t.topology_key, node, sign * t.weight);
                 }
             }
@@ -391,7 +231,7 @@ pub fn topology_scores(pod: &PodInfo, cache: &Cache) -> Option<HashMap<TopologyP
             (1, None, &a.preferred),
             (-1, None, &a.preferred_anti),
         ] {
-            for t in terms.iter().filter(|t| t.matches(pod, cache)) {
+            for t in terms.iter().filter(|t| selects(t, pod, cache)) {
                 add(&t.topology_key, node, sign * weight.unwrap_or(t.weight));
             }
         }

@@ -1,8 +1,6 @@
 //! What the scheduler needs to know about a node, and what the pods placed on it use.
 
-use crate::{
-    node_ports::UsedPorts, pod_info::PodInfo, resources::Resources, volume_restrictions::Disk,
-};
+use crate::{disk::Disk, host_ports::UsedPorts, pod_info::PodInfo, resources::Resources};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use std::collections::{BTreeMap, HashMap};
 
@@ -152,7 +150,7 @@ mod tests {
             },
             non_zero: (500, 100),
             owner: Some("rs".into()),
-            host_ports: vec![crate::node_ports::HostPort::new("", "", 9100)],
+            host_ports: vec![crate::host_ports::HostPort::new("", "", 9100)],
             ..Default::default()
         };
         u.add(&pod);

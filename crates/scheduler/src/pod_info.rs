@@ -2,13 +2,13 @@
 //! thousands of nodes does not re-parse the pod's quantities or walk its spec each time.
 
 use crate::{
-    inter_pod_affinity::PodAffinity,
-    node_ports::{self, HostPort},
+    disk::{self, Disk},
+    host_ports::{self, HostPort},
+    pod_affinity::PodAffinity,
     resources::{Resources, pod_non_zero_requests, pod_requests},
-    topology_spread::SpreadConstraint,
-    volume_restrictions::{self, Disk},
+    spread_constraint::SpreadConstraint,
 };
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, PodSpec, Toleration};
 use std::collections::BTreeMap;
 
 /// The scheduler name a pod gets when it names none (the API server defaults it too).
@@ -108,8 +108,8 @@ impl PodInfo {
                 })
                 .map(|s| s.node_selector_terms.clone()),
             tolerations: spec.tolerations.clone().unwrap_or_default(),
-            disks: volume_restrictions::disks(&spec),
-            claims: volume_restrictions::claims(&spec),
+            disks: disk::disks(&spec),
+            claims: claims(&spec),
             ephemeral_claims: spec
                 .volumes
                 .iter()
@@ -117,7 +117,7 @@ impl PodInfo {
                 .filter(|v| v.ephemeral.is_some())
                 .map(|v| format!("{}-{}", meta.name.as_deref().unwrap_or(""), v.name))
                 .collect(),
-            host_ports: node_ports::requested(&spec),
+            host_ports: host_ports::requested(&spec),
             requests: pod_requests(&spec),
             non_zero: pod_non_zero_requests(&spec),
             owner: owner_of(pod),
@@ -130,6 +130,17 @@ impl PodInfo {
 /// The controlling owner's UID: pods of one ReplicaSet, StatefulSet or Job spread together.
 pub fn owner_of(pod: &Pod) -> Option<String> {
     api::pod::controller_of(&pod.metadata).map(|o| o.uid.clone())
+}
+
+/// The names of the claims a pod mounts through `persistentVolumeClaim` volumes (upstream's
+/// `PVCRefCounts` count only those, not generic ephemeral volumes).
+fn claims(spec: &PodSpec) -> Vec<String> {
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.clone())
+        .collect()
 }
 
 /// Whether this scheduler should place `pod` now: unbound, not terminating, not finished, ours,

@@ -4,11 +4,10 @@
 //! `count + self - min <= maxSkew` (with `min` 0 while fewer than `minDomains` domains exist), and
 //! `ScheduleAnyway` constraints score nodes by how few matching pods their domains hold.
 
-use crate::{cache::Cache, node_info::NodeInfo, pod_info::PodInfo};
-use api::{node_affinity, selector::LabelSelector, taint};
-use k8s_openapi::{
-    api::core::v1::TopologySpreadConstraint, apimachinery::pkg::apis::meta::v1 as meta,
+use crate::{
+    cache::Cache, node_info::NodeInfo, pod_info::PodInfo, spread_constraint::SpreadConstraint,
 };
+use api::{node_affinity, taint};
 use std::collections::{BTreeMap, HashMap};
 
 /// The reason for a node whose domain would be too crowded.
@@ -17,62 +16,14 @@ pub const REASON_SKEW: &str = "node(s) didn't match pod topology spread constrai
 pub const REASON_MISSING_LABEL: &str =
     "node(s) didn't match pod topology spread constraints (missing required label)";
 
-/// One constraint, its selector resolved once.
-#[derive(Clone, Debug)]
-pub struct SpreadConstraint {
-    /// `topologyKey`.
-    pub topology_key: String,
-    /// `maxSkew`.
-    pub max_skew: i64,
-    /// `minDomains` (1 when unset).
-    pub min_domains: i64,
-    /// `whenUnsatisfiable: DoNotSchedule` (the default) filters; `ScheduleAnyway` only scores.
-    pub hard: bool,
-    /// `labelSelector` with `matchLabelKeys` merged; `None` matches no pod.
-    pub selector: Option<LabelSelector>,
-    /// `nodeAffinityPolicy: Honor` (the default): only nodes matching the pod's node affinity
-    /// and selector count as domains.
-    pub honor_node_affinity: bool,
-    /// `nodeTaintsPolicy: Honor` (default `Ignore`): only nodes whose taints the pod tolerates.
-    pub honor_taints: bool,
-}
-
-impl SpreadConstraint {
-    /// Compiles a constraint of a pod with `labels`.
-    pub fn new(c: &TopologySpreadConstraint, labels: &BTreeMap<String, String>) -> Self {
-        let selector = c.label_selector.as_ref().and_then(|sel| {
-            let mut sel = sel.clone();
-            let exprs = sel.match_expressions.get_or_insert_with(Vec::new);
-            for key in c.match_label_keys.iter().flatten() {
-                if let Some(value) = labels.get(key) {
-                    exprs.push(meta::LabelSelectorRequirement {
-                        key: key.clone(),
-                        operator: "In".into(),
-                        values: Some(vec![value.clone()]),
-                    });
-                }
-            }
-            LabelSelector::from_label_selector(&sel).ok()
-        });
-        Self {
-            topology_key: c.topology_key.clone(),
-            max_skew: c.max_skew.into(),
-            min_domains: c.min_domains.map_or(1, i64::from),
-            hard: c.when_unsatisfiable != "ScheduleAnyway",
-            selector,
-            honor_node_affinity: c.node_affinity_policy.as_deref() != Some("Ignore"),
-            honor_taints: c.node_taints_policy.as_deref() == Some("Honor"),
-        }
-    }
-
-    fn selects(&self, pod: &PodInfo, namespace: &str) -> bool {
-        pod.namespace == namespace
-            && !pod.terminating
-            && self
-                .selector
-                .as_ref()
-                .is_some_and(|s| s.matches_labels(Some(&pod.labels)))
-    }
+/// Whether constraint `c` of a pod in `namespace` counts `pod`: same namespace, not being
+/// deleted, and matched by the selector (upstream's `countPodsMatchSelector`).
+fn selects(c: &SpreadConstraint, pod: &PodInfo, namespace: &str) -> bool {
+    pod.namespace == namespace
+        && !pod.terminating
+        && c.selector
+            .as_ref()
+            .is_some_and(|s| s.matches_labels(Some(&pod.labels)))
 }
 
 /// Counts of one constraint: matching pods per domain, and how many domains hold each count (so
@@ -150,7 +101,7 @@ impl SpreadState {
                 }
             }
             for (existing, _) in cache.candidates(c.selector.as_ref()) {
-                if existing.uid == pod.uid || !c.selects(existing, &pod.namespace) {
+                if existing.uid == pod.uid || !selects(c, existing, &pod.namespace) {
                     continue;
                 }
                 let Some(entry) = cache.node_of(&existing.uid) else {
@@ -172,7 +123,7 @@ impl SpreadState {
             for n in per_domain.values() {
                 *histogram.entry(*n).or_insert(0) += 1;
             }
-            let self_match = i64::from(c.selects(pod, &pod.namespace));
+            let self_match = i64::from(selects(c, pod, &pod.namespace));
             counts.push(Counts {
                 per_domain,
                 histogram,
@@ -188,7 +139,7 @@ impl SpreadState {
             return;
         }
         for (c, counts) in pod.spread.iter().zip(&mut self.counts) {
-            if c.selects(existing, &pod.namespace)
+            if selects(c, existing, &pod.namespace)
                 && eligible(c, pod, node)
                 && let Some(v) = node.labels.get(&c.topology_key)
             {

@@ -8,8 +8,8 @@
 //! Claims in use are counted cluster-wide in the [`crate::cache::Cache`], as upstream's
 //! `IsPVCUsedByPods`.
 
-use crate::{cache::Cache, pod_info::PodInfo};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodSpec};
+use crate::{cache::Cache, disk::Disk, pod_info::PodInfo};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use std::{collections::BTreeSet, sync::Arc};
 
 /// Upstream's `ErrReasonDiskConflict`.
@@ -17,124 +17,6 @@ pub const REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
 /// Upstream's `ErrReasonReadWriteOncePodConflict`.
 pub const REASON_READ_WRITE_ONCE_POD: &str =
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
-
-/// An inline volume that only one pod on a node may mount read-write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Disk {
-    /// `gcePersistentDisk`.
-    GcePd {
-        /// `pdName`.
-        name: String,
-        /// `readOnly`.
-        read_only: bool,
-    },
-    /// `awsElasticBlockStore`: no two mounts at all.
-    AwsEbs {
-        /// `volumeID`.
-        id: String,
-    },
-    /// `iscsi`.
-    Iscsi {
-        /// `iqn`.
-        iqn: String,
-        /// `readOnly`.
-        read_only: bool,
-    },
-    /// `rbd`.
-    Rbd {
-        /// `monitors`.
-        monitors: BTreeSet<String>,
-        /// `pool`, defaulted to `rbd` by the API server.
-        pool: String,
-        /// `image`.
-        image: String,
-        /// `readOnly`.
-        read_only: bool,
-    },
-}
-
-impl Disk {
-    /// Upstream's `isVolumeConflict` for one pair of volumes.
-    pub fn conflicts(&self, other: &Disk) -> bool {
-        use Disk::*;
-        match (self, other) {
-            (
-                GcePd { name, read_only },
-                GcePd {
-                    name: n,
-                    read_only: r,
-                },
-            ) => name == n && !(*read_only && *r),
-            (AwsEbs { id }, AwsEbs { id: other }) => id == other,
-            (
-                Iscsi { iqn, read_only },
-                Iscsi {
-                    iqn: i,
-                    read_only: r,
-                },
-            ) => iqn == i && !(*read_only && *r),
-            (
-                Rbd {
-                    monitors,
-                    pool,
-                    image,
-                    read_only,
-                },
-                Rbd {
-                    monitors: m,
-                    pool: p,
-                    image: i,
-                    read_only: r,
-                },
-            ) => !monitors.is_disjoint(m) && pool == p && image == i && !(*read_only && *r),
-            _ => false,
-        }
-    }
-}
-
-/// The inline disks a pod mounts.
-pub fn disks(spec: &PodSpec) -> Vec<Disk> {
-    let mut out = Vec::new();
-    for v in spec.volumes.iter().flatten() {
-        if let Some(d) = &v.gce_persistent_disk {
-            out.push(Disk::GcePd {
-                name: d.pd_name.clone(),
-                read_only: d.read_only.unwrap_or(false),
-            });
-        }
-        if let Some(d) = &v.aws_elastic_block_store {
-            out.push(Disk::AwsEbs {
-                id: d.volume_id.clone(),
-            });
-        }
-        if let Some(d) = &v.iscsi {
-            out.push(Disk::Iscsi {
-                iqn: d.iqn.clone(),
-                read_only: d.read_only.unwrap_or(false),
-            });
-        }
-        if let Some(d) = &v.rbd {
-            out.push(Disk::Rbd {
-                monitors: d.monitors.iter().cloned().collect(),
-                pool: d.pool.clone().unwrap_or_else(|| "rbd".into()),
-                image: d.image.clone(),
-                read_only: d.read_only.unwrap_or(false),
-            });
-        }
-    }
-    out
-}
-
-/// The names of the claims a pod mounts through `persistentVolumeClaim` volumes (upstream's
-/// `PVCRefCounts` count only those, not generic ephemeral volumes).
-pub fn claims(spec: &PodSpec) -> Vec<String> {
-    spec.volumes
-        .iter()
-        .flatten()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| c.claim_name.clone())
-        .collect()
-}
 
 /// `VolumeRestrictions`' disk check: none of the pod's disks may conflict with one on the node.
 pub fn disks_fit(want: &[Disk], on_node: &[Disk]) -> bool {
@@ -207,8 +89,8 @@ impl ReadWriteOncePod {
 #[allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
-    use crate::testing;
-    use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
+    use crate::{disk::disks, testing};
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodSpec};
     use serde_json::json;
     use std::collections::HashMap;
 

@@ -24,7 +24,7 @@ pub use clock::Clock;
 
 use crate::{
     job::status::{is_finished, true_condition},
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
 };
 use api::pod::{controller_of, controller_ref};
 use events::{EventType, Recorder};
@@ -57,24 +57,13 @@ const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
 pub type Error = crate::runtime::ApiError;
 
 /// How the CronJob controller runs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-cron-job-syncs`, 5).
-    pub workers: usize,
+    /// How it runs: concurrent syncs (upstream's `--concurrent-cron-job-syncs`, 5); retry delays of
+    /// failed syncs.
+    pub run: crate::runtime::Config<5>,
     /// The time it schedules by ([`Clock::Real`] but in tests).
     pub clock: Clock,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 5,
-            clock: Clock::Real,
-            backoff: Backoff::default(),
-        }
-    }
 }
 
 /// The CronJob controller: the shared cache's CronJobs and Jobs and its queue of CronJob keys.
@@ -94,10 +83,6 @@ impl Controller for CronJobController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -225,7 +210,7 @@ impl CronJobController {
         let client = informers.client().clone();
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), COMPONENT, None),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             cron_jobs: informers.get(),
             jobs: informers.get(),
             client,

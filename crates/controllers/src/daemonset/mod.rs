@@ -69,10 +69,9 @@ const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Concurrent syncs of different DaemonSets (upstream: 2).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
+    /// How it runs: concurrent syncs of different DaemonSets (upstream: 2); retry delays of failed
+    /// syncs.
+    pub run: crate::runtime::Config<2>,
     /// Most pods created or deleted per sync (upstream's `burstReplicas`, 250).
     pub burst_replicas: usize,
     /// Back-off between deleting failed daemon pods on one node, so a pod the kubelet keeps
@@ -85,8 +84,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            workers: 2,
-            backoff: Backoff::default(),
+            run: Default::default(),
             burst_replicas: 250,
             failed_pod_backoff: Backoff {
                 base: Duration::from_secs(1),
@@ -373,10 +371,6 @@ impl Controller for DaemonSetController {
         &self.queue
     }
 
-    fn workers(&self) -> usize {
-        self.config.workers
-    }
-
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
         let (d, n, p, r) = (
             Arc::clone(self),
@@ -416,7 +410,7 @@ impl DaemonSetController {
                 "daemonset-controller",
             ),
             client,
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             expectations: PodExpectations::new(config.expectations_ttl),
             failed_backoff: FailedPodBackoff {
                 policy: config.failed_pod_backoff,

@@ -66,7 +66,6 @@ pub type Config = crate::runtime::Config;
 /// queue of Deployment keys. The strategy modules take it as upstream's take `dc`.
 pub struct DeploymentController {
     client: Client,
-    config: Config,
     deployments: Informer<Deployment>,
     replica_sets: Informer<ReplicaSet>,
     pods: Informer<Pod>,
@@ -85,10 +84,6 @@ impl Controller for DeploymentController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -134,7 +129,7 @@ impl DeploymentController {
         let client = informers.client().clone();
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), COMPONENT, None),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.queue(),
             deployments: informers.get(),
             replica_sets: informers.get(),
             pods: informers.get(),
@@ -145,7 +140,6 @@ impl DeploymentController {
             ),
             written: crate::written::Written::default(),
             client,
-            config,
         })
     }
 

@@ -41,7 +41,6 @@ pub type Config = crate::runtime::Config<2>;
 /// queue of budget keys.
 pub struct DisruptionController {
     client: Client,
-    config: Config,
     recorder: Recorder,
     budgets: Informer<PodDisruptionBudget>,
     pods: Informer<Pod>,
@@ -75,10 +74,6 @@ impl Controller for DisruptionController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -219,14 +214,13 @@ impl DisruptionController {
         Arc::new(Self {
             client: informers.client().clone(),
             recorder: Recorder::new(informers.client().clone(), "controllermanager", None),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.queue(),
             budgets: informers.get(),
             pods: informers.get(),
             replicasets: informers.get(),
             deployments: informers.get(),
             statefulsets: informers.get(),
             replication_controllers: informers.get(),
-            config,
         })
     }
 

@@ -49,7 +49,6 @@ pub type Config = crate::runtime::Config;
 /// Service keys.
 pub struct EndpointsController {
     client: Client,
-    config: Config,
     services: Informer<Service>,
     pods: Informer<Pod>,
     endpoints: Informer<Endpoints>,
@@ -63,10 +62,6 @@ impl Controller for EndpointsController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -151,11 +146,10 @@ impl EndpointsController {
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         Arc::new(Self {
             client: informers.client().clone(),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.queue(),
             services: informers.get(),
             pods: informers.get(),
             endpoints: informers.get(),
-            config,
         })
     }
 }

@@ -50,7 +50,6 @@ pub type Config = crate::runtime::Config;
 /// queue of Service keys.
 pub struct EndpointSliceController {
     client: Client,
-    config: Config,
     services: Informer<Service>,
     pods: Informer<Pod>,
     nodes: Informer<Node>,
@@ -79,10 +78,6 @@ impl Controller for EndpointSliceController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -184,12 +179,11 @@ impl EndpointSliceController {
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         Arc::new(Self {
             client: informers.client().clone(),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.queue(),
             services: informers.get(),
             pods: informers.get(),
             nodes: informers.get(),
             slices: informers.get(),
-            config,
         })
     }
 }

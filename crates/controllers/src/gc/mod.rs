@@ -34,7 +34,7 @@ pub use collector::GarbageCollector;
 pub use graph::{Graph, Work};
 pub use resources::{Kind, Served, ServedGroup};
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use events::Recorder;
 use informer::{Informers, Subscription};
 use monitors::{Monitors, Sink};
@@ -86,18 +86,16 @@ pub struct Config {
     /// How often discovery is read again (upstream's controller manager: 30 s). A change to a
     /// CRD or an APIService makes it read at once.
     pub resync: Duration,
-    /// Concurrent workers (upstream runs 20 for deletions).
-    pub workers: usize,
-    /// Retry delays of failed items.
-    pub backoff: Backoff,
+    /// How it runs: concurrent workers (upstream runs 20 for deletions); retry delays of failed
+    /// items.
+    pub run: crate::runtime::Config<20>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
             resync: Duration::from_secs(30),
-            workers: 20,
-            backoff: Backoff::default(),
+            run: Default::default(),
         }
     }
 }
@@ -120,10 +118,6 @@ impl Controller for GarbageCollector {
         &self.queue
     }
 
-    fn workers(&self) -> usize {
-        self.config.workers
-    }
-
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
         let task = tokio::spawn(Arc::clone(self).keep_monitors());
         let stop = task.abort_handle();
@@ -143,7 +137,7 @@ impl GarbageCollector {
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), COMPONENT, None),
             client,
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             graph: Arc::new(Mutex::new(Graph::new())),
             informers: informers.clone(),
             served: Arc::new(RwLock::new(Served::default())),

@@ -21,7 +21,7 @@ use crate::{
     expectations::Expectations,
     ownership,
     pod_control::{PodChange, PodControl, Target},
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
 };
 use api::{
     pod::{controller_of, controller_ref},
@@ -65,26 +65,24 @@ pub type Error = crate::runtime::ApiError;
 /// How the Job controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-job-syncs`, 5).
-    pub workers: usize,
+    /// How it runs: concurrent syncs (upstream's `--concurrent-job-syncs`, 5); retry delays of
+    /// failed syncs.
+    pub run: crate::runtime::Config<5>,
     /// Most pods created by one sync (upstream's `MaxPodCreateDeletePerSync`, 500).
     pub burst: usize,
     /// The first wait before replacing a failed pod; doubles per failure (upstream: 10s).
     pub pod_backoff: Duration,
     /// The longest such wait (upstream: 6 minutes).
     pub pod_backoff_max: Duration,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            workers: 5,
+            run: Default::default(),
             burst: 500,
             pod_backoff: Duration::from_secs(10),
             pod_backoff_max: Duration::from_secs(360),
-            backoff: Backoff::default(),
         }
     }
 }
@@ -172,10 +170,6 @@ impl Controller for JobController {
         &self.queue
     }
 
-    fn workers(&self) -> usize {
-        self.config.workers
-    }
-
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
         let on_job = Arc::clone(self);
         let on_pod = Arc::clone(self);
@@ -205,7 +199,7 @@ impl JobController {
         let client = informers.client().clone();
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), COMPONENT, None),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             jobs: informers.get(),
             pods: informers.get(),
             expectations: Expectations::default(),

@@ -9,7 +9,7 @@
 //! `NamespaceContentRemaining`, `NamespaceFinalizersRemaining`). Everything the controller knows
 //! is in the API, so a restart mid-way carries on where it stopped.
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use informer::{Change, Informer, Informers, Key, Subscription};
 use k8s_openapi::{
     api::core::v1::{Namespace, NamespaceCondition},
@@ -32,21 +32,19 @@ pub type Error = crate::runtime::ApiError;
 /// How the namespace controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-namespace-syncs`, 10).
-    pub workers: usize,
+    /// How it runs: concurrent syncs (upstream's `--concurrent-namespace-syncs`, 10); retry delays
+    /// of failed syncs.
+    pub run: crate::runtime::Config<10>,
     /// How long to wait before looking again at content that is going away on its own (pods in
     /// their grace period, objects with finalizers); upstream estimates it from the pods' grace.
     pub recheck: Duration,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            workers: 10,
+            run: Default::default(),
             recheck: Duration::from_secs(1),
-            backoff: Backoff::default(),
         }
     }
 }
@@ -79,10 +77,6 @@ impl Controller for NamespaceController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -125,7 +119,7 @@ impl NamespaceController {
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         Arc::new(Self {
             client: informers.client().clone(),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             namespaces: informers.get(),
             config,
         })

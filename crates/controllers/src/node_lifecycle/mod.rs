@@ -25,7 +25,7 @@ pub mod health;
 pub mod pods;
 pub mod readiness;
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use eviction::{NoExecuteTaints, Verdict};
 use futures::StreamExt;
 use informer::{Change, Informer, Informers, Subscription};
@@ -57,10 +57,8 @@ pub struct Config {
     pub grace_period: Duration,
     /// Where node leases live.
     pub lease_namespace: String,
-    /// Concurrent workers per queue.
-    pub workers: usize,
-    /// Retry delays of failed items.
-    pub backoff: Backoff,
+    /// How it runs: concurrent workers per queue; retry delays of failed items.
+    pub run: crate::runtime::Config<8>,
 }
 
 impl Default for Config {
@@ -68,8 +66,7 @@ impl Default for Config {
         Self {
             grace_period: Duration::from_secs(40),
             lease_namespace: "kube-node-lease".into(),
-            workers: 8,
-            backoff: Backoff::default(),
+            run: Default::default(),
         }
     }
 }
@@ -125,10 +122,6 @@ impl Controller for NodeLifecycleController {
         &self.queue
     }
 
-    fn workers(&self) -> usize {
-        self.config.workers
-    }
-
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
         let (n, l, p) = (Arc::clone(self), Arc::clone(self), Arc::clone(self));
         vec![
@@ -163,7 +156,7 @@ impl NodeLifecycleController {
         Arc::new(Self {
             recorder: events::Recorder::new(client.clone(), COMPONENT, None),
             node_recorder: events::Recorder::new(client.clone(), NODE_COMPONENT, None),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             unready: Mutex::new(HashSet::new()),
             silent: Mutex::new(HashSet::new()),
             taints: Mutex::new(NoExecuteTaints::default()),
@@ -412,7 +405,7 @@ impl NodeLifecycleController {
         tracing::info!(%node, pods = targets.len(), "marking the pods of a node that is not ready NotReady");
         let results: Vec<Result<(), Error>> = futures::stream::iter(targets)
             .map(|(key, info)| async move { self.mark_not_ready(&key, &info).await })
-            .buffer_unordered(self.config.workers.max(1))
+            .buffer_unordered(self.config.run.workers.max(1))
             .collect()
             .await;
         results.into_iter().collect::<Result<Vec<()>, Error>>()?;

@@ -24,7 +24,7 @@ use crate::{
     expectations::Expectations,
     ownership,
     pod_control::{PodChange, PodControl, Target},
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
 };
 use api::{
     pod::{controller_of, controller_ref},
@@ -48,21 +48,18 @@ pub type Error = crate::runtime::ApiError;
 /// How the ReplicaSet (or ReplicationController) controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Concurrent syncs (upstream's `--concurrent-replicaset-syncs` and `--concurrent-rc-syncs`,
-    /// 5).
-    pub workers: usize,
+    /// How it runs: concurrent syncs (upstream's `--concurrent-replicaset-syncs` and
+    /// `--concurrent-rc-syncs`, 5); retry delays of failed syncs.
+    pub run: crate::runtime::Config<5>,
     /// Most pods created or deleted by one sync (upstream's `BurstReplicas`, 500).
     pub burst_replicas: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            workers: 5,
+            run: Default::default(),
             burst_replicas: 500,
-            backoff: Backoff::default(),
         }
     }
 }
@@ -92,10 +89,6 @@ impl<K: ReplicaOwner> Controller for ReplicaManager<K> {
         &self.queue
     }
 
-    fn workers(&self) -> usize {
-        self.config.workers
-    }
-
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
         let on_rs = Arc::clone(self);
         let on_pod = Arc::clone(self);
@@ -123,7 +116,7 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
         let client = informers.client().clone();
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), K::COMPONENT, None),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             replica_sets: informers.get(),
             pods: informers.get(),
             expectations: Expectations::default(),

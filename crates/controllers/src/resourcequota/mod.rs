@@ -22,7 +22,7 @@ mod monitor;
 
 pub use monitor::MonitorError;
 
-use crate::runtime::{Action, Backoff, Controller, WorkQueue};
+use crate::runtime::{Action, Controller, WorkQueue};
 use api::quota::{
     Evaluator, GroupResource, Object, ResourceList,
     evaluator::{claim_class, pod_counts_compute, pod_stops_counting_at, service_quota_type},
@@ -69,21 +69,19 @@ pub enum Error {
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Concurrent recounts (upstream's `--concurrent-resource-quota-syncs`, 5).
-    pub workers: usize,
+    /// How it runs: concurrent recounts (upstream's `--concurrent-resource-quota-syncs`, 5); retry
+    /// delays of failed recounts.
+    pub run: crate::runtime::Config<5>,
     /// How often every quota is recounted in full (upstream's `--resource-quota-sync-period`,
     /// 5 minutes).
     pub resync: Duration,
-    /// Retry delays of failed recounts.
-    pub backoff: Backoff,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            workers: 5,
+            run: Default::default(),
             resync: Duration::from_secs(300),
-            backoff: Backoff::default(),
         }
     }
 }
@@ -99,7 +97,6 @@ pub struct ResourceQuotaController {
     claims: Informer<PersistentVolumeClaim>,
     monitors: Monitors,
     queue: WorkQueue<Key>,
-    workers: usize,
     resync: Duration,
 }
 
@@ -110,10 +107,6 @@ impl Controller for ResourceQuotaController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -286,8 +279,7 @@ impl ResourceQuotaController {
             services: informers.get(),
             claims: informers.get(),
             monitors: Mutex::new(HashMap::new()),
-            queue: WorkQueue::new(config.backoff),
-            workers: config.workers,
+            queue: config.run.queue(),
             resync: config.resync,
         })
     }

@@ -39,11 +39,15 @@ pub trait Controller: Send + Sync + Sized + 'static {
     /// Why a reconcile failed.
     type Error: std::fmt::Display + Send + 'static;
 
-    /// The controller's queue (created with its back-off).
+    /// The controller's queue (made by its [`Config::queue`](super::Config::queue), with its
+    /// back-off and number of workers).
     fn queue(&self) -> &WorkQueue<Self::Key>;
 
-    /// How many keys are reconciled concurrently.
-    fn workers(&self) -> usize;
+    /// How many keys are reconciled concurrently: by default the number the queue was made for,
+    /// so a controller states it once, in its `Config`.
+    fn workers(&self) -> usize {
+        self.queue().workers()
+    }
 
     /// Subscribes the controller's event handlers to the shared cache; each maps a change to the
     /// keys to queue. The subscriptions end when the controller stops.
@@ -114,10 +118,6 @@ mod tests {
             &self.queue
         }
 
-        fn workers(&self) -> usize {
-            2
-        }
-
         fn watch(self: &Arc<Self>) -> Vec<Subscription> {
             self.queue.add("k");
             Vec::new()
@@ -144,7 +144,7 @@ mod tests {
     async fn errors_retry_with_backoff_and_success_honours_the_action() {
         let server = embedded::Embedded::memory().await.unwrap();
         let flaky = Arc::new(Flaky {
-            queue: WorkQueue::default(),
+            queue: WorkQueue::with_workers(Default::default(), 2),
             seen: Mutex::new(Vec::new()),
         });
         let start = tokio::time::Instant::now();

@@ -62,6 +62,8 @@ struct Inner<K> {
     state: Mutex<State<K>>,
     notify: Notify,
     backoff: Backoff,
+    /// How many workers drain the queue ([`WorkQueue::workers`]).
+    workers: usize,
 }
 
 struct State<K> {
@@ -118,8 +120,14 @@ impl<K: Clone + Eq + Hash> Default for WorkQueue<K> {
 }
 
 impl<K: Clone + Eq + Hash> WorkQueue<K> {
-    /// An empty queue whose failed keys back off as `backoff` says.
+    /// An empty queue whose failed keys back off as `backoff` says, drained by one worker.
     pub fn new(backoff: Backoff) -> Self {
+        Self::with_workers(backoff, 1)
+    }
+
+    /// An empty queue whose failed keys back off as `backoff` says, drained by `workers`
+    /// concurrent workers (as a controller's [`super::Config`] makes it).
+    pub fn with_workers(backoff: Backoff, workers: usize) -> Self {
         let state = State {
             ready: VecDeque::new(),
             queued: HashSet::new(),
@@ -136,8 +144,15 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 state: Mutex::new(state),
                 notify: Notify::new(),
                 backoff,
+                workers,
             }),
         }
+    }
+
+    /// How many workers [`super::run`] starts on this queue: the number is the queue's so that
+    /// the runtime, not each controller, reads it ([`super::Controller::workers`]).
+    pub fn workers(&self) -> usize {
+        self.inner.workers
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {

@@ -30,7 +30,6 @@ pub type Config = crate::runtime::Config;
 /// of namespace names.
 pub struct ServiceAccountController {
     client: Client,
-    config: Config,
     namespaces: Informer<Namespace>,
     accounts: Informer<ServiceAccount>,
     queue: WorkQueue<Key>,
@@ -43,10 +42,6 @@ impl Controller for ServiceAccountController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -103,10 +98,9 @@ impl ServiceAccountController {
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         Arc::new(Self {
             client: informers.client().clone(),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.queue(),
             namespaces: informers.get(),
             accounts: informers.get(),
-            config,
         })
     }
 }

@@ -26,7 +26,7 @@ use crate::{
     history,
     owners::{Owner, Owners, parse_selector},
     ownership,
-    runtime::{Action, Backoff, Controller, WorkQueue},
+    runtime::{Action, Controller, WorkQueue},
     switches::Switches,
 };
 use api::{pod::controller_ref, selector::LabelSelector};
@@ -181,10 +181,8 @@ impl Set {
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Concurrent syncs of different sets (upstream: 5).
-    pub workers: usize,
-    /// Retry delays of failed syncs.
-    pub backoff: Backoff,
+    /// How it runs: concurrent syncs of different sets (upstream: 5); retry delays of failed syncs.
+    pub run: crate::runtime::Config<5>,
     /// How long unobserved creations, deletions and in-place updates hold a set back at most.
     pub expectations_ttl: Duration,
 }
@@ -192,8 +190,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            workers: 5,
-            backoff: Backoff::default(),
+            run: Default::default(),
             expectations_ttl: crate::expectations::EXPECTATIONS_TTL,
         }
     }
@@ -230,7 +227,6 @@ pub enum Error {
 /// The controller: its handles on the shared cache, the queue, and the [`Syncer`].
 pub struct StatefulSetController {
     client: Client,
-    config: Config,
     /// StatefulSets as dynamic objects: rollwright's `podUpdatePolicy` and `paused` are not in
     /// the typed API.
     stateful_sets: Informer<DynamicObject>,
@@ -251,10 +247,6 @@ impl Controller for StatefulSetController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -350,9 +342,8 @@ impl StatefulSetController {
                 client.clone(),
                 "statefulset-controller",
             ),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.run.queue(),
             client,
-            config,
             stateful_sets: informers.dynamic(&ApiResource::erase::<StatefulSet>(&())),
             sets: Owners::default(),
             pods: informers.get(),

@@ -24,7 +24,6 @@ pub type Config = crate::runtime::Config;
 /// The TTL-after-finished controller: the shared cache's Jobs and its queue of Job keys.
 pub struct TtlAfterFinishedController {
     client: Client,
-    config: Config,
     jobs: Informer<Job>,
     queue: WorkQueue<Key>,
 }
@@ -47,10 +46,6 @@ impl Controller for TtlAfterFinishedController {
 
     fn queue(&self) -> &WorkQueue<Key> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -76,9 +71,8 @@ impl TtlAfterFinishedController {
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         Arc::new(Self {
             client: informers.client().clone(),
-            queue: WorkQueue::new(config.backoff),
+            queue: config.queue(),
             jobs: informers.get(),
-            config,
         })
     }
 

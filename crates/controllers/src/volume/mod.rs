@@ -80,7 +80,6 @@ fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
 /// and one queue of claims and volumes.
 pub struct VolumeController {
     client: Client,
-    config: Config,
     claims: Informer<PersistentVolumeClaim>,
     volumes: Informer<PersistentVolume>,
     classes: Informer<StorageClass>,
@@ -97,10 +96,6 @@ impl Controller for VolumeController {
 
     fn queue(&self) -> &WorkQueue<Item> {
         &self.queue
-    }
-
-    fn workers(&self) -> usize {
-        self.config.workers
     }
 
     fn watch(self: &Arc<Self>) -> Vec<Subscription> {
@@ -134,8 +129,7 @@ impl VolumeController {
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), "persistentvolume-controller", None),
             client,
-            queue: WorkQueue::new(config.backoff),
-            config,
+            queue: config.queue(),
             claims: informers.get(),
             volumes: informers.get(),
             classes: informers.get(),

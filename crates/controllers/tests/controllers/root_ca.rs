@@ -29,8 +29,10 @@ fn settings(bundle: Option<RootCa>) -> controllers::Settings {
             bundle,
             // One worker, as upstream runs it: a terminating namespace's key queued before a
             // sentinel's is synced before it.
-            workers: 1,
-            ..Default::default()
+            run: controllers::runtime::Config {
+                workers: 1,
+                ..Default::default()
+            },
         },
         ..Default::default()
     }

@@ -631,7 +631,7 @@ pub async fn run(b: &NodesBench) -> anyhow::Result<()> {
         times.replace_in_place().as_secs_f64(),
         ideal::versus(ideal_update, update)
     );
-    super::nodes::print_footprint(&cp.server, &dir, b.nodes);
+    super::footprint::print(&cp.server, &dir, b.nodes);
     let cpu_process = nodesim::bench::cpu_seconds() - cpu0;
     let peak_process = peak_rss().unwrap_or(0);
     progress.abort();

@@ -5,6 +5,7 @@ mod api;
 mod daemonset;
 mod deploy;
 mod fleet;
+mod footprint;
 mod ideal;
 mod meter;
 mod nodes;
@@ -44,6 +45,8 @@ pub enum Scenario {
 pub async fn run(s: Scenario) -> anyhow::Result<()> {
     match s {
         Scenario::Api(b) => api::run(b).await,
+        // `--daemonset` is issue 24's scenario, which reads the same options.
+        Scenario::Nodes(b) if b.daemonset => fleet::run(&b).await,
         Scenario::Nodes(b) => nodes::run(b).await,
         Scenario::Scheduler(b) => scheduler::run(b).await,
         Scenario::Deploy(b) => deploy::run(b).await,

@@ -7,7 +7,7 @@
 //!
 //! `--daemonset` runs issue 24's scenario instead (see [`super::fleet`]).
 
-use super::peak_rss;
+use super::{footprint, peak_rss};
 use crate::control_plane::{ControlPlane, Options, StoreKind};
 
 /// Options of the node simulator benchmark.
@@ -50,11 +50,8 @@ pub struct NodesBench {
     pub(super) timeout_secs: u64,
 }
 
-/// Runs the benchmark and prints its figures.
+/// Runs the pods scenario and prints its figures (`--daemonset` is [`super::fleet::run`]).
 pub async fn run(b: NodesBench) -> anyhow::Result<()> {
-    if b.daemonset {
-        return super::fleet::run(&b).await;
-    }
     anyhow::ensure!(
         b.shards == 0,
         "--shards needs --daemonset (the pods mode simulates in this process)"
@@ -96,44 +93,7 @@ pub async fn run(b: NodesBench) -> anyhow::Result<()> {
         b.pods as f64 / report.pods_ready.as_secs_f64().max(1e-9),
         report.writes as f64 / b.pods.max(1) as f64
     );
-    print_footprint(&cp.server, &dir, b.pods);
+    footprint::print(&cp.server, &dir, b.pods);
     cp.stop().await;
     Ok(())
-}
-
-/// Prints what the API server's cache holds per pod (and for the events beside them) and what
-/// the store's files take per pod on disk.
-pub(super) fn print_footprint(server: &apiserver::ApiServer, dir: &std::path::Path, pods: usize) {
-    let per = |bytes: usize, n: usize| bytes as f64 / n.max(1) as f64;
-    for (group, plural, name) in [
-        ("", "pods", "pod"),
-        ("", "events", "event"),
-        ("", "nodes", "node"),
-        ("coordination.k8s.io", "leases", "lease"),
-    ] {
-        if let Some(f) = server.cache_footprint(group, plural) {
-            println!(
-                "cache: {} {plural}, {:.0} bytes per {name} ({:.0} JSON + {:.0} entry, key, labels and fields); history: {} events keep {} older versions, {:.1} MiB",
-                f.objects,
-                per(f.json_bytes + f.other_bytes, f.objects),
-                per(f.json_bytes, f.objects),
-                per(f.other_bytes, f.objects),
-                f.history_events,
-                f.history_versions,
-                f.history_bytes as f64 / 1048576.0,
-            );
-        }
-    }
-    // SQLite's database and its write-ahead log (absent for the memory and etcd stores).
-    let disk: u64 = ["store.db", "store.db-wal"]
-        .iter()
-        .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
-        .map(|m| m.len())
-        .sum();
-    if disk > 0 {
-        println!(
-            "disk: {disk} bytes in store.db and its WAL, {:.0} bytes per pod (pods, their events, nodes and leases)",
-            disk as f64 / pods.max(1) as f64
-        );
-    }
 }

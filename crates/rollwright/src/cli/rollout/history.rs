@@ -1,8 +1,8 @@
 //! `rollwright rollout history KIND/NAME [--revision N] [--diff A B]`: the revisions with their
 //! change cause, age and the pods still on each; one revision's pod template; or a unified diff
 //! of two revisions' pod templates (which kubectl cannot show). An automatic rollback
-//! ([`controllers::autorollback`]) marks the revision it left `(rolled back)` and is told
-//! under the table ([`Rollback`]), as `rollout status` and `rollout watch` tell it too.
+//! ([`controllers::autorollback`]) marks the revision it left `(rolled back)` and is told under
+//! the table ([`super::rollback::Rollback`]), as `rollout status` and `rollout watch` tell it too.
 
 use super::{
     model::{RevisionView, Snapshot},
@@ -14,73 +14,7 @@ use crate::cli::{
     workload::WorkloadRef,
 };
 use anyhow::bail;
-use controllers::autorollback::{
-    CONDITION, ROLLBACK_MESSAGE, ROLLBACK_REASON, ROLLED_BACK_AT, ROLLED_BACK_FROM,
-};
 use jiff::Timestamp;
-use serde_json::Value;
-
-/// The automatic rollback a workload records: the annotations its controller wrote and its
-/// `RolledBack` condition.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Rollback {
-    /// The template hash rolled back from (its revision's key for a Deployment or DaemonSet).
-    pub from: String,
-    /// The reason (`ProgressDeadlineExceeded`, `ImagePullFailure`, `CrashLoop`).
-    pub reason: String,
-    /// When.
-    pub at: String,
-    /// What it did.
-    pub message: String,
-    /// What happened after (`RollbackSuppressed`, `RollbackFailed`, with the message), if the
-    /// condition turned `False`.
-    pub since: Option<String>,
-}
-
-impl Rollback {
-    /// The rollback `obj` (a workload as JSON) records, if any.
-    pub fn of(obj: &Value) -> Option<Rollback> {
-        let annotation = |k: &str| {
-            obj.pointer("/metadata/annotations")
-                .and_then(|a| a.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
-        let message = annotation(ROLLBACK_MESSAGE)?;
-        let since = obj
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == CONDITION && c["status"] == "False")
-            .map(|c| {
-                format!(
-                    "{}: {}",
-                    c["reason"].as_str().unwrap_or(""),
-                    c["message"].as_str().unwrap_or("")
-                )
-            });
-        Some(Rollback {
-            from: annotation(ROLLED_BACK_FROM).unwrap_or_default(),
-            reason: annotation(ROLLBACK_REASON).unwrap_or_default(),
-            at: annotation(ROLLED_BACK_AT).unwrap_or_default(),
-            message,
-            since,
-        })
-    }
-
-    /// One line for people, with a second when something happened since.
-    pub fn describe(&self) -> String {
-        let mut out = format!(
-            "automatic rollback at {} ({}): {}",
-            self.at, self.reason, self.message
-        );
-        if let Some(since) = &self.since {
-            out.push_str(&format!("\nsince then: {since}"));
-        }
-        out
-    }
-}
 
 /// `rollout history` flags.
 #[derive(clap::Args, Debug)]
@@ -235,7 +169,10 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::cli::{
-        rollout::model::{PodView, WorkloadView},
+        rollout::{
+            model::{PodView, WorkloadView},
+            rollback::Rollback,
+        },
         workload::Kind,
     };
     use serde_json::json;
@@ -299,17 +236,12 @@ mod tests {
     }
 
     #[test]
-    fn an_automatic_rollback_is_marked_and_told() {
-        let obj = json!({
-            "metadata": {"annotations": {
-                ROLLED_BACK_FROM: "h2", ROLLBACK_REASON: "CrashLoop",
-                ROLLED_BACK_AT: "2025-01-01T00:01:00Z",
-                ROLLBACK_MESSAGE: "rolled back from revision 2 (h2) to revision 1 (h1): 1 pod(s) are crash-looping"}},
-            "status": {"conditions": [{"type": "RolledBack", "status": "True", "reason": "CrashLoop"}]},
-        });
-        let rollback = Rollback::of(&obj).expect("a rollback");
+    fn an_automatic_rollback_is_marked() {
         let mut snap = snapshot();
-        snap.workload.rollback = Some(rollback.clone());
+        snap.workload.rollback = Some(Rollback {
+            from: "h2".into(),
+            ..Default::default()
+        });
         let now: Timestamp = "2025-01-01T00:05:00Z".parse().expect("time");
         assert_eq!(
             table(&snap, now),
@@ -317,21 +249,6 @@ mod tests {
              1                           1      5m    <none>\n\
              2 (current) (rolled back)   2      5m    set image web=nginx:1.28 by rollwright\n"
         );
-        assert_eq!(
-            rollback.describe(),
-            "automatic rollback at 2025-01-01T00:01:00Z (CrashLoop): rolled back from revision 2 \
-             (h2) to revision 1 (h1): 1 pod(s) are crash-looping"
-        );
-        let mut failed = obj.clone();
-        failed["status"]["conditions"][0] = json!({"type": "RolledBack", "status": "False",
-            "reason": "RollbackFailed", "message": "revision 3 (h1) failed too"});
-        assert!(
-            Rollback::of(&failed)
-                .expect("a rollback")
-                .describe()
-                .ends_with("\nsince then: RollbackFailed: revision 3 (h1) failed too")
-        );
-        assert_eq!(Rollback::of(&json!({"metadata": {}})), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod pause;
 pub mod progress;
 pub mod restart;
 pub mod revisions;
+pub mod rollback;
 pub mod status;
 pub mod undo;
 pub mod watch;

@@ -66,8 +66,8 @@ pub struct WorkloadView {
     pub min_ready_seconds: i32,
     /// `spec.template`, to find the revision that records it.
     pub template: Value,
-    /// The automatic rollback on record ([`super::history::Rollback::of`]).
-    pub rollback: Option<super::history::Rollback>,
+    /// The automatic rollback on record ([`super::rollback::Rollback::of`]).
+    pub rollback: Option<super::rollback::Rollback>,
 }
 
 fn int(v: &Value, pointer: &str) -> i64 {
@@ -164,7 +164,7 @@ impl WorkloadView {
                 view.paused = workload_paused(obj);
             }
         }
-        view.rollback = super::history::Rollback::of(obj);
+        view.rollback = super::rollback::Rollback::of(obj);
         view
     }
 
