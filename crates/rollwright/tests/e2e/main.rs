@@ -27,6 +27,7 @@ mod etcd_faults;
 mod etcd_servers;
 mod garbage_collection;
 mod informers;
+mod install;
 mod jobs;
 mod kube_client;
 mod kubectl;
