@@ -137,6 +137,39 @@ async fn installed_manifests_apply_pass_restricted_and_grant_only_the_controller
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // `--apply` applies the same (server-side, beside kubectl's ownership), and warns once the
+    // cluster's own controller manager holds its Lease.
+    let applied = c.rollwright(&["install", "--apply"]).await;
+    assert!(
+        applied.contains("Deployment/rollwright-controllers applied"),
+        "{applied}"
+    );
+    let out = c.rollwright_raw(&["install", "--apply"], None).await;
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(c.admin_client(), "kube-system");
+    let lease: k8s_openapi::api::coordination::v1::Lease =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "kube-controller-manager"},
+            "spec": {"holderIdentity": "master-0_1", "leaseDurationSeconds": 15},
+        }))
+        .unwrap();
+    let mut lease = lease;
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            jiff::Timestamp::now(),
+        ));
+    }
+    leases.create(&Default::default(), &lease).await.unwrap();
+    let out = c.rollwright_raw(&["install", "--apply"], None).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: the cluster's kube-controller-manager is running")
+            && stderr.contains("--controllers='*,-deployment,-replicaset,-daemonset,-statefulset'"),
+        "{stderr}"
+    );
+
     // What the ServiceAccount may do: its controllers' writes, its Lease, its caches' reads; not
     // Secrets, not other Leases, not Deployments' deletion.
     let can = |args: &'static [&'static str]| {
