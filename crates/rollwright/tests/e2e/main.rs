@@ -14,6 +14,7 @@ mod chaos;
 mod cli_commands;
 mod cli_rollout;
 mod cli_watch;
+mod client_rate_limits;
 mod cluster;
 mod cluster_controllers;
 mod common;
