@@ -1,8 +1,8 @@
 //! The HTTPS endpoint kube-controller-manager and kube-scheduler serve on
 //! `--bind-address:--secure-port` (10257 and 10259): `/healthz` and `/livez` (the process runs),
 //! `/readyz` (it is ready to act: leader or standby alike, as a standby is a healthy replica) and
-//! `/metrics` (the rest client's requests and rate-limiter waits, whether it leads, controller
-//! restarts).
+//! `/metrics` (the rest client's requests and rate-limiter waits, the controllers' work queues,
+//! whether it leads, controller restarts).
 //!
 //! Like upstream without `--tls-cert-file`, it serves a self-signed certificate generated at start
 //! (in memory: the pod's root filesystem is read-only). Upstream also asks the API server
@@ -83,6 +83,7 @@ impl Drop for Leading {
 pub fn metrics_text() -> String {
     let mut registry = Registry::default();
     restclient::metrics::register(&mut registry);
+    controllers::runtime::queue_metrics::register(&mut registry);
     registry.register(
         "leader_election_master_status",
         "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease",

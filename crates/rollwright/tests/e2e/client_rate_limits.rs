@@ -1,6 +1,6 @@
 //! The client-side rate limit of `rollwright controllers` as a process against a cluster: its
 //! ReplicaSet controller creates pods no faster than `--kube-api-qps` allows, shows the waits in
-//! `/metrics` and logs client-go's "Waited for ... due to client-side throttling"; and the
+//! `/metrics` (with its work queue's) and logs client-go's "Waited for ... due to client-side throttling"; and the
 //! scheduler's status endpoint answers.
 
 use crate::common::{self, Cluster};
@@ -130,6 +130,11 @@ spec:
         "rest_client_rate_limiter_duration_seconds_sum{verb=\"POST\"",
     );
     assert!(waits >= 2.5, "POSTs waited {waits} s:\n{metrics}");
+    // The controller's work queue reports under its name, as upstream's.
+    assert!(
+        value(&metrics, "workqueue_adds_total{name=\"replicaset\"}") >= 1.0,
+        "{metrics}"
+    );
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(
         logged.contains("due to client-side throttling, not priority and fairness, request: POST:"),
