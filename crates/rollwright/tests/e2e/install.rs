@@ -2,7 +2,7 @@
 //! --dry-run=server`, their pods are admitted under Pod Security `restricted`, the ServiceAccount
 //! holds its controllers' upstream roles and no more, and `rollwright controllers` running with
 //! that ServiceAccount's token (as the installed pod would; there is no container runtime here)
-//! rolls a Deployment out without a single refusal, serving /healthz, /readyz and /metrics.
+//! rolls out a Deployment, a DaemonSet and a StatefulSet without a single refusal, serving /healthz, /readyz and /metrics.
 
 use crate::common::{self, Cluster};
 use rollwright::components::Components;
@@ -318,6 +318,65 @@ async fn controllers_with_the_installed_account_roll_out_without_refusals() {
         .await;
     c.kubectl(&["rollout", "status", "deployment/web", "--timeout=90s"])
         .await;
+    // A DaemonSet and a StatefulSet (with a claim template) roll out too: each controller's
+    // writes are within its role.
+    c.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers:
+      - name: agent
+        image: agent:1
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  serviceName: db
+  replicas: 2
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+      - name: db
+        image: db:1
+  volumeClaimTemplates:
+  - metadata:
+      name: data
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources:
+        requests:
+          storage: 1Gi
+"#,
+    )
+    .await;
+    for what in ["daemonset/agent", "statefulset/db"] {
+        c.kubectl(&["rollout", "status", what, "--timeout=90s"])
+            .await;
+    }
+    c.kubectl(&["set", "image", "daemonset/agent", "agent=agent:2"])
+        .await;
+    c.kubectl(&["set", "image", "statefulset/db", "db=db:2"])
+        .await;
+    for what in ["daemonset/agent", "statefulset/db"] {
+        c.kubectl(&["rollout", "status", what, "--timeout=90s"])
+            .await;
+    }
+
     // It leads through the Lease its Role grants.
     let holder = c
         .kubectl(&[
