@@ -76,40 +76,79 @@ const SCHEDULER: &str = "system:kube-scheduler";
 /// `rollwright:node-simulator`).
 pub fn start_with_identities(what: &Components, client_as: ClientAs) -> anyhow::Result<Running> {
     let manager = client_as(authz::UserInfo::new(CONTROLLER_MANAGER, &[]));
-    start_parts(manager, what, None, Some(client_as))
+    start_parts(manager, what, None, Some(client_as), None)
+}
+
+/// How the scheduler and the controllers are elected when several processes run them.
+#[derive(Clone)]
+pub struct Election {
+    /// The Lease's timings.
+    pub config: leader::Config,
+    /// The Leases' namespace (kube-controller-manager's `--leader-elect-resource-namespace`).
+    pub namespace: String,
+    /// The client the elector reads and renews its Lease with (`None`: the part's). Upstream's
+    /// leader election has a clientset, and so a rate limiter, of its own, so that a busy
+    /// controller's requests never hold a renewal back past the renew deadline.
+    pub client: Option<Client>,
+}
+
+impl Default for Election {
+    fn default() -> Self {
+        Self {
+            config: leader::Config::default(),
+            namespace: "kube-system".to_owned(),
+            client: None,
+        }
+    }
 }
 
 /// [`start`], with the scheduler and the controllers each acting only while they hold their Lease
-/// (`kube-system/rollwright-scheduler`, `kube-system/rollwright-controllers`) when `election` is
+/// (`NAMESPACE/rollwright-scheduler`, `NAMESPACE/rollwright-controllers`) when `election` is
 /// given, so that of several processes only one of each acts at a time.
 pub fn start_elected(
     client: Client,
     what: &Components,
-    election: Option<&leader::Config>,
+    election: Option<&Election>,
 ) -> anyhow::Result<Running> {
-    start_parts(client, what, election, None)
+    start_parts(client, what, election, None, None)
+}
+
+/// [`start_elected`], each controller writing through its own client from `controller_clients`
+/// (given the controller's upstream ServiceAccount name, or `None`), as kube-controller-manager
+/// gives each controller a clientset, and so a rate limiter, of its own.
+pub fn start_with_controller_clients(
+    client: Client,
+    what: &Components,
+    election: Option<&Election>,
+    controller_clients: controllers::accounts::ClientFor,
+) -> anyhow::Result<Running> {
+    start_parts(client, what, election, None, Some(controller_clients))
 }
 
 fn start_parts(
     client: Client,
     what: &Components,
-    election: Option<&leader::Config>,
+    election: Option<&Election>,
     client_as: Option<ClientAs>,
+    controller_clients: Option<controllers::accounts::ClientFor>,
 ) -> anyhow::Result<Running> {
     let (tx, rx) = watch::channel(false);
     // The scheduler writes as itself; the controllers each as their ServiceAccount.
     let scheduler_client = client_as
         .as_ref()
         .map(|f| f(authz::UserInfo::new(SCHEDULER, &[])));
-    let accounts: Option<controllers::accounts::ClientFor> = client_as.clone().map(|f| {
-        let manager = client.clone();
-        let for_account: controllers::accounts::ClientFor =
-            Arc::new(move |account: Option<&str>| match account {
-                Some(name) => f(service_account_user("kube-system", name)),
-                None => manager.clone(),
-            });
-        for_account
-    });
+    let accounts: Option<controllers::accounts::ClientFor> = client_as
+        .clone()
+        .map(|f| {
+            let manager = client.clone();
+            let for_account: controllers::accounts::ClientFor =
+                Arc::new(move |account: Option<&str>| match account {
+                    Some(name) => f(service_account_user("kube-system", name)),
+                    None => manager.clone(),
+                });
+            for_account
+        })
+        .or(controller_clients);
     let mut tasks = JoinSet::new();
     if let Some(config) = what.nodes.clone() {
         let profile = match &what.profile {
@@ -144,15 +183,21 @@ fn start_parts(
         let (client, stop) = (client.clone(), shutdown_signal(&rx));
         match election {
             Some(election) => {
-                let elector = elector(&client, "rollwright-scheduler", election)?;
+                let elector = elector(&client, SCHEDULER_LEASE, election)?;
+                crate::status_server::Leading::candidate(SCHEDULER_LEASE);
                 tasks.spawn(async move {
                     elector
                         .run(stop, || {
-                            scheduler::run(
+                            let leading = crate::status_server::Leading::start(SCHEDULER_LEASE);
+                            let run = scheduler::run(
                                 Informers::new(client.clone()),
                                 config.clone(),
                                 std::future::pending::<()>(),
-                            )
+                            );
+                            async move {
+                                let _leading = leading;
+                                run.await
+                            }
                         })
                         .await;
                 });
@@ -178,17 +223,19 @@ fn start_parts(
         let stop = shutdown_signal(&rx);
         match election {
             Some(election) => {
-                let elector = elector(&client, "rollwright-controllers", election)?;
+                let elector = elector(&client, CONTROLLERS_LEASE, election)?;
+                crate::status_server::Leading::candidate(CONTROLLERS_LEASE);
                 let (client, settings) = (client.clone(), settings.clone());
                 let mut first = Some(first);
                 tasks.spawn(async move {
                     elector
                         .run(stop, move || {
-                            let run = first
-                                .take()
-                                .map(Ok)
-                                .unwrap_or_else(|| start_controllers(&client, &settings));
+                            let leading = crate::status_server::Leading::start(CONTROLLERS_LEASE);
+                            let run = first.take().map(Ok).unwrap_or_else(|| {
+                                start_controllers(&client, &settings, accounts.as_ref())
+                            });
                             async move {
+                                let _leading = leading;
                                 match run {
                                     Ok(controllers) => controllers.await,
                                     Err(e) => tracing::error!(error = %e, "controllers"),
@@ -220,9 +267,12 @@ fn start_parts(
 fn start_controllers(
     client: &Client,
     settings: &ControllerSettings,
+    accounts: Option<&controllers::accounts::ClientFor>,
 ) -> anyhow::Result<futures::future::BoxFuture<'static, ()>> {
     let informers = Informers::new(client.clone());
-    Ok(Box::pin(controllers::run(&informers, settings)?))
+    Ok(Box::pin(controllers::run_as(
+        &informers, settings, accounts,
+    )?))
 }
 
 /// The user a ServiceAccount's token authenticates as.
@@ -237,18 +287,19 @@ fn service_account_user(namespace: &str, name: &str) -> authz::UserInfo {
     )
 }
 
-/// A candidate for the Lease `kube-system/NAME`, named after this process.
-fn elector(
-    client: &Client,
-    name: &str,
-    config: &leader::Config,
-) -> anyhow::Result<leader::Elector> {
+/// The scheduler's Lease.
+pub const SCHEDULER_LEASE: &str = "rollwright-scheduler";
+/// The controllers' Lease.
+pub const CONTROLLERS_LEASE: &str = "rollwright-controllers";
+
+/// A candidate for the Lease `NAMESPACE/NAME`, named after this process.
+fn elector(client: &Client, name: &str, election: &Election) -> anyhow::Result<leader::Elector> {
     Ok(leader::Elector::new(
-        client.clone(),
-        "kube-system",
+        election.client.clone().unwrap_or_else(|| client.clone()),
+        &election.namespace,
         name,
         leader::Elector::unique_identity(name),
-        config.clone(),
+        election.config.clone(),
     )?)
 }
 

@@ -228,6 +228,13 @@ impl ControlPlane {
         };
         // The in-cluster parts talk to the server in-process (no TCP, no TLS): same API, same
         // admission, none of the transport's cost.
+        //
+        // And without client rate limits, unlike `controllers`, `scheduler` and `nodes` against a
+        // cluster (20/30, 50/100, 50/100 as upstream's): `up` is rollwright's own cluster, whose
+        // pace is meant to be its controllers' and its simulated kubelets', with no network
+        // between them and the API server to protect. A limit here would model a client
+        // configuration nobody chose; rehearsing a real cluster should set the limits it measured.
+        tracing::info!("in-process clients: no client-side rate limit");
         let users = embedded::Users::new(&self.server);
         self.components = Some(crate::components::start_with_identities(
             &what,

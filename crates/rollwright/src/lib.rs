@@ -6,4 +6,6 @@ pub mod chaos;
 pub mod components;
 pub mod control_plane;
 pub mod duration;
+pub mod install;
+pub mod status_server;
 pub mod user_kubeconfig;

@@ -61,9 +61,70 @@ struct ServeArgs {
 
 #[derive(clap::Args, Clone)]
 struct ClusterArgs {
-    /// Kubeconfig of the cluster to work on (default: $KUBECONFIG, then ./.rollwright/kubeconfig).
+    /// Kubeconfig of the cluster to work on (default: $KUBECONFIG, then in a pod its
+    /// ServiceAccount and KUBERNETES_SERVICE_HOST/PORT, then ./.rollwright/kubeconfig).
     #[arg(long, global = true)]
     kubeconfig: Option<PathBuf>,
+}
+
+/// The client-side rate limit of a component's clients, with upstream's flags. Each client (each
+/// controller's, the shared caches', the leader election's, each simulated kubelet's) has a token
+/// bucket of its own, as each clientset upstream has.
+#[derive(clap::Args, Clone)]
+struct ApiLimitArgs {
+    /// Requests a second each client sends at most on average, as upstream's --kube-api-qps
+    /// (default: kube-controller-manager's 20 for `controllers`, kube-scheduler's and the
+    /// kubelet's 50 for `scheduler` and `nodes`); a negative value turns the limit off.
+    #[arg(long, allow_negative_numbers = true)]
+    kube_api_qps: Option<f32>,
+    /// Requests each client may send at once after a quiet spell, as --kube-api-burst (default:
+    /// 30 for `controllers`, 100 for `scheduler` and `nodes`).
+    #[arg(long)]
+    kube_api_burst: Option<u32>,
+}
+
+impl ApiLimitArgs {
+    /// The limit, the component's upstream default where a flag is not given.
+    fn limit(&self, default: restclient::Limit) -> anyhow::Result<Option<restclient::Limit>> {
+        let limit = restclient::Limit::new(
+            self.kube_api_qps.unwrap_or(default.qps),
+            self.kube_api_burst.unwrap_or(default.burst),
+        )
+        .context("--kube-api-qps/--kube-api-burst")?;
+        match limit {
+            Some(limit) => tracing::info!(%limit, "client rate limit"),
+            None => tracing::info!("no client rate limit (--kube-api-qps is negative)"),
+        }
+        Ok(limit)
+    }
+}
+
+/// Where `controllers` and `scheduler` serve /healthz, /readyz and /metrics (HTTPS, a
+/// self-signed certificate), with kube-controller-manager's flags.
+#[derive(clap::Args, Clone)]
+struct StatusArgs {
+    /// Address to serve on. Loopback by default (upstream's is every interface): /metrics is
+    /// served to anyone who can connect; in a pod, 0.0.0.0 for the kubelet's probes.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_address: IpAddr,
+    /// Port to serve on; 0 serves nothing (default: kube-controller-manager's 10257 for
+    /// `controllers`, kube-scheduler's 10259 for `scheduler`).
+    #[arg(long)]
+    secure_port: Option<u16>,
+}
+
+impl StatusArgs {
+    async fn serve(
+        &self,
+        default_port: u16,
+    ) -> anyhow::Result<Option<rollwright::status_server::StatusServer>> {
+        let port = self.secure_port.unwrap_or(default_port);
+        if port == 0 {
+            return Ok(None);
+        }
+        let addr = std::net::SocketAddr::new(self.bind_address, port);
+        Ok(Some(rollwright::status_server::serve(addr).await?))
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -108,15 +169,29 @@ impl ControllersArgs {
 struct ElectedArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
-    /// Act only while holding a Lease in kube-system (leaseDurationSeconds 15, renew deadline
-    /// 10s, retry 2s), so that several processes can run for availability.
+    /// Act only while holding a Lease (leaseDurationSeconds 15, renew deadline 10s, retry 2s),
+    /// so that several processes can run for availability.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
+    /// The namespace of the Lease, as upstream's --leader-elect-resource-namespace (`rollwright
+    /// install` uses its own namespace, where its Role grants the Lease).
+    #[arg(long, default_value = "kube-system")]
+    leader_elect_resource_namespace: String,
+    #[command(flatten)]
+    limits: ApiLimitArgs,
+    #[command(flatten)]
+    status: StatusArgs,
 }
 
 impl ElectedArgs {
-    fn election(&self) -> Option<leader::Config> {
-        self.leader_elect.then(leader::Config::default)
+    /// The election, if any, renewing through `client` (a client of its own, as upstream's
+    /// leader election has).
+    fn election(&self, client: kube::Client) -> Option<components::Election> {
+        self.leader_elect.then(|| components::Election {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            client: Some(client),
+            ..Default::default()
+        })
     }
 }
 
@@ -147,6 +222,10 @@ enum Command {
     },
     /// Run the scheduler against a cluster.
     Scheduler(ElectedArgs),
+    /// Print the manifests that run rollwright's workload controllers on a real cluster (a
+    /// namespace, a ServiceAccount bound to upstream's roles for those controllers, a Role on its
+    /// Lease, a Deployment of two replicas and a PodDisruptionBudget), or apply them.
+    Install(InstallArgs),
     /// Simulate nodes against a cluster, or change simulated nodes at run time.
     Nodes {
         #[command(flatten)]
@@ -172,6 +251,8 @@ enum Command {
         /// Do not record Events.
         #[arg(long)]
         no_events: bool,
+        #[command(flatten)]
+        limits: ApiLimitArgs,
         /// On shutdown, print the lease renewals' latency as one JSON line on standard output
         /// (`{"lease_latency": ...}`): how `bench nodes --shards` collects it from its shards.
         #[arg(long)]
@@ -208,6 +289,28 @@ enum Command {
     /// random moments; print rollouts completed, restarts, acknowledged writes lost, invariant
     /// violations, duplicate daemon pods and time to recover (see RELIABILITY.md).
     Chaos(rollwright::chaos::Args),
+}
+
+#[derive(clap::Args)]
+struct InstallArgs {
+    /// The controllers to run (turned off in the cluster's own controller manager).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "deployment,replicaset,daemonset,statefulset"
+    )]
+    controllers: Vec<String>,
+    /// The namespace to install into.
+    #[arg(long, default_value = "rollwright-system")]
+    namespace: String,
+    /// The image holding the rollwright binary (`tools/image` builds this one).
+    #[arg(long, default_value = concat!("localhost/rollwright:", env!("CARGO_PKG_VERSION")))]
+    image: String,
+    /// Apply the manifests (server-side apply) instead of printing them.
+    #[arg(long)]
+    apply: bool,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 /// The benchmarks: the library's, and the rehearsal's, which drives the CLI.
@@ -353,27 +456,38 @@ async fn run() -> anyhow::Result<()> {
             if settings.root_ca.bundle.is_none() {
                 settings.root_ca.bundle = kubeconfig_ca(&config);
             }
-            run_parts(
-                kube::Client::try_from(config)?,
-                Components {
+            let limit = elected
+                .limits
+                .limit(restclient::Limit::CONTROLLER_MANAGER)?;
+            let clients = Clients::new(config, limit)?;
+            let _status = elected.status.serve(10257).await?;
+            let running = components::start_with_controller_clients(
+                clients.own(),
+                &Components {
                     controllers: Some(settings),
                     ..Default::default()
                 },
-                elected.election(),
-            )
-            .await
+                elected.election(clients.own()).as_ref(),
+                clients.per_controller(),
+            )?;
+            until_shutdown(running).await
         }
         Command::Scheduler(c) => {
-            run_parts(
-                client(&c.cluster, Component::Scheduler).await?,
-                Components {
+            let mut config = kube_config(&c.cluster).await?;
+            introduce(&mut config, Component::Scheduler);
+            let clients = Clients::new(config, c.limits.limit(restclient::Limit::SCHEDULER)?)?;
+            let _status = c.status.serve(10259).await?;
+            let running = components::start_elected(
+                clients.own(),
+                &Components {
                     scheduler: Some(Default::default()),
                     ..Default::default()
                 },
-                c.election(),
-            )
-            .await
+                c.election(clients.own()).as_ref(),
+            )?;
+            until_shutdown(running).await
         }
+        Command::Install(args) => install(args).await,
         Command::Nodes {
             cluster,
             count,
@@ -383,6 +497,7 @@ async fn run() -> anyhow::Result<()> {
             readiness_delay_ms,
             no_events,
             report_leases,
+            limits,
             op: None,
         } => {
             let fixed = |ms: u64| {
@@ -406,8 +521,18 @@ async fn run() -> anyhow::Result<()> {
             // for `--report-leases`.
             let stats = std::sync::Arc::new(nodesim::Stats::default());
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let sim = tokio::spawn(nodesim::run_with_stats(
-                client(&cluster, Component::Kubelet).await?,
+            // Each simulated kubelet with a client (and so a rate limit) of its own, as each
+            // real one has; the shared watches with one more.
+            let mut config = kube_config(&cluster).await?;
+            introduce(&mut config, Component::Kubelet);
+            let clients = Clients::new(config, limits.limit(restclient::Limit::KUBELET)?)?;
+            let per_node = clients.clone();
+            let identities = nodesim::Identities::new(
+                clients.own(),
+                std::sync::Arc::new(move |_node: &str| per_node.own()),
+            );
+            let sim = tokio::spawn(nodesim::run_as_with_stats(
+                identities,
                 nodes,
                 profile,
                 async move {
@@ -483,6 +608,45 @@ async fn client(args: &ClusterArgs, component: Component) -> anyhow::Result<kube
     Ok(kube::Client::try_from(config)?)
 }
 
+/// One connection pool to the cluster, and clients on it each with a rate limiter of its own, as
+/// kube-controller-manager builds a clientset per controller (and for the shared informers and
+/// the leader election) from one configuration.
+#[derive(Clone)]
+struct Clients {
+    base: kube::Client,
+    limit: Option<restclient::Limit>,
+    host: String,
+}
+
+impl Clients {
+    fn new(config: kube::Config, limit: Option<restclient::Limit>) -> anyhow::Result<Self> {
+        let host = restclient::metrics::host(&config.cluster_url);
+        Ok(Self {
+            base: kube::Client::try_from(config)?,
+            limit,
+            host,
+        })
+    }
+
+    /// A client with a limiter of its own.
+    fn own(&self) -> kube::Client {
+        restclient::limited(&self.base, self.limit, &self.host)
+    }
+
+    /// A client of its own for each controller, made once (by the controller's account name).
+    fn per_controller(&self) -> controllers::accounts::ClientFor {
+        let made =
+            std::sync::Mutex::new(std::collections::HashMap::<Option<String>, kube::Client>::new());
+        let clients = self.clone();
+        std::sync::Arc::new(move |account: Option<&str>| {
+            let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+            made.entry(account.map(str::to_owned))
+                .or_insert_with(|| clients.own())
+                .clone()
+        })
+    }
+}
+
 /// Sends `component`'s `User-Agent`, which names its writes' field manager.
 fn introduce(config: &mut kube::Config, component: Component) {
     config
@@ -490,19 +654,46 @@ fn introduce(config: &mut kube::Config, component: Component) {
         .push((http::header::USER_AGENT, component.user_agent()));
 }
 
+/// The cluster's configuration: `--kubeconfig`, `$KUBECONFIG`, in a pod its ServiceAccount, or
+/// `rollwright up`'s kubeconfig ([`restclient::config`]).
 async fn kube_config(args: &ClusterArgs) -> anyhow::Result<kube::Config> {
-    let path = args
-        .kubeconfig
-        .clone()
-        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(".rollwright/kubeconfig"));
-    let kc = kube::config::Kubeconfig::read_from(&path).with_context(|| {
-        format!(
-            "reading kubeconfig {} (start `rollwright up` first, or pass --kubeconfig)",
-            path.display()
-        )
-    })?;
-    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
+    let (config, source) = restclient::config::Inference::from_env(args.kubeconfig.clone())
+        .load()
+        .await?;
+    tracing::info!(%source, server = %config.cluster_url, "cluster configuration");
+    Ok(config)
+}
+
+/// `rollwright install`: prints the manifests (with the flag for the cluster's own controller
+/// manager as a comment, so that the output pipes into `kubectl apply -f -`), or applies them and
+/// warns when the cluster's controller manager still runs.
+async fn install(args: InstallArgs) -> anyhow::Result<()> {
+    use rollwright::install;
+    let plan = install::Install::new(&args.controllers, &args.namespace, &args.image)?;
+    let manifests = plan.manifests();
+    let flag = plan.kube_controller_manager_flag();
+    if !args.apply {
+        println!("# Turn the same controllers off in the cluster's own controller manager:");
+        println!("#   kube-controller-manager {flag} ...");
+        print!("{}", install::yaml(&manifests)?);
+        return Ok(());
+    }
+    let client = kube::Client::try_from(kube_config(&args.cluster).await?)?;
+    for applied in install::apply(&client, &manifests).await? {
+        println!("{applied} applied");
+    }
+    if let Some(ago) = install::controller_manager_renewed(&client).await
+        && install::held_recently(Some(ago))
+    {
+        eprintln!(
+            "warning: the cluster's kube-controller-manager is running (Lease kube-system/kube-controller-manager renewed {}s ago); \
+             unless it runs with {flag}, it and rollwright act on the same objects",
+            ago.as_secs()
+        );
+    }
+    println!("Turn the same controllers off in the cluster's own controller manager:");
+    println!("  kube-controller-manager {flag} ...");
+    Ok(())
 }
 
 /// The CA the kubeconfig trusts the cluster with, as the bundle to publish when no
@@ -519,12 +710,7 @@ fn kubeconfig_ca(config: &kube::Config) -> Option<controllers::root_ca::RootCa> 
     }
 }
 
-async fn run_parts(
-    client: kube::Client,
-    what: Components,
-    election: Option<leader::Config>,
-) -> anyhow::Result<()> {
-    let running = components::start_elected(client, &what, election.as_ref())?;
+async fn until_shutdown(running: components::Running) -> anyhow::Result<()> {
     shutdown_signal()
         .await
         .context("waiting for a shutdown signal")?;

@@ -74,9 +74,13 @@ pub async fn run<C: Controller>(controller: Arc<C>, informers: Informers) {
     informers.wait_synced().await;
     tracing::debug!(controller = C::NAME, "caches synced; starting workers");
     let queue = controller.queue().clone();
+    queue.instrument(C::NAME);
     let worker = || async {
         while let Some(key) = queue.next().await {
-            match controller.reconcile(key.clone()).await {
+            let started = tokio::time::Instant::now();
+            let result = controller.reconcile(key.clone()).await;
+            queue.observe_work(started.elapsed());
+            match result {
                 Ok(action) => {
                     queue.forget(&key);
                     if let Some(delay) = action.requeue_after() {

@@ -14,6 +14,7 @@ pub mod config;
 pub mod controller;
 pub mod error;
 pub mod queue;
+pub mod queue_metrics;
 pub mod supervisor;
 
 pub use action::Action;

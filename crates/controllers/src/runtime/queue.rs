@@ -8,6 +8,7 @@
 //!
 //! Time is `tokio::time`, so tests with a paused clock see delays pass without sleeping.
 
+use super::queue_metrics::{QueueMetrics, seconds};
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
     hash::Hash,
@@ -82,6 +83,10 @@ struct State<K> {
     seq: u64,
     failures: HashMap<K, u32>,
     shut_down: bool,
+    /// The queue's metrics, once [`WorkQueue::instrument`] named it; with them, when each key in
+    /// `ready` was queued.
+    metrics: Option<QueueMetrics>,
+    queued_at: HashMap<K, Instant>,
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
@@ -91,12 +96,38 @@ impl<K: Clone + Eq + Hash> State<K> {
             return false;
         }
         if self.processing.contains(&key) {
+            // client-go counts an add once per key until it is processed again.
+            if let Some(m) = &self.metrics
+                && !self.dirty.contains(&key)
+            {
+                m.adds.inc();
+                self.queued_at.insert(key.clone(), Instant::now());
+            }
             self.dirty.insert(key);
             return false;
         }
-        self.queued.insert(key.clone());
+        if let Some(m) = &self.metrics {
+            m.adds.inc();
+            self.queued_at.insert(key.clone(), Instant::now());
+        }
+        self.push_ready(key)
+    }
+
+    /// Puts `key` in line (its add already counted); returns whether a worker should be woken.
+    fn push_ready(&mut self, key: K) -> bool {
+        if !self.queued.insert(key.clone()) {
+            return false;
+        }
         self.ready.push_back(key);
+        self.report_depth();
         true
+    }
+
+    fn report_depth(&self) {
+        if let Some(m) = &self.metrics {
+            m.depth
+                .set(i64::try_from(self.ready.len()).unwrap_or(i64::MAX));
+        }
     }
 
     /// Moves every delayed key whose deadline has passed to the ready queue.
@@ -138,6 +169,8 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             seq: 0,
             failures: HashMap::new(),
             shut_down: false,
+            metrics: None,
+            queued_at: HashMap::new(),
         };
         Self {
             inner: Arc::new(Inner {
@@ -153,6 +186,20 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// the runtime, not each controller, reads it ([`super::Controller::workers`]).
     pub fn workers(&self) -> usize {
         self.inner.workers
+    }
+
+    /// Reports this queue's metrics under `name` (client-go's `workqueue_*{name}`) from now on.
+    pub fn instrument(&self, name: &'static str) {
+        let mut st = self.lock();
+        st.metrics = Some(QueueMetrics::named(name));
+        st.report_depth();
+    }
+
+    /// Counts the processing of a key that took `took` (`workqueue_work_duration_seconds`).
+    pub fn observe_work(&self, took: Duration) {
+        if let Some(m) = &self.lock().metrics {
+            m.work_duration.observe(seconds(took));
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
@@ -204,7 +251,11 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             let mut st = self.lock();
             let n = st.failures.entry(key.clone()).or_insert(0);
             *n = n.saturating_add(1);
-            *n
+            let n = *n;
+            if let Some(m) = &st.metrics {
+                m.retries.inc();
+            }
+            n
         };
         self.add_after(key, self.inner.backoff.delay(failures));
     }
@@ -224,7 +275,8 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         let wake = {
             let mut st = self.lock();
             st.processing.remove(key);
-            st.dirty.remove(key) && !st.shut_down && st.enqueue(key.clone())
+            // Queued again as client-go's `Done` does: its add was counted when it came.
+            st.dirty.remove(key) && !st.shut_down && st.push_ready(key.clone())
         };
         if wake {
             self.inner.notify.notify_one();
@@ -265,6 +317,10 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 if let Some(key) = st.ready.pop_front() {
                     st.queued.remove(&key);
                     st.processing.insert(key.clone());
+                    st.report_depth();
+                    if let (Some(since), Some(m)) = (st.queued_at.remove(&key), &st.metrics) {
+                        m.queue_duration.observe(seconds(since.elapsed()));
+                    }
                     let more = !st.ready.is_empty() || !st.delayed.is_empty();
                     drop(st);
                     if more {
@@ -407,5 +463,42 @@ mod tests {
         tokio::task::yield_now().await;
         q.shut_down();
         assert_eq!(waiter.await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_named_queue_counts_adds_retries_and_depth_as_client_go() {
+        let q = WorkQueue::new(Backoff::default());
+        q.instrument("unit-test-queue");
+        let m = QueueMetrics::named("unit-test-queue");
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        // A key added twice before it is processed is one add.
+        assert_eq!((m.adds.get(), m.depth.get()), (2, 2));
+        let key = q.next().await;
+        assert_eq!(key, Some("a"));
+        assert_eq!(m.depth.get(), 1);
+        // Added while processed: one more add, queued again when done.
+        q.add("a");
+        q.add("a");
+        assert_eq!(m.adds.get(), 3);
+        q.done(&"a");
+        assert_eq!(m.depth.get(), 2);
+        q.add_rate_limited("b");
+        assert_eq!(m.retries.get(), 1);
+        q.observe_work(Duration::from_millis(3));
+        let mut registry = prometheus_client::registry::Registry::default();
+        super::super::queue_metrics::register(&mut registry);
+        let mut text = String::new();
+        assert!(prometheus_client::encoding::text::encode(&mut text, &registry).is_ok());
+        for series in [
+            "workqueue_adds_total{name=\"unit-test-queue\"} 3",
+            "workqueue_retries_total{name=\"unit-test-queue\"} 1",
+            "workqueue_depth{name=\"unit-test-queue\"} 2",
+            "workqueue_work_duration_seconds_count{name=\"unit-test-queue\"} 1",
+            "workqueue_queue_duration_seconds_count{name=\"unit-test-queue\"} 1",
+        ] {
+            assert!(text.contains(series), "{series}: {text}");
+        }
     }
 }

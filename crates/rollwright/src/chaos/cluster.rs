@@ -113,6 +113,11 @@ impl Cluster {
             // One controllers process at a time: waiting out a killed leader's Lease (15 s) at
             // every restart would leave the rollouts without controllers between kills.
             .arg("--leader-elect=false")
+            // No status endpoint: a killed process's successor must not wait for its port.
+            .arg("--secure-port=0")
+            // Unlimited, as before client rate limits existed, so that recovery times stay
+            // comparable with RELIABILITY.md's: chaos measures recovery, not client pacing.
+            .arg("--kube-api-qps=-1")
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .stdin(Stdio::null())

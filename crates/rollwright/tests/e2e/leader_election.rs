@@ -112,8 +112,8 @@ async fn controllers_scheduler_and_sharded_nodes_as_processes_roll_out_a_deploym
             )
         })
         .collect();
-    let scheduler = spawn_part(&["scheduler"], &kubeconfig, None);
-    let controllers = spawn_part(&["controllers"], &kubeconfig, None);
+    let scheduler = spawn_part(&["scheduler", "--secure-port=0"], &kubeconfig, None);
+    let controllers = spawn_part(&["controllers", "--secure-port=0"], &kubeconfig, None);
 
     kubectl(
         d,
@@ -200,14 +200,14 @@ async fn killing_the_leading_controllers_mid_rollout_hands_over_within_the_lease
     let _apiserver = spawn_apiserver(d, &[]).await;
     let kubeconfig = d.join("kubeconfig");
     let _nodes = spawn_part(&["nodes", "--count", "3"], &kubeconfig, None);
-    let _scheduler = spawn_part(&["scheduler"], &kubeconfig, None);
+    let _scheduler = spawn_part(&["scheduler", "--secure-port=0"], &kubeconfig, None);
     let mut a = spawn_part(
-        &["controllers"],
+        &["controllers", "--secure-port=0"],
         &kubeconfig,
         Some(d.join("controllers-a.log")),
     );
     let mut b = spawn_part(
-        &["controllers"],
+        &["controllers", "--secure-port=0"],
         &kubeconfig,
         Some(d.join("controllers-b.log")),
     );

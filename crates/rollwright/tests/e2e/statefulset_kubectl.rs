@@ -1153,6 +1153,8 @@ async fn ordered_ready_replaces_a_pod_stuck_on_a_bad_revision_once_the_template_
 fn spawn_controllers(env: &Env) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_rollwright"))
         .arg("controllers")
+        // No status endpoint: tests run side by side on one machine.
+        .arg("--secure-port=0")
         .arg("--kubeconfig")
         .arg(env.c.kubeconfig())
         .stdout(std::process::Stdio::null())
