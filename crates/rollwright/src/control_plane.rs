@@ -44,6 +44,9 @@ pub struct Options {
     pub audit_policy_file: Option<PathBuf>,
     /// Where audit events go (`--audit-log-path`, `-` for standard output).
     pub audit_log_path: Option<PathBuf>,
+    /// How the audit log rotates (`--audit-log-maxsize`, `--audit-log-maxbackup`,
+    /// `--audit-log-maxage`).
+    pub audit_log_rotation: apiserver::audit::Rotation,
     /// The parts to run beside the API server, on in-process clients.
     pub components: crate::components::Components,
     /// Whether the parts wait for [`ControlPlane::start_components`]: a caller that loads
@@ -63,6 +66,7 @@ impl Default for Options {
             etcd_compaction_interval: store::etcd::DEFAULT_COMPACTION_INTERVAL,
             audit_policy_file: None,
             audit_log_path: None,
+            audit_log_rotation: Default::default(),
             components: Default::default(),
             defer_components: false,
         }
@@ -111,6 +115,7 @@ impl ControlPlane {
         let audit = apiserver::audit::Auditor::from_flags(
             opts.audit_policy_file.as_deref(),
             opts.audit_log_path.as_deref(),
+            opts.audit_log_rotation,
         )?;
         // The root-ca-cert-publisher publishes the CA the kubeconfig trusts this server with,
         // unless told another (`--root-ca-file`).

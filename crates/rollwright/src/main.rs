@@ -57,6 +57,16 @@ struct ServeArgs {
     /// --audit-log-path.
     #[arg(long)]
     audit_log_path: Option<PathBuf>,
+    /// Megabytes the audit log may reach before it is rotated (upstream's --audit-log-maxsize;
+    /// 0: 100, lumberjack's default).
+    #[arg(long = "audit-log-maxsize", default_value_t = 0)]
+    audit_log_maxsize: u64,
+    /// Rotated audit logs kept (upstream's --audit-log-maxbackup; 0: all).
+    #[arg(long = "audit-log-maxbackup", default_value_t = 0)]
+    audit_log_maxbackup: usize,
+    /// Days a rotated audit log is kept (upstream's --audit-log-maxage; 0: no limit).
+    #[arg(long = "audit-log-maxage", default_value_t = 0)]
+    audit_log_maxage: u64,
 }
 
 #[derive(clap::Args, Clone)]
@@ -584,6 +594,11 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         etcd_compaction_interval: args.etcd_compaction_interval,
         audit_policy_file: args.audit_policy_file,
         audit_log_path: args.audit_log_path,
+        audit_log_rotation: apiserver::audit::Rotation {
+            max_size_mb: args.audit_log_maxsize,
+            max_backups: args.audit_log_maxbackup,
+            max_age_days: args.audit_log_maxage,
+        },
         components,
         defer_components: false,
     })

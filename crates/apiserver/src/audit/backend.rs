@@ -6,11 +6,14 @@
 //! on the disk only when the queue is full; then it waits for room rather than losing the event,
 //! which keeps the blocking mode's promise that every event is written. The queue holds 10 000
 //! events, upstream's batch buffer. A write error is logged and the event lost, as in upstream's
-//! batch mode. The file is not rotated (upstream's `--audit-log-maxsize` & co.).
+//! batch mode. The file is rotated as upstream's is ([`super::rotation`]).
 
-use super::AuditError;
+use super::{
+    AuditError,
+    rotation::{RotatingFile, Rotation, append},
+};
 use std::{
-    fs::{DirBuilder, OpenOptions},
+    fs::DirBuilder,
     io::{BufWriter, Write},
     path::Path,
 };
@@ -32,8 +35,15 @@ pub(crate) struct LogBackend {
 
 impl LogBackend {
     /// Appends to the file at `path` (created `0600`, its directory `0700`, as upstream's
-    /// `ensureLogFile`), or writes to standard output for `-`.
+    /// `ensureLogFile`), or writes to standard output for `-`; the file rotates at lumberjack's
+    /// default size (100 MB), keeping every backup.
+    #[cfg(test)]
     pub fn open(path: &Path) -> Result<Self, AuditError> {
+        Self::open_rotating(path, Rotation::default())
+    }
+
+    /// [`Self::open`], rotated as `rotation` says.
+    pub fn open_rotating(path: &Path, rotation: Rotation) -> Result<Self, AuditError> {
         if path.as_os_str() == "-" {
             return Ok(Self::to(Box::new(std::io::stdout())));
         }
@@ -51,14 +61,9 @@ impl LogBackend {
             }
             builder.create(dir).map_err(err(dir))?;
         }
-        let mut options = OpenOptions::new();
-        options.append(true).create(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let file = options.open(path).map_err(err(path))?;
+        let file = append(path).map_err(err(path))?;
+        let file =
+            RotatingFile::new(path.to_path_buf(), file, append, rotation).map_err(err(path))?;
         Ok(Self::to(Box::new(file)))
     }
 

@@ -11,10 +11,12 @@ mod backend;
 mod event;
 mod filter;
 mod policy;
+mod rotation;
 
 pub(crate) use filter::layer;
 pub(crate) use filter::{annotate, failed_authentication, record_decision};
 pub use policy::{Policy, PolicyError};
+pub use rotation::Rotation;
 
 use backend::LogBackend;
 use event::Event;
@@ -53,23 +55,37 @@ impl std::fmt::Debug for Auditor {
 }
 
 impl Auditor {
-    /// Records requests as `policy` says to the file at `log_path` (`-`: standard output).
+    /// Records requests as `policy` says to the file at `log_path` (`-`: standard output),
+    /// rotated at upstream's defaults.
     pub fn new(policy: Policy, log_path: &Path) -> Result<Self, AuditError> {
+        Self::rotating(policy, log_path, Rotation::default())
+    }
+
+    /// [`Self::new`], the file rotated as `rotation` says.
+    pub fn rotating(
+        policy: Policy,
+        log_path: &Path,
+        rotation: Rotation,
+    ) -> Result<Self, AuditError> {
         Ok(Self {
             policy,
-            backend: LogBackend::open(log_path)?,
+            backend: LogBackend::open_rotating(log_path, rotation)?,
         })
     }
 
-    /// Upstream's `--audit-policy-file` and `--audit-log-path`: auditing needs both. A policy
-    /// is read and checked even without a log, so that a bad one is found at start-up.
+    /// Upstream's `--audit-policy-file`, `--audit-log-path` and the rotation flags: auditing
+    /// needs a policy and a path. A policy is read and checked even without a log, so that a bad
+    /// one is found at start-up.
     pub fn from_flags(
         policy_file: Option<&Path>,
         log_path: Option<&Path>,
+        rotation: Rotation,
     ) -> Result<Option<Arc<Self>>, AuditError> {
         let policy = policy_file.map(Policy::load).transpose()?;
         match (policy, log_path) {
-            (Some(policy), Some(path)) => Ok(Some(Arc::new(Self::new(policy, path)?))),
+            (Some(policy), Some(path)) => {
+                Ok(Some(Arc::new(Self::rotating(policy, path, rotation)?)))
+            }
             (None, Some(_)) => {
                 tracing::info!(
                     "No audit policy file provided, no events will be recorded for log backend"

@@ -316,7 +316,7 @@ async fn a_bad_policy_file_is_refused_at_start_up() {
     )
     .unwrap();
     let log = dir.path().join("audit.log");
-    let err = Auditor::from_flags(Some(&policy), Some(&log)).unwrap_err();
+    let err = Auditor::from_flags(Some(&policy), Some(&log), Default::default()).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -331,10 +331,18 @@ async fn a_bad_policy_file_is_refused_at_start_up() {
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
     )
     .unwrap();
-    assert!(Auditor::from_flags(Some(&policy), None).unwrap().is_none());
-    assert!(Auditor::from_flags(None, Some(&log)).unwrap().is_none());
     assert!(
-        Auditor::from_flags(Some(&policy), Some(&log))
+        Auditor::from_flags(Some(&policy), None, Default::default())
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Auditor::from_flags(None, Some(&log), Default::default())
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Auditor::from_flags(Some(&policy), Some(&log), Default::default())
             .unwrap()
             .is_some()
     );
