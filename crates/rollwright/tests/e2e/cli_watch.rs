@@ -68,7 +68,17 @@ impl Tmux {
     /// Reads the screen until it shows `want` (the terminal has no watch to wait on: it is
     /// read again every 100ms up to the deadline).
     async fn until(&self, what: &str, want: impl Fn(&str) -> bool) -> String {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
+        self.until_within(DEADLINE, what, want).await
+    }
+
+    /// [`Self::until`] with its own deadline.
+    async fn until_within(
+        &self,
+        within: Duration,
+        what: &str,
+        want: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = tokio::time::Instant::now() + within;
         loop {
             let screen = self.capture();
             if want(&screen) {
@@ -231,7 +241,11 @@ async fn rollout_status_on_a_terminal_is_a_live_progress_bar() {
         "{screen}"
     );
     rig.start_scheduler();
-    let screen = tmux.until("the end", |s| s.contains("exit=0")).await;
+    // A scheduler started again schedules the pending pod and the rollout ends; with the whole
+    // suite running beside it on two cores this has taken more than the usual deadline.
+    let screen = tmux
+        .until_within(3 * DEADLINE, "the end", |s| s.contains("exit=0"))
+        .await;
     // The bar is gone; kubectl's closing line stays.
     assert!(
         screen.contains("deployment \"web\" successfully rolled out"),
