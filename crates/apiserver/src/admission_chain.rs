@@ -14,11 +14,11 @@ use crate::{
 /// write is prepared; ResourceQuota runs as the object is stored, where its charge is kept only
 /// if the write succeeds.
 pub(crate) const CHAIN: &[&dyn Plugin] = &[
-    &crate::limit_ranger::LimitRanger,
+    &crate::limit_ranger::LIMIT_RANGER,
     &crate::service_account::ServiceAccount,
     &crate::node_restriction::NodeRestriction,
-    &crate::priority::Priority,
-    &crate::runtime_class::RuntimeClass,
+    &crate::priority::PRIORITY,
+    &crate::runtime_class::RUNTIME_CLASS,
     &crate::webhook::MutatingWebhooks,
     &crate::rbac_guard::RbacEscalation,
     &crate::pod_security::PodSecurity,

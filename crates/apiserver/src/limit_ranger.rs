@@ -314,33 +314,17 @@ fn ratio_constraint(kind: &str, resource: &str, ratio: Amount, u: &Usage) -> Opt
 }
 
 /// Upstream's `LimitRanger` admission plugin, for new pods.
-pub(crate) struct LimitRanger;
-
-#[async_trait::async_trait]
-impl crate::plugins::Plugin for LimitRanger {
-    fn name(&self) -> &'static str {
-        "LimitRanger"
-    }
-
-    fn handles(&self, review: &crate::plugins::Review<'_>) -> bool {
-        crate::plugins::creates_pod(review)
-    }
-
-    async fn admit(
-        &self,
-        server: &ApiServer,
-        review: &crate::plugins::Review<'_>,
-        obj: &mut Value,
-    ) -> ApiResult<Vec<String>> {
+pub(crate) const LIMIT_RANGER: crate::plugins::PodDefaulting = crate::plugins::PodDefaulting {
+    name: "LimitRanger",
+    admit: |server, review, pod| {
         admit_pod(
             server,
             review.namespace.unwrap_or_default(),
             review.name,
-            obj,
-        )?;
-        Ok(Vec::new())
-    }
-}
+            pod,
+        )
+    },
+};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, reason = "a test fails by panicking")]

@@ -101,3 +101,30 @@ pub(crate) fn creates_pod(review: &Review<'_>) -> bool {
 pub(crate) fn creates_subresource(review: &Review<'_>) -> bool {
     review.operation == Operation::Create && review.subresource.is_some()
 }
+
+/// A plugin that defaults or checks new pods alone, synchronously (LimitRanger, Priority,
+/// RuntimeClass): its name and what it does to the pod.
+pub(crate) struct PodDefaulting {
+    pub name: &'static str,
+    pub admit: fn(&ApiServer, &Review<'_>, &mut Value) -> ApiResult<()>,
+}
+
+#[async_trait::async_trait]
+impl Plugin for PodDefaulting {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn handles(&self, review: &Review<'_>) -> bool {
+        creates_pod(review)
+    }
+
+    async fn admit(
+        &self,
+        server: &ApiServer,
+        review: &Review<'_>,
+        obj: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        (self.admit)(server, review, obj).map(|()| Vec::new())
+    }
+}

@@ -106,25 +106,7 @@ fn set_policy(
 }
 
 /// Upstream's `Priority` admission plugin, for new pods.
-pub(crate) struct Priority;
-
-#[async_trait::async_trait]
-impl crate::plugins::Plugin for Priority {
-    fn name(&self) -> &'static str {
-        "Priority"
-    }
-
-    fn handles(&self, review: &crate::plugins::Review<'_>) -> bool {
-        crate::plugins::creates_pod(review)
-    }
-
-    async fn admit(
-        &self,
-        server: &ApiServer,
-        review: &crate::plugins::Review<'_>,
-        obj: &mut Value,
-    ) -> ApiResult<Vec<String>> {
-        admit_pod(server, review.name, obj)?;
-        Ok(Vec::new())
-    }
-}
+pub(crate) const PRIORITY: crate::plugins::PodDefaulting = crate::plugins::PodDefaulting {
+    name: "Priority",
+    admit: |server, review, pod| admit_pod(server, review.name, pod),
+};

@@ -112,28 +112,10 @@ fn same_quantities(a: &Value, b: &Value) -> bool {
 }
 
 /// Upstream's `RuntimeClass` admission plugin, for new pods.
-pub(crate) struct RuntimeClass;
-
-#[async_trait::async_trait]
-impl crate::plugins::Plugin for RuntimeClass {
-    fn name(&self) -> &'static str {
-        "RuntimeClass"
-    }
-
-    fn handles(&self, review: &crate::plugins::Review<'_>) -> bool {
-        crate::plugins::creates_pod(review)
-    }
-
-    async fn admit(
-        &self,
-        server: &ApiServer,
-        review: &crate::plugins::Review<'_>,
-        obj: &mut Value,
-    ) -> ApiResult<Vec<String>> {
-        admit_pod(server, review.name, obj)?;
-        Ok(Vec::new())
-    }
-}
+pub(crate) const RUNTIME_CLASS: crate::plugins::PodDefaulting = crate::plugins::PodDefaulting {
+    name: "RuntimeClass",
+    admit: |server, review, pod| admit_pod(server, review.name, pod),
+};
 
 #[cfg(test)]
 mod tests {
