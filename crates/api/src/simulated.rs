@@ -19,6 +19,34 @@ pub fn is_simulated(node: &Value) -> bool {
         == Some("true")
 }
 
+/// [`owns_address`] of a Node given as JSON, reading only the fields it needs (no whole
+/// `Value` is built: the API server asks this of every node before each dial).
+pub fn json_owns_address(node: &[u8], ip: IpAddr) -> bool {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Node {
+        metadata: Meta,
+        spec: Value,
+        status: Status,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Meta {
+        labels: Value,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Status {
+        addresses: Value,
+    }
+    let Ok(n) = serde_json::from_slice::<Node>(node) else {
+        return false;
+    };
+    let node = serde_json::json!({"metadata": {"labels": n.metadata.labels}, "spec": n.spec,
+        "status": {"addresses": n.status.addresses}});
+    owns_address(&node, ip)
+}
+
 /// Whether `ip` is an address of simulated node `node`: one of its `status.addresses`, or in
 /// one of its pod CIDRs (`spec.podCIDRs`, or `spec.podCIDR` alone).
 pub fn owns_address(node: &Value, ip: IpAddr) -> bool {
@@ -86,6 +114,20 @@ mod tests {
         for ip in ["10.64.6.2", "127.0.0.1", "10.0.0.8", "fd00:6::1"] {
             assert!(!owns_address(&n, ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    #[test]
+    fn the_json_form_reads_the_same_fields() {
+        let n = node(true);
+        let bytes = serde_json::to_vec(&n).unwrap();
+        for ip in ["10.64.5.2", "10.0.0.7", "10.64.6.2"] {
+            let ip = ip.parse().unwrap();
+            assert_eq!(json_owns_address(&bytes, ip), owns_address(&n, ip));
+        }
+        assert!(!json_owns_address(
+            b"not json",
+            "10.64.5.2".parse().unwrap()
+        ));
     }
 
     #[test]

@@ -155,7 +155,9 @@ fn simulated(server: &ApiServer, ip: IpAddr) -> bool {
         .list(&nodes, None)
         .0
         .iter()
-        .any(|e| api::simulated::owns_address(&e.value(), ip))
+        // Only nodes labelled simulated are read further, and only the fields that say so.
+        .filter(|e| e.label(api::simulated::LABEL) == Some("true"))
+        .any(|e| api::simulated::json_owns_address(&e.json, ip))
 }
 
 /// Dials `addrs`, shakes hands for `server_name` and starts an HTTP/1.1 connection; it ends
