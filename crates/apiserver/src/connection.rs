@@ -76,6 +76,12 @@ pub(crate) async fn drive<C>(
         }
         _ = activity.yield_slot.notified() => {
             tracing::debug!(%peer, "idle anonymous connection closed to make room for another");
+            if !activity.started() {
+                // Nothing was ever asked on it: closed at once, as the header timeout would.
+                // (hyper's graceful shutdown of an HTTP/1.1 connection still waiting for its
+                // first request waits for that request, which a dawdler never sends.)
+                return;
+            }
             shutdown(connection.as_mut());
             connection.await
         }
