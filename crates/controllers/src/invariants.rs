@@ -23,7 +23,7 @@ use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     sync::{Arc, Mutex},
 };
-use tokio::task::JoinHandle;
+use tokio::{sync::oneshot, task::JoinHandle};
 
 /// The promise being checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,8 +74,9 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 impl InvariantWatcher {
     /// Watches the pods and ReplicaSets in `namespace` matching `selector` (a label selector
-    /// string such as `app=web`) and checks `rule` at every event.
-    pub fn start(client: Client, namespace: &str, selector: &str, rule: Rule) -> Self {
+    /// string such as `app=web`) and checks `rule` at every event. Returns once both watches
+    /// have listed, so that nothing the caller does next can go unseen.
+    pub async fn start(client: Client, namespace: &str, selector: &str, rule: Rule) -> Self {
         let state = Arc::new(Mutex::new(State {
             rule: Some(rule),
             ..Default::default()
@@ -84,13 +85,21 @@ impl InvariantWatcher {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let rss: Api<ReplicaSet> = Api::namespaced(client, namespace);
         let s = Arc::clone(&state);
+        let (pods_listed, pods_listed_rx) = oneshot::channel();
         let pod_task = tokio::spawn({
             let cfg = cfg.clone();
             async move {
+                let mut listed = Some(pods_listed);
                 let mut events = watcher(pods, cfg).default_backoff().boxed();
                 while let Some(e) = events.next().await {
                     let mut st = lock(&s);
                     match e {
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(tx) = listed.take() {
+                                let _ = tx.send(());
+                            }
+                            continue;
+                        }
                         Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
                             st.pods.insert(p.name_any(), p);
                         }
@@ -104,11 +113,19 @@ impl InvariantWatcher {
             }
         });
         let s = Arc::clone(&state);
+        let (rss_listed, rss_listed_rx) = oneshot::channel();
         let rs_task = tokio::spawn(async move {
+            let mut listed = Some(rss_listed);
             let mut events = watcher(rss, cfg).default_backoff().boxed();
             while let Some(e) = events.next().await {
                 let mut st = lock(&s);
                 match e {
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = listed.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
                     Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => {
                         st.replica_sets.insert(r.name_any(), r);
                     }
@@ -120,10 +137,13 @@ impl InvariantWatcher {
                 check(&mut st);
             }
         });
-        Self {
+        let watcher = Self {
             state,
             tasks: vec![pod_task, rs_task],
-        }
+        };
+        // A watch that never lists leaves the test to fail on its own deadline.
+        let _ = tokio::join!(pods_listed_rx, rss_listed_rx);
+        watcher
     }
 
     /// Changes the promise (a scaling step changes the limits). Availability is re-armed: it is

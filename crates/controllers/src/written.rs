@@ -71,12 +71,21 @@ impl<K: Object + Clone> Written<K> {
         }
     }
 
-    /// `cached` with every object replaced by this controller's later write of it, if any.
-    pub fn fresher(&self, cached: Vec<K>) -> Vec<K> {
+    /// `cached` with every object replaced by this controller's later write of it, if any, and
+    /// with the objects it created that the cache has yet to show and that `belongs` claims (a
+    /// Deployment's second quick template change must count the ReplicaSet its first one created
+    /// an instant before).
+    pub fn fresher(&self, cached: Vec<K>, belongs: impl Fn(&K) -> bool) -> Vec<K> {
         let mut objects = self.lock();
         if objects.is_empty() {
             return cached;
         }
+        let listed: std::collections::HashSet<Key> = cached.iter().map(key_of).collect();
+        let unlisted: Vec<K> = objects
+            .iter()
+            .filter(|(key, object)| !listed.contains(*key) && belongs(object))
+            .map(|(_, object)| object.clone())
+            .collect();
         cached
             .into_iter()
             .map(|object| {
@@ -90,6 +99,7 @@ impl<K: Object + Clone> Written<K> {
                     None => object,
                 }
             })
+            .chain(unlisted)
             .collect()
     }
 }
@@ -129,7 +139,7 @@ mod tests {
     fn a_write_the_cache_has_not_shown_replaces_the_cached_copy() {
         let written = Written::default();
         written.record(&rs("v2", "12", 5));
-        let list = written.fresher(vec![rs("v1", "9", 8), rs("v2", "10", 3)]);
+        let list = written.fresher(vec![rs("v1", "9", 8), rs("v2", "10", 3)], |_| true);
         assert_eq!(sizes(&list), vec![8, 5]);
     }
 
@@ -138,9 +148,9 @@ mod tests {
         let written = Written::default();
         written.record(&rs("v2", "12", 5));
         // The ReplicaSet controller wrote status after our scale: the cache's copy is newer.
-        let list = written.fresher(vec![rs("v2", "14", 5)]);
+        let list = written.fresher(vec![rs("v2", "14", 5)], |_| true);
         assert_eq!(list[0].metadata.resource_version.as_deref(), Some("14"));
-        let list = written.fresher(vec![rs("v2", "10", 3)]);
+        let list = written.fresher(vec![rs("v2", "10", 3)], |_| true);
         assert_eq!(sizes(&list), vec![3], "the write was forgotten once seen");
     }
 
@@ -152,9 +162,28 @@ mod tests {
             old: Cached::shared(rs("v2", "10", 3)),
             new: Cached::shared(rs("v2", "11", 3)),
         });
-        assert_eq!(sizes(&written.fresher(vec![rs("v2", "11", 3)])), vec![5]);
+        assert_eq!(
+            sizes(&written.fresher(vec![rs("v2", "11", 3)], |_| true)),
+            vec![5]
+        );
         written.observe(&Change::Deleted(Cached::shared(rs("v2", "11", 3))));
-        assert_eq!(sizes(&written.fresher(vec![rs("v2", "11", 3)])), vec![3]);
+        assert_eq!(
+            sizes(&written.fresher(vec![rs("v2", "11", 3)], |_| true)),
+            vec![3]
+        );
+    }
+
+    #[test]
+    fn a_created_object_the_cache_has_not_listed_is_added_when_it_belongs() {
+        let written = Written::default();
+        written.record(&rs("v3", "12", 2));
+        let list = written.fresher(vec![rs("v1", "9", 6)], |_| true);
+        assert_eq!(sizes(&list), vec![6, 2]);
+        let list = written.fresher(vec![rs("v1", "9", 6)], |_| false);
+        assert_eq!(sizes(&list), vec![6], "another owner's object is not added");
+        written.observe(&Change::Added(Cached::shared(rs("v3", "12", 2))));
+        let list = written.fresher(vec![rs("v1", "9", 6)], |_| true);
+        assert_eq!(sizes(&list), vec![6], "once listed, the cache is in charge");
     }
 
     #[test]
@@ -162,13 +191,19 @@ mod tests {
         let written = Written::default();
         written.record(&rs("v2", "12", 5));
         written.record(&rs("v2", "11", 4));
-        assert_eq!(sizes(&written.fresher(vec![rs("v2", "10", 3)])), vec![5]);
+        assert_eq!(
+            sizes(&written.fresher(vec![rs("v2", "10", 3)], |_| true)),
+            vec![5]
+        );
     }
 
     #[test]
     fn versions_that_are_not_numbers_leave_the_cache_in_charge() {
         let written = Written::default();
         written.record(&rs("v2", "abc", 5));
-        assert_eq!(sizes(&written.fresher(vec![rs("v2", "10", 3)])), vec![3]);
+        assert_eq!(
+            sizes(&written.fresher(vec![rs("v2", "10", 3)], |_| true)),
+            vec![3]
+        );
     }
 }

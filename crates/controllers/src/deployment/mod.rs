@@ -256,7 +256,10 @@ impl DeploymentController {
             .into_iter()
             .map(|rs| ReplicaSet::clone(&rs))
             .collect();
-        Ok(self.written.fresher(claimed))
+        // A ReplicaSet this controller created that the cache has yet to show is counted too.
+        Ok(self.written.fresher(claimed, |rs| {
+            controller_of(&rs.metadata).is_some_and(|r| r.uid == uid)
+        }))
     }
 
     /// Syncs one Deployment (upstream's `syncDeployment`). Returns a requeue for the progress

@@ -165,6 +165,7 @@ mod tests {
             status_replicas: replicas,
             ready: available,
             available,
+            settled: true,
             ..Default::default()
         }
     }

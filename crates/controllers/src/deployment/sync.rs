@@ -641,6 +641,7 @@ mod tests {
             replicas,
             status_replicas: replicas,
             max_replicas: max,
+            settled: true,
             ..Default::default()
         }
     }

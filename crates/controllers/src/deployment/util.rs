@@ -56,6 +56,10 @@ pub struct RsView {
     pub desired_replicas: Option<i32>,
     /// The `revision` annotation.
     pub revision: Option<i64>,
+    /// Whether its status has observed its latest spec (`status.observedGeneration` at least
+    /// `metadata.generation`). Until then pods the ReplicaSet controller is still creating for
+    /// an earlier, larger size may exist beyond both `spec.replicas` and `status.replicas`.
+    pub settled: bool,
 }
 
 fn annotation<T: std::str::FromStr>(rs: &ReplicaSet, key: &str) -> Option<T> {
@@ -76,6 +80,8 @@ impl RsView {
             max_replicas: annotation(rs, MAX_REPLICAS),
             desired_replicas: annotation(rs, DESIRED_REPLICAS),
             revision: annotation(rs, REVISION),
+            settled: status.and_then(|s| s.observed_generation).unwrap_or(0)
+                >= rs.metadata.generation.unwrap_or(0),
         }
     }
 }
@@ -230,9 +236,17 @@ pub fn active_or_latest<'a>(new: Option<&'a RsView>, old: &'a [RsView]) -> Optio
 /// How many replicas a new ReplicaSet should have now (upstream's `NewRSNewReplicas`): Recreate
 /// goes to full size at once; RollingUpdate grows until the Deployment has
 /// `replicas + maxSurge` pods (counted by `spec.replicas`, or by pods not yet gone when more).
+///
+/// Stricter than upstream: it does not grow while any ReplicaSet's status has yet to observe
+/// its spec. A ReplicaSet just scaled down may still have creates in flight for its earlier size
+/// that neither its spec nor its status counts (issue 43: two quick template changes made 10
+/// pods where 8 were allowed, upstream too); once observed, its status counts them.
 pub fn new_rs_replicas(r: &Rollout, all: &[RsView], new: &RsView) -> i32 {
     if !r.rolling {
         return r.replicas;
+    }
+    if all.iter().any(|rs| !rs.settled) {
+        return new.replicas;
     }
     let current: i32 = all
         .iter()
@@ -293,6 +307,7 @@ mod tests {
             status_replicas: replicas,
             ready: replicas,
             available: replicas,
+            settled: true,
             ..Default::default()
         }
     }
@@ -369,6 +384,30 @@ mod tests {
             all.push(new.clone());
             assert_eq!(new_rs_replicas(&r, &all, &new), want, "{name}");
         }
+    }
+
+    #[test]
+    fn nothing_grows_while_a_status_has_yet_to_observe_its_spec() {
+        // v2 was scaled from 2 to 0 while its two creates were in flight: its status (0) and
+        // spec (0) count none of them until its status observes generation 2.
+        let v1 = rs("v1", 1, 6);
+        let v2 = RsView {
+            status_replicas: 0,
+            settled: false,
+            ..rs("v2", 2, 0)
+        };
+        let v3 = rs("v3", 3, 0);
+        let all = [v1.clone(), v2.clone(), v3.clone()];
+        assert_eq!(new_rs_replicas(&rolling(6, 2, 0), &all, &v3), 0);
+        let observed = RsView {
+            status_replicas: 2,
+            settled: true,
+            ..v2
+        };
+        let all = [v1, observed, v3.clone()];
+        assert_eq!(new_rs_replicas(&rolling(6, 2, 0), &all, &v3), 0);
+        let gone = [rs("v1", 1, 6), rs("v2", 2, 0), v3.clone()];
+        assert_eq!(new_rs_replicas(&rolling(6, 2, 0), &gone, &v3), 2);
     }
 
     #[test]

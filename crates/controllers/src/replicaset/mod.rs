@@ -280,10 +280,19 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
             .and_then(|m| m.labels.as_ref());
         let counts = status::count(&pods, template_labels, rs.min_ready_seconds(), now);
         let current = rs.replica_status();
+        // The generation counts as observed only by a sync whose pod list holds every pod this
+        // controller created: with creates in flight the status may count fewer pods than
+        // exist, and a Deployment that scaled this ReplicaSet down counts it by its status
+        // once the generation is observed (issue 43). Upstream advances it on every sync.
+        let observed = if needs_sync {
+            rs.meta().generation
+        } else {
+            current.as_ref().and_then(|s| s.observed_generation)
+        };
         let next = status::next_status(
             current.as_ref(),
             &counts,
-            rs.meta().generation,
+            observed,
             failure
                 .as_ref()
                 .map(|(reason, e)| (*reason, crate::api_error::message(e))),

@@ -213,7 +213,8 @@ async fn rolling_update_keeps_its_bounds(
         "default",
         "app=web",
         rolling_rule(replicas, max_surge, max_unavailable),
-    );
+    )
+    .await;
     set_image(&api, "web", "nginx:2").await;
     wait_rolled_out(&api, "web", replicas).await;
     let rss = replica_sets(&c, "web").await;
@@ -252,7 +253,8 @@ async fn recreate_never_runs_old_and_new_pods_together() {
     )
     .await;
     wait_rolled_out(&api, "web", 4).await;
-    let watcher = InvariantWatcher::start(c.client.clone(), "default", "app=web", Rule::Recreate);
+    let watcher =
+        InvariantWatcher::start(c.client.clone(), "default", "app=web", Rule::Recreate).await;
     set_image(&api, "web", "nginx:2").await;
     wait_rolled_out(&api, "web", 4).await;
     assert_eq!(watcher.violations(), Vec::<String>::new());
@@ -294,7 +296,8 @@ async fn rollover_keeps_its_bounds(c: Cluster) {
         "default",
         "app=web",
         rolling_rule(10, 3, 2),
-    );
+    )
+    .await;
     // v2 never becomes ready: its rollout stalls half way (old 8, new 5).
     c.kubelet.block("nginx:2");
     set_image(&api, "web", "nginx:2").await;
@@ -441,7 +444,8 @@ async fn paused_deployments_scale_but_do_not_roll_until_resumed() {
         "default",
         "app=web",
         rolling_rule(6, 1, 1),
-    );
+    )
+    .await;
     merge(&api, "web", json!({"spec": {"paused": false}})).await;
     let done = wait_rolled_out(&api, "web", 6).await;
     assert_eq!(
@@ -499,7 +503,8 @@ async fn scaling_mid_rollout_is_proportional_as_in_the_upstream_example() {
         "default",
         "app=web",
         rolling_rule(15, 3, 3),
-    );
+    )
+    .await;
     c.kubelet.unblock("nginx:2");
     wait_rolled_out(&api, "web", 15).await;
     assert_eq!(watcher.violations(), Vec::<String>::new());
@@ -518,7 +523,8 @@ async fn a_stalled_rollout_exceeds_its_progress_deadline_and_a_fixed_image_compl
         "default",
         "app=web",
         rolling_rule(3, 1, 1),
-    );
+    )
+    .await;
     c.kubelet.block("bad:image");
     set_image(&api, "web", "bad:image").await;
     let timed_out = embedded::wait_until(&api, "deadline exceeded", TIMEOUT, |d: &Deployment| {
@@ -742,7 +748,8 @@ async fn a_rollout_survives_a_controller_restart() {
         "default",
         "app=web",
         rolling_rule(10, 2, 2),
-    );
+    )
+    .await;
     c.kubelet.block("nginx:2");
     set_image(&api, "web", "nginx:2").await;
     let rs_api: Api<ReplicaSet> = Api::default_namespaced(c.client.clone());

@@ -10,6 +10,7 @@ mod cronjob;
 mod daemonset;
 mod daemonset_revisions;
 mod deployment;
+mod deployment_random;
 mod endpoints;
 mod gc;
 mod gc_cycle;

@@ -129,9 +129,9 @@ fn complete(d: &Deployment, image: &str) -> bool {
         && s.available_replicas == Some(3)
 }
 
-/// An invariant watcher over `app`'s pods and ReplicaSets, once it has seen them all.
-async fn watcher(client: &kube::Client, ns: &str, app: &str, seen: usize) -> InvariantWatcher {
-    let w = InvariantWatcher::start(
+/// An invariant watcher over `app`'s pods and ReplicaSets (it returns once it has listed them).
+async fn watcher(client: &kube::Client, ns: &str, app: &str) -> InvariantWatcher {
+    InvariantWatcher::start(
         client.clone(),
         ns,
         &format!("app={app}"),
@@ -140,15 +140,8 @@ async fn watcher(client: &kube::Client, ns: &str, app: &str, seen: usize) -> Inv
             min_available: 3,
             min_ready_seconds: 0,
         },
-    );
-    tokio::time::timeout(common::DEADLINE, async {
-        while w.events_seen() < seen {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
+    )
     .await
-    .expect("the watcher lists the pods");
-    w
 }
 
 fn revision(rs: &ReplicaSet) -> String {
@@ -167,7 +160,7 @@ async fn a_never_ready_rollout_rolls_back_by_itself_and_the_same_template_does_n
     wait(&deployments, "web:1 complete", |d| complete(d, "web:1")).await;
     let before = uids(&active_pods(&client, "default", "web").await);
     assert_eq!(before.len(), 3);
-    let watcher = watcher(&client, "default", "web", 4).await;
+    let watcher = watcher(&client, "default", "web").await;
 
     rig.kubectl(&["set", "image", "deployment/web", "app=web:never-ready"])
         .await;
@@ -314,7 +307,7 @@ async fn a_crash_looping_rollout_is_rolled_back_before_its_deadline() {
     rig.apply(&deployment("web", "web:1", true, 600)).await;
     wait(&deployments, "web:1 complete", |d| complete(d, "web:1")).await;
     let before = uids(&active_pods(&client, "default", "web").await);
-    let watcher = watcher(&client, "default", "web", 4).await;
+    let watcher = watcher(&client, "default", "web").await;
     rig.kubectl(&["set", "image", "deployment/web", "app=web:crash"])
         .await;
     let d = wait(&deployments, "rolled back", |d| {

@@ -191,8 +191,8 @@ impl Env {
         .await
     }
 
-    fn watch(&self, rule: Rule) -> InvariantWatcher {
-        InvariantWatcher::start(self.client.clone(), "default", "app=web", rule)
+    async fn watch(&self, rule: Rule) -> InvariantWatcher {
+        InvariantWatcher::start(self.client.clone(), "default", "app=web", rule).await
     }
 }
 
@@ -432,7 +432,9 @@ async fn rolling_update_stays_within_bounds_and_rolls_over(
     ))
     .await;
     env.rollout_status("web").await;
-    let watcher = env.watch(rolling_rule(replicas, max_surge, max_unavailable));
+    let watcher = env
+        .watch(rolling_rule(replicas, max_surge, max_unavailable))
+        .await;
 
     env.set_image("web", "nginx:stuck").await;
     env.wait_rs("1", replicas - max_unavailable).await;
@@ -483,7 +485,7 @@ async fn two_quick_image_changes_end_on_the_last_template_alone() {
     ))
     .await;
     env.rollout_status("web").await;
-    let watcher = env.watch(rolling_rule(6, 2, 1));
+    let watcher = env.watch(rolling_rule(6, 2, 1)).await;
     // However far v2 got when v3 arrived (if the controller saw it at all), every older set
     // ends at 0.
     env.set_image("web", "nginx:2").await;
@@ -502,6 +504,48 @@ async fn two_quick_image_changes_end_on_the_last_template_alone() {
     env.stop().await;
 }
 
+/// Issue 43's scenario: 6 replicas, `maxSurge: 2, maxUnavailable: 0`, the image set twice back
+/// to back, round after round (a CI pipeline pushing two commits in a minute). Every pod and
+/// ReplicaSet event is checked: never more than 8 pods. Before the fix, and on upstream, a
+/// round could reach 10 (new 6, previous 2, oldest 2). `ROLLWRIGHT_ROUNDS=200` runs the
+/// issue's count on purpose; CI runs a few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_quick_image_changes_round_after_round_never_exceed_max_surge() {
+    let rounds: usize = std::env::var("ROLLWRIGHT_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let env = Env::start().await;
+    env.apply(&deployment(
+        "web",
+        6,
+        "nginx:0",
+        rolling(json!(2), json!(0)),
+    ))
+    .await;
+    env.rollout_status("web").await;
+    let watcher = env.watch(rolling_rule(6, 2, 0)).await;
+    for round in 1..=rounds {
+        env.set_image("web", &format!("nginx:{round}a")).await;
+        env.set_image("web", &format!("nginx:{round}b")).await;
+        env.rollout_status("web").await;
+        assert_eq!(
+            watcher.violations(),
+            Vec::<String>::new(),
+            "round {round} of {rounds}"
+        );
+    }
+    let pods = env.active_pods("web").await;
+    assert_eq!(pods.len(), 6);
+    assert!(
+        pods.iter()
+            .all(|p| pod_image(p) == format!("nginx:{rounds}b"))
+    );
+    eprintln!("most pods at once: {} (allowed 8)", watcher.max_pods_seen());
+    assert!(watcher.max_pods_seen() > 6, "the surge was used");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreate_starts_no_new_pod_while_an_old_one_exists() {
     let env = Env::start().await;
@@ -513,7 +557,7 @@ async fn recreate_starts_no_new_pod_while_an_old_one_exists() {
     ))
     .await;
     env.rollout_status("web").await;
-    let watcher = env.watch(Rule::Recreate);
+    let watcher = env.watch(Rule::Recreate).await;
     env.set_image("web", "nginx:2").await;
     env.rollout_status("web").await;
     assert_eq!(env.sizes("web").await, revs(&[("1", 0), ("2", 4)]));
@@ -673,7 +717,7 @@ async fn undo_to_the_running_template_restarts_no_pod() {
             .collect::<Vec<_>>(),
     );
     assert_eq!(v1_before.len(), 3);
-    let watcher = env.watch(rolling_rule(4, 1, 1));
+    let watcher = env.watch(rolling_rule(4, 1, 1)).await;
 
     let out = env.kubectl(&["rollout", "undo", "deployment/web"]).await;
     assert!(out.contains("rolled back"), "{out}");
@@ -742,7 +786,7 @@ async fn a_paused_deployment_scales_proportionally_but_rolls_only_when_resumed()
         "no new replica set while paused"
     );
 
-    let watcher = env.watch(rolling_rule(8, 1, 1));
+    let watcher = env.watch(rolling_rule(8, 1, 1)).await;
     let out = env.kubectl(&["rollout", "resume", "deployment/web"]).await;
     assert!(out.contains("resumed"), "{out}");
     env.rollout_status("web").await;
@@ -773,7 +817,7 @@ async fn rollout_restart_replaces_every_pod() {
     .await;
     env.rollout_status("web").await;
     let before = uids(&env.active_pods("web").await);
-    let watcher = env.watch(rolling_rule(4, 1, 1));
+    let watcher = env.watch(rolling_rule(4, 1, 1)).await;
     let out = env.kubectl(&["rollout", "restart", "deployment/web"]).await;
     assert!(out.contains("restarted"), "{out}");
     env.rollout_status("web").await;
@@ -812,7 +856,7 @@ async fn scaling_mid_rollout_spreads_proportionally_as_in_the_upstream_example()
         .await;
     env.wait_rs("1", 11).await;
     env.wait_rs("2", 7).await;
-    let watcher = env.watch(rolling_rule(15, 3, 2));
+    let watcher = env.watch(rolling_rule(15, 3, 2)).await;
     env.set_image("web", "nginx:3").await;
     env.rollout_status("web").await;
     assert_eq!(
@@ -843,7 +887,7 @@ async fn a_failing_image_exceeds_the_progress_deadline_and_a_fixed_image_complet
         r#"{"spec":{"progressDeadlineSeconds":2}}"#,
     ])
     .await;
-    let watcher = env.watch(rolling_rule(3, 1, 1));
+    let watcher = env.watch(rolling_rule(3, 1, 1)).await;
     env.set_image("web", "nginx:broken").await;
     let err = env
         .c
@@ -1088,7 +1132,7 @@ async fn a_rollout_finishes_with_its_invariants_after_the_controllers_crash() {
     ))
     .await;
     env.rollout_status("web").await;
-    let watcher = env.watch(rolling_rule(10, 2, 2));
+    let watcher = env.watch(rolling_rule(10, 2, 2)).await;
     env.stop_scheduler().await;
     env.set_image("web", "nginx:2").await;
     let new = env.wait_rs("2", 4).await;

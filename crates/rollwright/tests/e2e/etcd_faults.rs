@@ -174,7 +174,8 @@ async fn rollouts_go_on_with_one_member_down_and_writes_fail_cleanly_without_quo
             min_available: 5,
             min_ready_seconds: 0,
         },
-    );
+    )
+    .await;
     let leader = etcd.leader().await.expect("etcd has a leader");
     c.kubectl(&["set", "image", "deployment/web", "app=nginx:2"])
         .await;

@@ -258,7 +258,8 @@ async fn killing_the_leading_controllers_mid_rollout_hands_over_within_the_lease
             min_available: 6,
             min_ready_seconds: 0,
         },
-    );
+    )
+    .await;
     kubectl(d, &["apply", "-f", "-"], Some(web("nginx:2"))).await;
     // Mid-rollout: the new ReplicaSet has pods, the old one still has most of its own.
     let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
