@@ -515,6 +515,42 @@ pub fn update_conditions<'p>(
     (Some(out), warn)
 }
 
+/// Adds the [`CONDITION`] condition a sync that judged the pacing found (`hold`) to the status
+/// `fields` a write sets, when it changes: onto the `conditions` already there (another
+/// condition's change) or else the `stored` ones. Warns (through `warn`) of each ignored
+/// annotation once. Says whether the conditions changed.
+pub fn add_to(
+    fields: &mut Value,
+    stored: &[Value],
+    pacing: &Pacing,
+    hold: Option<&Hold>,
+    now: Timestamp,
+    mut warn: impl FnMut(String),
+) -> bool {
+    let base = match fields.get("conditions") {
+        Some(Value::Array(list)) => list.clone(),
+        Some(_) => Vec::new(),
+        None => stored.to_vec(),
+    };
+    let (conditions, warnings) = update_conditions(&base, pacing, hold, now);
+    for w in warnings {
+        warn(w.to_string());
+    }
+    let Some(conditions) = conditions else {
+        return false;
+    };
+    if let Value::Object(m) = fields {
+        // None left is no list, as upstream's `omitempty` writes it.
+        let list = if conditions.is_empty() {
+            Value::Null
+        } else {
+            json!(conditions)
+        };
+        m.insert("conditions".into(), list);
+    }
+    true
+}
+
 /// A metadata time the API server recorded to the second (truncating), as the end of that
 /// second: the moment it records lies before it.
 fn end_of_second(t: Timestamp) -> Timestamp {
