@@ -878,7 +878,11 @@ impl DaemonSetController {
         let mut last = None;
         for &(node, pods) in nodes_to_pods.iter().filter(|(n, _)| !dead.contains(n)) {
             let live = |p: &&Shared<Pod>| p.metadata.deletion_timestamp.is_none();
-            let mut new = pods.iter().filter(live).filter(|p| sync.is_new(p)).peekable();
+            let mut new = pods
+                .iter()
+                .filter(live)
+                .filter(|p| sync.is_new(p))
+                .peekable();
             if new.peek().is_some() {
                 let mut in_flight = false;
                 for p in new {
