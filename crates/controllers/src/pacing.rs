@@ -906,7 +906,7 @@ mod tests {
             max: 1,
         };
         let p = pacing(Some("1"), Some("later"));
-        let (first, warn) = update_conditions(&[other.clone()], &p, Some(&hold), t0);
+        let (first, warn) = update_conditions(std::slice::from_ref(&other), &p, Some(&hold), t0);
         let first = first.unwrap();
         assert_eq!(first[0], other);
         assert_eq!(first[1]["reason"], reason::MAX_UPDATING);

@@ -213,12 +213,11 @@ impl View<'_> {
                     last = last.max(Some(self.now));
                 }
                 None => {}
-                Some(pod) if pod.facts().deleting => {
-                    if replaced {
-                        updating += 1;
-                        last = last.max(pacing::deleted_at(pod));
-                    }
+                Some(pod) if pod.facts().deleting && replaced => {
+                    updating += 1;
+                    last = last.max(pacing::deleted_at(pod));
                 }
+                Some(pod) if pod.facts().deleting => {}
                 Some(pod) if revision_of(pod) == self.update_name => {
                     last = last.max(pacing::update_started(pod));
                     updating += i32::from(!self.available(pod));
