@@ -350,8 +350,11 @@ impl Budget {
                 .checked_add(SignedDuration::try_from(i.interval).ok()?)
                 .ok()
         })?;
+        // To the second, rounded up: a time computed from `now` (a start in this sync) would
+        // otherwise differ in every sync, and so would the condition, each write of it
+        // waking the controller for another.
         Some(Hold::MinUpdateInterval {
-            next,
+            next: ceil_second(next),
             interval: i.text.clone(),
         })
     }
@@ -549,6 +552,14 @@ pub fn add_to(
         m.insert("conditions".into(), list);
     }
     true
+}
+
+/// `t` rounded up to a whole second.
+fn ceil_second(t: Timestamp) -> Timestamp {
+    if t.subsec_nanosecond() == 0 {
+        return t;
+    }
+    Timestamp::from_second(t.as_second().saturating_add(1)).unwrap_or(t)
 }
 
 /// A metadata time the API server recorded to the second (truncating), as the end of that
@@ -838,6 +849,18 @@ mod tests {
                 interval: "5s".into()
             })
         );
+        // A start in this sync at a fraction of a second: the next one at a whole second.
+        let p = pacing(None, Some("1.5s"));
+        let mut b = p.budget(10, Rounding::Up, 0, None, at(10));
+        assert_eq!(b.take(vec!['a', 'b']), ['a']);
+        assert_eq!(
+            b.hold(),
+            Some(Hold::MinUpdateInterval {
+                next: at(12),
+                interval: "1.5s".into()
+            })
+        );
+        assert_eq!(b.requeue(), Some(Duration::from_secs(2)));
         let mut free = Budget::unlimited(at(0));
         assert_eq!(free.take(vec![1, 2, 3]), [1, 2, 3]);
         assert_eq!((free.left(), free.hold()), (None, None));
