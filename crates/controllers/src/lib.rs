@@ -70,6 +70,7 @@ pub mod namespace;
 pub mod node_lifecycle;
 pub mod owners;
 pub mod ownership;
+pub mod pacing;
 pub mod pod_control;
 pub mod pod_gc;
 pub mod progress;

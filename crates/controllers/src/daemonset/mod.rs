@@ -14,8 +14,10 @@
 //!   `minReadySeconds`, a failed pod's back-off, stale expectations) and never polls.
 //!
 //! Beyond upstream: in-place updates (`podUpdatePolicy: InPlaceIfPossible`, or the
-//! [`POD_UPDATE_POLICY`] annotation) and rollouts that do not stall on dead nodes
-//! ([`SKIP_UNREACHABLE_NODES`]).
+//! [`POD_UPDATE_POLICY`] annotation), rollouts that do not stall on dead nodes
+//! ([`SKIP_UNREACHABLE_NODES`]), and paced rollouts ([`crate::pacing`]: at most
+//! `rollwright.io/max-updating` new pods in flight, `rollwright.io/min-update-interval` between
+//! two updates, upstream #111073).
 
 pub mod nodes;
 pub mod status;
@@ -27,6 +29,7 @@ use crate::{
     history::{self, CONTROLLER_REVISION_HASH},
     owners::{Owner, Owners, parse_selector},
     ownership,
+    pacing::{self, Budget, Hold, Pacing, Rounding},
     pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Backoff, Controller, WorkQueue},
     switches::Switches,
@@ -133,6 +136,8 @@ pub struct Daemon {
     pub in_place: bool,
     /// Whether the rolling update is paused ([`PAUSED`]).
     pub paused: bool,
+    /// Its pacing annotations ([`crate::pacing`]).
+    pub pacing: Pacing,
 }
 
 impl Owner for Daemon {
@@ -149,12 +154,14 @@ impl Owner for Daemon {
                 .map(|s| s.template.clone())
                 .unwrap_or_default(),
         );
+        let pacing = Pacing::read(ds.metadata.annotations.as_ref());
         Ok(Self {
             ds,
             selector,
             eligibility,
             in_place,
             paused,
+            pacing,
         })
     }
 
@@ -603,7 +610,7 @@ impl DaemonSetController {
             if let Some(d) = self.expectations.expires_in(&key) {
                 requeue.requeue_by(d);
             }
-            self.update_status(&sync, false, &mut requeue).await?;
+            self.update_status(&sync, false, None, &mut requeue).await?;
             return Ok(requeue);
         }
         // The rolling update step plans on the same snapshot as `manage`: only when `manage`
@@ -611,12 +618,21 @@ impl DaemonSetController {
         // a pod `manage` just deleted, once the deletion's event has satisfied the expectations
         // mid-sync). The events of whatever `manage` did queue the next sync.
         let mut result = self.manage(&sync, &mut requeue).await;
-        if result.as_ref().is_ok_and(|acted| !acted)
-            && self.expectations.satisfied(&key)
-            && daemon.is_rolling_update()
-            && !daemon.paused
-        {
-            result = self.rolling_update(&sync, &constructed).await;
+        // What holds the rollout back, when this sync judged it (`None`: it did not, and the
+        // stored condition stands).
+        let mut pace: Option<Option<Hold>> = None;
+        if result.as_ref().is_ok_and(|acted| !acted) && self.expectations.satisfied(&key) {
+            if daemon.is_rolling_update() && !daemon.paused {
+                result = match self.rolling_update(&sync, &constructed, &mut requeue).await {
+                    Ok((acted, hold)) => {
+                        pace = Some(hold);
+                        Ok(acted)
+                    }
+                    Err(e) => Err(e),
+                };
+            } else {
+                pace = Some(None);
+            }
         }
         let mut result = result.map(|_| ());
         if result.is_ok() {
@@ -624,7 +640,9 @@ impl DaemonSetController {
                 .cleanup_history(&sync, &revisions_api, &constructed)
                 .await;
         }
-        let status = self.update_status(&sync, true, &mut requeue).await;
+        let status = self
+            .update_status(&sync, true, pace.as_ref().map(Option::as_ref), &mut requeue)
+            .await;
         result?;
         status?;
         Ok(requeue)
@@ -763,12 +781,14 @@ impl DaemonSetController {
         self.sync_nodes(sync, delete, create, Vec::new()).await
     }
 
-    /// One step of the RollingUpdate strategy.
+    /// One step of the RollingUpdate strategy, paced ([`Self::budget`]); says whether it
+    /// issued anything and what pacing held back.
     async fn rolling_update(
         &self,
         sync: &Sync<'_>,
         constructed: &history::Constructed,
-    ) -> Result<bool, Error> {
+        requeue: &mut Action,
+    ) -> Result<(bool, Option<Hold>), Error> {
         let daemon = sync.daemon;
         // Every node with pods or that should run one, in name order: the placements are, and
         // so are the few unplaced nodes, which a stable sort merges in one pass.
@@ -812,9 +832,18 @@ impl DaemonSetController {
             |n| should_run.contains(n),
             |n| dead.contains(n),
         );
+        // Pacing narrows the updates the plan starts (replacements, surge pods) and never the
+        // rest (retiring old pods whose new pod is available, pods on nodes that should no
+        // longer run them).
+        let mut budget = self.budget(sync, &nodes_to_pods, &should_run, &dead, desired);
+        let replace = budget.take(plan.replace);
+        let create_on = budget.take(plan.create_on);
+        if let Some(wait) = budget.requeue() {
+            requeue.requeue_by(wait);
+        }
         let mut delete = plan.delete;
         let mut in_place = Vec::new();
-        for name in plan.replace {
+        for name in replace {
             match (daemon.in_place && max_surge == 0)
                 .then(|| self.in_place_patch(sync, constructed, &name))
                 .flatten()
@@ -823,8 +852,57 @@ impl DaemonSetController {
                 None => delete.push(name),
             }
         }
-        self.sync_nodes(sync, delete, plan.create_on, in_place)
-            .await
+        let acted = self.sync_nodes(sync, delete, create_on, in_place).await?;
+        Ok((acted, budget.hold()))
+    }
+
+    /// What pacing lets start now ([`crate::pacing`]), counted per node from the pods alone:
+    /// a node is in flight when its new pod is not yet available, or when it should run a pod
+    /// and has no live one (an old pod deleted for an update, or none yet: its next pod is of
+    /// the new revision). The last update started at the newest creation or in-place update of
+    /// a new pod, or the deletion of an old pod not yet replaced. Nodes left alone as dead
+    /// ([`SKIP_UNREACHABLE_NODES`]) count for nothing, as for `maxUnavailable`.
+    fn budget(
+        &self,
+        sync: &Sync<'_>,
+        nodes_to_pods: &[(&str, &[Shared<Pod>])],
+        should_run: &HashSet<&str>,
+        dead: &HashSet<&str>,
+        desired: i32,
+    ) -> Budget {
+        let pacing = &sync.daemon.pacing;
+        if !pacing.is_set() {
+            return Budget::unlimited(sync.now);
+        }
+        let mut updating = 0;
+        let mut last = None;
+        for &(node, pods) in nodes_to_pods.iter().filter(|(n, _)| !dead.contains(n)) {
+            let live = |p: &&Shared<Pod>| p.metadata.deletion_timestamp.is_none();
+            let mut new = pods
+                .iter()
+                .filter(live)
+                .filter(|p| sync.is_new(p))
+                .peekable();
+            if new.peek().is_some() {
+                let mut in_flight = false;
+                for p in new {
+                    last = last.max(pacing::update_started(p));
+                    in_flight |= !sync.is_available(p);
+                }
+                updating += i32::from(in_flight);
+                continue;
+            }
+            if !should_run.contains(node) {
+                continue;
+            }
+            for p in pods.iter().filter(|p| !live(p)) {
+                last = last.max(pacing::deleted_at(p));
+            }
+            if !pods.iter().any(|p| live(&p)) {
+                updating += 1;
+            }
+        }
+        pacing.budget(desired, Rounding::Up, updating, last, sync.now)
     }
 
     /// The patch that updates pod `name` in place, if only images changed since its revision.
@@ -854,7 +932,12 @@ impl DaemonSetController {
             update::POD_TEMPLATE_GENERATION.into(),
             json!(self.generation_label(sync.daemon)),
         );
-        Some(json!({"metadata": {"labels": labels}, "spec": {"containers": containers}}))
+        let mut patch = json!({"metadata": {"labels": labels}, "spec": {"containers": containers}});
+        // The interval's clock must outlive this process: the pod records when it was updated.
+        if sync.daemon.pacing.has_interval() {
+            patch["metadata"]["annotations"] = pacing::in_place_stamp(clock::now());
+        }
+        Some(patch)
     }
 
     fn generation_label(&self, daemon: &Daemon) -> String {
@@ -976,11 +1059,12 @@ impl DaemonSetController {
     }
 
     /// Writes the status if it changed; `observedGeneration` only when the sync acted on this
-    /// generation.
+    /// generation; the pacing condition only when the sync judged the pacing (`pace`).
     async fn update_status(
         &self,
         sync: &Sync<'_>,
         observed: bool,
+        pace: Option<Option<&Hold>>,
         requeue: &mut Action,
     ) -> Result<(), Error> {
         let ds = &sync.daemon.ds;
@@ -1004,17 +1088,35 @@ impl DaemonSetController {
         };
         let progress = status::progress(sync.daemon, &sync.hash, counts, sync.now);
         progress.before_write(&self.recorder, &events::reference(ds), requeue);
+        let mut fields = counts.to_json();
+        progress.add_to(&mut fields);
+        let paced = pace.is_some_and(|hold| {
+            pacing::add_to(
+                &mut fields,
+                &crate::progress::stored_conditions(stored.and_then(|s| s.conditions.as_ref())),
+                &sync.daemon.pacing,
+                hold,
+                sync.now,
+                |warning| {
+                    self.recorder.record(
+                        &events::reference(ds),
+                        EventType::Warning,
+                        pacing::INVALID_EVENT,
+                        warning,
+                    )
+                },
+            )
+        });
         if status::Counts::of_status(stored) == counts
             && stored_generation >= generation
             && !progress.changed()
+            && !paced
         {
             return Ok(());
         }
-        let mut fields = counts.to_json();
         if observed && let (Some(g), Value::Object(m)) = (generation, &mut fields) {
             m.insert("observedGeneration".into(), json!(g));
         }
-        progress.add_to(&mut fields);
         let api: Api<DaemonSet> =
             Api::namespaced(self.client.clone(), &ds.namespace().unwrap_or_default());
         // UpdateStatus of the cached object with the counts, re-read on a conflict (upstream's

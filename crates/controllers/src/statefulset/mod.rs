@@ -12,8 +12,9 @@
 //! - [`status`]: the counts and revisions in `status`;
 //! - [`volumes`]: claims from `volumeClaimTemplates` and their retention policy.
 //!
-//! Beyond upstream: in-place updates, pausing a rollout ([`PAUSED`]), and replacing a pod stuck
-//! not ready on an old revision once the template moves on (upstream #67250).
+//! Beyond upstream: in-place updates, pausing a rollout ([`PAUSED`]), replacing a pod stuck
+//! not ready on an old revision once the template moves on (upstream #67250), and paced
+//! rollouts ([`crate::pacing`]).
 
 pub mod identity;
 pub mod pods;
@@ -61,6 +62,8 @@ pub struct Set {
     pub in_place: bool,
     /// Whether its rolling update is paused.
     pub paused: bool,
+    /// Its pacing annotations ([`crate::pacing`]).
+    pub pacing: crate::pacing::Pacing,
 }
 
 impl Owner for Set {
@@ -71,11 +74,13 @@ impl Owner for Set {
         let Switches { in_place, paused } = Switches::read(&value);
         let sts: StatefulSet = serde_json::from_value(value).map_err(|e| e.to_string())?;
         let selector = parse_selector(sts.spec.as_ref().map(|s| &s.selector))?;
+        let pacing = crate::pacing::Pacing::read(sts.metadata.annotations.as_ref());
         Ok(Self {
             sts,
             selector,
             in_place,
             paused,
+            pacing,
         })
     }
 

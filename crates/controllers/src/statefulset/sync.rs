@@ -15,6 +15,7 @@ use crate::{
     api_error::is_status,
     expectations::PodExpectations,
     history,
+    pacing::{self, Budget, Hold, Rounding},
     pod_control::{PodChange, PodControl, Target},
     runtime::Action,
 };
@@ -177,11 +178,59 @@ impl View<'_> {
         }
         let old = history::revision_template(self.revisions.by_name.get(revision_of(pod))?)?;
         let new = history::revision_template(&self.revisions.update)?;
-        update::in_place_patch(
+        let mut patch = update::in_place_patch(
             &old,
             &new,
             &self.update_name,
             pod.metadata.resource_version.as_deref(),
+        )?;
+        // The interval's clock must outlive this process: the pod records when it was updated.
+        if self.set.pacing.has_interval() {
+            patch["metadata"]["annotations"] = pacing::in_place_stamp(clock::now());
+        }
+        Some(patch)
+    }
+
+    /// What pacing lets start now ([`crate::pacing`]), counted over the kept ordinals from
+    /// the pods alone. In flight: a pod of the update revision not yet available, and, at or
+    /// above the partition (where a new pod is of the update revision), a pod being deleted or
+    /// a missing one. The last update started at the newest creation or in-place update of a
+    /// pod of the update revision, or the deletion of a pod at or above the partition; a
+    /// missing one is created by this very sync, so counts as starting now.
+    fn budget(&self, kept: &BTreeMap<i32, Shared<Pod>>) -> Budget {
+        let pacing = &self.set.pacing;
+        if !pacing.is_set() {
+            return Budget::unlimited(self.now);
+        }
+        let partition = self.set.partition_ordinal();
+        let mut updating = 0;
+        let mut last = None;
+        for ordinal in self.set.ordinals().iter() {
+            let replaced = ordinal >= partition;
+            match kept.get(&ordinal) {
+                None if replaced => {
+                    updating += 1;
+                    last = last.max(Some(self.now));
+                }
+                None => {}
+                Some(pod) if pod.facts().deleting && replaced => {
+                    updating += 1;
+                    last = last.max(pacing::deleted_at(pod));
+                }
+                Some(pod) if pod.facts().deleting => {}
+                Some(pod) if revision_of(pod) == self.update_name => {
+                    last = last.max(pacing::update_started(pod));
+                    updating += i32::from(!self.available(pod));
+                }
+                Some(_) => {}
+            }
+        }
+        pacing.budget(
+            self.set.ordinals().replicas,
+            Rounding::Down,
+            updating,
+            last,
+            self.now,
         )
     }
 }
@@ -334,13 +383,26 @@ impl Syncer {
 
         let mut requeue = Action::await_change();
         let mut result = Ok(());
+        // What holds the rollout back, when this sync judged it (`None`: it did not, and the
+        // stored condition stands).
+        let mut pace: Option<Option<Hold>> = None;
         if expectations_met {
-            let plan = pods::plan_scaling(set.ordered(), &replicas, &gone);
+            let mut plan = pods::plan_scaling(set.ordered(), &replicas, &gone);
+            // Replacing a not-ready pod of an old revision starts an update like any other:
+            // the scaling pass's replacements are paced first, the update step's after them.
+            let mut budget = view.budget(&kept);
+            pace_replacements(&mut plan, &mut budget);
             let acted = plan.steps.iter().map(|s| ordinal_of_step(*s)).collect();
             result = self.scale(&view, &plan, &kept, &condemned).await;
             if result.is_ok() && plan.blocked_at.is_none() && set.replaces_old_pods() {
-                result = self.roll(&view, &replicas, &kept, &acted).await;
+                result = self
+                    .roll(&view, &replicas, &kept, &acted, &mut budget)
+                    .await;
             }
+            if let Some(wait) = budget.requeue() {
+                requeue.requeue_by(wait);
+            }
+            pace = Some(budget.hold());
             if result.is_ok() {
                 result = self.truncate_history(&view, &children.pods).await;
             }
@@ -348,7 +410,12 @@ impl Syncer {
             requeue.requeue_by(d);
         }
         let status = self
-            .write_status(&view, kept.values().chain(condemned.values()), &mut requeue)
+            .write_status(
+                &view,
+                kept.values().chain(condemned.values()),
+                pace.as_ref().map(Option::as_ref),
+                &mut requeue,
+            )
             .await;
         result?;
         status?;
@@ -492,13 +559,15 @@ impl Syncer {
         .for_stateful_set()
     }
 
-    /// The rolling update step: replaces the pods [`update::plan`] picks.
+    /// The rolling update step: replaces the pods [`update::plan`] picks, as far as pacing
+    /// lets it (`budget`).
     async fn roll(
         &self,
         view: &View<'_>,
         replicas: &[Slot],
         kept: &BTreeMap<i32, Shared<Pod>>,
         acted: &HashSet<i32>,
+        budget: &mut Budget,
     ) -> Result<(), Error> {
         let set = view.set;
         let key = set.key();
@@ -523,7 +592,11 @@ impl Syncer {
                 }
             })
             .collect();
-        let targets = update::plan(&members, set.partition_ordinal(), max_unavailable);
+        let targets = budget.take(update::plan(
+            &members,
+            set.partition_ordinal(),
+            max_unavailable,
+        ));
         if targets.is_empty() {
             return Ok(());
         }
@@ -577,11 +650,12 @@ impl Syncer {
     }
 
     /// Writes the status if it changed, and asks for a requeue when a ready pod will become
-    /// available.
+    /// available; the pacing condition only when the sync judged the pacing (`pace`).
     async fn write_status<'p>(
         &self,
         view: &View<'_>,
         pods: impl Iterator<Item = &'p Shared<Pod>>,
+        pace: Option<Option<&Hold>>,
         requeue: &mut Action,
     ) -> Result<(), Error> {
         let set = view.set;
@@ -612,7 +686,27 @@ impl Syncer {
         st.observed_generation = set.sts.metadata.generation;
         let progress = status::progress(set, &st, view.now);
         progress.before_write(&self.recorder, &events::reference(&set.sts), requeue);
-        if !st.differs_from(set.sts.status.as_ref()) && !progress.changed() {
+        let mut fields = st.to_json();
+        progress.add_to(&mut fields);
+        let stored = set.sts.status.as_ref();
+        let paced = pace.is_some_and(|hold| {
+            pacing::add_to(
+                &mut fields,
+                &crate::progress::stored_conditions(stored.and_then(|s| s.conditions.as_ref())),
+                &set.pacing,
+                hold,
+                view.now,
+                |warning| {
+                    self.recorder.record(
+                        &events::reference(&set.sts),
+                        EventType::Warning,
+                        pacing::INVALID_EVENT,
+                        warning,
+                    )
+                },
+            )
+        });
+        if !st.differs_from(stored) && !progress.changed() && !paced {
             return Ok(());
         }
         let api: Api<StatefulSet> = Api::namespaced(
@@ -622,8 +716,6 @@ impl Syncer {
         // UpdateStatus of the cached object, re-read on a conflict (upstream's
         // updateStatefulSetStatus with RetryOnConflict); the role grants `update` on
         // `statefulsets/status`, not `patch`.
-        let mut fields = st.to_json();
-        progress.add_to(&mut fields);
         let write = |v: &mut Value| crate::update::set_status_fields(v, &fields);
         match crate::update::status(&api, &set.sts, write).await {
             Ok(_) => {
@@ -641,6 +733,26 @@ impl Syncer {
 async fn replace(control: &PodControl<'_>, ordered: bool, work: Vec<PodChange>) -> Vec<String> {
     let writes = control.change(work, ordered).await;
     writes.errors.iter().map(ToString::to_string).collect()
+}
+
+/// Keeps the scaling pass's replacements of not-ready old pods that `budget` allows, in the
+/// pass's order, and drops the others (they wait for a later sync; under `OrderedReady` the
+/// pass still stops at the first of them).
+fn pace_replacements(plan: &mut ScalePlan, budget: &mut Budget) {
+    let wanted: Vec<i32> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Replace(o) => Some(*o),
+            _ => None,
+        })
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let allowed: HashSet<i32> = budget.take(wanted).into_iter().collect();
+    plan.steps
+        .retain(|s| !matches!(s, Step::Replace(o) if !allowed.contains(o)));
 }
 
 fn ordinal_of_step(step: Step) -> i32 {

@@ -68,6 +68,9 @@ pub struct WorkloadView {
     pub template: Value,
     /// The automatic rollback on record ([`super::rollback::Rollback::of`]).
     pub rollback: Option<super::rollback::Rollback>,
+    /// What holds a paced DaemonSet or StatefulSet rollout back, as its controller last said
+    /// (its `RolloutPaced` condition, [`controllers::pacing`]).
+    pub paced: Option<controllers::pacing::Hold>,
 }
 
 fn int(v: &Value, pointer: &str) -> i64 {
@@ -165,6 +168,16 @@ impl WorkloadView {
             }
         }
         view.rollback = super::rollback::Rollback::of(obj);
+        // Only DaemonSets and StatefulSets are paced; a Deployment's condition of that type
+        // would be someone else's.
+        if matches!(kind, Kind::DaemonSet | Kind::StatefulSet) {
+            view.paced = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find_map(controllers::pacing::Hold::from_condition);
+        }
         view
     }
 

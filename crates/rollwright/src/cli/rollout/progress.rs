@@ -298,7 +298,13 @@ pub fn assess(snap: &Snapshot, now: Timestamp) -> Progress {
     let waiting_on = match &verdict {
         Verdict::Done(_) | Verdict::Unsupported(_) => String::new(),
         Verdict::Waiting(_) | Verdict::Failed(_) => {
-            waiting_on(snap, current, &now_current, target, now)
+            let text = waiting_on(snap, current, &now_current, target, now);
+            // A paced rollout says first what paces it: the pods it waits on are then those
+            // in flight, or none while the interval runs.
+            match w.paced.as_ref().filter(|_| !w.paused) {
+                Some(hold) => format!("{}; {text}", hold.describe(now)),
+                None => text,
+            }
         }
     };
     Progress {
@@ -685,6 +691,56 @@ mod tests {
             assess(&snap, t0()).waiting_on,
             "rollout paused with 1 pod on older revisions (resume it with `rollwright rollout resume ds/web`)"
         );
+    }
+
+    #[test]
+    fn a_paced_rollout_says_what_paces_it() {
+        use controllers::pacing::Hold;
+        let pods = vec![
+            pod("web-b-1", "b", "ready", "n1"),
+            pod("web-b-2", "b", "ContainerCreating", "n2"),
+            pod("web-a-1", "a", "ready", "n3"),
+        ];
+        let held = |paced| WorkloadView {
+            kind: Some(Kind::DaemonSet),
+            paced: Some(paced),
+            ..deployment(3, 2, 3, 1)
+        };
+        let by_max = snapshot(
+            held(Hold::MaxUpdating {
+                updating: 1,
+                max: 1,
+            }),
+            pods.clone(),
+        );
+        assert_eq!(
+            assess(&by_max, t0()).waiting_on,
+            "paced: 1 updating (max-updating 1); waiting for 1 pod of revision 7 to become available: web-b-2 ContainerCreating on n2"
+        );
+        let next = t0() + jiff::SignedDuration::from_millis(1500);
+        let by_interval = snapshot(
+            held(Hold::MinUpdateInterval {
+                next,
+                interval: "2s".into(),
+            }),
+            vec![pods[0].clone(), pods[2].clone()],
+        );
+        assert_eq!(
+            assess(&by_interval, t0()).waiting_on,
+            "paced: next update in 2s (min-update-interval 2s); waiting for 2 more pods of revision 7: 1 pod of older revisions still to be replaced"
+        );
+        // Read from the condition the controller writes.
+        let ds = json!({"metadata": {"name": "web"}, "status": {"conditions": [
+            {"type": "RolloutPaced", "status": "True", "reason": "MaxUpdating",
+             "message": "paced: 2 updating (max-updating 2)", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}});
+        assert_eq!(
+            WorkloadView::from_json(Kind::DaemonSet, &ds).paced,
+            Some(Hold::MaxUpdating {
+                updating: 2,
+                max: 2
+            })
+        );
+        assert_eq!(WorkloadView::from_json(Kind::Deployment, &ds).paced, None);
     }
 
     #[test]
