@@ -485,6 +485,30 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_without_the_control_planes_pace_still_loads_and_a_new_one_keeps_it() {
+        // As written before the pace was measured.
+        let old = json!({"apiVersion": API_VERSION, "kind": KIND,
+            "takenAt": "2026-01-01T10:00:00Z", "server": "https://x", "namespaces": [],
+            "objects": {"pods": []}, "timings": {}, "unreadable": []});
+        let loaded: Snapshot = serde_json::from_value(old.clone()).expect("an old snapshot loads");
+        assert_eq!(loaded.control_plane, None);
+        // Written again, it says nothing it did not measure.
+        assert_eq!(serde_json::to_value(&loaded).expect("serializes"), old);
+        let new = document(
+            Timestamp::UNIX_EPOCH,
+            "https://x",
+            &[],
+            Map::new(),
+            Vec::new(),
+        );
+        let pace = new.control_plane.clone().expect("measured");
+        assert_eq!(pace.controllers.basis, pace::Basis::Assumed);
+        let text = serde_json::to_string(&new).expect("serializes");
+        let back: Snapshot = serde_json::from_str(&text).expect("loads");
+        assert_eq!(back, new);
+    }
+
+    #[test]
     fn secrets_and_config_maps_are_never_read() {
         for source in &SOURCES {
             assert!(
