@@ -203,9 +203,9 @@ fn items<'a>(objects: &'a serde_json::Map<String, Value>, key: &str) -> &'a [Val
 /// a Deployment's ReplicaSet of the highest `deployment.kubernetes.io/revision`, a DaemonSet's or
 /// StatefulSet's ControllerRevision of the highest `revision` (its pods carry its name, or its
 /// hash, as `controller-revision-hash`).
-fn latest_revisions<'a>(
-    objects: &'a serde_json::Map<String, Value>,
-) -> Vec<(String, String, Vec<&'a Value>)> {
+fn latest_revisions(
+    objects: &serde_json::Map<String, Value>,
+) -> Vec<(String, String, Vec<&Value>)> {
     let pods = items(objects, "pods");
     let mut out = Vec::new();
     for d in items(objects, "deployments") {
