@@ -288,10 +288,14 @@ spec:
 
 /// `--control-plane`: under `kube-defaults` the rehearsal's replicaset controller sends at
 /// most 20 requests a second after a burst of 30, as kube-controller-manager's client does, so
-/// 100 creates and 100 deletes take at least (200 - 30) / 20 = 8.5 s of the rehearsal's clock
-/// and no second of it holds more than 30 + 20 creates; `unlimited` is held to neither. The
-/// verdict says what the control plane was assumed to be. Figures are the rehearsal's own
-/// (its clock, its pods' timestamps), never the test's wall clock.
+/// 100 creates and 100 deletes take at least (200 - 30) / 20 = 8.5 s of the rehearsal's clock;
+/// `unlimited` is not held to it. The verdict says what the control plane was assumed to be.
+/// Figures are the rehearsal's own (its clock, its pods' timestamps), never the test's wall
+/// clock.
+///
+/// A second's count of creates is not bounded by the bucket: the server stamps a pod when it
+/// handles the request, a little after its token, and creates delayed from one second land in
+/// the next. Only the total is: the 200th write cannot be sent before its token exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whatif_paces_pod_creates_under_kube_defaults_and_not_when_unlimited() {
     const BURST: f64 = 30.0;
@@ -322,32 +326,43 @@ async fn whatif_paces_pod_creates_under_kube_defaults_and_not_when_unlimited() {
         "{rollouts:?}"
     );
 
-    let rehearse = |mode: &'static str| {
+    // `None`: the default, what the snapshot measured.
+    let rehearse = |mode: Option<&'static str>| {
         let (snapshot, report) = (
             snapshot.to_string_lossy().into_owned(),
-            dir.join(format!("{mode}.json")),
+            dir.join(format!("{}.json", mode.unwrap_or("default"))),
         );
         let c = &c;
         async move {
-            let out = c
-                .rollwright(&[
-                    "whatif",
-                    "--snapshot",
-                    &snapshot,
-                    "--change",
-                    "set image deploy/web web=nginx:1.28",
-                    "--control-plane",
-                    mode,
-                    "--report",
-                    &report.to_string_lossy(),
-                ])
-                .await;
+            let report_path = report.to_string_lossy().into_owned();
+            let mut args = vec![
+                "whatif",
+                "--snapshot",
+                &snapshot,
+                "--change",
+                "set image deploy/web web=nginx:1.28",
+                "--report",
+                &report_path,
+            ];
+            if let Some(mode) = mode {
+                args.extend(["--control-plane", mode]);
+            }
+            let out = c.rollwright(&args).await;
             println!("{out}");
             (out, read(&report))
         }
     };
 
-    let (out, paced) = rehearse("kube-defaults").await;
+    // By default, what the snapshot measured (the source runs unlimited: whatever its one
+    // rollout showed, the verdict says where each limit came from).
+    let (out, measured) = rehearse(None).await;
+    assert!(
+        out.contains("control plane (measured):\n  controllers: "),
+        "{out}"
+    );
+    assert_eq!(measured["finished"], true, "{measured}");
+
+    let (out, paced) = rehearse(Some("kube-defaults")).await;
     assert!(
         out.contains(
             "control plane (kube-defaults):\n  controllers: pods created at most 20/s (burst 30), \
@@ -366,17 +381,8 @@ async fn whatif_paces_pod_creates_under_kube_defaults_and_not_when_unlimited() {
         predicted >= floor,
         "200 writes through a 20/30 bucket take at least {floor} s, predicted {predicted} s"
     );
-    let busiest = run["busiestSecond"].as_f64().expect("busiest second");
-    assert!(
-        busiest <= BURST + QPS,
-        "{busiest} creates in one second, more than a 20/30 bucket lets through: {run}"
-    );
-    if let Some(rate) = run["paced"]["perSecond"].as_f64() {
-        // A whole second refills 20 tokens, and less than one left over from the one before.
-        assert!(rate < QPS + 1.0, "paced at {rate}/s: {run}");
-    }
 
-    let (out, free) = rehearse("unlimited").await;
+    let (out, free) = rehearse(Some("unlimited")).await;
     assert!(
         out.contains("  controllers: pods created unpaced: no client limit"),
         "{out}"
