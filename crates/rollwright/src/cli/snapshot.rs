@@ -14,7 +14,12 @@
 //! `--from FILE` makes the same document from a cluster recorded with `kubectl get ... -o json`
 //! instead (see [`recorded`]): the same kinds under the same keys, the same `-n` scope and the
 //! same timings, for a cluster this machine cannot reach or a recording shipped as test data.
+//!
+//! The document also says how fast the cluster's control plane worked ([`pace`]): the rate its
+//! controllers created each workload's pods at in its latest rollout, how soon its scheduler
+//! bound them, and, where the history says nothing, which of upstream's defaults it assumes.
 
+pub mod pace;
 mod recorded;
 
 use super::kubeconfig::Target;
@@ -165,6 +170,10 @@ pub struct Snapshot {
     pub timings: Map<String, Value>,
     /// What could not be read, and the server's reason.
     pub unreadable: Vec<Unreadable>,
+    /// The control plane's pace, measured from the objects ([`pace::measure`]). Absent from
+    /// snapshots written before it was measured; they still load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<pace::Pace>,
 }
 
 /// A resource the snapshot could not read.
@@ -290,6 +299,7 @@ fn document(
         .and_then(Value::as_array)
         .map(|pods| timings_of(pods))
         .unwrap_or_default();
+    let control_plane = Some(pace::measure(&objects));
     Snapshot {
         api_version: API_VERSION.into(),
         kind: KIND.into(),
@@ -299,6 +309,7 @@ fn document(
         objects,
         timings,
         unreadable,
+        control_plane,
     }
 }
 
@@ -471,6 +482,30 @@ mod tests {
         // Never scheduled: nothing.
         let pending = pod(json!([]), json!([]));
         assert_eq!(timing(&pending).started_after_seconds, None);
+    }
+
+    #[test]
+    fn a_snapshot_without_the_control_planes_pace_still_loads_and_a_new_one_keeps_it() {
+        // As written before the pace was measured.
+        let old = json!({"apiVersion": API_VERSION, "kind": KIND,
+            "takenAt": "2026-01-01T10:00:00Z", "server": "https://x", "namespaces": [],
+            "objects": {"pods": []}, "timings": {}, "unreadable": []});
+        let loaded: Snapshot = serde_json::from_value(old.clone()).expect("an old snapshot loads");
+        assert_eq!(loaded.control_plane, None);
+        // Written again, it says nothing it did not measure.
+        assert_eq!(serde_json::to_value(&loaded).expect("serializes"), old);
+        let new = document(
+            Timestamp::UNIX_EPOCH,
+            "https://x",
+            &[],
+            Map::new(),
+            Vec::new(),
+        );
+        let pace = new.control_plane.clone().expect("measured");
+        assert_eq!(pace.controllers.basis, pace::Basis::Assumed);
+        let text = serde_json::to_string(&new).expect("serializes");
+        let back: Snapshot = serde_json::from_str(&text).expect("loads");
+        assert_eq!(back, new);
     }
 
     #[test]

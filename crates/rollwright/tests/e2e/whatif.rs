@@ -258,3 +258,143 @@ async fn whatif_rehearses_an_update_a_broken_image_and_a_drain_without_touching_
     );
     c.stop().await;
 }
+
+/// A Deployment of 100 replicas that replaces all its pods at once (maxSurge 100%,
+/// maxUnavailable 0): an update is 100 creates and then 100 deletes by the replicaset
+/// controller, all through its one client.
+const HUNDRED: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 100
+  selector:
+    matchLabels:
+      app: web
+  strategy:
+    rollingUpdate:
+      maxSurge: 100%
+      maxUnavailable: 0
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: web
+        image: nginx:1.27
+"#;
+
+/// `--control-plane`: under `kube-defaults` the rehearsal's replicaset controller sends at
+/// most 20 requests a second after a burst of 30, as kube-controller-manager's client does, so
+/// 100 creates and 100 deletes take at least (200 - 30) / 20 = 8.5 s of the rehearsal's clock;
+/// `unlimited` is not held to it. The verdict says what the control plane was assumed to be.
+/// Figures are the rehearsal's own (its clock, its pods' timestamps), never the test's wall
+/// clock.
+///
+/// A second's count of creates is not bounded by the bucket: the server stamps a pod when it
+/// handles the request, a little after its token, and creates delayed from one second land in
+/// the next. Only the total is: the 200th write cannot be sent before its token exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whatif_paces_pod_creates_under_kube_defaults_and_not_when_unlimited() {
+    const BURST: f64 = 30.0;
+    const QPS: f64 = 20.0;
+    let c = Cluster::start_with(endpoints::components()).await;
+    c.kubectl_stdin(&["apply", "-f", "-"], HUNDRED).await;
+    c.rollwright(&["rollout", "status", "deploy/web", "--timeout", "120s"])
+        .await;
+    let dir = c.dir.path();
+    let snapshot = dir.join("hundred.json");
+    c.rollwright(&[
+        "snapshot",
+        "-n",
+        "default",
+        "-o",
+        &snapshot.to_string_lossy(),
+    ])
+    .await;
+    // The snapshot measured the Deployment's rollout: its 100 pods, whatever pace it shows.
+    let taken = read(&snapshot);
+    let rollouts = taken["controlPlane"]["rollouts"]
+        .as_array()
+        .expect("the snapshot measured the control plane");
+    assert!(
+        rollouts
+            .iter()
+            .any(|r| r["workload"] == "deployment/default/web" && r["pods"] == 100),
+        "{rollouts:?}"
+    );
+
+    // `None`: the default, what the snapshot measured.
+    let rehearse = |mode: Option<&'static str>| {
+        let (snapshot, report) = (
+            snapshot.to_string_lossy().into_owned(),
+            dir.join(format!("{}.json", mode.unwrap_or("default"))),
+        );
+        let c = &c;
+        async move {
+            let report_path = report.to_string_lossy().into_owned();
+            let mut args = vec![
+                "whatif",
+                "--snapshot",
+                &snapshot,
+                "--change",
+                "set image deploy/web web=nginx:1.28",
+                "--report",
+                &report_path,
+            ];
+            if let Some(mode) = mode {
+                args.extend(["--control-plane", mode]);
+            }
+            let out = c.rollwright(&args).await;
+            println!("{out}");
+            (out, read(&report))
+        }
+    };
+
+    // By default, what the snapshot measured (the source runs unlimited: whatever its one
+    // rollout showed, the verdict says where each limit came from).
+    let (out, measured) = rehearse(None).await;
+    assert!(
+        out.contains("control plane (measured):\n  controllers: "),
+        "{out}"
+    );
+    assert_eq!(measured["finished"], true, "{measured}");
+
+    let (out, paced) = rehearse(Some("kube-defaults")).await;
+    assert!(
+        out.contains(
+            "control plane (kube-defaults):\n  controllers: pods created at most 20/s (burst 30), \
+             kube-controller-manager's default (--control-plane kube-defaults)\n"
+        ),
+        "{out}"
+    );
+    assert_eq!(paced["finished"], true, "{paced}");
+    assert_eq!(paced["controlPlane"]["components"][0]["qps"], 20.0);
+    let run = &paced["runs"][0]["pace"];
+    let created = run["podsCreated"].as_u64().expect("pods created");
+    assert!(created >= 100, "{run}");
+    let floor = (2.0 * 100.0 - BURST) / QPS;
+    let predicted = paced["predictedSeconds"].as_f64().expect("a prediction");
+    assert!(
+        predicted >= floor,
+        "200 writes through a 20/30 bucket take at least {floor} s, predicted {predicted} s"
+    );
+
+    let (out, free) = rehearse(Some("unlimited")).await;
+    assert!(
+        out.contains("  controllers: pods created unpaced: no client limit"),
+        "{out}"
+    );
+    assert_eq!(free["finished"], true, "{free}");
+    let run = &free["runs"][0]["pace"];
+    let predicted = free["predictedSeconds"].as_f64().expect("a prediction");
+    let busiest = run["busiestSecond"].as_f64().expect("busiest second");
+    // Either is impossible through a 20/30 bucket: the creates were not paced by one.
+    assert!(
+        predicted < floor || busiest > BURST + QPS,
+        "unlimited, yet paced as a 20/30 bucket paces: {predicted} s, at most {busiest} in one second: {run}"
+    );
+    c.stop().await;
+}

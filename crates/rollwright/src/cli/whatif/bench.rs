@@ -51,6 +51,10 @@ pub struct WhatifBench {
     /// Rehearse on the real clock instead of the accelerated one.
     #[arg(long)]
     real_time: bool,
+    /// The rehearsal's client limits, as `whatif --control-plane` (default: what the snapshot
+    /// measured of the source, which runs without limits).
+    #[arg(long, value_name = "MODE")]
+    control_plane: Option<super::pace::Choice>,
 }
 
 fn workloads(replicas: i32, stateful: i32) -> anyhow::Result<(Deployment, DaemonSet, StatefulSet)> {
@@ -143,9 +147,11 @@ impl Source {
         text: &str,
         runs: u64,
         limits: Limits,
+        control_plane: Option<&super::pace::Choice>,
     ) -> anyhow::Result<(Report, Outcome)> {
         let change = [Change::parse(text)?];
         let snap = snapshot::take(&self.client, "source", &[]).await?;
+        let rates = super::pace::Rates::resolve(control_plane, snap.control_plane.as_ref());
         let report = predict(
             &snap,
             "source".into(),
@@ -154,6 +160,7 @@ impl Source {
             None,
             runs,
             limits,
+            &rates,
         )
         .await?;
         let real = change_and_follow(
@@ -207,7 +214,9 @@ pub async fn run(b: WhatifBench) -> anyhow::Result<()> {
     );
     for text in changes {
         let began = std::time::Instant::now();
-        let (report, real) = source.compare(text, b.runs, limits).await?;
+        let (report, real) = source
+            .compare(text, b.runs, limits, b.control_plane.as_ref())
+            .await?;
         // What the rehearsals took of the machine's time, the real rollout aside.
         let rehearsal = began.elapsed().as_secs_f64() - real.seconds;
         let error = (report.predicted_seconds - real.seconds) / real.seconds * 100.0;
@@ -317,6 +326,7 @@ mod tests {
             start_delay: "2s".into(),
             readiness_delay: "{uniform: [2500ms, 3s]}".into(),
             real_time: false,
+            control_plane: None,
         };
         let source = Source::start(&b).await?;
         let deployments: Api<Deployment> = Api::default_namespaced(source.client.clone());
@@ -337,7 +347,7 @@ mod tests {
         };
 
         let (predicted, real) = source
-            .compare("set image deploy/web web=web:2", b.runs, limits)
+            .compare("set image deploy/web web=web:2", b.runs, limits, None)
             .await?;
         assert!(predicted.finished, "the rehearsal finished: {predicted:?}");
         assert!(real.finished, "the real rollout finished: {real:?}");
@@ -367,7 +377,9 @@ mod tests {
             .spec
             .and_then(|s| s.node_name)
             .context("db-0 is bound")?;
-        let (predicted, real) = source.compare(&format!("drain {node}"), 1, limits).await?;
+        let (predicted, real) = source
+            .compare(&format!("drain {node}"), 1, limits, None)
+            .await?;
         assert!(!predicted.finished && !real.finished, "both stall");
         assert!(
             reasons(&real.stalls).contains(&(

@@ -476,6 +476,19 @@ impl Watch {
             .collect()
     }
 
+    /// The creation times (Unix seconds, as the server stamped them: on the rehearsal's own
+    /// clock) of the pods not in `old`: what the rollout created, measured as the snapshot
+    /// measures a real cluster's.
+    pub fn created_seconds(&self, old: &HashSet<String>) -> Vec<i64> {
+        self.pods
+            .store()
+            .list()
+            .iter()
+            .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| !old.contains(u)))
+            .filter_map(|p| Some(p.metadata.creation_timestamp.as_ref()?.0.as_second()))
+            .collect()
+    }
+
     /// `(node, uid)` of the bound pods of `workloads`.
     fn placed(&self, workloads: &BTreeMap<WorkloadId, Standing>) -> Vec<(String, String)> {
         self.pods

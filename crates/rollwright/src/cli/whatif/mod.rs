@@ -15,12 +15,18 @@
 //! as they would, in the same simulated time, and the control plane's own latency counts as it
 //! does on a real cluster. `--real-time` runs on the real clock instead, for as long as the
 //! rollout takes.
+//!
+//! The controllers, the scheduler and the simulated kubelets run under client rate limits
+//! ([`pace`], `--control-plane`): by default the ones the snapshot measured on the copied
+//! cluster, upstream's defaults where it could not, so that a rollout of hundreds of pods is
+//! paced as the real control plane paces it. The verdict says which limits it assumed and why.
 
 pub mod bench;
 pub mod change;
 pub mod frames;
 pub mod load;
 pub mod measure;
+pub mod pace;
 pub mod page;
 pub mod report;
 pub mod timing;
@@ -76,6 +82,14 @@ pub struct WhatifArgs {
     /// with charts if it ends in `.html`, JSON otherwise.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// The client rate limits of the rehearsal's controllers, scheduler and kubelets:
+    /// `measured` (what the snapshot measured, upstream's defaults where it saw nothing; the
+    /// default when the snapshot has measurements), `kube-defaults` (controllers 20/30,
+    /// scheduler 50/100, kubelet 50/100), `unlimited`, or per component, e.g.
+    /// `controllers=qps=20,burst=30;scheduler=qps=50,burst=100;kubelet=unlimited` (the
+    /// components not named as `measured`).
+    #[arg(long, value_name = "MODE")]
+    pub control_plane: Option<pace::Choice>,
 }
 
 /// How long a loaded cluster may take to settle before the change is made anyway.
@@ -118,6 +132,7 @@ pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
         timeout: args.timeout,
         accelerated: !args.real_time,
     };
+    let rates = pace::Rates::resolve(args.control_plane.as_ref(), snapshot.control_plane.as_ref());
     let report = predict(
         &snapshot,
         args.snapshot.display().to_string(),
@@ -126,6 +141,7 @@ pub async fn run(args: WhatifArgs) -> anyhow::Result<()> {
         user_profile.as_ref(),
         args.runs,
         limits,
+        &rates,
     )
     .await?;
     if let Some(path) = &args.report {
@@ -151,7 +167,9 @@ pub struct Limits {
     pub accelerated: bool,
 }
 
-/// Rehearses `changes` (as written: `texts`) on `snapshot` (read from `source`) `runs` times.
+/// Rehearses `changes` (as written: `texts`) on `snapshot` (read from `source`) `runs` times,
+/// its control plane's clients limited by `rates`.
+#[allow(clippy::too_many_arguments)]
 pub async fn predict(
     snapshot: &Snapshot,
     source: String,
@@ -160,6 +178,7 @@ pub async fn predict(
     user_profile: Option<&serde_json::Value>,
     runs: u64,
     limits: Limits,
+    rates: &pace::Rates,
 ) -> anyhow::Result<report::Report> {
     let (rules, derived) = timing::rules(snapshot);
     let mut done = Vec::new();
@@ -167,13 +186,19 @@ pub async fn predict(
         let profile = timing::profile(user_profile, &rules, seed);
         eprintln!("run {seed} of {runs}:");
         let run = if limits.accelerated {
-            on_accelerated_clock(snapshot, changes, &profile, seed, limits)?
+            on_accelerated_clock(snapshot, changes, &profile, seed, limits, rates)?
         } else {
-            rehearse(snapshot, changes, &profile, seed, limits).await?
+            rehearse(snapshot, changes, &profile, seed, limits, rates).await?
         };
         done.push(run);
     }
-    Ok(report::Report::of(source, texts.to_vec(), &derived, done))
+    Ok(report::Report::of(
+        source,
+        texts.to_vec(),
+        &derived,
+        rates.clone(),
+        done,
+    ))
 }
 
 /// Makes `changes` on the cluster `client` (whose kubeconfig is `kubeconfig`) reaches and
@@ -249,6 +274,7 @@ fn on_accelerated_clock(
     profile: &serde_json::Value,
     seed: u64,
     limits: Limits,
+    rates: &pace::Rates,
 ) -> anyhow::Result<report::Run> {
     let real_limit = limits.timeout + SETTLE * 2 + REAL_TIME_MARGIN;
     let run = || -> anyhow::Result<report::Run> {
@@ -283,7 +309,7 @@ fn on_accelerated_clock(
         });
         runtime.block_on(async {
             tokio::select! {
-                run = rehearse(snapshot, changes, profile, seed, limits) => run,
+                run = rehearse(snapshot, changes, profile, seed, limits, rates) => run,
                 Ok(()) = given_up => anyhow::bail!(
                     "the rehearsal did not end in {} s of real time: its control plane never went idle",
                     real_limit.as_secs()
@@ -305,32 +331,36 @@ fn on_accelerated_clock(
     })
 }
 
-/// One run: a control plane of its own, loaded, settled, changed and followed.
+/// One run: a control plane of its own, loaded, settled, changed and followed, its
+/// components' clients limited by `rates`.
 async fn rehearse(
     snapshot: &Snapshot,
     changes: &[Change],
     profile: &serde_json::Value,
     seed: u64,
     limits: Limits,
+    rates: &pace::Rates,
 ) -> anyhow::Result<report::Run> {
     let dir = tempfile::tempdir().context("a directory for the rehearsal")?;
     let profile_path = dir.path().join("profile.yaml");
     // JSON is YAML: the simulator reads the document as written.
     std::fs::write(&profile_path, profile.to_string())?;
-    let mut cp = ControlPlane::start(Options {
+    // The parts are started here rather than by the control plane, which runs its own without
+    // client limits: each user's client gets its component's bucket.
+    let components = Components {
+        nodes: Some(nodesim::NodeSim {
+            nodes: 0,
+            ..Default::default()
+        }),
+        profile: Some(profile_path),
+        scheduler: Some(Default::default()),
+        controllers: Some(Default::default()),
+    };
+    let cp = ControlPlane::start(Options {
         data_dir: dir.path().join("cluster"),
         port: 0,
         store: StoreKind::Memory,
-        components: Components {
-            nodes: Some(nodesim::NodeSim {
-                nodes: 0,
-                ..Default::default()
-            }),
-            profile: Some(profile_path),
-            scheduler: Some(Default::default()),
-            controllers: Some(Default::default()),
-        },
-        defer_components: true,
+        components: Components::default(),
         ..Default::default()
     })
     .await?;
@@ -348,7 +378,10 @@ async fn rehearse(
     for skipped in &loaded.left_out {
         tracing::info!("left out: {skipped}");
     }
-    cp.start_components()?;
+    let parts = rollwright::components::start_with_identities(
+        &components,
+        pace::clients_as(&cp.server, rates),
+    )?;
     let watch = Watch::start(client.clone()).await;
     settle(&watch, &loaded, &available_in(snapshot)).await;
     quiet(&client).await?;
@@ -358,8 +391,10 @@ async fn rehearse(
     );
 
     let requests_before = requests(&client).await?;
+    let old_pods = watch.pod_uids();
     let outcome = change_and_follow(&client, &cp.kubeconfig, &watch, changes, limits).await?;
     let api_requests = requests(&client).await?.saturating_sub(requests_before);
+    let created = watch.created_seconds(&old_pods);
     eprintln!(
         "  {} after {:.1} s",
         if outcome.finished {
@@ -370,11 +405,13 @@ async fn rehearse(
         outcome.seconds
     );
     drop(watch);
+    parts.stop().await;
     cp.stop().await;
     Ok(report::Run {
         seed,
         outcome,
         api_requests,
+        pace: report::RunPace::of(&created),
     })
 }
 

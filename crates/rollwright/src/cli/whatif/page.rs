@@ -260,6 +260,17 @@ pub fn html(report: &Report) -> String {
             .join(", "),
         report.api_requests
     );
+    // What the control plane was assumed to be: as much a part of the prediction as the pods'
+    // timing.
+    let _ = write!(
+        body,
+        "<p>Control plane (<code>--control-plane {}</code>):</p><ul>",
+        esc(&report.control_plane.mode)
+    );
+    for c in &report.control_plane.components {
+        let _ = write!(body, "<li>{}: {}</li>", esc(c.component), esc(&c.summary));
+    }
+    body.push_str("</ul>");
     body.push_str("<table><tr><th>Workload</th><th>Desired</th><th>Lowest available</th><th>Max unavailable</th><th>PDB min</th><th>Done after</th></tr>");
     let dash = || "-".to_string();
     for w in &report.workloads {
@@ -324,6 +335,7 @@ mod tests {
         let run = Run {
             seed: 1,
             api_requests: 10,
+            pace: Default::default(),
             outcome: Outcome {
                 seconds: 4.0,
                 finished: false,
@@ -366,7 +378,16 @@ mod tests {
                 }],
             },
         };
-        let report = Report::of("s.json".into(), vec!["drain n".into()], &[], vec![run]);
+        let report = Report::of(
+            "s.json".into(),
+            vec!["drain n".into()],
+            &[],
+            crate::cli::whatif::pace::Rates::resolve(
+                Some(&crate::cli::whatif::pace::Choice::KubeDefaults),
+                None,
+            ),
+            vec![run],
+        );
         let page = html(&report);
         assert!(page.starts_with("<!doctype html>"));
         // Nothing to fetch: no script, no link, no external reference.
@@ -377,6 +398,13 @@ mod tests {
         }
         assert!(page.contains("deployment/shop/&lt;web&gt;"), "escaped");
         assert!(page.contains("Stalls: nothing moves after 4.0 s"));
+        assert!(
+            page.contains(
+                "<li>controllers: pods created at most 20/s (burst 30), \
+                 kube-controller-manager&#39;s default (--control-plane kube-defaults)</li>"
+            ),
+            "{page}"
+        );
         assert!(page.contains("Back-off pulling image &quot;x&quot;"));
         // Two charts for the workload, a grid for each of the two moments.
         assert_eq!(page.matches("<svg").count(), 4);

@@ -2,7 +2,8 @@
 //! spread), per workload the lowest availability against what its strategy allows, the stall
 //! reasons, and the API requests the rollout cost.
 
-use super::{measure::Outcome, timing::Derived};
+use super::{measure::Outcome, pace::Rates, timing::Derived};
+use crate::cli::snapshot::pace::{Stretch, paced};
 use serde::Serialize;
 use std::{collections::BTreeMap, fmt::Write};
 
@@ -17,6 +18,37 @@ pub struct Run {
     pub outcome: Outcome,
     /// API requests served from the change to the end.
     pub api_requests: u64,
+    /// The pods the rollout created, and how fast.
+    pub pace: RunPace,
+}
+
+/// How fast a run created pods, measured as the snapshot measures a real cluster's rollout
+/// (whole seconds of the pods' `creationTimestamp`, on the run's clock).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPace {
+    /// Pods created from the change to the end (and still there).
+    pub pods_created: usize,
+    /// The most created in one second.
+    pub busiest_second: usize,
+    /// The creates' paced stretch, if they had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paced: Option<Stretch>,
+}
+
+impl RunPace {
+    /// Of the creation seconds `created`.
+    pub fn of(created: &[i64]) -> Self {
+        let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+        for s in created {
+            *counts.entry(*s).or_default() += 1;
+        }
+        RunPace {
+            pods_created: created.len(),
+            busiest_second: counts.into_values().max().unwrap_or(0),
+            paced: paced(created),
+        }
+    }
 }
 
 /// A workload over every run.
@@ -64,6 +96,8 @@ pub struct Report {
     pub stalls: Vec<super::measure::Stall>,
     /// Where the timing came from, per workload.
     pub timing: Vec<TimingSource>,
+    /// The client limits the control plane ran under, and what they were assumed from.
+    pub control_plane: Rates,
     /// Every run.
     pub runs: Vec<Run>,
 }
@@ -97,7 +131,13 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 impl Report {
     /// Adds up `runs`.
-    pub fn of(snapshot: String, changes: Vec<String>, derived: &[Derived], runs: Vec<Run>) -> Self {
+    pub fn of(
+        snapshot: String,
+        changes: Vec<String>,
+        derived: &[Derived],
+        control_plane: Rates,
+        runs: Vec<Run>,
+    ) -> Self {
         let seconds: Vec<f64> = runs.iter().map(|r| r.outcome.seconds).collect();
         let spread = (
             seconds.iter().copied().fold(f64::INFINITY, f64::min),
@@ -155,6 +195,7 @@ impl Report {
                     to: if d.to_start { "start" } else { "ready" },
                 })
                 .collect(),
+            control_plane,
             runs,
         }
     }
@@ -177,6 +218,22 @@ impl Report {
             self.spread_seconds.1
         );
         let _ = writeln!(out, "API requests: {} (median per run)", self.api_requests);
+        let _ = writeln!(out, "control plane ({}):", self.control_plane.mode);
+        for c in &self.control_plane.components {
+            let _ = writeln!(out, "  {}: {}", c.component, c.summary);
+        }
+        if let Some(first) = self.runs.first().map(|r| &r.pace)
+            && first.pods_created > 0
+        {
+            let paced = first.paced.as_ref().map_or(String::new(), |s| {
+                format!(", {} a second over {} s", s.per_second, s.seconds)
+            });
+            let _ = writeln!(
+                out,
+                "rehearsed pace: {} pods created, at most {} in one second{paced} (run 1)",
+                first.pods_created, first.busiest_second
+            );
+        }
         let _ = writeln!(
             out,
             "\n{:<44} {:>7} {:>13} {:>12} {:>8} {:>10}",
@@ -219,6 +276,7 @@ mod tests {
         Run {
             seed,
             api_requests: seed * 100,
+            pace: RunPace::of(&[0, 1, 1, 2, 2, 3]),
             outcome: Outcome {
                 seconds,
                 finished,
@@ -253,6 +311,7 @@ mod tests {
             "s.json".into(),
             vec!["set image deploy/web web=x".into()],
             &[],
+            Rates::unlimited(),
             vec![
                 run(1, 30.0, true, 8),
                 run(2, 40.0, true, 9),
@@ -274,15 +333,37 @@ mod tests {
                 done_in_runs: 3,
             }]
         );
+        let text = r.text();
         assert!(
-            r.text()
-                .starts_with("predicted duration: 35.0 s (median of 3 runs; 30.0-40.0 s)")
+            text.starts_with("predicted duration: 35.0 s (median of 3 runs; 30.0-40.0 s)"),
+            "{text}"
+        );
+        // What the control plane ran under, and how fast the first run created pods.
+        assert!(
+            text.contains(
+                "control plane (unlimited):\n  controllers: pods created unpaced: no client \
+                 limit, as --control-plane unlimited says\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "rehearsed pace: 6 pods created, at most 2 in one second, 2 a second over 4 s \
+                 (run 1)\n"
+            ),
+            "{text}"
         );
     }
 
     #[test]
     fn a_stalled_rollout_says_why() {
-        let r = Report::of("s.json".into(), vec![], &[], vec![run(1, 60.0, false, 8)]);
+        let r = Report::of(
+            "s.json".into(),
+            vec![],
+            &[],
+            Rates::unlimited(),
+            vec![run(1, 60.0, false, 8)],
+        );
         assert!(!r.finished);
         let text = r.text();
         assert!(

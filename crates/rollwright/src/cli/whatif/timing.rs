@@ -201,6 +201,7 @@ mod tests {
             objects: objects.as_object().cloned().unwrap_or_default(),
             timings: timings.as_object().cloned().unwrap_or_default(),
             unreadable: vec![],
+            control_plane: None,
         }
     }
 
