@@ -221,15 +221,32 @@ fn measured(component: Component, pace: Option<&Pace>) -> Assumed {
         Component::Kubelet => &pace.kubelet,
     };
     let from = rate.from.as_deref().unwrap_or("a workload");
-    let why = match rate.basis {
-        Basis::Measured => format!("measured from {from}'s last rollout ({})", rate.why),
-        Basis::AtLeast => format!(
-            "at least as fast as {from}'s last rollout showed ({}; a faster limit cannot be seen)",
-            rate.why
+    let (limit, why) = match rate.basis {
+        Basis::Measured => (
+            rate.limit(),
+            format!("measured from {from}'s last rollout ({})", rate.why),
         ),
-        Basis::Assumed => format!("{}, assumed: {}", component.upstream(), rate.why),
+        // Only a floor is known: pacing the rehearsal at it would make a fast cluster (raised
+        // limits, or none, as rollwright's own `up`) look as slow as the floor. Such clusters
+        // mostly run limits far above what a rollout needs, so the rehearsal runs unpaced.
+        Basis::AtLeast => (
+            None,
+            format!(
+                "faster than {}: {from}'s last rollout showed at least {} ({}); give \
+                 --control-plane {}=qps=N,burst=N if you know the limit",
+                component.upstream(),
+                rate.limit()
+                    .map_or_else(|| "that".into(), |l| format!("{}/s", l.qps)),
+                rate.why,
+                component.name(),
+            ),
+        ),
+        Basis::Assumed => (
+            rate.limit(),
+            format!("{}, assumed: {}", component.upstream(), rate.why),
+        ),
     };
-    Assumed::of(component, rate.limit(), why)
+    Assumed::of(component, limit, why)
 }
 
 impl Rates {
@@ -467,6 +484,26 @@ mod tests {
             rates.components[1].summary
         );
         assert_eq!(rates.limit(Component::Kubelet), Some(Limit::KUBELET));
+    }
+
+    #[test]
+    fn a_cluster_seen_faster_than_the_defaults_is_rehearsed_unpaced() {
+        let mut pace = measured_pace();
+        pace.controllers = Rate {
+            qps: 33.0,
+            burst: 30,
+            basis: Basis::AtLeast,
+            from: Some("deployment/shop/web".into()),
+            why: "63 pods created in one second".into(),
+        };
+        let rates = Rates::resolve(None, Some(&pace));
+        assert_eq!(rates.limit(Component::Controllers), None);
+        assert_eq!(
+            rates.components[0].summary,
+            "pods created unpaced: no client limit, faster than kube-controller-manager's \
+             default: deployment/shop/web's last rollout showed at least 33/s (63 pods created \
+             in one second); give --control-plane controllers=qps=N,burst=N if you know the limit"
+        );
     }
 
     #[test]
