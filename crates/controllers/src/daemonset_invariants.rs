@@ -161,10 +161,15 @@ fn describe(pods: &BTreeMap<String, Pod>, now: jiff::Timestamp, min_ready: i32) 
         .values()
         .map(|p| {
             format!(
-                "{}@{} {}{}{}",
+                "{}@{} {} {}{}{}",
                 p.name_any(),
                 node_of(p).unwrap_or_default(),
                 revision(p),
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.as_deref())
+                    .unwrap_or_default(),
                 if is_available(p, min_ready, now) {
                     " available"
                 } else {

@@ -39,7 +39,8 @@ enum Step {
     Wait(Duration),
 }
 
-/// (maxSurge, maxUnavailable) as written, and resolved over 5 nodes (both round up).
+/// (maxSurge, maxUnavailable) as written, and resolved over 5 nodes (both round up; validation
+/// allows surge only with maxUnavailable 0).
 const STRATEGIES: [(&str, &str, i32, i32); 7] = [
     ("0", "1", 0, 1),
     ("0", "2", 0, 2),
@@ -47,7 +48,7 @@ const STRATEGIES: [(&str, &str, i32, i32); 7] = [
     ("1", "0", 1, 0),
     ("2", "0", 2, 0),
     ("40%", "0", 2, 0),
-    ("2", "1", 2, 1),
+    ("20%", "0", 1, 0),
 ];
 
 fn int_or_percent(s: &str) -> Value {
