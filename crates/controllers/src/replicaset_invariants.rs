@@ -132,6 +132,10 @@ impl ReplicaWatcher {
     /// Every violation in the events so far, replayed in the server's order.
     pub fn violations(&self) -> Vec<String> {
         let mut events = lock(&self.log).events.clone();
+        if events.iter().any(|(v, _)| *v == 0) {
+            // Without versions there is no server order to replay.
+            return vec!["an event without a numeric resourceVersion".to_string()];
+        }
         // Stable: a relist may log an object again at the same version.
         events.sort_by_key(|(v, _)| *v);
         replay(&self.name, &events)

@@ -18,7 +18,7 @@ use crate::support;
 use controllers::daemonset_invariants::{DaemonWatcher, Rule};
 use k8s_openapi::api::{apps::v1::DaemonSet, core::v1::Node};
 use kube::{
-    Api, ResourceExt,
+    Api,
     api::{Patch, PatchParams, PostParams},
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -197,11 +197,9 @@ async fn round(seed: u64) {
         "seed {seed}: maxSurge {surge}, maxUnavailable {unavailable}, {steps:?}"
     );
     assert!(
-        watcher.events_seen() > 0,
+        watcher.max_surge_seen() + watcher.max_unavailable_seen() >= 1,
         "seed {seed}: the watcher saw the rollout"
     );
-    let ds = api.get("agent").await.unwrap();
-    assert_eq!(ds.name_any(), "agent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
