@@ -56,6 +56,8 @@ pub mod autorollback;
 pub mod clusterrole_aggregation;
 pub mod cronjob;
 pub mod daemonset;
+#[cfg(feature = "test-support")]
+pub mod daemonset_invariants;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
@@ -75,6 +77,8 @@ pub mod pod_control;
 pub mod pod_gc;
 pub mod progress;
 pub mod replicaset;
+#[cfg(feature = "test-support")]
+pub mod replicaset_invariants;
 pub mod replicationcontroller;
 pub mod resourcequota;
 pub mod root_ca;

@@ -180,6 +180,26 @@ impl StatefulWatcher {
         check(&mut st);
     }
 
+    /// Moves the partition mid-rollout, keeping the availability floor and the updates in
+    /// flight: the pods below `partition` that are live now are protected from here on. Call it
+    /// once the controller has observed the partition (raising it while the controller still
+    /// acts on the lower one is not a breach); before, a lower partition may be set at once.
+    pub fn set_partition(&self, partition: i32) {
+        let mut st = lock(&self.state);
+        let Some(mut rule) = st.rule else { return };
+        rule.partition = partition;
+        st.rule = Some(rule);
+        let below = rule.start + partition;
+        st.protected = st
+            .pods
+            .iter()
+            .filter(|(_, s)| s.ordinal >= rule.start && s.ordinal < below)
+            .filter(|(_, s)| !terminating(&s.pod))
+            .map(|(n, s)| (n.clone(), (uid(&s.pod), revision(&s.pod))))
+            .collect();
+        check(&mut st);
+    }
+
     /// Every violation seen so far.
     pub fn violations(&self) -> Vec<String> {
         lock(&self.state).violations.clone()

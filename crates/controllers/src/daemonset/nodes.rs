@@ -279,7 +279,11 @@ pub fn pods_should_be_on_node(
                 return out;
             }
             // Surging: keep the oldest new pod and the oldest old pod, delete the rest; the old
-            // one goes once it is not ready or the new one is available.
+            // one goes once it is not ready or the new one is available. An available pod is
+            // kept over an older one that is not (beyond upstream, which keeps the oldest
+            // alone): when a second quick update turns a node's surge pod into an old one, the
+            // two old pods may have been created in the same second, and the tie on the name
+            // would otherwise delete the node's only available pod under maxUnavailable 0.
             let (mut oldest_new, mut oldest_old) = (None, None);
             for pod in running {
                 let slot = if is_new(pod) {
@@ -287,10 +291,13 @@ pub fn pods_should_be_on_node(
                 } else {
                     &mut oldest_old
                 };
-                if slot.is_none() {
-                    *slot = Some(pod);
-                } else {
-                    out.delete.push(name(pod));
+                match slot {
+                    None => *slot = Some(pod),
+                    Some(kept) if !is_available(kept) && is_available(pod) => {
+                        out.delete.push(name(kept));
+                        *slot = Some(pod);
+                    }
+                    Some(_) => out.delete.push(name(pod)),
                 }
             }
             if let (Some(new), Some(old)) = (oldest_new, oldest_old)
@@ -879,6 +886,16 @@ mod tests {
                 ]),
                 true,
                 act(false, &["o2", "n2"], &[]),
+            ),
+            (
+                "surge: of two old pods the available one stays, older or not",
+                run,
+                Some(vec![
+                    pod("a-unready", 1, "Running", false, false, false),
+                    pod("b-ready", 1, "Running", true, false, false),
+                ]),
+                true,
+                act(false, &["a-unready"], &[]),
             ),
         ];
         for (name, placement, pods, surge, want) in cases {

@@ -291,3 +291,128 @@ pub fn condition(d: &Deployment, type_: &str) -> Option<(String, String)> {
         .find(|c| c.type_ == type_)
         .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
 }
+
+/// The node side the [`Kubelet`] leaves out, for tests that want pods on nodes: binds every
+/// unbound pod (to the node its `matchFields metadata.name` affinity names, else to
+/// `default_node`), so a deletion is graceful as on a real node, and finishes each graceful
+/// deletion after a short random delay (0-`max_delay`), so pods linger terminating as they do.
+pub fn node_agent(client: Client, default_node: &str, max_delay: Duration) -> JoinHandle<()> {
+    use rand::Rng;
+    let default_node = default_node.to_string();
+    tokio::spawn(async move {
+        let api: Api<Pod> = Api::all(client.clone());
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        let mut finishing: HashSet<String> = HashSet::new();
+        while let Some(Ok(pod)) = events.next().await {
+            let ns = pod.namespace().unwrap_or_default();
+            let name = pod.name_any();
+            let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            if pod.metadata.deletion_timestamp.is_some() {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                if !finishing.insert(uid.clone()) {
+                    continue;
+                }
+                let delay = rand::rng().random_range(Duration::ZERO..=max_delay);
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let params = kube::api::DeleteParams {
+                        grace_period_seconds: Some(0),
+                        preconditions: Some(kube::api::Preconditions {
+                            uid: Some(uid),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    };
+                    let _ = api.delete(&name, &params).await;
+                });
+                continue;
+            }
+            let bound = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty());
+            if bound {
+                continue;
+            }
+            let node = controllers::daemonset::nodes::target_node(&pod)
+                .unwrap_or(&default_node)
+                .to_string();
+            let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                "target": {"kind": "Node", "name": node}});
+            // Bound meanwhile, or deleted: fine.
+            let _: Result<Value, _> = api
+                .create_subresource("binding", &name, &PostParams::default(), &binding)
+                .await;
+        }
+    })
+}
+
+/// Waits until the pods in the default namespace matching `selector`, taken together, satisfy
+/// `pred` (checked after each event once listed); returns them.
+pub async fn wait_pods(
+    client: &Client,
+    selector: &str,
+    what: &str,
+    pred: impl Fn(&[Pod]) -> bool,
+) -> Vec<Pod> {
+    let api: Api<Pod> = Api::default_namespaced(client.clone());
+    let mut events = watcher(api, watcher::Config::default().labels(selector)).boxed();
+    let mut pods: HashMap<String, Pod> = HashMap::new();
+    let mut listed = false;
+    let found = tokio::time::timeout(TIMEOUT, async {
+        while let Some(Ok(e)) = events.next().await {
+            match e {
+                watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
+                    pods.insert(p.name_any(), p);
+                }
+                watcher::Event::Delete(p) => {
+                    pods.remove(&p.name_any());
+                }
+                watcher::Event::InitDone => listed = true,
+                watcher::Event::Init => {}
+            }
+            let now: Vec<Pod> = pods.values().cloned().collect();
+            if listed && pred(&now) {
+                return Some(now);
+            }
+        }
+        None
+    })
+    .await;
+    match found {
+        Ok(Some(pods)) => pods,
+        _ => panic!(
+            "timed out waiting for {what}: {:?}",
+            pods.keys().collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// A number from the environment variable `name`, if set.
+pub fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// Runs `round` for `ROLLWRIGHT_SEED` alone if set, else for `ROLLWRIGHT_RANDOM_ROUNDS`
+/// (default `rounds`) consecutive seeds from a fresh random base, so every run tries new
+/// sequences and any is replayable.
+pub async fn random_rounds<F, Fut>(rounds: u64, round: F)
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use rand::Rng;
+    if let Some(seed) = env_number("ROLLWRIGHT_SEED") {
+        round(seed).await;
+        return;
+    }
+    let rounds = env_number("ROLLWRIGHT_RANDOM_ROUNDS").unwrap_or(rounds);
+    let base: u64 = rand::rng().random_range(0..1_000_000);
+    for i in 0..rounds {
+        round(base + i).await;
+    }
+}
