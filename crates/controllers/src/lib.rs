@@ -21,6 +21,8 @@
 //! - [`endpoints`], [`endpointslice`]: the addresses of every Service's pods, as Endpoints and
 //!   as EndpointSlices.
 //! - [`disruption`]: PodDisruptionBudget status (the API server's eviction consults it).
+//! - [`disruption_gate`]: budget-aware updates: the workload controllers ask the budgets before
+//!   taking a pod down for an update (opt-in).
 //! - [`resourcequota`]: ResourceQuota status: each quota's limits and what its namespace uses
 //!   (the API server's quota admission charges creates against it).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
@@ -58,6 +60,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod disruption_gate;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod expectations;
