@@ -56,12 +56,13 @@
 //! progress deadline and automatic rollback act on it as on any stalled rollout.
 
 use api::pod::is_ready;
+use events::{EventType, Recorder};
 use informer::{Change, Informer, Informers, Key, Shared, Subscription, key};
 use jiff::Timestamp;
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentCondition},
-        core::v1::Pod,
+        core::v1::{ObjectReference, Pod},
         policy::v1::PodDisruptionBudget,
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
@@ -441,14 +442,25 @@ impl DisruptionGate {
             .collect()
     }
 
-    /// What the budgets allow the old ReplicaSets `templates` (name, namespace, pod template
-    /// labels) of one Deployment now.
+    /// What the budgets allow the old ReplicaSets `templates` (name, pod template labels) of
+    /// the Deployment `workload` (its key) in `namespace` now. The Deployment is queued again
+    /// when one of those budgets changes.
     pub fn allowances<'a>(
         &self,
+        workload: &str,
         namespace: &str,
         templates: impl IntoIterator<Item = (&'a str, Option<&'a BTreeMap<String, String>>)>,
     ) -> Allowances {
-        let budgets = self.budgets.store().in_namespace(namespace);
+        let mut budgets = self.budgets.store().in_namespace(namespace);
+        // Held before the figures are read again: a change after the read queues the sync.
+        for b in &budgets {
+            self.hold(b.key(), workload);
+        }
+        for b in budgets.iter_mut() {
+            if let Some(fresh) = self.budgets.get(&b.key()) {
+                *b = fresh;
+            }
+        }
         let mut out = Allowances::default();
         for (rs, labels) in templates {
             let probe = Pod {
@@ -565,6 +577,61 @@ impl DisruptionGate {
             refused: None,
         })
     }
+}
+
+impl DisruptionGate {
+    /// [`DisruptionGate::admit`] for `owner` (its event reference), recording a refusal as an
+    /// [`EVENT`] event naming the budget.
+    pub async fn ask<T>(
+        &self,
+        recorder: &Recorder,
+        owner: &ObjectReference,
+        workload: &str,
+        items: Vec<T>,
+        pod_of: impl Fn(&T) -> Option<Shared<Pod>>,
+    ) -> Result<Admitted<T>, kube::Error> {
+        let admitted = self.admit(workload, items, pod_of).await?;
+        if let Some(r) = &admitted.refused {
+            recorder.record(owner, EventType::Normal, EVENT, r.message());
+        }
+        Ok(admitted)
+    }
+}
+
+/// The name of [`rbac_objects`]' ClusterRole and ClusterRoleBinding.
+pub const ROLE: &str = "rollwright:controller:disruption-budgets";
+
+/// The ClusterRole and ClusterRoleBinding that let the ReplicaSet, DaemonSet and StatefulSet
+/// controllers spend a budget's disruption: upstream's roles give only the disruption
+/// controller `update` on `poddisruptionbudgets/status` (upstream's workload controllers never
+/// ask a budget). The Deployment controller only reads budgets, through the shared cache. The
+/// API server's setup creates them with the cluster's other rollwright objects.
+pub fn rbac_objects() -> [Value; 2] {
+    let labels = json!({"app.kubernetes.io/managed-by": "rollwright"});
+    let account = |name: &str| json!({"kind": "ServiceAccount", "name": name, "namespace": "kube-system"});
+    [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": ROLE, "labels": labels},
+            "rules": [{
+                "apiGroups": ["policy"],
+                "resources": ["poddisruptionbudgets/status"],
+                "verbs": ["update"],
+            }],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": ROLE, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
+            "subjects": [
+                account("replicaset-controller"),
+                account("daemon-set-controller"),
+                account("statefulset-controller"),
+            ],
+        }),
+    ]
 }
 
 /// The disruptions a budget allows now for [`cap_scale_down`]: its `disruptionsAllowed` once

@@ -36,6 +36,7 @@ mod kubelet;
 mod leader_election;
 mod least_privilege;
 mod node_failure;
+mod budgeted_rollouts;
 mod paced_rollouts;
 mod progress_deadline;
 mod realworld;
