@@ -353,7 +353,7 @@ async fn in_place_updates_wait_on_the_budget_and_never_go_below_it() {
             l.contains("waiting on pdb/db (0 disruptions allowed)")
         })
         .await;
-    assert!(held.contains("stateful set \"a\""), "{held}");
+    assert!(held.starts_with("statefulset \"a\" revision 2"), "{held}");
     let event = common::wait_event(
         rig.client.clone(),
         "default",
