@@ -473,10 +473,7 @@ impl DisruptionGate {
             };
             let mut names = Vec::new();
             for b in budgets.iter().filter(|b| selects(b, &probe)) {
-                let allowed = match judge_allowance(b) {
-                    Ok(n) => n,
-                    Err(()) => 0,
-                };
+                let allowed = allowance_of(b).unwrap_or(0);
                 out.left.insert(b.name_any(), allowed);
                 names.push(b.name_any());
             }
@@ -508,8 +505,7 @@ impl DisruptionGate {
         let mut allowed = Vec::with_capacity(items.len());
         // The budgets this call wrote, newer than the cache.
         let mut written: HashMap<Key, PodDisruptionBudget> = HashMap::new();
-        let mut items = items.into_iter();
-        while let Some(item) = items.next() {
+        for item in items {
             let Some(pod) = pod_of(&item) else {
                 allowed.push(item);
                 continue;
@@ -608,7 +604,8 @@ pub const ROLE: &str = "rollwright:controller:disruption-budgets";
 /// API server's setup creates them with the cluster's other rollwright objects.
 pub fn rbac_objects() -> [Value; 2] {
     let labels = json!({"app.kubernetes.io/managed-by": "rollwright"});
-    let account = |name: &str| json!({"kind": "ServiceAccount", "name": name, "namespace": "kube-system"});
+    let account =
+        |name: &str| json!({"kind": "ServiceAccount", "name": name, "namespace": "kube-system"});
     [
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -635,8 +632,8 @@ pub fn rbac_objects() -> [Value; 2] {
 }
 
 /// The disruptions a budget allows now for [`cap_scale_down`]: its `disruptionsAllowed` once
-/// its status has observed its spec.
-fn judge_allowance(pdb: &PodDisruptionBudget) -> Result<i32, ()> {
+/// its status has observed its spec (none before).
+fn allowance_of(pdb: &PodDisruptionBudget) -> Option<i32> {
     let generation = pdb.metadata.generation.unwrap_or(0);
     let observed = pdb
         .status
@@ -644,9 +641,9 @@ fn judge_allowance(pdb: &PodDisruptionBudget) -> Result<i32, ()> {
         .and_then(|s| s.observed_generation)
         .unwrap_or(0);
     if observed < generation {
-        return Err(());
+        return None;
     }
-    Ok(status_int(pdb, |s| s.disruptions_allowed).max(0))
+    Some(status_int(pdb, |s| s.disruptions_allowed).max(0))
 }
 
 /// The [`CONDITION`] condition (as JSON) for a sync that asked the budgets: `True` while one

@@ -25,11 +25,11 @@ pub mod update;
 
 use crate::{
     api_error::is_status,
+    disruption_gate::{self, DisruptionGate, Refusal},
     expectations::PodExpectations,
     history::{self, CONTROLLER_REVISION_HASH},
     owners::{Owner, Owners, parse_selector},
     ownership,
-    disruption_gate::{self, DisruptionGate, Refusal},
     pacing::{self, Budget, Hold, Pacing, Rounding},
     pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Backoff, Controller, WorkQueue},
@@ -869,7 +869,9 @@ impl DaemonSetController {
         }
         // The replacements take pods down for the update, so the budgets are asked first (a
         // surge's retirement of an old pod follows its new pod's availability, and is not).
-        let replace = self.ask_budgets(sync, &nodes_to_pods, replace, held).await?;
+        let replace = self
+            .ask_budgets(sync, &nodes_to_pods, replace, held)
+            .await?;
         let mut delete = plan.delete;
         let mut in_place = Vec::new();
         for name in replace {
@@ -905,9 +907,13 @@ impl DaemonSetController {
             .collect();
         let admitted = self
             .gate
-            .ask(&self.recorder, &events::reference(ds), &sync.key, wanted, |n| {
-                by_name.get(n.as_str()).map(|p| Arc::clone(p))
-            })
+            .ask(
+                &self.recorder,
+                &events::reference(ds),
+                &sync.key,
+                wanted,
+                |n| by_name.get(n.as_str()).map(|p| Arc::clone(p)),
+            )
             .await?;
         *held = Some(admitted.refused);
         Ok(admitted.allowed)

@@ -105,7 +105,10 @@ fn within_budgets(
     let planned: Vec<(&ReplicaSet, i32)> = plan
         .iter()
         .filter_map(|(name, to)| {
-            let rs = rss.old.iter().find(|rs| rs.metadata.name.as_deref() == Some(name))?;
+            let rs = rss
+                .old
+                .iter()
+                .find(|rs| rs.metadata.name.as_deref() == Some(name))?;
             Some((rs, *to))
         })
         .collect();

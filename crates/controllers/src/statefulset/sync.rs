@@ -273,13 +273,18 @@ impl Syncer {
         kept: &BTreeMap<i32, Shared<Pod>>,
         held: &mut Option<Refusal>,
     ) -> Result<Vec<i32>, Error> {
-        let Some(gate) = self.gate.as_ref().filter(|g| g.honors(set.sts.metadata.annotations.as_ref()))
+        let Some(gate) = self
+            .gate
+            .as_ref()
+            .filter(|g| g.honors(set.sts.metadata.annotations.as_ref()))
         else {
             return Ok(wanted);
         };
         let reference = events::reference(&set.sts);
         let admitted = gate
-            .ask(&self.recorder, &reference, &set.key(), wanted, |o| kept.get(o).cloned())
+            .ask(&self.recorder, &reference, &set.key(), wanted, |o| {
+                kept.get(o).cloned()
+            })
             .await?;
         if held.is_none() {
             *held = admitted.refused;
@@ -428,7 +433,9 @@ impl Syncer {
             // the scaling pass's replacements are paced first, the update step's after them.
             let mut budget = view.budget(&kept);
             pace_replacements(&mut plan, &mut budget);
-            result = self.budget_replacements(set, &mut plan, &kept, &mut held).await;
+            result = self
+                .budget_replacements(set, &mut plan, &kept, &mut held)
+                .await;
             let acted = plan.steps.iter().map(|s| ordinal_of_step(*s)).collect();
             if result.is_ok() {
                 result = self.scale(&view, &plan, &kept, &condemned).await;

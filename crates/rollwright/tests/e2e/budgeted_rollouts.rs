@@ -202,13 +202,18 @@ fn budget(tier: &str, min_available: i32) -> Value {
 async fn budget_counts(rig: &Rig, name: &str, healthy: i64) {
     let api: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
         Api::default_namespaced(rig.client.clone());
-    embedded::wait_until(&api, &format!("budget {name} counting {healthy}"), TIMEOUT, |b| {
-        b.name_any() == name
-            && b.status.as_ref().is_some_and(|s| {
-                i64::from(s.current_healthy) == healthy
-                    && s.observed_generation >= b.metadata.generation
-            })
-    })
+    embedded::wait_until(
+        &api,
+        &format!("budget {name} counting {healthy}"),
+        TIMEOUT,
+        |b| {
+            b.name_any() == name
+                && b.status.as_ref().is_some_and(|s| {
+                    i64::from(s.current_healthy) == healthy
+                        && s.observed_generation >= b.metadata.generation
+                })
+        },
+    )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
 }
@@ -309,10 +314,7 @@ async fn a_statefulset_and_a_deployment_under_one_budget_never_go_below_it() {
         .kubectl_json(&["get", "deploy", "web", "-o", "json"])
         .await;
     let conditions = d["status"]["conditions"].as_array().unwrap();
-    assert!(
-        conditions.iter().all(|c| c["type"] != "RolloutHeld"),
-        "{d}"
-    );
+    assert!(conditions.iter().all(|c| c["type"] != "RolloutHeld"), "{d}");
     let progressing = conditions
         .iter()
         .find(|c| c["type"] == "Progressing")
@@ -363,13 +365,13 @@ async fn in_place_updates_wait_on_the_budget_and_never_go_below_it() {
     )
     .await;
     assert!(
-        event.message.unwrap().contains("needs 4 healthy pods and has 4 currently"),
+        event
+            .message
+            .unwrap()
+            .contains("needs 4 healthy pods and has 4 currently"),
         "the event says why"
     );
-    let sts = rig
-        .c
-        .kubectl_json(&["get", "sts", "a", "-o", "json"])
-        .await;
+    let sts = rig.c.kubectl_json(&["get", "sts", "a", "-o", "json"]).await;
     let condition = sts["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -398,10 +400,7 @@ async fn in_place_updates_wait_on_the_budget_and_never_go_below_it() {
     all_on(&seen, "app:2", 4);
     let after = uids(seen.pods.values().cloned().collect());
     assert_eq!(after, before, "updated in place, not recreated");
-    let sts = rig
-        .c
-        .kubectl_json(&["get", "sts", "a", "-o", "json"])
-        .await;
+    let sts = rig.c.kubectl_json(&["get", "sts", "a", "-o", "json"]).await;
     assert!(
         sts["status"]["conditions"]
             .as_array()
