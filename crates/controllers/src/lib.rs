@@ -21,6 +21,8 @@
 //! - [`endpoints`], [`endpointslice`]: the addresses of every Service's pods, as Endpoints and
 //!   as EndpointSlices.
 //! - [`disruption`]: PodDisruptionBudget status (the API server's eviction consults it).
+//! - [`disruption_gate`]: budget-aware updates: the workload controllers ask the budgets before
+//!   taking a pod down for an update (opt-in).
 //! - [`resourcequota`]: ResourceQuota status: each quota's limits and what its namespace uses
 //!   (the API server's quota admission charges creates against it).
 //! - [`node_lifecycle`]: node health from Leases, condition and NoExecute taints, taint-based
@@ -60,6 +62,7 @@ pub mod daemonset;
 pub mod daemonset_invariants;
 pub mod deployment;
 pub mod disruption;
+pub mod disruption_gate;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod expectations;
@@ -169,6 +172,10 @@ pub struct Settings {
     pub resourcequota: resourcequota::Config,
     /// The ClusterRole aggregation controller's.
     pub clusterrole_aggregation: clusterrole_aggregation::Config,
+    /// Whether the Deployment, ReplicaSet, DaemonSet and StatefulSet controllers ask the
+    /// disruption budgets before an update of every workload, not only of those annotated
+    /// ([`disruption_gate`]; `--honor-disruption-budgets`).
+    pub honor_disruption_budgets: bool,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -179,16 +186,40 @@ type Starter = fn(&Informers, &Settings) -> Start;
 /// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
 const CONTROLLERS: &[(&str, Starter)] = &[
     (ReplicaSetController::NAME, |i, s| {
-        on_cache(i, s.replicaset.clone(), ReplicaSetController::new)
+        on_cache(
+            i,
+            (s.replicaset.clone(), s.honor_disruption_budgets),
+            |i, (c, honor)| {
+                let controller = ReplicaSetController::new(i, c);
+                controller.disruption_gate().set_default(honor);
+                controller
+            },
+        )
     }),
     (ReplicationManager::NAME, |i, s| {
         on_cache(i, s.replicationcontroller.clone(), ReplicationManager::new)
     }),
     (DeploymentController::NAME, |i, s| {
-        on_cache(i, s.deployment.clone(), DeploymentController::new)
+        on_cache(
+            i,
+            (s.deployment.clone(), s.honor_disruption_budgets),
+            |i, (c, honor)| {
+                let controller = DeploymentController::new(i, c);
+                controller.disruption_gate().set_default(honor);
+                controller
+            },
+        )
     }),
     (DaemonSetController::NAME, |i, s| {
-        on_cache(i, s.daemonset.clone(), DaemonSetController::new)
+        on_cache(
+            i,
+            (s.daemonset.clone(), s.honor_disruption_budgets),
+            |i, (c, honor)| {
+                let controller = DaemonSetController::new(i, c);
+                controller.disruption_gate().set_default(honor);
+                controller
+            },
+        )
     }),
     (GarbageCollector::NAME, |i, s| {
         on_cache(i, s.garbage_collector.clone(), GarbageCollector::new)
@@ -211,7 +242,15 @@ const CONTROLLERS: &[(&str, Starter)] = &[
         on_cache(i, s.namespace.clone(), NamespaceController::new)
     }),
     (StatefulSetController::NAME, |i, s| {
-        on_cache(i, s.statefulset.clone(), StatefulSetController::new)
+        on_cache(
+            i,
+            (s.statefulset.clone(), s.honor_disruption_budgets),
+            |i, (c, honor)| {
+                let controller = StatefulSetController::new(i, c);
+                controller.disruption_gate().set_default(honor);
+                controller
+            },
+        )
     }),
     (VolumeController::NAME, |i, s| {
         on_cache(i, s.volume.clone(), VolumeController::new)

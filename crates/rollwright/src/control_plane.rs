@@ -310,6 +310,7 @@ pub fn default_storage_class() -> serde_json::Value {
 async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> anyhow::Result<()> {
     let [reader_role, reader_binding] = node_simulator_reads();
     let [rollback_role, rollback_binding] = controllers::autorollback::rbac_objects();
+    let [budgets_role, budgets_binding] = controllers::disruption_gate::rbac_objects();
     let objects = [
         apiserver::registry::kubernetes_service(port),
         serde_json::json!({
@@ -334,6 +335,8 @@ async fn ensure_cluster_objects(server: &ApiServer, host: &str, port: u16) -> an
         reader_binding,
         rollback_role,
         rollback_binding,
+        budgets_role,
+        budgets_binding,
     ];
     for mut obj in objects {
         let what = format!("{}/{}", obj["kind"], obj["metadata"]["name"]);

@@ -152,6 +152,11 @@ struct ControllersArgs {
     /// Default: `up` publishes the CA it generated, `controllers` its kubeconfig's CA.
     #[arg(long)]
     root_ca_file: Option<PathBuf>,
+    /// Ask the PodDisruptionBudgets before every Deployment, DaemonSet and StatefulSet update
+    /// takes a pod down, as an eviction would, not only for workloads annotated
+    /// `rollwright.io/honor-disruption-budgets: "true"` (`"false"` still opts one out).
+    #[arg(long)]
+    honor_disruption_budgets: bool,
 }
 
 impl ControllersArgs {
@@ -169,6 +174,7 @@ impl ControllersArgs {
                 bundle,
                 ..Default::default()
             },
+            honor_disruption_budgets: self.honor_disruption_budgets,
             ..Default::default()
         })
     }

@@ -25,6 +25,7 @@ pub mod update;
 
 use crate::{
     api_error::is_status,
+    disruption_gate::{self, DisruptionGate, Refusal},
     expectations::PodExpectations,
     history::{self, CONTROLLER_REVISION_HASH},
     owners::{Owner, Owners, parse_selector},
@@ -325,6 +326,8 @@ pub struct DaemonSetController {
     queue: WorkQueue<Key>,
     recorder: Recorder,
     autorollback: crate::autorollback::AutoRollback,
+    /// Budget-aware updates ([`crate::disruption_gate`]).
+    gate: DisruptionGate,
 }
 
 /// What one sync works on, computed once.
@@ -397,6 +400,10 @@ impl Controller for DaemonSetController {
             }),
             self.pods.subscribe(move |c| p.on_pod(c)),
             self.revisions.subscribe(move |c| r.on_revision(c)),
+            {
+                let q = Arc::clone(self);
+                self.gate.subscribe(move |key| q.queue.add(key))
+            },
         ]
     }
 
@@ -429,7 +436,13 @@ impl DaemonSetController {
             nodes: informers.get(),
             pods: informers.get(),
             revisions: informers.get(),
+            gate: DisruptionGate::new(informers),
         })
+    }
+
+    /// Its disruption gate, whose default `--honor-disruption-budgets` sets.
+    pub fn disruption_gate(&self) -> &DisruptionGate {
+        &self.gate
     }
 
     // ---- watch events ----
@@ -610,7 +623,8 @@ impl DaemonSetController {
             if let Some(d) = self.expectations.expires_in(&key) {
                 requeue.requeue_by(d);
             }
-            self.update_status(&sync, false, None, &mut requeue).await?;
+            self.update_status(&sync, false, None, None, &mut requeue)
+                .await?;
             return Ok(requeue);
         }
         // The rolling update step plans on the same snapshot as `manage`: only when `manage`
@@ -621,9 +635,14 @@ impl DaemonSetController {
         // What holds the rollout back, when this sync judged it (`None`: it did not, and the
         // stored condition stands).
         let mut pace: Option<Option<Hold>> = None;
+        // What a disruption budget holds back, when the rolling step asked the budgets.
+        let mut held: Option<Option<Refusal>> = None;
         if result.as_ref().is_ok_and(|acted| !acted) && self.expectations.satisfied(&key) {
             if daemon.is_rolling_update() && !daemon.paused {
-                result = match self.rolling_update(&sync, &constructed, &mut requeue).await {
+                let step = self
+                    .rolling_update(&sync, &constructed, &mut requeue, &mut held)
+                    .await;
+                result = match step {
                     Ok((acted, hold)) => {
                         pace = Some(hold);
                         Ok(acted)
@@ -641,7 +660,13 @@ impl DaemonSetController {
                 .await;
         }
         let status = self
-            .update_status(&sync, true, pace.as_ref().map(Option::as_ref), &mut requeue)
+            .update_status(
+                &sync,
+                true,
+                pace.as_ref().map(Option::as_ref),
+                held.as_ref().map(Option::as_ref),
+                &mut requeue,
+            )
             .await;
         result?;
         status?;
@@ -788,6 +813,7 @@ impl DaemonSetController {
         sync: &Sync<'_>,
         constructed: &history::Constructed,
         requeue: &mut Action,
+        held: &mut Option<Option<Refusal>>,
     ) -> Result<(bool, Option<Hold>), Error> {
         let daemon = sync.daemon;
         // Every node with pods or that should run one, in name order: the placements are, and
@@ -841,6 +867,11 @@ impl DaemonSetController {
         if let Some(wait) = budget.requeue() {
             requeue.requeue_by(wait);
         }
+        // The replacements take pods down for the update, so the budgets are asked first (a
+        // surge's retirement of an old pod follows its new pod's availability, and is not).
+        let replace = self
+            .ask_budgets(sync, &nodes_to_pods, replace, held)
+            .await?;
         let mut delete = plan.delete;
         let mut in_place = Vec::new();
         for name in replace {
@@ -854,6 +885,38 @@ impl DaemonSetController {
         }
         let acted = self.sync_nodes(sync, delete, create_on, in_place).await?;
         Ok((acted, budget.hold()))
+    }
+
+    /// The pods of `wanted` (by name, in order) that the disruption budgets let go now, and in
+    /// `held` what holds the rest; all of them when the DaemonSet does not ask.
+    async fn ask_budgets(
+        &self,
+        sync: &Sync<'_>,
+        nodes_to_pods: &[(&str, &[Shared<Pod>])],
+        wanted: Vec<String>,
+        held: &mut Option<Option<Refusal>>,
+    ) -> Result<Vec<String>, Error> {
+        let ds = &sync.daemon.ds;
+        if !self.gate.honors(ds.metadata.annotations.as_ref()) {
+            return Ok(wanted);
+        }
+        let by_name: HashMap<&str, &Shared<Pod>> = nodes_to_pods
+            .iter()
+            .flat_map(|(_, pods)| pods.iter())
+            .map(|p| (p.metadata.name.as_deref().unwrap_or_default(), p))
+            .collect();
+        let admitted = self
+            .gate
+            .ask(
+                &self.recorder,
+                &events::reference(ds),
+                &sync.key,
+                wanted,
+                |n| by_name.get(n.as_str()).map(|p| Arc::clone(p)),
+            )
+            .await?;
+        *held = Some(admitted.refused);
+        Ok(admitted.allowed)
     }
 
     /// What pacing lets start now ([`crate::pacing`]), counted per node from the pods alone:
@@ -1065,6 +1128,7 @@ impl DaemonSetController {
         sync: &Sync<'_>,
         observed: bool,
         pace: Option<Option<&Hold>>,
+        held: Option<Option<&Refusal>>,
         requeue: &mut Action,
     ) -> Result<(), Error> {
         let ds = &sync.daemon.ds;
@@ -1107,10 +1171,19 @@ impl DaemonSetController {
                 },
             )
         });
+        let budgeted = held.is_some_and(|held| {
+            disruption_gate::add_to(
+                &mut fields,
+                &crate::progress::stored_conditions(stored.and_then(|s| s.conditions.as_ref())),
+                held,
+                sync.now,
+            )
+        });
         if status::Counts::of_status(stored) == counts
             && stored_generation >= generation
             && !progress.changed()
             && !paced
+            && !budgeted
         {
             return Ok(());
         }

@@ -75,6 +75,8 @@ pub struct DeploymentController {
     /// ReplicaSets this controller wrote that the cache may not show yet: a sync counts
     /// pods by its own last writes, never by older sizes (`maxSurge` stays strict).
     written: crate::written::Written<ReplicaSet>,
+    /// Budget-aware updates ([`crate::disruption_gate`]): how far old ReplicaSets may shrink.
+    gate: crate::disruption_gate::DisruptionGate,
 }
 
 impl Controller for DeploymentController {
@@ -108,6 +110,10 @@ impl Controller for DeploymentController {
                     on_pod.queue.add(k);
                 }
             }),
+            {
+                let q = Arc::clone(self);
+                self.gate.subscribe(move |key| q.queue.add(key))
+            },
         ]
     }
 
@@ -139,8 +145,14 @@ impl DeploymentController {
                 COMPONENT,
             ),
             written: crate::written::Written::default(),
+            gate: crate::disruption_gate::DisruptionGate::new(informers),
             client,
         })
+    }
+
+    /// Its disruption gate, whose default `--honor-disruption-budgets` sets.
+    pub fn disruption_gate(&self) -> &crate::disruption_gate::DisruptionGate {
+        &self.gate
     }
 
     /// The Deployment a controller reference names, if the cache holds it with that uid.

@@ -9,6 +9,7 @@ use super::{
     sync::{self, ReplicaSets},
     util::{Rollout, RsView, by_creation, new_rs_replicas},
 };
+use crate::disruption_gate::{self, Refusal};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use std::time::Duration;
 
@@ -23,13 +24,15 @@ pub async fn rollout(
     if reconcile_new(dc, d, r, &mut rss).await? {
         return sync::sync_rollout_status(dc, d, r, &rss).await;
     }
-    if reconcile_old(dc, d, r, &mut rss).await? {
-        return sync::sync_rollout_status(dc, d, r, &rss).await;
+    // What a disruption budget holds back of the old ReplicaSets' scale-down.
+    let mut held = None;
+    if reconcile_old(dc, d, r, &mut rss, &mut held).await? {
+        return sync::sync_rollout_status_held(dc, d, r, &rss, Some(held.as_ref())).await;
     }
     if d.status.as_ref().is_some_and(|s| progress::complete(d, s)) {
         sync::cleanup(dc, d, &rss.old).await?;
     }
-    sync::sync_rollout_status(dc, d, r, &rss).await
+    sync::sync_rollout_status_held(dc, d, r, &rss, Some(held.as_ref())).await
 }
 
 /// Scales the new ReplicaSet toward `replicas` within the surge; whether it changed.
@@ -59,16 +62,79 @@ async fn reconcile_old(
     d: &Deployment,
     r: &Rollout,
     rss: &mut ReplicaSets,
+    held: &mut Option<Refusal>,
 ) -> Result<bool, Error> {
     let Some(new) = rss.new_view() else {
         return Ok(false);
     };
-    let plan = old_scale_down(r, &rss.active_old(), &new, &rss.all());
+    let mut plan = old_scale_down(r, &rss.active_old(), &new, &rss.all());
+    if dc.gate.honors(d.metadata.annotations.as_ref()) {
+        (plan, *held) = within_budgets(dc, d, rss, &plan);
+        if let Some(refusal) = held.as_ref() {
+            dc.recorder.record(
+                &events::reference(d),
+                events::EventType::Normal,
+                disruption_gate::EVENT,
+                refusal.message(),
+            );
+        }
+    }
     let mut changed = false;
     for (name, size) in plan {
         changed |= sync::scale_named(dc, d, r, rss, &name, size).await?;
     }
     Ok(changed)
+}
+
+/// `plan` capped by what the disruption budgets selecting the old ReplicaSets' pods allow now
+/// ([`disruption_gate::cap_scale_down`]; the ReplicaSet controller then spends a disruption for
+/// each pod it deletes, which makes the check atomic), and the refusal that holds the rest.
+fn within_budgets(
+    dc: &DeploymentController,
+    d: &Deployment,
+    rss: &ReplicaSets,
+    plan: &[(String, i32)],
+) -> (Vec<(String, i32)>, Option<Refusal>) {
+    fn labels(rs: &ReplicaSet) -> Option<&std::collections::BTreeMap<String, String>> {
+        rs.spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.labels.as_ref())
+    }
+    let planned: Vec<(&ReplicaSet, i32)> = plan
+        .iter()
+        .filter_map(|(name, to)| {
+            let rs = rss
+                .old
+                .iter()
+                .find(|rs| rs.metadata.name.as_deref() == Some(name))?;
+            Some((rs, *to))
+        })
+        .collect();
+    let namespace = d.metadata.namespace.as_deref().unwrap_or_default();
+    let workload = informer::key(namespace, d.metadata.name.as_deref().unwrap_or_default());
+    let allowances = dc.gate.allowances(
+        &workload,
+        namespace,
+        planned
+            .iter()
+            .map(|(rs, _)| (rs.metadata.name.as_deref().unwrap_or_default(), labels(rs))),
+    );
+    let shrinks: Vec<disruption_gate::Shrink> = planned
+        .iter()
+        .map(|(rs, to)| {
+            let view = RsView::of(rs);
+            disruption_gate::Shrink {
+                name: view.name.clone(),
+                from: view.replicas,
+                to: *to,
+                // Budgets count ready pods: an unready one costs nothing.
+                unavailable: (view.replicas - view.ready.min(view.replicas)).max(0),
+            }
+        })
+        .collect();
+    disruption_gate::cap_scale_down(&shrinks, &allowances)
 }
 
 /// The new sizes of old ReplicaSets for one rolling step (upstream's `reconcileOldReplicaSets`,

@@ -582,8 +582,21 @@ pub async fn sync_rollout_status(
     r: &Rollout,
     rss: &ReplicaSets,
 ) -> Result<Option<Duration>, Error> {
+    sync_rollout_status_held(dc, d, r, rss, None).await
+}
+
+/// [`sync_rollout_status`] after a rolling step that asked the disruption budgets (`held`:
+/// `Some` with what holds the rollout back, if anything), which sets or clears the
+/// [`crate::disruption_gate::CONDITION`] condition.
+pub async fn sync_rollout_status_held(
+    dc: &DeploymentController,
+    d: &mut Deployment,
+    r: &Rollout,
+    rss: &ReplicaSets,
+    held: Option<Option<&crate::disruption_gate::Refusal>>,
+) -> Result<Option<Duration>, Error> {
     let now = clock::now();
-    let status = progress::rollout_status(
+    let mut status = progress::rollout_status(
         d,
         r,
         &rss.all(),
@@ -591,6 +604,9 @@ pub async fn sync_rollout_status(
         replica_failure(rss),
         now,
     );
+    if let Some(held) = held {
+        crate::disruption_gate::set_deployment_condition(&mut status.conditions, held, now);
+    }
     let requeue = progress::requeue_after(d, &status, now);
     if d.status.as_ref() != Some(&status) {
         d.status = Some(status);

@@ -99,10 +99,42 @@ pub fn disrupted(
             // Upstream records a NotDeleted event on the pod here and forgets it.
             continue;
         }
+        if shown_since(pod, at.0) {
+            continue;
+        }
         recheck = Some(recheck.map_or(expires, |r| r.min(expires)));
         out.insert(name, at.clone());
     }
     (out, recheck)
+}
+
+/// Beyond upstream: whether the disruption recorded at `at` is behind the pod of that name
+/// already, so the record can go before the pod is deleted. Either the pod is a new one (created
+/// at or after the record, as a StatefulSet recreates `web-1` once the evicted `web-1` is gone,
+/// which upstream would count as disrupted for two minutes), or it has been not ready since the
+/// record (restarting after an in-place update, `crate::disruption_gate`): not ready, it counts
+/// as unhealthy without the record, and once ready again it is the updated pod. Times are
+/// compared in the whole seconds the API server keeps; a disruption is spent only on a ready
+/// pod, so a not-ready transition in the same second as the record is the disruption's.
+fn shown_since(pod: &Pod, at: Timestamp) -> bool {
+    let at = at.as_second();
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .is_some_and(|t| t.0.as_second() >= at);
+    let restarting = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| {
+            c.status != "True"
+                && c.last_transition_time
+                    .as_ref()
+                    .is_some_and(|t| t.0.as_second() >= at)
+        });
+    created || restarting
 }
 
 /// `currentHealthy`: ready pods that are neither being deleted nor recently evicted.
@@ -325,6 +357,43 @@ mod tests {
         assert_eq!(recheck, Some(now + SignedDuration::from_secs(90)));
         // b is ready and its eviction expired; a is being evicted; c deletes; d is not ready.
         assert_eq!(current_healthy(&pods, &kept, now), 1);
+    }
+
+    #[test]
+    fn a_record_goes_once_the_pod_is_replaced_or_restarting() {
+        let now: Timestamp = "2024-01-01T00:10:00Z".parse().unwrap();
+        let at = now - SignedDuration::from_secs(10);
+        let with = |name: &str, created: Timestamp, ready: bool, since: Timestamp| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "creationTimestamp": created.to_string()},
+                "status": {"conditions": [{"type": "Ready",
+                    "status": if ready { "True" } else { "False" },
+                    "lastTransitionTime": since.to_string()}]},
+            }))
+            .unwrap()
+        };
+        let long_ago = now - SignedDuration::from_secs(600);
+        let waiting = with("waiting", long_ago, true, long_ago);
+        let recreated = with("recreated", at, false, at);
+        let restarting = with(
+            "restarting",
+            long_ago,
+            false,
+            at + SignedDuration::from_secs(1),
+        );
+        let was_unready = with(
+            "was-unready",
+            long_ago,
+            false,
+            at - SignedDuration::from_secs(1),
+        );
+        let pods = [&waiting, &recreated, &restarting, &was_unready];
+        let recorded = pods
+            .iter()
+            .map(|p| (p.metadata.name.clone().unwrap(), Time(at)))
+            .collect();
+        let (kept, _) = disrupted(&pods, Some(&recorded), now);
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["waiting", "was-unready"]);
     }
 
     #[test]

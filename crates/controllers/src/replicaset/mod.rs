@@ -21,6 +21,7 @@ pub mod status;
 pub use owner::ReplicaOwner;
 
 use crate::{
+    disruption_gate::DisruptionGate,
     expectations::Expectations,
     ownership,
     pod_control::{PodChange, PodControl, Target},
@@ -75,6 +76,9 @@ pub struct ReplicaManager<K: ReplicaOwner> {
     expectations: Expectations,
     recorder: Recorder,
     queue: WorkQueue<Key>,
+    /// Budget-aware updates: the pods of an old ReplicaSet of a Deployment that asks are
+    /// deleted only as its budgets allow ([`crate::disruption_gate`]).
+    gate: DisruptionGate,
 }
 
 /// The ReplicaSet controller.
@@ -96,6 +100,10 @@ impl<K: ReplicaOwner> Controller for ReplicaManager<K> {
             self.replica_sets
                 .subscribe(move |c| on_rs.replica_set_changed(c)),
             self.pods.subscribe(move |c| on_pod.pod_changed(c)),
+            {
+                let q = Arc::clone(self);
+                self.gate.subscribe(move |key| q.queue.add(key))
+            },
         ]
     }
 
@@ -120,9 +128,15 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
             replica_sets: informers.get(),
             pods: informers.get(),
             expectations: Expectations::default(),
+            gate: DisruptionGate::for_replica_sets(informers),
             client,
             config,
         })
+    }
+
+    /// Its disruption gate, whose default `--honor-disruption-budgets` sets.
+    pub fn disruption_gate(&self) -> &DisruptionGate {
+        &self.gate
     }
 
     // ---- event handlers (upstream's addPod/updatePod/deletePod and the ReplicaSet handlers) ----
@@ -336,7 +350,17 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
         } else if pods.len() > desired {
             let diff = (pods.len() - desired).min(self.config.burst_replicas);
             let related = self.related_pods(rs, pods);
-            let victims = ranking::pods_to_delete(pods, &related, diff);
+            let mut victims = ranking::pods_to_delete(pods, &related, diff);
+            if self.gate.replica_set_honors(rs.meta()) {
+                let reference = events::reference(rs);
+                victims = self
+                    .gate
+                    .ask(&self.recorder, &reference, rs_key, victims, |p| {
+                        Some(Arc::clone(p))
+                    })
+                    .await?
+                    .allowed;
+            }
             let changes = victims
                 .iter()
                 .map(|p| PodChange::Delete(Target::of(p)))

@@ -241,6 +241,8 @@ pub struct StatefulSetController {
     revisions: Informer<ControllerRevision>,
     claims: Informer<PersistentVolumeClaim>,
     syncer: Syncer,
+    /// Budget-aware updates ([`crate::disruption_gate`]).
+    gate: Arc<crate::disruption_gate::DisruptionGate>,
     queue: WorkQueue<Key>,
     autorollback: crate::autorollback::AutoRollback,
 }
@@ -267,6 +269,10 @@ impl Controller for StatefulSetController {
             self.pods.subscribe(move |ch| p.on_pod(ch)),
             self.revisions.subscribe(move |ch| r.on_child(ch)),
             self.claims.subscribe(move |ch| c.on_child(ch)),
+            {
+                let q = Arc::clone(self);
+                self.gate.subscribe(move |key| q.queue.add(key))
+            },
         ]
     }
 
@@ -340,8 +346,10 @@ impl StatefulSetController {
     /// The controller on the shared cache.
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         let client = informers.client().clone();
+        let gate = Arc::new(crate::disruption_gate::DisruptionGate::new(informers));
         Arc::new(Self {
-            syncer: Syncer::new(client.clone(), &config),
+            syncer: Syncer::new(client.clone(), &config).with_gate(Arc::clone(&gate)),
+            gate,
             autorollback: crate::autorollback::AutoRollback::new(
                 informers,
                 client.clone(),
@@ -355,6 +363,11 @@ impl StatefulSetController {
             revisions: informers.get(),
             claims: informers.get(),
         })
+    }
+
+    /// Its disruption gate, whose default `--honor-disruption-budgets` sets.
+    pub fn disruption_gate(&self) -> &crate::disruption_gate::DisruptionGate {
+        &self.gate
     }
 
     fn on_pod(&self, change: &Change<Pod>) {

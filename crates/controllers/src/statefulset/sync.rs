@@ -13,6 +13,7 @@ use super::{
 };
 use crate::{
     api_error::is_status,
+    disruption_gate::{self, DisruptionGate, Refusal},
     expectations::PodExpectations,
     history,
     pacing::{self, Budget, Hold, Rounding},
@@ -241,6 +242,8 @@ pub struct Syncer {
     client: Client,
     recorder: Recorder,
     expectations: PodExpectations,
+    /// Budget-aware updates ([`crate::disruption_gate`]), when the controller has a gate.
+    gate: Option<Arc<DisruptionGate>>,
 }
 
 impl Syncer {
@@ -250,7 +253,43 @@ impl Syncer {
             recorder: Recorder::new(client.clone(), "statefulset-controller", None),
             client,
             expectations: PodExpectations::new(config.expectations_ttl),
+            gate: None,
         }
+    }
+
+    /// The syncer asking the budgets before updates of the sets that opt in.
+    pub fn with_gate(mut self, gate: Arc<DisruptionGate>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// The pods of `wanted` (in order) that the budgets selecting them let go for an update
+    /// now, and the refusal that holds the rest; all of them when the set does not ask
+    /// ([`crate::disruption_gate`]).
+    async fn ask_budgets(
+        &self,
+        set: &Set,
+        wanted: Vec<i32>,
+        kept: &BTreeMap<i32, Shared<Pod>>,
+        held: &mut Option<Refusal>,
+    ) -> Result<Vec<i32>, Error> {
+        let Some(gate) = self
+            .gate
+            .as_ref()
+            .filter(|g| g.honors(set.sts.metadata.annotations.as_ref()))
+        else {
+            return Ok(wanted);
+        };
+        let reference = events::reference(&set.sts);
+        let admitted = gate
+            .ask(&self.recorder, &reference, &set.key(), wanted, |o| {
+                kept.get(o).cloned()
+            })
+            .await?;
+        if held.is_none() {
+            *held = admitted.refused;
+        }
+        Ok(admitted.allowed)
     }
 
     /// The expectations the watch handlers lower.
@@ -386,17 +425,24 @@ impl Syncer {
         // What holds the rollout back, when this sync judged it (`None`: it did not, and the
         // stored condition stands).
         let mut pace: Option<Option<Hold>> = None;
+        // What a disruption budget holds back, when this sync asked the budgets.
+        let mut held: Option<Refusal> = None;
         if expectations_met {
             let mut plan = pods::plan_scaling(set.ordered(), &replicas, &gone);
             // Replacing a not-ready pod of an old revision starts an update like any other:
             // the scaling pass's replacements are paced first, the update step's after them.
             let mut budget = view.budget(&kept);
             pace_replacements(&mut plan, &mut budget);
+            result = self
+                .budget_replacements(set, &mut plan, &kept, &mut held)
+                .await;
             let acted = plan.steps.iter().map(|s| ordinal_of_step(*s)).collect();
-            result = self.scale(&view, &plan, &kept, &condemned).await;
+            if result.is_ok() {
+                result = self.scale(&view, &plan, &kept, &condemned).await;
+            }
             if result.is_ok() && plan.blocked_at.is_none() && set.replaces_old_pods() {
                 result = self
-                    .roll(&view, &replicas, &kept, &acted, &mut budget)
+                    .roll(&view, &replicas, &kept, &acted, &mut budget, &mut held)
                     .await;
             }
             if let Some(wait) = budget.requeue() {
@@ -414,6 +460,7 @@ impl Syncer {
                 &view,
                 kept.values().chain(condemned.values()),
                 pace.as_ref().map(Option::as_ref),
+                expectations_met.then_some(held.as_ref()),
                 &mut requeue,
             )
             .await;
@@ -568,6 +615,7 @@ impl Syncer {
         kept: &BTreeMap<i32, Shared<Pod>>,
         acted: &HashSet<i32>,
         budget: &mut Budget,
+        held: &mut Option<Refusal>,
     ) -> Result<(), Error> {
         let set = view.set;
         let key = set.key();
@@ -597,6 +645,7 @@ impl Syncer {
             set.partition_ordinal(),
             max_unavailable,
         ));
+        let targets = self.ask_budgets(set, targets, kept, held).await?;
         if targets.is_empty() {
             return Ok(());
         }
@@ -656,6 +705,7 @@ impl Syncer {
         view: &View<'_>,
         pods: impl Iterator<Item = &'p Shared<Pod>>,
         pace: Option<Option<&Hold>>,
+        held: Option<Option<&Refusal>>,
         requeue: &mut Action,
     ) -> Result<(), Error> {
         let set = view.set;
@@ -706,7 +756,15 @@ impl Syncer {
                 },
             )
         });
-        if !st.differs_from(stored) && !progress.changed() && !paced {
+        let budgeted = held.is_some_and(|held| {
+            disruption_gate::add_to(
+                &mut fields,
+                &crate::progress::stored_conditions(stored.and_then(|s| s.conditions.as_ref())),
+                held,
+                view.now,
+            )
+        });
+        if !st.differs_from(stored) && !progress.changed() && !paced && !budgeted {
             return Ok(());
         }
         let api: Api<StatefulSet> = Api::namespaced(
@@ -733,6 +791,38 @@ impl Syncer {
 async fn replace(control: &PodControl<'_>, ordered: bool, work: Vec<PodChange>) -> Vec<String> {
     let writes = control.change(work, ordered).await;
     writes.errors.iter().map(ToString::to_string).collect()
+}
+
+impl Syncer {
+    /// Drops the scaling pass's replacements of not-ready old pods that the disruption budgets
+    /// refuse (they wait, as paced ones do).
+    async fn budget_replacements(
+        &self,
+        set: &Set,
+        plan: &mut ScalePlan,
+        kept: &BTreeMap<i32, Shared<Pod>>,
+        held: &mut Option<Refusal>,
+    ) -> Result<(), Error> {
+        let wanted: Vec<i32> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Replace(o) => Some(*o),
+                _ => None,
+            })
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let allowed: HashSet<i32> = self
+            .ask_budgets(set, wanted, kept, held)
+            .await?
+            .into_iter()
+            .collect();
+        plan.steps
+            .retain(|s| !matches!(s, Step::Replace(o) if !allowed.contains(o)));
+        Ok(())
+    }
 }
 
 /// Keeps the scaling pass's replacements of not-ready old pods that `budget` allows, in the

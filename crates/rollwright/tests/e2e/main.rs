@@ -10,6 +10,7 @@ mod access;
 mod aggregation;
 mod auto_rollback;
 mod bench_nodes;
+mod budgeted_rollouts;
 mod chaos;
 mod cli_commands;
 mod cli_rollout;

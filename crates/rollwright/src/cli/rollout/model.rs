@@ -71,6 +71,10 @@ pub struct WorkloadView {
     /// What holds a paced DaemonSet or StatefulSet rollout back, as its controller last said
     /// (its `RolloutPaced` condition, [`controllers::pacing`]).
     pub paced: Option<controllers::pacing::Hold>,
+    /// The disruption budget holding the rollout, as its controller last said (its
+    /// `RolloutHeld` condition, [`controllers::disruption_gate`]): "waiting on pdb/NAME (N
+    /// disruptions allowed)".
+    pub budget_held: Option<String>,
 }
 
 fn int(v: &Value, pointer: &str) -> i64 {
@@ -168,6 +172,13 @@ impl WorkloadView {
             }
         }
         view.rollback = super::rollback::Rollback::of(obj);
+        view.budget_held = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find_map(controllers::disruption_gate::summary_of)
+            .map(str::to_string);
         // Only DaemonSets and StatefulSets are paced; a Deployment's condition of that type
         // would be someone else's.
         if matches!(kind, Kind::DaemonSet | Kind::StatefulSet) {

@@ -301,8 +301,13 @@ pub fn assess(snap: &Snapshot, now: Timestamp) -> Progress {
             let text = waiting_on(snap, current, &now_current, target, now);
             // A paced rollout says first what paces it: the pods it waits on are then those
             // in flight, or none while the interval runs.
-            match w.paced.as_ref().filter(|_| !w.paused) {
+            let text = match w.paced.as_ref().filter(|_| !w.paused) {
                 Some(hold) => format!("{}; {text}", hold.describe(now)),
+                None => text,
+            };
+            // A rollout a disruption budget holds says so before anything else.
+            match w.budget_held.as_ref().filter(|_| !w.paused) {
+                Some(held) => format!("{held}; {text}"),
                 None => text,
             }
         }
@@ -741,6 +746,37 @@ mod tests {
             })
         );
         assert_eq!(WorkloadView::from_json(Kind::Deployment, &ds).paced, None);
+    }
+
+    #[test]
+    fn a_rollout_held_by_a_budget_names_it() {
+        let pods = vec![
+            pod("web-b-1", "b", "ready", "n1"),
+            pod("web-a-1", "a", "ready", "n3"),
+        ];
+        let sts = json!({"metadata": {"name": "web"}, "status": {"conditions": [
+            {"type": "RolloutHeld", "status": "True", "reason": "DisruptionBudget",
+             "message": "waiting on pdb/db (0 disruptions allowed): The disruption budget db needs 2 healthy pods and has 2 currently",
+             "lastTransitionTime": "2025-01-01T00:00:00Z"}]}});
+        let budget_held = WorkloadView::from_json(Kind::StatefulSet, &sts).budget_held;
+        assert_eq!(
+            budget_held.as_deref(),
+            Some("waiting on pdb/db (0 disruptions allowed)")
+        );
+        let held = snapshot(
+            WorkloadView {
+                budget_held,
+                ..deployment(3, 2, 3, 1)
+            },
+            pods,
+        );
+        assert!(
+            assess(&held, t0())
+                .waiting_on
+                .starts_with("waiting on pdb/db (0 disruptions allowed); "),
+            "{}",
+            assess(&held, t0()).waiting_on
+        );
     }
 
     #[test]
