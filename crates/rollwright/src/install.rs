@@ -8,8 +8,9 @@
 //! - Upstream's controllers read through shared informers that run as
 //!   `system:kube-controller-manager`, which may list and watch everything; here the process reads
 //!   as its own ServiceAccount, so a ClusterRole grants it `list` and `watch` on just the kinds its
-//!   caches hold that those roles leave out (Namespaces for the rollback switch, PVCs for the
-//!   StatefulSet controller).
+//!   caches hold that those roles leave out (Namespaces for the rollback switch, budgets, PVCs for
+//!   the StatefulSet controller), and the one write rollwright's own features add: a budget's
+//!   status, as an eviction writes it ([`extra_rules`]).
 //! - A Role on its own Lease in its own namespace (upstream's controller manager holds its Lease
 //!   in kube-system through `system::leader-locking-kube-controller-manager`).
 //! - Two replicas with leader election, probes on `/healthz` and `/readyz`, `/metrics`, resource
@@ -20,7 +21,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 /// The controllers `install` can run: the workload controllers, whose reads beyond their roles
-/// are known ([`extra_reads`]).
+/// are known ([`extra_rules`]).
 pub const INSTALLABLE: [&str; 4] = ["deployment", "replicaset", "daemonset", "statefulset"];
 
 /// kube-controller-manager's secure port, which `controllers` serves its status on in the pod.
@@ -124,13 +125,13 @@ impl Install {
                 "subjects": subject,
             }));
         }
-        let reads = extra_reads(&self.controllers);
-        if !reads.is_empty() {
-            let name = format!("rollwright:controllers:{ns}:read");
+        let rules = extra_rules(&self.controllers);
+        if !rules.is_empty() {
+            let name = format!("rollwright:controllers:{ns}:extra");
             all.push(json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                 "metadata": {"name": name, "labels": labels},
-                "rules": [{"apiGroups": [""], "resources": reads, "verbs": ["list", "watch"]}],
+                "rules": rules,
             }));
             all.push(json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -235,19 +236,43 @@ impl Install {
     }
 }
 
-/// What the controllers' caches list and watch beyond what their bootstrap roles grant, in the
-/// core group: every workload controller reads Namespaces (a workload's automatic rollback may be
-/// switched on by its Namespace's annotation), the StatefulSet controller its PVCs.
-pub fn extra_reads(controllers: &[String]) -> Vec<&'static str> {
+/// What the controllers need beyond what their bootstrap roles grant, as RBAC rules:
+/// - the Deployment, DaemonSet and StatefulSet controllers list and watch Namespaces (a
+///   workload's automatic rollback may be switched on by its Namespace's annotation), and every
+///   workload controller PodDisruptionBudgets (budget-aware updates,
+///   `rollwright.io/honor-disruption-budgets`, are asked per workload);
+/// - the ReplicaSet, DaemonSet and StatefulSet controllers spend a budget's disruption by
+///   updating its status, as an eviction does (upstream's roles give that to the disruption
+///   controller alone);
+/// - the ReplicaSet controller reads the Deployments owning its ReplicaSets (whether they ask the
+///   budgets), the StatefulSet controller its PVCs.
+pub fn extra_rules(controllers: &[String]) -> Vec<Value> {
     let has = |name: &str| controllers.iter().any(|c| c == name);
-    let mut reads = Vec::new();
-    if has("deployment") || has("daemonset") || has("statefulset") {
-        reads.push("namespaces");
+    let any = |names: &[&str]| names.iter().any(|n| has(n));
+    let mut core = Vec::new();
+    let mut rules = Vec::new();
+    if any(&["deployment", "daemonset", "statefulset"]) {
+        core.push("namespaces");
+    }
+    if any(&["deployment", "replicaset", "daemonset", "statefulset"]) {
+        rules.push(json!({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]}));
     }
     if has("statefulset") {
-        reads.push("persistentvolumeclaims");
+        core.push("persistentvolumeclaims");
     }
-    reads
+    if !core.is_empty() {
+        rules.insert(
+            0,
+            json!({"apiGroups": [""], "resources": core, "verbs": ["list", "watch"]}),
+        );
+    }
+    if has("replicaset") && !has("deployment") {
+        rules.push(json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]}));
+    }
+    if any(&["replicaset", "daemonset", "statefulset"]) {
+        rules.push(json!({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets/status"], "verbs": ["update"]}));
+    }
+    rules
 }
 
 /// The manifests as one YAML stream.
@@ -370,7 +395,7 @@ mod tests {
                 "system:controller:replicaset-controller",
                 "system:controller:daemon-set-controller",
                 "system:controller:statefulset-controller",
-                "rollwright:controllers:rollwright-system:read",
+                "rollwright:controllers:rollwright-system:extra",
             ]
         );
         // Every role bound exists in upstream's bootstrap policy, but the reads this process adds.
@@ -390,21 +415,34 @@ mod tests {
             .map(|m| m["rules"].clone());
         assert_eq!(
             reads,
-            Some(
-                json!([{"apiGroups": [""], "resources": ["namespaces", "persistentvolumeclaims"], "verbs": ["list", "watch"]}])
-            )
+            Some(json!([
+                {"apiGroups": [""], "resources": ["namespaces", "persistentvolumeclaims"], "verbs": ["list", "watch"]},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets/status"], "verbs": ["update"]},
+            ]))
         );
     }
 
     #[test]
-    fn the_replicaset_controller_alone_needs_no_extra_reads() {
+    fn the_replicaset_controller_alone_reads_deployments_and_budgets() {
         let all = install(&["replicaset", "replicaset"]).manifests();
-        assert!(!all.iter().any(|m| m["kind"] == "ClusterRole"));
+        let rules = all
+            .iter()
+            .find(|m| m["kind"] == "ClusterRole")
+            .map(|m| m["rules"].clone());
+        assert_eq!(
+            rules,
+            Some(json!([
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets/status"], "verbs": ["update"]},
+            ]))
+        );
         assert_eq!(
             all.iter()
                 .filter(|m| m["kind"] == "ClusterRoleBinding")
                 .count(),
-            1
+            2
         );
     }
 
