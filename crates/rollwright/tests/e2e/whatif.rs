@@ -398,3 +398,73 @@ async fn whatif_paces_pod_creates_under_kube_defaults_and_not_when_unlimited() {
     );
     c.stop().await;
 }
+
+/// A budget-aware Deployment (`rollwright.io/honor-disruption-budgets`) whose budget keeps all
+/// three pods: each old pod goes only once a surge pod is available and frees a disruption, so
+/// the rehearsal's rollout is held between steps, finishes, and the verdict says by what (issue
+/// 41: whatif rehearses budget holds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whatif_shows_a_rollout_a_budget_would_hold_and_the_budget() {
+    let c = Cluster::start_with(endpoints::components()).await;
+    c.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:
+    rollwright.io/honor-disruption-budgets: "true"
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: "nginx:1.27"}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 3
+  selector: {matchLabels: {app: web}}
+"#,
+    )
+    .await;
+    c.rollwright(&["rollout", "status", "deploy/web", "--timeout", "120s"])
+        .await;
+    let dir = c.dir.path();
+    let snapshot = dir.join("held.json").to_string_lossy().into_owned();
+    c.rollwright(&["snapshot", "-n", "default", "-o", &snapshot])
+        .await;
+    let report = dir.join("held-report.json");
+    let out = c
+        .rollwright(&[
+            "whatif",
+            "--snapshot",
+            &snapshot,
+            "--change",
+            "set image deploy/web web=nginx:1.28",
+            "--stall-after",
+            "5s",
+            "--report",
+            &report.to_string_lossy(),
+        ])
+        .await;
+    println!("{out}");
+    assert!(
+        out.contains(
+            "held back by its controller (a budget, pacing):\n  deployment/default/web: \
+             DisruptionBudget for "
+        ) && out.contains("waiting on pdb/web (0 disruptions allowed)"),
+        "{out}"
+    );
+    let r = read(&report);
+    assert_eq!(r["finished"], true, "{r}");
+    let web = workload(&r, "deployment/default/web");
+    assert_eq!(web["held"][0]["reason"], "DisruptionBudget", "{web}");
+    // The budget kept every pod: the rehearsal never went below 3 available.
+    assert_eq!(web["lowestAvailable"], 3, "{web}");
+    c.stop().await;
+}

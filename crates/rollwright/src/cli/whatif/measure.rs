@@ -62,6 +62,10 @@ pub struct Standing {
     pub deadline: Option<String>,
     /// The fewest pods a PodDisruptionBudget keeps available (filled in by [`Watch`]).
     pub budget: Option<i32>,
+    /// What its controller says holds its rollout back now: a `RolloutHeld` condition (a
+    /// budget-aware update waiting on a PodDisruptionBudget) or a `RolloutPaced` one
+    /// (`max-updating`, `min-update-interval`), as `(reason, message)`.
+    pub waiting: Option<(String, String)>,
     /// How long the rollout may go without progress (a Deployment's `progressDeadlineSeconds`,
     /// a DaemonSet's or StatefulSet's `rollwright.io/progress-deadline-seconds`).
     pub progress_deadline: Option<Duration>,
@@ -84,6 +88,27 @@ fn strategy_unavailable(
     }
     let value = value.and_then(|v| serde_json::to_value(v).ok());
     scaled_value_or(value.as_ref(), default, desired, false).ok()
+}
+
+/// The hold a workload's conditions report, if any: rollwright's controllers set `RolloutHeld`
+/// (a budget) or `RolloutPaced` (pacing) to `True` while they keep an update back.
+fn waiting<'a>(
+    conditions: impl IntoIterator<Item = (&'a str, &'a str, Option<&'a str>, Option<&'a str>)>,
+) -> Option<(String, String)> {
+    conditions
+        .into_iter()
+        .find_map(|(type_, status, reason, message)| {
+            (matches!(
+                type_,
+                controllers::disruption_gate::CONDITION | controllers::pacing::CONDITION
+            ) && status == "True")
+                .then(|| {
+                    (
+                        reason.unwrap_or(type_).to_string(),
+                        message.unwrap_or_default().to_string(),
+                    )
+                })
+        })
 }
 
 /// A Deployment's standing.
@@ -126,6 +151,14 @@ pub fn deployment(d: &Deployment) -> Standing {
         max_unavailable,
         deadline,
         budget: None,
+        waiting: waiting(status.conditions.iter().flatten().map(|c| {
+            (
+                c.type_.as_str(),
+                c.status.as_str(),
+                c.reason.as_deref(),
+                c.message.as_deref(),
+            )
+        })),
         progress_deadline: spec
             .progress_deadline_seconds
             .and_then(|s| u64::try_from(s).ok())
@@ -195,6 +228,14 @@ pub fn daemonset(ds: &DaemonSet) -> Standing {
         max_unavailable,
         deadline: None,
         budget: None,
+        waiting: waiting(status.conditions.iter().flatten().map(|c| {
+            (
+                c.type_.as_str(),
+                c.status.as_str(),
+                c.reason.as_deref(),
+                c.message.as_deref(),
+            )
+        })),
         progress_deadline: annotated_deadline(&ds.metadata),
         generation,
         selector: spec.selector.match_labels.clone().unwrap_or_default(),
@@ -230,6 +271,14 @@ pub fn statefulset(sts: &StatefulSet) -> Standing {
         max_unavailable,
         deadline: None,
         budget: None,
+        waiting: waiting(status.conditions.iter().flatten().map(|c| {
+            (
+                c.type_.as_str(),
+                c.status.as_str(),
+                c.reason.as_deref(),
+                c.message.as_deref(),
+            )
+        })),
         progress_deadline: annotated_deadline(&sts.metadata),
         generation,
         selector: spec.selector.match_labels.clone().unwrap_or_default(),
@@ -671,6 +720,51 @@ pub struct Followed {
     pub timeline: Vec<(f64, i32, i32)>,
     /// Its pods per revision at each change.
     pub revisions: Vec<RevisionCounts>,
+    /// Spells its controller held the rollout back (a budget, pacing), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<Wait>,
+}
+
+/// A spell a workload's rollout was held back, as its controller's condition said.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Wait {
+    /// The condition's reason (`DisruptionBudget`, `MaxUpdating`, `MinUpdateInterval`).
+    pub reason: String,
+    /// Its last message ("waiting on pdb/web (0 disruptions allowed)").
+    pub message: String,
+    /// Seconds since the change it began and was last seen.
+    pub from: f64,
+    /// See `from`.
+    pub to: f64,
+}
+
+/// Records `waiting` seen at `at` in `waits`: a spell of the same reason goes on, another begins
+/// one.
+fn note_wait(waits: &mut Vec<Wait>, waiting: Option<&(String, String)>, at: f64, open: &mut bool) {
+    match waiting {
+        Some((reason, message)) => match waits.last_mut() {
+            Some(w) if *open && w.reason == *reason => {
+                w.to = at;
+                w.message.clone_from(message);
+            }
+            _ => {
+                waits.push(Wait {
+                    reason: reason.clone(),
+                    message: message.clone(),
+                    from: at,
+                    to: at,
+                });
+                *open = true;
+            }
+        },
+        None => {
+            if *open && let Some(w) = waits.last_mut() {
+                w.to = at;
+            }
+            *open = false;
+        }
+    }
 }
 
 /// A workload's pods per revision at a moment of the rollout.
@@ -728,6 +822,7 @@ pub async fn follow(
     timeout: Duration,
 ) -> Option<Outcome> {
     let mut followed: BTreeMap<WorkloadId, Followed> = BTreeMap::new();
+    let mut waiting_open: BTreeMap<WorkloadId, bool> = BTreeMap::new();
     let mut frames = super::frames::Frames::new(watch.node_names());
     let mut last_move = Instant::now();
     let mut last_seen: Option<Vec<(i32, i32, i32, bool)>> = None;
@@ -756,7 +851,10 @@ pub async fn follow(
                 done_after_seconds: None,
                 timeline: Vec::new(),
                 revisions: Vec::new(),
+                waits: Vec::new(),
             });
+            let open = waiting_open.entry(id.clone()).or_default();
+            note_wait(&mut f.waits, s.waiting.as_ref(), at, open);
             f.desired = s.desired;
             f.lowest_available = f.lowest_available.min(s.available);
             if f.timeline

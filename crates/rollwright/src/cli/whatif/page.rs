@@ -361,6 +361,7 @@ mod tests {
                             pods: BTreeMap::from([("1".into(), (2, 2)), ("2".into(), (2, 2))]),
                         },
                     ],
+                    waits: vec![],
                 }],
                 nodes: {
                     let mut f =

@@ -72,6 +72,42 @@ pub struct WorkloadSummary {
     pub median_seconds: Option<f64>,
     /// In how many runs it got done.
     pub done_in_runs: usize,
+    /// What held its rollout back in the first run held at all (a budget, pacing): seconds per
+    /// reason, with the last message.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<Held>,
+}
+
+/// How long one reason held a workload's rollout back in a run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Held {
+    /// The condition's reason (`DisruptionBudget`, `MaxUpdating`, `MinUpdateInterval`).
+    pub reason: String,
+    /// Seconds, all spells together.
+    pub seconds: f64,
+    /// The last message ("waiting on pdb/web (0 disruptions allowed)").
+    pub message: String,
+}
+
+/// `waits` added up per reason, in the order each reason first held.
+fn held(waits: &[super::measure::Wait]) -> Vec<Held> {
+    let mut out: Vec<Held> = Vec::new();
+    for w in waits {
+        let seconds = w.to - w.from;
+        match out.iter_mut().find(|h| h.reason == w.reason) {
+            Some(h) => {
+                h.seconds += seconds;
+                h.message.clone_from(&w.message);
+            }
+            None => out.push(Held {
+                reason: w.reason.clone(),
+                seconds,
+                message: w.message.clone(),
+            }),
+        }
+    }
+    out
 }
 
 /// The whole prediction, as printed and as the JSON report holds it.
@@ -157,11 +193,15 @@ impl Report {
                         budget_min_available: f.budget_min_available,
                         median_seconds: None,
                         done_in_runs: 0,
+                        held: Vec::new(),
                     },
                     Vec::new(),
                 )
             });
             w.lowest_available = w.lowest_available.min(f.lowest_available);
+            if w.held.is_empty() {
+                w.held = held(&f.waits);
+            }
             if let Some(s) = f.done_after_seconds {
                 done.push(s);
                 w.done_in_runs += 1;
@@ -252,6 +292,18 @@ impl Report {
                     .map_or("never".into(), |s| format!("{s:.1} s")),
             );
         }
+        if self.workloads.iter().any(|w| !w.held.is_empty()) {
+            let _ = writeln!(out, "\nheld back by its controller (a budget, pacing):");
+            for w in &self.workloads {
+                for h in &w.held {
+                    let _ = writeln!(
+                        out,
+                        "  {}: {} for {:.1} s: {}",
+                        w.workload, h.reason, h.seconds, h.message
+                    );
+                }
+            }
+        }
         if !self.stalls.is_empty() {
             let _ = writeln!(out, "\nwhy it stalls:");
             for s in &self.stalls {
@@ -289,6 +341,7 @@ mod tests {
                     done_after_seconds: finished.then_some(seconds),
                     timeline: vec![],
                     revisions: vec![],
+                    waits: vec![],
                 }],
                 nodes: Default::default(),
                 stalls: if finished {
@@ -303,6 +356,63 @@ mod tests {
                 },
             },
         }
+    }
+
+    #[test]
+    fn what_held_a_rollout_back_is_added_up_per_reason_and_printed() {
+        let wait =
+            |reason: &str, message: &str, from: f64, to: f64| crate::cli::whatif::measure::Wait {
+                reason: reason.into(),
+                message: message.into(),
+                from,
+                to,
+            };
+        let mut held_run = run(1, 30.0, true, 8);
+        held_run.outcome.workloads[0].waits = vec![
+            wait(
+                "DisruptionBudget",
+                "waiting on pdb/web (0 disruptions allowed)",
+                1.0,
+                4.0,
+            ),
+            wait("MinUpdateInterval", "paced: next update in 2s", 4.0, 6.0),
+            wait(
+                "DisruptionBudget",
+                "waiting on pdb/web (0 disruptions allowed)",
+                9.0,
+                10.5,
+            ),
+        ];
+        let r = Report::of(
+            "s.json".into(),
+            vec![],
+            &[],
+            Rates::unlimited(),
+            vec![run(2, 20.0, true, 8), held_run],
+        );
+        assert_eq!(
+            r.workloads[0].held,
+            vec![
+                Held {
+                    reason: "DisruptionBudget".into(),
+                    seconds: 4.5,
+                    message: "waiting on pdb/web (0 disruptions allowed)".into(),
+                },
+                Held {
+                    reason: "MinUpdateInterval".into(),
+                    seconds: 2.0,
+                    message: "paced: next update in 2s".into(),
+                },
+            ]
+        );
+        let text = r.text();
+        assert!(
+            text.contains(
+                "held back by its controller (a budget, pacing):\n  deployment/shop/web: \
+                 DisruptionBudget for 4.5 s: waiting on pdb/web (0 disruptions allowed)\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -331,6 +441,7 @@ mod tests {
                 budget_min_available: None,
                 median_seconds: Some(35.0),
                 done_in_runs: 3,
+                held: vec![],
             }]
         );
         let text = r.text();
