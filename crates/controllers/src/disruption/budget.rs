@@ -110,19 +110,22 @@ pub fn disrupted(
 
 /// Beyond upstream: whether the disruption recorded at `at` is behind the pod of that name
 /// already, so the record can go before the pod is deleted. Either the pod is a new one (created
-/// at or after the record, as a StatefulSet recreates `web-1` once the evicted `web-1` is gone,
-/// which upstream would count as disrupted for two minutes), or it has been not ready since the
-/// record (restarting after an in-place update, `crate::disruption_gate`): not ready, it counts
-/// as unhealthy without the record, and once ready again it is the updated pod. Times are
-/// compared in the whole seconds the API server keeps; a disruption is spent only on a ready
-/// pod, so a not-ready transition in the same second as the record is the disruption's.
+/// in a later second than the record, as a StatefulSet recreates `web-1` once the evicted
+/// `web-1` is gone, which upstream would count as disrupted for two minutes), or it has been not
+/// ready since the record (restarting after an in-place update, `crate::disruption_gate`): not
+/// ready, it counts as unhealthy without the record, and once ready again it is the updated pod.
+/// Times are compared in the whole seconds the API server keeps. A pod created in the record's
+/// own second may be the very pod the record is about (evicted the second it was made): the
+/// record stays, as upstream keeps it, or that pod would count as healthy again and a second
+/// disruption could go. A disruption is spent only on a ready pod, so a not-ready transition in
+/// the same second as the record is the disruption's.
 fn shown_since(pod: &Pod, at: Timestamp) -> bool {
     let at = at.as_second();
     let created = pod
         .metadata
         .creation_timestamp
         .as_ref()
-        .is_some_and(|t| t.0.as_second() >= at);
+        .is_some_and(|t| t.0.as_second() > at);
     let restarting = pod
         .status
         .as_ref()
