@@ -689,15 +689,7 @@ pub fn add_to(
         .cloned()
         .collect();
     out.extend(next);
-    if let Value::Object(m) = fields {
-        // None left is no list, as upstream's `omitempty` writes it.
-        let list = if out.is_empty() {
-            Value::Null
-        } else {
-            json!(out)
-        };
-        m.insert("conditions".into(), list);
-    }
+    crate::progress::set_conditions(fields, &out);
     true
 }
 

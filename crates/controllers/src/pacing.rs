@@ -542,15 +542,7 @@ pub fn add_to(
     let Some(conditions) = conditions else {
         return false;
     };
-    if let Value::Object(m) = fields {
-        // None left is no list, as upstream's `omitempty` writes it.
-        let list = if conditions.is_empty() {
-            Value::Null
-        } else {
-            json!(conditions)
-        };
-        m.insert("conditions".into(), list);
-    }
+    crate::progress::set_conditions(fields, &conditions);
     true
 }
 

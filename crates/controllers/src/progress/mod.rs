@@ -50,6 +50,19 @@ pub fn stored_conditions<C: serde::Serialize>(
         .collect()
 }
 
+/// Sets `conditions` in the status `fields` a write sends; none left is no list, as upstream's
+/// `omitempty` writes it.
+pub fn set_conditions(fields: &mut serde_json::Value, conditions: &[serde_json::Value]) {
+    if let serde_json::Value::Object(m) = fields {
+        let list = if conditions.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!(conditions)
+        };
+        m.insert("conditions".into(), list);
+    }
+}
+
 /// Whether `after` is a step forward from `before` (upstream's `DeploymentProgressing`): more
 /// updated, ready or available pods, or fewer old ones. Losing pods is no progress.
 pub fn advanced(before: Counts, after: Counts) -> bool {

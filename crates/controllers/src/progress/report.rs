@@ -11,7 +11,7 @@ use super::{
 use crate::runtime::Action;
 use events::{EventType, Recorder};
 use k8s_openapi::{api::core::v1::ObjectReference, apimachinery::pkg::apis::meta::v1::ObjectMeta};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The event of a rollout that timed out.
 pub const TIMED_OUT_EVENT: &str = super::TIMED_OUT;
@@ -80,14 +80,8 @@ impl Report {
 
     /// Adds the conditions to the status fields a write sets.
     pub fn add_to(&self, fields: &mut Value) {
-        if let (Some(conditions), Value::Object(m)) = (&self.conditions, fields) {
-            // None left is no list, as upstream's `omitempty` writes it.
-            let list = if conditions.is_empty() {
-                Value::Null
-            } else {
-                json!(conditions)
-            };
-            m.insert("conditions".into(), list);
+        if let Some(conditions) = &self.conditions {
+            super::set_conditions(fields, conditions);
         }
     }
 
@@ -155,7 +149,7 @@ mod tests {
         let r = Report::new(&meta("10"), true, &stored, rollout(), at(111));
         assert!(r.changed());
         assert!(r.outcome.timed_out);
-        let mut fields = json!({"replicas": 2});
+        let mut fields = serde_json::json!({"replicas": 2});
         r.add_to(&mut fields);
         assert_eq!(fields["conditions"][0]["reason"], TIMED_OUT);
         assert_eq!(fields["replicas"], 2);

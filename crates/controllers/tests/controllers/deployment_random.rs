@@ -170,20 +170,7 @@ async fn round(seed: u64) {
     );
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_template_changes_keep_max_surge_and_max_unavailable() {
-    if let Some(seed) = env_number("ROLLWRIGHT_SEED") {
-        round(seed).await;
-        return;
-    }
-    let rounds = env_number("ROLLWRIGHT_RANDOM_ROUNDS").unwrap_or(4);
-    // A fresh base each run, printed: every run tries new sequences, and any is replayable.
-    let base: u64 = rand::rng().random_range(0..1_000_000);
-    for i in 0..rounds {
-        round(base + i).await;
-    }
+    random_rounds(4, round).await;
 }
