@@ -12,9 +12,8 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 use crate::common::{self, Rig};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, ResourceExt, runtime::watcher};
+use kube::{Api, ResourceExt};
 use nodesim::{NodeSim, distribution::Distribution};
 use serde_json::{Value, json};
 use std::{
@@ -79,74 +78,41 @@ struct Invariant {
 impl Invariant {
     /// Returns once the watch has listed, so nothing the test does next goes unseen.
     async fn start(client: kube::Client, tier: &str, min_available: usize) -> Self {
-        let api: Api<Pod> = Api::default_namespaced(client);
-        let config = watcher::Config::default().labels(&format!("tier={tier}"));
         let seen = Arc::new(Mutex::new(Seen {
             min_healthy: usize::MAX,
             ..Default::default()
         }));
         let out = Arc::clone(&seen);
-        let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let mut listed_tx = Some(listed_tx);
-            let mut pods: HashMap<String, Pod> = HashMap::new();
-            let mut synced = false;
-            let mut events = watcher(api, config).boxed();
-            // The watch has a deadline of its own: a test that hangs still ends.
-            let _ = tokio::time::timeout(TIMEOUT * 3, async {
-                while let Some(Ok(event)) = events.next().await {
-                    match event {
-                        watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                            pods.insert(p.name_any(), p);
-                        }
-                        watcher::Event::Delete(p) => {
-                            pods.remove(&p.name_any());
-                        }
-                        watcher::Event::InitDone => {
-                            synced = true;
-                            if let Some(tx) = listed_tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        watcher::Event::Init => {}
-                    }
-                    if !synced {
-                        continue;
-                    }
-                    let mut s = out.lock().unwrap();
-                    let now = pods.values().filter(|p| healthy(p)).count();
-                    s.min_healthy = s.min_healthy.min(now);
-                    if now < min_available {
-                        let state: Vec<String> = pods
-                            .values()
-                            .map(|p| {
-                                format!(
-                                    "{} {} ready={} deleting={} restarting={}",
-                                    p.name_any(),
-                                    image_of(p),
-                                    api::pod::is_ready(p),
-                                    p.metadata.deletion_timestamp.is_some(),
-                                    api::pod::restarting_in_place(p),
-                                )
-                            })
-                            .collect();
-                        let msg = format!(
-                            "{now} healthy pods (minAvailable {min_available}):\n{}",
-                            state.join("\n")
-                        );
-                        s.violations.push(msg);
-                    }
-                    for p in pods.values() {
-                        s.pods.insert(p.name_any(), p.clone());
-                    }
-                }
-            })
-            .await;
-        });
-        tokio::time::timeout(TIMEOUT, listed_rx)
-            .await
-            .expect("the watch lists in time")
-            .expect("the watch lists");
+        let check = move |pods: &HashMap<String, Pod>| {
+            let mut s = out.lock().unwrap();
+            let now = pods.values().filter(|p| healthy(p)).count();
+            s.min_healthy = s.min_healthy.min(now);
+            if now < min_available {
+                let state: Vec<String> = pods
+                    .values()
+                    .map(|p| {
+                        format!(
+                            "{} {} ready={} deleting={} restarting={}",
+                            p.name_any(),
+                            image_of(p),
+                            api::pod::is_ready(p),
+                            p.metadata.deletion_timestamp.is_some(),
+                            api::pod::restarting_in_place(p),
+                        )
+                    })
+                    .collect();
+                let msg = format!(
+                    "{now} healthy pods (minAvailable {min_available}):\n{}",
+                    state.join("\n")
+                );
+                s.violations.push(msg);
+            }
+            for p in pods.values() {
+                s.pods.insert(p.name_any(), p.clone());
+            }
+        };
+        let labels = format!("tier={tier}");
+        let task = common::pod_watch::checked(client, &labels, TIMEOUT * 3, check).await;
         Invariant { seen, task }
     }
 

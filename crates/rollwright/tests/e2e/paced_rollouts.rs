@@ -14,10 +14,9 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 use crate::common::{self, Rig};
-use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, ResourceExt, runtime::watcher};
+use kube::{Api, ResourceExt};
 use nodesim::{NodeSim, distribution::Distribution};
 use serde_json::{Value, json};
 use std::{
@@ -99,94 +98,61 @@ struct Invariant {
 impl Invariant {
     /// Returns once the watch has listed, so nothing the test does next goes unseen.
     async fn start(client: kube::Client, app: &str, new_image: &str, max_updating: usize) -> Self {
-        let api: Api<Pod> = Api::default_namespaced(client);
-        let config = watcher::Config::default().labels(&format!("app={app}"));
         let seen = Arc::new(Mutex::new(Seen::default()));
         let out = Arc::clone(&seen);
         let new_image = new_image.to_string();
-        let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let mut listed_tx = Some(listed_tx);
-            let mut pods: HashMap<String, Pod> = HashMap::new();
-            let mut synced = false;
-            let mut events = watcher(api, config).boxed();
-            // The watch has a deadline of its own: a test that hangs still ends.
-            let _ = tokio::time::timeout(TIMEOUT * 2, async {
-                while let Some(Ok(event)) = events.next().await {
-                    match event {
-                        watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                            pods.insert(p.name_any(), p);
-                        }
-                        watcher::Event::Delete(p) => {
-                            pods.remove(&p.name_any());
-                        }
-                        watcher::Event::InitDone => {
-                            synced = true;
-                            if let Some(tx) = listed_tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        watcher::Event::Init => {}
-                    }
-                    if !synced {
-                        continue;
-                    }
-                    let is_new = |p: &Pod| image_of(p) == new_image;
-                    let mut s = out.lock().unwrap();
-                    let new_unavailable = pods
-                        .values()
-                        .filter(|p| is_new(p) && live(p) && unavailable(p))
-                        .count();
-                    s.max_new_unavailable = s.max_new_unavailable.max(new_unavailable);
-                    if new_unavailable > max_updating {
-                        let state: Vec<String> = pods
-                            .values()
-                            .map(|p| {
-                                format!(
-                                    "{} {} ready={} live={}",
-                                    p.name_any(),
-                                    image_of(p),
-                                    api::pod::is_ready(p),
-                                    live(p)
-                                )
-                            })
-                            .collect();
-                        let msg = format!(
-                            "{new_unavailable} new pods unavailable (max-updating {max_updating}):\n{}",
-                            state.join("\n")
-                        );
-                        s.violations.push(msg);
-                    }
-                    if pods.values().any(is_new)
-                        && pods
-                            .values()
-                            .any(|p| !is_new(p) && live(p) && !api::pod::is_ready(p))
-                    {
-                        s.old_unready_mid_rollout = true;
-                    }
-                    for p in pods.values() {
-                        let name = p.name_any();
-                        if is_new(p) && !s.new_order.contains(&name) {
-                            s.new_order.push(name.clone());
-                        }
-                        if !is_new(p)
-                            && let Some(at) = p.metadata.deletion_timestamp.as_ref()
-                        {
-                            let grace = p.metadata.deletion_grace_period_seconds.unwrap_or(0);
-                            s.deleted_at
-                                .entry(name.clone())
-                                .or_insert(at.0 - SignedDuration::from_secs(grace));
-                        }
-                        s.pods.insert(name, p.clone());
-                    }
+        let check = move |pods: &HashMap<String, Pod>| {
+            let is_new = |p: &Pod| image_of(p) == new_image;
+            let mut s = out.lock().unwrap();
+            let new_unavailable = pods
+                .values()
+                .filter(|p| is_new(p) && live(p) && unavailable(p))
+                .count();
+            s.max_new_unavailable = s.max_new_unavailable.max(new_unavailable);
+            if new_unavailable > max_updating {
+                let state: Vec<String> = pods
+                    .values()
+                    .map(|p| {
+                        format!(
+                            "{} {} ready={} live={}",
+                            p.name_any(),
+                            image_of(p),
+                            api::pod::is_ready(p),
+                            live(p)
+                        )
+                    })
+                    .collect();
+                let msg = format!(
+                    "{new_unavailable} new pods unavailable (max-updating {max_updating}):\n{}",
+                    state.join("\n")
+                );
+                s.violations.push(msg);
+            }
+            if pods.values().any(is_new)
+                && pods
+                    .values()
+                    .any(|p| !is_new(p) && live(p) && !api::pod::is_ready(p))
+            {
+                s.old_unready_mid_rollout = true;
+            }
+            for p in pods.values() {
+                let name = p.name_any();
+                if is_new(p) && !s.new_order.contains(&name) {
+                    s.new_order.push(name.clone());
                 }
-            })
-            .await;
-        });
-        tokio::time::timeout(TIMEOUT, listed_rx)
-            .await
-            .expect("the watch lists in time")
-            .expect("the watch lists");
+                if !is_new(p)
+                    && let Some(at) = p.metadata.deletion_timestamp.as_ref()
+                {
+                    let grace = p.metadata.deletion_grace_period_seconds.unwrap_or(0);
+                    s.deleted_at
+                        .entry(name.clone())
+                        .or_insert(at.0 - SignedDuration::from_secs(grace));
+                }
+                s.pods.insert(name, p.clone());
+            }
+        };
+        let labels = format!("app={app}");
+        let task = common::pod_watch::checked(client, &labels, TIMEOUT * 2, check).await;
         Invariant { seen, task }
     }
 

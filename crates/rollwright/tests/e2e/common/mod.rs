@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod pod_watch;
 pub mod process;
 pub mod upstream;
 
