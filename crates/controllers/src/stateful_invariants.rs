@@ -66,6 +66,10 @@ struct State {
     in_flight: BTreeMap<i32, (String, String)>,
     /// A pod of the current batch is back: no new update may start until all are.
     batch_closed: bool,
+    /// The template changed while a batch was in flight: that batch is superseded (its pods
+    /// head for another revision now, and the next batch may start beside them) until every
+    /// update in flight is back.
+    superseded: bool,
     armed: bool,
     violations: Vec<String>,
     events: usize,
@@ -178,6 +182,17 @@ impl StatefulWatcher {
             .map(|(n, s)| (n.clone(), (uid(&s.pod), revision(&s.pod))))
             .collect();
         check(&mut st);
+    }
+
+    /// The test changed the template: a batch in flight is superseded, and a new batch of the
+    /// new revision may start before the old one is back (seed 003's choice 1 orders batches of
+    /// one rollout; a new template is a new rollout, and a pod stuck on a broken revision is
+    /// replaced by it, SEMANTICS.md's broken-rollout recovery).
+    pub fn template_changed(&self) {
+        let mut st = lock(&self.state);
+        if !st.in_flight.is_empty() {
+            st.superseded = true;
+        }
     }
 
     /// Moves the partition mid-rollout, keeping the availability floor and the updates in
@@ -297,7 +312,7 @@ fn update_started(st: &mut State, rule: &Rule, ordinal: i32, uid: String, revisi
     st.update_order.push(ordinal);
     if rule.ordered && !st.in_flight.is_empty() {
         let lowest = st.in_flight.keys().next().copied().unwrap_or(ordinal);
-        if st.batch_closed {
+        if st.batch_closed && !st.superseded {
             st.violations.push(format!(
                 "ordinal {ordinal} started updating while the batch {:?} is still coming back",
                 st.in_flight.keys().collect::<Vec<_>>()
@@ -310,6 +325,7 @@ fn update_started(st: &mut State, rule: &Rule, ordinal: i32, uid: String, revisi
     }
     if st.in_flight.is_empty() {
         st.batch_closed = false;
+        st.superseded = false;
     }
     st.in_flight.insert(ordinal, (uid, revision));
 }

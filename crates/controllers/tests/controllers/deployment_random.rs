@@ -6,7 +6,8 @@
 //! allowed).
 //!
 //! Each round's seed is printed and a failing round names it; `ROLLWRIGHT_SEED=N` replays one
-//! round, `ROLLWRIGHT_RANDOM_ROUNDS=N` runs more on purpose (CI runs a few).
+//! round, `ROLLWRIGHT_RANDOM_ROUNDS=N` runs more and
+//! `ROLLWRIGHT_SEED_BASE=random` tries fresh sequences, on purpose (CI runs a few fixed ones).
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 

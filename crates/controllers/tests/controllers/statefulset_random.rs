@@ -12,7 +12,8 @@
 //! graceful deletions take a little while, as on a real node.
 //!
 //! Each round's seed is printed and a failing round names it; `ROLLWRIGHT_SEED=N` replays one
-//! round, `ROLLWRIGHT_RANDOM_ROUNDS=N` runs more on purpose (CI runs a few).
+//! round, `ROLLWRIGHT_RANDOM_ROUNDS=N` runs more and
+//! `ROLLWRIGHT_SEED_BASE=random` tries fresh sequences, on purpose (CI runs a few fixed ones).
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
@@ -190,8 +191,12 @@ async fn round(seed: u64) {
                     c.kubelet.block(image);
                 }
                 set_image(&api, image).await;
+                watcher.template_changed();
             }
-            Step::Undo(image) => set_image(&api, image).await,
+            Step::Undo(image) => {
+                set_image(&api, image).await;
+                watcher.template_changed();
+            }
             Step::Partition(p) => {
                 // Fewer pods are protected at once; more only once the controller has read it.
                 watcher.set_partition(partition.min(*p));
@@ -207,6 +212,7 @@ async fn round(seed: u64) {
     watcher.set_partition(0);
     patch(&api, partition_patch(0)).await;
     set_image(&api, "img:last").await;
+    watcher.template_changed();
     wait_rolled_out(&c, &api, "img:last").await;
 
     let violations = watcher.violations();

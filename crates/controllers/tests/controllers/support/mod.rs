@@ -398,8 +398,10 @@ pub fn env_number(name: &str) -> Option<u64> {
 }
 
 /// Runs `round` for `ROLLWRIGHT_SEED` alone if set, else for `ROLLWRIGHT_RANDOM_ROUNDS`
-/// (default `rounds`) consecutive seeds from a fresh random base, so every run tries new
-/// sequences and any is replayable.
+/// (default `rounds`) consecutive seeds from `ROLLWRIGHT_SEED_BASE`. Without a base the seeds
+/// are fixed (1, 2, ...): CI runs the same sequences every time, so a run fails for what the
+/// change did, not for a sequence nobody tried before. `ROLLWRIGHT_SEED_BASE=random` explores
+/// from a fresh random base, printed with each round, so any failure is replayable.
 pub async fn random_rounds<F, Fut>(rounds: u64, round: F)
 where
     F: Fn(u64) -> Fut,
@@ -411,7 +413,10 @@ where
         return;
     }
     let rounds = env_number("ROLLWRIGHT_RANDOM_ROUNDS").unwrap_or(rounds);
-    let base: u64 = rand::rng().random_range(0..1_000_000);
+    let base: u64 = match std::env::var("ROLLWRIGHT_SEED_BASE").as_deref() {
+        Ok("random") => rand::rng().random_range(0..1_000_000),
+        _ => env_number("ROLLWRIGHT_SEED_BASE").unwrap_or(1),
+    };
     for i in 0..rounds {
         round(base + i).await;
     }
