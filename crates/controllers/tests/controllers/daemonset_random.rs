@@ -57,27 +57,19 @@ fn int_or_percent(s: &str) -> Value {
 }
 
 fn sequence(rng: &mut StdRng, len: usize) -> Vec<Step> {
-    let mut used = vec!["img:0".to_string()];
-    let mut steps = Vec::new();
-    for _ in 0..len {
-        let step = match rng.random_range(0..10) {
+    random_steps(
+        rng,
+        len,
+        |rng, roll, images| match roll {
             0..=5 => {
-                let image = format!("img:{}", used.len());
-                used.push(image.clone());
-                Step::Image {
-                    image,
-                    ready: rng.random_bool(0.7),
-                }
+                let (image, ready) = images.fresh(rng);
+                Step::Image { image, ready }
             }
-            6 | 7 => Step::Undo(used[rng.random_range(0..used.len())].clone()),
+            6 | 7 => Step::Undo(images.earlier(rng)),
             _ => Step::Wait(Duration::from_millis(rng.random_range(0..200))),
-        };
-        steps.push(step);
-        if rng.random_bool(0.5) {
-            steps.push(Step::Wait(Duration::from_millis(rng.random_range(0..40))));
-        }
-    }
-    steps
+        },
+        Step::Wait,
+    )
 }
 
 async fn set_image(api: &Api<DaemonSet>, image: &str) {

@@ -43,29 +43,21 @@ const REPLICAS: i32 = 6;
 
 /// A random sequence of `len` steps; every image but the ones listed as unready becomes ready.
 fn sequence(rng: &mut StdRng, len: usize) -> Vec<Step> {
-    let mut used = vec!["img:0".to_string()];
-    let mut steps = Vec::new();
-    for _ in 0..len {
-        let step = match rng.random_range(0..10) {
+    random_steps(
+        rng,
+        len,
+        |rng, roll, images| match roll {
             0..=4 => {
-                let image = format!("img:{}", used.len());
-                used.push(image.clone());
-                Step::Image {
-                    image,
-                    ready: rng.random_bool(0.7),
-                }
+                let (image, ready) = images.fresh(rng);
+                Step::Image { image, ready }
             }
-            5 => Step::Undo(used[rng.random_range(0..used.len())].clone()),
+            5 => Step::Undo(images.earlier(rng)),
             6 => Step::Pause,
             7 => Step::Resume,
             _ => Step::Wait(Duration::from_millis(rng.random_range(0..150))),
-        };
-        steps.push(step);
-        if rng.random_bool(0.5) {
-            steps.push(Step::Wait(Duration::from_millis(rng.random_range(0..40))));
-        }
-    }
-    steps
+        },
+        Step::Wait,
+    )
 }
 
 async fn round(seed: u64) {

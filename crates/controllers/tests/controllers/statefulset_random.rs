@@ -46,28 +46,20 @@ enum Step {
 }
 
 fn sequence(rng: &mut StdRng, len: usize) -> Vec<Step> {
-    let mut used = vec!["img:0".to_string()];
-    let mut steps = Vec::new();
-    for _ in 0..len {
-        let step = match rng.random_range(0..10) {
+    random_steps(
+        rng,
+        len,
+        |rng, roll, images| match roll {
             0..=4 => {
-                let image = format!("img:{}", used.len());
-                used.push(image.clone());
-                Step::Image {
-                    image,
-                    ready: rng.random_bool(0.7),
-                }
+                let (image, ready) = images.fresh(rng);
+                Step::Image { image, ready }
             }
-            5 => Step::Undo(used[rng.random_range(0..used.len())].clone()),
+            5 => Step::Undo(images.earlier(rng)),
             6 | 7 => Step::Partition(rng.random_range(0..=REPLICAS)),
             _ => Step::Wait(Duration::from_millis(rng.random_range(0..200))),
-        };
-        steps.push(step);
-        if rng.random_bool(0.5) {
-            steps.push(Step::Wait(Duration::from_millis(rng.random_range(0..40))));
-        }
-    }
-    steps
+        },
+        Step::Wait,
+    )
 }
 
 async fn patch(api: &Api<StatefulSet>, patch: Value) -> StatefulSet {

@@ -421,3 +421,44 @@ where
         round(base + i).await;
     }
 }
+
+/// The images a random sequence has used: `img:0` first, each new one `img:N`.
+pub struct Images(Vec<String>);
+
+impl Images {
+    /// A new image, and whether its pods become ready (7 times in 10).
+    pub fn fresh(&mut self, rng: &mut rand::rngs::StdRng) -> (String, bool) {
+        use rand::Rng;
+        let image = format!("img:{}", self.0.len());
+        self.0.push(image.clone());
+        (image, rng.random_bool(0.7))
+    }
+
+    /// One of the images used so far, for a rollback by template.
+    pub fn earlier(&self, rng: &mut rand::rngs::StdRng) -> String {
+        use rand::Rng;
+        self.0[rng.random_range(0..self.0.len())].clone()
+    }
+}
+
+/// A random sequence of `len` steps, each drawn by `draw` from a roll in `0..10` and the images
+/// used so far, half of them followed by a short `wait` (up to 40 ms): the shape every
+/// randomized rollout test shares, so a seed names the same sequence in each.
+pub fn random_steps<S>(
+    rng: &mut rand::rngs::StdRng,
+    len: usize,
+    mut draw: impl FnMut(&mut rand::rngs::StdRng, u32, &mut Images) -> S,
+    wait: impl Fn(Duration) -> S,
+) -> Vec<S> {
+    use rand::Rng;
+    let mut images = Images(vec!["img:0".to_string()]);
+    let mut steps = Vec::new();
+    for _ in 0..len {
+        let roll = rng.random_range(0..10);
+        steps.push(draw(rng, roll, &mut images));
+        if rng.random_bool(0.5) {
+            steps.push(wait(Duration::from_millis(rng.random_range(0..40))));
+        }
+    }
+    steps
+}
