@@ -35,20 +35,34 @@ pub fn decide(
     let Some(record) = record else {
         return Decision::Create;
     };
-    let holder = record.holder_identity.as_deref().unwrap_or("");
-    if holder == me {
+    if record.holder_identity.as_deref().unwrap_or("") == me {
         return Decision::Renew;
+    }
+    match expiry(record, me, observed_at, default_duration) {
+        Some(expiry) if expiry > now => Decision::Wait,
+        _ => Decision::Take {
+            transitions: record.lease_transitions.unwrap_or(0) + 1,
+        },
+    }
+}
+
+/// When another holder's `record`, first seen at `observed_at`, stops keeping candidate `me` out:
+/// none when it is free or `me`'s own.
+pub(crate) fn expiry(
+    record: &LeaseSpec,
+    me: &str,
+    observed_at: Instant,
+    default_duration: Duration,
+) -> Option<Instant> {
+    let holder = record.holder_identity.as_deref().unwrap_or("");
+    if holder.is_empty() || holder == me {
+        return None;
     }
     let duration = record
         .lease_duration_seconds
         .and_then(|s| u64::try_from(s).ok())
         .map_or(default_duration, Duration::from_secs);
-    if !holder.is_empty() && observed_at + duration > now {
-        return Decision::Wait;
-    }
-    Decision::Take {
-        transitions: record.lease_transitions.unwrap_or(0) + 1,
-    }
+    Some(observed_at + duration)
 }
 
 #[cfg(test)]

@@ -6,6 +6,12 @@
 //! - A candidate takes the Lease when its holder is empty, or when the record has not changed for
 //!   `leaseDurationSeconds` as measured on the candidate's own clock since it last saw a change
 //!   (client-go's `observedTime`: clocks of different machines are never compared).
+//! - Unlike client-go, which notices a change only at its next jittered poll (up to 2.2 retry
+//!   periods late) and acts on an expiry only at the poll after that, a candidate also watches the
+//!   Lease: it sees each renewal as it is written and tries again the moment the lease expires, so
+//!   a standby takes over a killed leader's Lease within the lease duration of the kill (client-go:
+//!   up to about 20 s at the defaults). Timing from a later observation only makes it wait longer,
+//!   so the watch cannot make two leaders overlap; when it is refused or fails, polling decides.
 //! - A leader that cannot renew for the renew deadline (shorter than the lease duration) stops
 //!   acting before anyone else may take over, so two leaders never overlap.
 //! - Every write is a compare-and-swap on the Lease's `resourceVersion`.
@@ -21,10 +27,12 @@ mod decision;
 use std::{future::Future, time::Duration};
 
 pub use decision::{Decision, decide};
+use futures::{Stream, StreamExt};
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
 };
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{
     Api, Client,
     api::{PostParams, Resource},
@@ -148,8 +156,10 @@ impl Elector {
         }
     }
 
-    /// Tries every retry period (with client-go's jitter) until this candidate holds the Lease.
+    /// Tries every retry period (with client-go's jitter), and at the moment the record it watches
+    /// expires, until this candidate holds the Lease.
     async fn acquire(&mut self) {
+        let mut changes = std::pin::pin!(self.record_changes());
         loop {
             if self.try_acquire_or_renew().await {
                 return;
@@ -158,8 +168,53 @@ impl Elector {
                 .config
                 .retry_period
                 .mul_f64(rand::random::<f64>() * 1.2);
-            tokio::time::sleep(self.config.retry_period + jitter).await;
+            let retry_at = Instant::now() + self.config.retry_period + jitter;
+            loop {
+                let wake = self
+                    .expiry()
+                    .map_or(retry_at, |expiry| expiry.min(retry_at));
+                tokio::select! {
+                    _ = tokio::time::sleep_until(wake) => break,
+                    Some(spec) = changes.next() => self.observe(spec, Instant::now()),
+                }
+            }
         }
+    }
+
+    /// The Lease's record each time the API server reports a write of it (failures are retried
+    /// with backoff; a candidate not allowed to watch keeps polling alone).
+    fn record_changes(&self) -> impl Stream<Item = LeaseSpec> + use<> {
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        watcher(self.api.clone(), config)
+            .default_backoff()
+            .applied_objects()
+            .filter_map(|lease| async move {
+                match lease {
+                    Ok(lease) => lease.spec,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "watching the lease failed");
+                        None
+                    }
+                }
+            })
+    }
+
+    /// Notes `spec` as seen at `at` if it differs from the record last seen: the lease's validity
+    /// is counted from the first sight of each record.
+    fn observe(&mut self, spec: LeaseSpec, at: Instant) {
+        let changed = self
+            .observed
+            .as_ref()
+            .is_none_or(|(seen, _)| !same_record(seen, &spec));
+        if changed {
+            self.observed = Some((spec, at));
+        }
+    }
+
+    /// When another holder's Lease, as last seen, expires for this candidate.
+    fn expiry(&self) -> Option<Instant> {
+        let (record, at) = self.observed.as_ref()?;
+        decision::expiry(record, &self.identity, *at, self.config.lease_duration)
     }
 
     /// Renews every retry period; returns when no renewal succeeded for the renew deadline.
@@ -191,13 +246,7 @@ impl Elector {
         };
         let spec = current.as_ref().and_then(|l| l.spec.clone());
         if let Some(spec) = &spec {
-            let changed = self
-                .observed
-                .as_ref()
-                .is_none_or(|(seen, _)| !same_record(seen, spec));
-            if changed {
-                self.observed = Some((spec.clone(), now));
-            }
+            self.observe(spec.clone(), now);
         }
         let observed_at = self.observed.as_ref().map_or(now, |(_, at)| *at);
         let decision = decide(

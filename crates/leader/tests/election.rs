@@ -135,3 +135,79 @@ async fn one_leader_at_a_time_and_hand_over_on_crash_and_on_shutdown() {
     assert_eq!(spec.holder_identity, None, "released on shutdown");
     assert_eq!(board.most.load(Ordering::SeqCst), 1, "never two leaders");
 }
+
+/// The bound for a killed leader: its standby leads within the lease duration of the kill,
+/// not up to two jittered polls later (client-go's ~20 s at the default 15 s). The kill comes just
+/// after a renewal, the worst moment, and the retry period is long beside the lease, so a standby
+/// that only polled would overrun the bound by up to two of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_within_the_lease_duration_of_a_kill() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let config = Config {
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_secs(2),
+    };
+    let server = embedded::Embedded::memory().await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+    let board = Board::new();
+    let mut tasks = std::collections::HashMap::new();
+    for name in ["a", "b"] {
+        let elector = Elector::new(
+            server.client(),
+            "default",
+            "controllers",
+            name,
+            config.clone(),
+        )
+        .unwrap();
+        let (board, identity) = (board.clone(), name.to_owned());
+        let task = tokio::spawn(elector.run(std::future::pending::<()>(), move || {
+            let (board, identity) = (board.clone(), identity.clone());
+            async move {
+                board.leader.send_replace(Some(identity));
+                std::future::pending::<()>().await;
+            }
+        }));
+        tasks.insert(name.to_owned(), task);
+    }
+    let first = board.wait_for_leader(|_| true).await;
+
+    // Watch for the leader's next renewal (its record changes with the holder unchanged), then kill
+    // it at once.
+    let fields = watcher::Config::default().fields("metadata.name=controllers");
+    let mut records = std::pin::pin!(watcher(leases.clone(), fields).applied_objects());
+    let mut renewals = 0;
+    let mut last = None;
+    while renewals < 2 {
+        let lease = tokio::time::timeout(Duration::from_secs(30), records.next())
+            .await
+            .expect("a renewal within the deadline")
+            .unwrap()
+            .unwrap();
+        let spec = lease.spec.unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some(first.as_str()));
+        if last.is_some_and(|renewed| spec.renew_time.as_ref() != Some(&renewed)) {
+            renewals += 1;
+        }
+        last = spec.renew_time;
+    }
+    tasks[&first].abort();
+    let killed = tokio::time::Instant::now();
+
+    let second = board.wait_for_leader(|l| l != first).await;
+    let took = killed.elapsed();
+    println!("the standby {second} led {took:?} after the kill");
+    assert!(
+        took <= config.lease_duration + Duration::from_secs(1),
+        "the standby took over {took:?} after the kill; the lease is {:?}",
+        config.lease_duration
+    );
+    let spec = leases.get("controllers").await.unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some(second.as_str()));
+    for task in tasks.values() {
+        task.abort();
+    }
+}

@@ -147,8 +147,10 @@ impl Install {
             // `create` cannot be limited to a name (the object does not exist yet).
             "rules": [
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                // `list` and `watch` by name (a field selector on metadata.name): a standby watches
+                // the leader's renewals to take over the moment its lease expires.
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                 "resourceNames": [NAME], "verbs": ["get", "update"]},
+                 "resourceNames": [NAME], "verbs": ["get", "update", "list", "watch"]},
             ],
         }));
         all.push(json!({
