@@ -6,6 +6,8 @@
 //! hit interesting cases (an update of something that exists, a stale resourceVersion after an
 //! update); it never predicts answers: both servers are asked, and their answers compared.
 
+pub mod admission;
+
 use crate::sequence::{Request, Sequence, Step, WatchEnd};
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::IndexedRandom};
 use serde_json::{Value, json};
@@ -129,8 +131,11 @@ struct Gen {
 }
 
 /// The sequence for `seed`: 5 to 25 requests, the first creating namespace `dt-<seed>`, the last
-/// deleting it.
+/// deleting it. Seeds from [`admission::FIRST_SEED`] on are [`admission`]'s family.
 pub fn sequence(seed: u64) -> Sequence {
+    if seed >= admission::FIRST_SEED {
+        return admission::sequence(seed);
+    }
     let mut g = Gen {
         rng: StdRng::seed_from_u64(seed),
         steps: Vec::new(),

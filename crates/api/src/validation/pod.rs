@@ -9,6 +9,8 @@ use crate::{
 use serde_json::Value;
 use std::collections::HashSet;
 
+mod security_context;
+
 const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
 const MAX_INT32: i64 = i32::MAX as i64;
@@ -275,6 +277,12 @@ fn validate_container(
     }
     if let Some(resources) = field(c, "resources") {
         errs.extend(validate_resources(resources, &path.child("resources")));
+    }
+    if let Some(sc) = field(c, "securityContext") {
+        errs.extend(security_context::validate(
+            sc,
+            &path.child("securityContext"),
+        ));
     }
     for key in ["livenessProbe", "readinessProbe", "startupProbe"] {
         let Some(probe) = field(c, key) else { continue };

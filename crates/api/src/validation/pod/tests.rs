@@ -294,3 +294,72 @@ fn sysctl_names_are_checked_as_upstream_checks_them() {
         "spec.securityContext.sysctls[5].name: Duplicate value: \"kernel.shmmax\""
     );
 }
+
+#[test]
+fn a_containers_security_context_is_checked_as_upstream_checks_it() {
+    let with = |sc: Value| pod(json!({"containers": [container(json!({"securityContext": sc}))]}));
+    let at = "spec.containers[0].securityContext";
+    assert_eq!(
+        errors(&with(json!({"privileged": true}))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&with(
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}})
+        )),
+        Vec::<String>::new()
+    );
+    let msgs = errors(&with(
+        json!({"allowPrivilegeEscalation": false, "privileged": true}),
+    ));
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(
+        msgs[0].starts_with(&format!("{at}: Invalid value: ")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs[0]
+            .ends_with("cannot set `allowPrivilegeEscalation` to false and `privileged` to true"),
+        "{msgs:?}"
+    );
+    let msgs = errors(&with(
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["CAP_SYS_ADMIN"]}}),
+    ));
+    assert!(
+        msgs[0].ends_with("and `capabilities.Add` CAP_SYS_ADMIN"),
+        "{msgs:?}"
+    );
+    assert_eq!(
+        errors(&with(json!({"runAsUser": -1}))),
+        [format!(
+            "{at}.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive"
+        )]
+    );
+    assert_eq!(
+        errors(&with(json!({"procMount": "Masked"}))),
+        [format!(
+            "{at}.procMount: Unsupported value: \"Masked\": supported values: \"Default\", \"Unmasked\""
+        )]
+    );
+    assert_eq!(
+        errors(&with(json!({"seccompProfile": {"type": "Localhost"}}))),
+        [format!(
+            "{at}.seccompProfile.localhostProfile: Required value: must be set when seccomp type is Localhost"
+        )]
+    );
+    assert_eq!(
+        errors(&with(json!({"seccompProfile": {}}))),
+        [format!(
+            "{at}.seccompProfile.type: Required value: type is required when seccompProfile is set"
+        )]
+    );
+    let msgs = errors(&with(
+        json!({"seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p.json"}}),
+    ));
+    assert!(
+        msgs[0].starts_with(&format!(
+            "{at}.seccompProfile.localhostProfile: Invalid value: "
+        )) && msgs[0].ends_with("can only be set when seccomp type is Localhost"),
+        "{msgs:?}"
+    );
+}
