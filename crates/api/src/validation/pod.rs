@@ -97,6 +97,12 @@ pub fn validate_pod_spec(spec: &Value, path: &Path, claim_names: &[String]) -> V
         field(spec, "securityContext").map_or(&[][..], |sc| items(sc, "sysctls")),
         &path.child("securityContext").child("sysctls"),
     ));
+    // Upstream's internal pod always has a security context (it holds hostPID and the like).
+    errs.extend(security_context::validate_pod(
+        field(spec, "securityContext").unwrap_or(&Value::Null),
+        spec,
+        &path.child("securityContext"),
+    ));
     errs.extend(meta::validate_labels(
         field(spec, "nodeSelector"),
         &path.child("nodeSelector"),

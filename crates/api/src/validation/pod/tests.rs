@@ -363,3 +363,52 @@ fn a_containers_security_context_is_checked_as_upstream_checks_it() {
         "{msgs:?}"
     );
 }
+
+#[test]
+fn a_pods_security_context_is_checked_as_upstream_checks_it() {
+    let with = |sc: Value, extra: Value| {
+        let mut spec = json!({"containers": [container(json!({}))], "securityContext": sc});
+        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        pod(spec)
+    };
+    let at = "spec.securityContext";
+    assert_eq!(
+        errors(&with(
+            json!({"runAsNonRoot": true, "fsGroup": 2000, "supplementalGroups": [1, 2]}),
+            json!({})
+        )),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&with(
+            json!({"fsGroup": -1, "supplementalGroups": [3, -2]}),
+            json!({})
+        )),
+        [
+            format!("{at}.fsGroup: Invalid value: -1: must be between 0 and 2147483647, inclusive"),
+            format!(
+                "{at}.supplementalGroups[1]: Invalid value: -2: must be between 0 and 2147483647, inclusive"
+            ),
+        ]
+    );
+    assert_eq!(
+        errors(&with(
+            json!({}),
+            json!({"shareProcessNamespace": true, "hostPID": true})
+        )),
+        [format!(
+            "{at}.shareProcessNamespace: Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled"
+        )]
+    );
+    assert_eq!(
+        errors(&with(
+            json!({"seccompProfile": {"type": "Default"}}),
+            json!({})
+        )),
+        [format!(
+            "{at}.seccompProfile.type: Unsupported value: \"Default\": supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\""
+        )]
+    );
+}
