@@ -108,7 +108,7 @@ impl ListBody {
             // The head alone goes out first, so that a client sees the list's metadata at once.
             Some(head) if size != usize::MAX => return Some(self.written(head)),
             Some(head) => head,
-            None => Vec::with_capacity(size.min(CHUNK * 2)),
+            None => Vec::with_capacity(size.min(CHUNK)),
         };
         while self.next < self.entries.len() && buf.len() < size {
             if self.next > 0 {

@@ -160,8 +160,13 @@ async fn concurrent_slow_readers_of_a_large_list_hold_a_bounded_amount_of_memory
 /// What a list built whole answers: the head with `metadata`, then each item as a GET of it
 /// serves it (the stored JSON), separated by commas.
 fn built_whole(metadata: &Value, items: &[Vec<u8>]) -> Vec<u8> {
+    built_whole_as("ConfigMapList", "v1", metadata, items)
+}
+
+/// [`built_whole`] of another kind.
+fn built_whole_as(kind: &str, api_version: &str, metadata: &Value, items: &[Vec<u8>]) -> Vec<u8> {
     let mut out = format!(
-        "{{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{metadata},\"items\":["
+        "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
     )
     .into_bytes();
     for (i, item) in items.iter().enumerate() {
@@ -262,4 +267,68 @@ async fn a_streamed_list_is_the_list_built_whole_with_pages_and_selectors() {
             assert_eq!(whole["columnDefinitions"], small["columnDefinitions"]);
         }
     }
+
+    // As of an earlier revision (`resourceVersionMatch=Exact`), after one object changed and
+    // one went: the list as it was then, byte for byte.
+    let before = get(&s, &collection, "application/json").await;
+    let rv = serde_json::from_slice::<Value>(&before).unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    {
+        use store::Store;
+        let key = |i: usize| format!("/registry/core/configmaps/{NS}/cm-{i:05}");
+        s.store
+            .update(
+                &key(3),
+                Bytes::from(json!({"metadata": {"name": "cm-00003", "namespace": NS}}).to_string()),
+                None,
+            )
+            .await
+            .unwrap();
+        s.store.delete(&key(4), None).await.unwrap();
+    }
+    let now = get(&s, &collection, "application/json").await;
+    assert_ne!(now, before);
+    let exact = format!("{collection}?resourceVersion={rv}&resourceVersionMatch=Exact");
+    assert_eq!(get(&s, &exact, "application/json").await, before);
+
+    // A view converts each object on the way out (events.k8s.io/v1 of core Events), streamed at
+    // this size: the items as a GET of each serves it.
+    {
+        use store::Store;
+        for i in 0..150 {
+            let ev = json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": format!("ev-{i:03}"), "namespace": NS, "uid": format!("ev-{i}")},
+                "involvedObject": {"kind": "ConfigMap", "namespace": NS, "name": "cm-00000"},
+                "reason": "Filled", "message": "y".repeat(2_000), "type": "Normal",
+            });
+            s.store
+                .create(
+                    &format!("/registry/core/events/{NS}/ev-{i:03}"),
+                    Bytes::from(ev.to_string()),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let events = format!("/apis/events.k8s.io/v1/namespaces/{NS}/events");
+    let body = get(&s, &events, "application/json").await;
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    let mut items = Vec::new();
+    for i in 0..150 {
+        items.push(get(&s, &format!("{events}/ev-{i:03}"), "application/json").await);
+    }
+    assert!(items.iter().map(Vec::len).sum::<usize>() > 256 * 1024);
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        String::from_utf8(built_whole_as(
+            "EventList",
+            "events.k8s.io/v1",
+            &list["metadata"],
+            &items
+        ))
+        .unwrap()
+    );
 }
