@@ -466,26 +466,37 @@ impl Cache {
                 oldest: guard.window_start,
             });
         }
-        let mut objects = guard.objects.clone();
+        // What changed after `at`, as it was then (`None`: it did not exist yet), by key:
+        // undoing the history newest first leaves each key as it was before its oldest change.
+        let mut then: BTreeMap<String, Option<Arc<Entry>>> = BTreeMap::new();
         for ev in guard.history.iter().rev().take_while(|e| e.entry.rev > at) {
             let key = object_key(
                 def,
                 Some(&*ev.entry.namespace).filter(|s| !s.is_empty()),
                 &ev.entry.name,
             );
-            match &ev.prev {
-                Some(prev) => objects.insert(key, prev.clone()),
-                None => objects.remove(&key),
-            };
+            then.insert(key, ev.prev.clone());
         }
-        Ok(objects
-            .into_values()
-            .filter(|e| {
-                namespace
-                    .filter(|_| def.namespaced)
-                    .is_none_or(|ns| &*e.namespace == ns)
-            })
-            .collect())
+        let wanted = |e: &Entry| {
+            namespace
+                .filter(|_| def.namespaced)
+                .is_none_or(|ns| &*e.namespace == ns)
+        };
+        // The objects unchanged since, and the changed ones as they were, put back in key order:
+        // pointers only, where a clone of the whole map once copied every key for each list.
+        let mut items: Vec<(&str, &Arc<Entry>)> = guard
+            .objects
+            .iter()
+            .filter(|(k, e)| !then.contains_key(*k) && wanted(e))
+            .map(|(k, e)| (k.as_str(), e))
+            .chain(
+                then.iter()
+                    .filter_map(|(k, e)| e.as_ref().filter(|e| wanted(e)).map(|e| (k.as_str(), e))),
+            )
+            .collect();
+        // Two sorted runs: a merge.
+        items.sort_by(|a, b| a.0.cmp(b.0));
+        Ok(items.into_iter().map(|(_, e)| e.clone()).collect())
     }
 
     /// Keeps a list for later pages; returns its id.

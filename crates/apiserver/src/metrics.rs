@@ -46,6 +46,7 @@ pub struct Metrics {
     in_flight: Family<KindLabels, Gauge>,
     dropped: Family<KindLabels, Counter>,
     authorizations: Family<ResultLabels, Counter>,
+    list_buffered: Gauge,
 }
 
 impl Default for Metrics {
@@ -71,6 +72,7 @@ impl Metrics {
         let in_flight = Family::<KindLabels, Gauge>::default();
         let dropped = Family::<KindLabels, Counter>::default();
         let authorizations = Family::<ResultLabels, Counter>::default();
+        let list_buffered = Gauge::default();
         registry.register(
             "authorization_attempts",
             "Counter of authorization attempts broken down by result. It can be either 'allowed', 'denied', 'no-opinion' or 'error'.",
@@ -111,6 +113,11 @@ impl Metrics {
             "The store's current revision",
             revision.clone(),
         );
+        registry.register(
+            "rollwright_list_response_buffered_bytes",
+            "Bytes of LIST response bodies the server has rendered and not yet handed to the connection or seen dropped",
+            list_buffered.clone(),
+        );
         Self {
             registry,
             requests,
@@ -121,7 +128,14 @@ impl Metrics {
             in_flight,
             dropped,
             authorizations,
+            list_buffered,
         }
+    }
+
+    /// The gauge of LIST response bytes held in memory (see `rest::list_body`): what bounds a
+    /// list's memory is what the server renders ahead of a slow reader, which this makes visible.
+    pub fn list_buffered(&self) -> Gauge {
+        self.list_buffered.clone()
     }
 
     /// Counts one authorization decision, as upstream's `authorization_attempts_total` by

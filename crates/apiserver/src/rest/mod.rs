@@ -7,6 +7,7 @@
 
 mod create;
 mod delete;
+mod list_body;
 mod read;
 mod response;
 mod update;

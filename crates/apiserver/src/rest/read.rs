@@ -2,7 +2,7 @@
 //! watch cache once it has caught up with the store (a read with no `resourceVersion` is
 //! consistent, as upstream's is).
 
-use super::response::{entry_json, json_response, object_response, partial_metadata, table_of};
+use super::response::{entry_json, json_response, list_response, object_response};
 use crate::{
     cache::Entry,
     error::{ApiError, ApiResult},
@@ -288,43 +288,13 @@ impl ApiServer {
                 list_meta["remainingItemCount"] = json!(remaining);
             }
         }
-        Ok(match out {
-            Output::Json => {
-                let mut body =
-                    Vec::with_capacity(page.iter().map(|e| e.json.len() + 1).sum::<usize>() + 256);
-                body.extend_from_slice(
-                    format!(
-                        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-                        t.def.list_kind(),
-                        t.def.api_version(),
-                        list_meta
-                    )
-                    .as_bytes(),
-                );
-                for (i, e) in page.iter().enumerate() {
-                    if i > 0 {
-                        body.push(b',');
-                    }
-                    body.extend_from_slice(&entry_json(&t.def, e));
-                }
-                body.extend_from_slice(b"]}");
-                json_response(StatusCode::OK, body)
-            }
-            Output::Metadata => {
-                let items: Vec<Value> = page.iter().map(|e| partial_metadata(&e.value())).collect();
-                json_response(
-                    StatusCode::OK,
-                    json!({"kind": "PartialObjectMetadataList",
-                    "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items})
-                    .to_string(),
-                )
-            }
-            Output::Table(include) => {
-                let values: Vec<Value> = page.iter().map(|e| e.value()).collect();
-                let refs: Vec<&Value> = values.iter().collect();
-                let t = table_of(&t.def, &def, &refs, include, list_meta);
-                json_response(StatusCode::OK, t.to_string())
-            }
-        })
+        Ok(list_response(
+            &t.def,
+            &def,
+            page,
+            &list_meta,
+            out,
+            self.metrics.list_buffered(),
+        ))
     }
 }

@@ -1,6 +1,7 @@
 //! Answers: an object or a list in the format the client negotiated (JSON, protobuf, a
 //! Table, metadata only), with the warnings admission gave.
 
+use super::list_body::{Items, ListBody};
 use crate::{
     cache::Entry,
     change::Outcome,
@@ -16,7 +17,9 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// A JSON response with the given code.
 pub(crate) fn json_response(code: StatusCode, body: impl Into<axum::body::Body>) -> Response {
@@ -113,6 +116,74 @@ impl ApiServer {
             }
         }
     }
+}
+
+/// The response to a LIST of `entries` (one page) in the negotiated form, its body streamed
+/// (see [`super::list_body`]): `list_meta` is the list's `metadata`, `view` the kind served at
+/// the path and `storage` the kind that stores the objects (whose printer prints the Table).
+pub(crate) fn list_response(
+    view: &Arc<Kind>,
+    storage: &Arc<Kind>,
+    entries: Vec<Arc<Entry>>,
+    list_meta: &Value,
+    out: Output,
+    buffered: Gauge,
+) -> Response {
+    let (head, items) = match out {
+        Output::Json => {
+            let head = format!(
+                "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{list_meta},\"items\":[",
+                view.list_kind(),
+                view.api_version(),
+            );
+            let items = match view.storage {
+                Storage::Own if !view.strategy.defaults_on_read() => Items::Stored,
+                Storage::Own | Storage::View { .. } | Storage::Nowhere => {
+                    let view = view.clone();
+                    Items::Rendered(Box::new(move |e: &Entry, out: &mut Vec<u8>| {
+                        write_json(out, &present(&view, e.value()));
+                    }))
+                }
+            };
+            (head, items)
+        }
+        Output::Metadata => (
+            format!(
+                "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{list_meta},\"items\":["
+            ),
+            Items::Rendered(Box::new(|e: &Entry, out: &mut Vec<u8>| {
+                write_json(out, &partial_metadata(&e.value()));
+            })),
+        ),
+        Output::Table(include) => {
+            let head = format!(
+                "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{list_meta},\"columnDefinitions\":{},\"rows\":[",
+                Value::Array(table::render::definitions(&storage.printer)),
+            );
+            let (view, storage) = (view.clone(), storage.clone());
+            // Every row's age is as of the moment the list was asked for, as in a whole table.
+            let now = clock::now();
+            let as_stored = view.conversion().is_none() && !view.strategy.defaults_on_read();
+            let items = Items::Rendered(Box::new(move |e: &Entry, out: &mut Vec<u8>| {
+                let obj = e.value();
+                let mut row = table::render::row(&storage.printer, &obj, now, include);
+                if include == table::IncludeObject::Object && !as_stored {
+                    row["object"] = present(&view, obj);
+                }
+                write_json(out, &row);
+            }));
+            (head, items)
+        }
+    };
+    json_response(
+        StatusCode::OK,
+        ListBody::new(head, entries, items, b"]}", buffered).into_body(),
+    )
+}
+
+/// Appends `v` as JSON (writing into a `Vec` cannot fail).
+fn write_json(out: &mut Vec<u8>, v: &Value) {
+    let _ = serde_json::to_writer(out, v);
 }
 
 /// A Table of stored `objects`, printed by `storage`'s printer. For `includeObject=Object` each

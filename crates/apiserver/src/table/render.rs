@@ -19,31 +19,7 @@ pub fn table(
     let column_definitions = definitions(printer);
     let rows: Vec<Value> = objects
         .iter()
-        .map(|obj| {
-            let (cells, conditions) = printer.row(obj, now);
-            let mut row = Map::new();
-            row.insert("cells".into(), Value::Array(cells));
-            if let Some(c) = conditions {
-                row.insert("conditions".into(), c);
-            }
-            match include_object {
-                IncludeObject::None => {}
-                IncludeObject::Metadata => {
-                    row.insert(
-                        "object".into(),
-                        json!({
-                            "kind": "PartialObjectMetadata",
-                            "apiVersion": "meta.k8s.io/v1",
-                            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                        }),
-                    );
-                }
-                IncludeObject::Object => {
-                    row.insert("object".into(), (*obj).clone());
-                }
-            }
-            Value::Object(row)
-        })
+        .map(|obj| row(printer, obj, now, include_object))
         .collect();
     json!({
         "kind": "Table",
@@ -54,8 +30,36 @@ pub fn table(
     })
 }
 
+/// One row of a table: its cells, its conditions, and the object as `include_object` asks. A
+/// streamed list renders its rows one at a time with this; [`table`] is their whole.
+pub fn row(printer: &Printer, obj: &Value, now: Timestamp, include_object: IncludeObject) -> Value {
+    let (cells, conditions) = printer.row(obj, now);
+    let mut row = Map::new();
+    row.insert("cells".into(), Value::Array(cells));
+    if let Some(c) = conditions {
+        row.insert("conditions".into(), c);
+    }
+    match include_object {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            row.insert(
+                "object".into(),
+                json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                }),
+            );
+        }
+        IncludeObject::Object => {
+            row.insert("object".into(), obj.clone());
+        }
+    }
+    Value::Object(row)
+}
+
 /// The `columnDefinitions` of a table.
-fn definitions(printer: &Printer) -> Vec<Value> {
+pub fn definitions(printer: &Printer) -> Vec<Value> {
     let mut defs: Vec<Value> = printer
         .columns()
         .iter()

@@ -16,6 +16,7 @@ mod event_ttl;
 mod field_selectors;
 mod field_validation;
 mod health;
+mod large_lists;
 mod name_validation;
 mod namespace_finalize;
 mod namespace_isolation;
