@@ -53,7 +53,6 @@
 #![warn(missing_docs)]
 
 pub mod accounts;
-pub mod api_error;
 pub mod autorollback;
 pub mod clusterrole_aggregation;
 pub mod cronjob;
@@ -65,7 +64,6 @@ pub mod disruption;
 pub mod disruption_gate;
 pub mod endpoints;
 pub mod endpointslice;
-pub mod expectations;
 pub mod gc;
 pub mod history;
 #[cfg(feature = "test-support")]
@@ -73,10 +71,7 @@ pub mod invariants;
 pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
-pub mod owners;
-pub mod ownership;
 pub mod pacing;
-pub mod pod_control;
 pub mod pod_gc;
 pub mod progress;
 pub mod replicaset;
@@ -94,9 +89,8 @@ pub mod stateful_invariants;
 pub mod statefulset;
 pub mod switches;
 pub mod ttl_after_finished;
-pub mod update;
+pub mod util;
 pub mod volume;
-pub mod written;
 
 use clusterrole_aggregation::ClusterRoleAggregationController;
 use cronjob::CronJobController;

@@ -19,9 +19,9 @@ pub mod status;
 mod sync;
 
 use crate::{
-    expectations::Expectations,
-    pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Controller, WorkQueue},
+    util::expectations::Expectations,
+    util::pod_control::{PodChange, PodControl, Target},
 };
 use api::{
     pod::{controller_of, controller_ref},

@@ -19,7 +19,7 @@ use super::{
     finished_at, indexes, pod_for,
     status::{self, Ended, Tally, Verdict, reasons},
 };
-use crate::{ownership, runtime::Action};
+use crate::{runtime::Action, util::ownership};
 use api::{pod::controller_ref, selector::LabelSelector};
 use events::EventType;
 use futures::future::join_all;
