@@ -11,8 +11,8 @@ use crate::{
 
 /// The plugins in upstream's order (`pkg/kubeapiserver/options/plugins.go`): every mutating
 /// phase runs before any validating phase. NamespaceLifecycle runs before the chain, where the
-/// write is prepared; ResourceQuota runs as the object is stored, where its charge is kept only
-/// if the write succeeds.
+/// write is prepared. ResourceQuota, last, charges the quotas in its validating phase; the charge
+/// is kept once the object is stored ([`crate::plugins::Reserved`]) and given back otherwise.
 pub(crate) const CHAIN: &[&dyn Plugin] = &[
     &crate::limit_ranger::LIMIT_RANGER,
     &crate::service_account::ServiceAccount,
@@ -24,12 +24,14 @@ pub(crate) const CHAIN: &[&dyn Plugin] = &[
     &crate::pod_security::PodSecurity,
     &crate::policy::ValidatingAdmissionPolicy,
     &crate::webhook::ValidatingWebhooks,
+    &crate::quota::ResourceQuotaAdmission,
 ];
 
 impl ApiServer {
     /// Runs the admission chain on `obj` (the new object; for a delete, the old one): every
     /// handling plugin's mutating phase, then every handling plugin's validating phase. Returns
-    /// the warnings they gave; an error refuses the write.
+    /// the warnings they gave; an error refuses the write. What the plugins spent is held in
+    /// `review.reserved`, which the caller keeps once the object is stored.
     pub(crate) async fn admit(
         &self,
         review: &Review<'_>,

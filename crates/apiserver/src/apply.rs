@@ -265,10 +265,12 @@ impl ApiServer {
                     subresource: None,
                     old: None,
                     dry_run,
+                    reserved: Default::default(),
                 };
                 warnings.extend(self.admit(&review, &mut obj).await?);
                 match self.store_create(&def, obj, dry_run).await {
                     Ok(created) => {
+                        review.reserved.keep();
                         if !dry_run {
                             self.after_write(&def, &created);
                         }

@@ -169,6 +169,7 @@ impl ApiServer {
             subresource: Some("eviction"),
             old: None,
             dry_run: opts.dry_run,
+            reserved: Default::default(),
         };
         self.admit(&review, &mut eviction).await?;
         let entry = self

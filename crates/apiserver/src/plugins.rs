@@ -52,6 +52,35 @@ pub(crate) struct Review<'a> {
     pub old: Option<&'a Value>,
     /// Whether the write is a dry run (webhooks with side effects refuse those).
     pub dry_run: bool,
+    /// What validating plugins spent on this write (ResourceQuota's charges): kept once the
+    /// object is stored ([`Reserved::keep`]), given back when the write fails and it is dropped.
+    pub reserved: Reserved,
+}
+
+/// Something a plugin spent on a write before it is stored (upstream's ResourceQuota charges
+/// `status.used` in its validating phase): dropped without [`Reservation::keep`], it is given
+/// back, so that a write that then fails (the object exists already, the store refuses) costs
+/// nothing.
+pub(crate) trait Reservation: Send {
+    /// The write was stored: the reservation stands.
+    fn keep(self: Box<Self>);
+}
+
+/// The reservations of one write (see [`Review::reserved`]).
+#[derive(Default)]
+pub(crate) struct Reserved(std::sync::Mutex<Vec<Box<dyn Reservation>>>);
+
+impl Reserved {
+    /// Adds what a plugin spent.
+    pub(crate) fn push(&self, r: Box<dyn Reservation>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+    }
+
+    /// The write was stored: every reservation stands.
+    pub(crate) fn keep(&self) {
+        let held = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        held.into_iter().for_each(|r| r.keep());
+    }
 }
 
 /// One admission plugin (upstream's `admission.Interface`): it says which writes it handles,

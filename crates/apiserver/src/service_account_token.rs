@@ -284,6 +284,7 @@ impl ApiServer {
             subresource: Some("token"),
             old: None,
             dry_run: false,
+            reserved: Default::default(),
         };
         self.admit(&review, &mut req).await?;
         let key = self.service_account_key.clone().ok_or_else(|| {

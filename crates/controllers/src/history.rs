@@ -17,7 +17,7 @@
 
 mod go_json;
 
-use crate::api_error::is_status;
+use crate::util::api_error::is_status;
 use api::pod::controller_ref;
 use informer::{Cached, Shared};
 use k8s_openapi::{
@@ -357,7 +357,7 @@ where
     // UpdateStatus, as upstream: the controllers' roles grant `update` on the status, not
     // `patch`.
     let bumped = json!(count.unwrap_or(0).saturating_add(1));
-    crate::update::status(owners, &current, |v| {
+    crate::util::update::status(owners, &current, |v| {
         v["status"]["collisionCount"] = bumped.clone();
     })
     .await?;

@@ -53,7 +53,6 @@
 #![warn(missing_docs)]
 
 pub mod accounts;
-pub mod api_error;
 pub mod autorollback;
 pub mod clusterrole_aggregation;
 pub mod cronjob;
@@ -65,7 +64,6 @@ pub mod disruption;
 pub mod disruption_gate;
 pub mod endpoints;
 pub mod endpointslice;
-pub mod expectations;
 pub mod gc;
 pub mod history;
 #[cfg(feature = "test-support")]
@@ -73,10 +71,7 @@ pub mod invariants;
 pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
-pub mod owners;
-pub mod ownership;
 pub mod pacing;
-pub mod pod_control;
 pub mod pod_gc;
 pub mod progress;
 pub mod replicaset;
@@ -94,9 +89,8 @@ pub mod stateful_invariants;
 pub mod statefulset;
 pub mod switches;
 pub mod ttl_after_finished;
-pub mod update;
+pub mod util;
 pub mod volume;
-pub mod written;
 
 use clusterrole_aggregation::ClusterRoleAggregationController;
 use cronjob::CronJobController;
@@ -125,57 +119,48 @@ use tokio::task::JoinSet;
 use ttl_after_finished::TtlAfterFinishedController;
 use volume::VolumeController;
 
-/// Which controllers run, and each one's settings.
-#[derive(Clone, Debug, Default)]
-pub struct Settings {
-    /// The controllers to run (default: all).
-    pub enabled: Selection,
-    /// The ReplicaSet controller's.
-    pub replicaset: replicaset::Config,
-    /// The ReplicationController controller's.
-    pub replicationcontroller: replicationcontroller::Config,
-    /// The Deployment controller's.
-    pub deployment: deployment::Config,
-    /// The DaemonSet controller's.
-    pub daemonset: daemonset::Config,
-    /// The garbage collector's.
-    pub garbage_collector: gc::Config,
-    /// The pod garbage collector's.
-    pub pod_gc: pod_gc::Config,
-    /// The node lifecycle controller's.
-    pub node_lifecycle: node_lifecycle::Config,
-    /// The serviceaccount controller's.
-    pub serviceaccount: serviceaccount::Config,
-    /// The root CA certificate publisher's (the bundle it publishes).
-    pub root_ca: root_ca::Config,
-    /// The ServiceAccount token controller's (the signing key; it writes `root_ca`'s bundle).
-    pub serviceaccount_token: serviceaccount_token::Config,
-    /// The namespace controller's.
-    pub namespace: namespace::Config,
-    /// The StatefulSet controller's.
-    pub statefulset: statefulset::Config,
-    /// The volume controller's.
-    pub volume: volume::Config,
-    /// The Job controller's.
-    pub job: job::Config,
-    /// The CronJob controller's (its clock, for tests).
-    pub cronjob: cronjob::Config,
-    /// The TTL-after-finished controller's.
-    pub ttl_after_finished: ttl_after_finished::Config,
-    /// The endpoints controller's.
-    pub endpoints: endpoints::Config,
-    /// The endpointslice controller's.
-    pub endpointslice: endpointslice::Config,
-    /// The disruption controller's.
-    pub disruption: disruption::Config,
-    /// The resource quota controller's.
-    pub resourcequota: resourcequota::Config,
-    /// The ClusterRole aggregation controller's.
-    pub clusterrole_aggregation: clusterrole_aggregation::Config,
-    /// Whether the Deployment, ReplicaSet, DaemonSet and StatefulSet controllers ask the
-    /// disruption budgets before an update of every workload, not only of those annotated
-    /// ([`disruption_gate`]; `--honor-disruption-budgets`).
-    pub honor_disruption_budgets: bool,
+/// Declares every controller once, one row each: its settings (a field of [`Settings`], with
+/// its doc), the controller (whose [`Controller::NAME`] `--controllers` takes), the
+/// ServiceAccount in `kube-system` it acts as (`None`: the controller manager's own identity, as
+/// upstream), whose bootstrap role is `system:controller:<account>` (upstream's
+/// `controller_policy.go`, in [`authz::bootstrap`]), and how it starts. Adding a controller is
+/// adding a row.
+macro_rules! controllers {
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident: $config:ty => $controller:ty, account $account:expr, start $start:expr;
+    )*) => {
+        /// Which controllers run, and each one's settings.
+        #[derive(Clone, Debug, Default)]
+        pub struct Settings {
+            /// The controllers to run (default: all).
+            pub enabled: Selection,
+            $( $(#[doc = $doc])* pub $field: $config, )*
+            /// Whether the Deployment, ReplicaSet, DaemonSet and StatefulSet controllers ask the
+            /// disruption budgets before an update of every workload, not only of those annotated
+            /// ([`disruption_gate`]; `--honor-disruption-budgets`).
+            pub honor_disruption_budgets: bool,
+        }
+
+        /// Every controller, in the order they start.
+        const CONTROLLERS: &[Row] = &[$(
+            Row {
+                name: <$controller as Controller>::NAME,
+                account: $account,
+                start: $start,
+            },
+        )*];
+    };
+}
+
+/// One controller of the table.
+struct Row {
+    /// Upstream's name, as `--controllers` takes it.
+    name: &'static str,
+    /// The ServiceAccount it acts as, if not the controller manager's identity.
+    account: Option<&'static str>,
+    /// How it starts from the settings.
+    start: Starter,
 }
 
 /// Makes one incarnation of a controller, as [`runtime::supervise`] asks.
@@ -183,115 +168,122 @@ type Start = Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>;
 /// Turns the settings into a controller's [`Start`].
 type Starter = fn(&Informers, &Settings) -> Start;
 
-/// Every controller, by the name `--controllers` takes (upstream's names), and how it starts.
-const CONTROLLERS: &[(&str, Starter)] = &[
-    (ReplicaSetController::NAME, |i, s| {
-        on_cache(
-            i,
-            (s.replicaset.clone(), s.honor_disruption_budgets),
-            |i, (c, honor)| {
-                let controller = ReplicaSetController::new(i, c);
-                controller.disruption_gate().set_default(honor);
-                controller
-            },
-        )
-    }),
-    (ReplicationManager::NAME, |i, s| {
-        on_cache(i, s.replicationcontroller.clone(), ReplicationManager::new)
-    }),
-    (DeploymentController::NAME, |i, s| {
-        on_cache(
-            i,
-            (s.deployment.clone(), s.honor_disruption_budgets),
-            |i, (c, honor)| {
-                let controller = DeploymentController::new(i, c);
-                controller.disruption_gate().set_default(honor);
-                controller
-            },
-        )
-    }),
-    (DaemonSetController::NAME, |i, s| {
-        on_cache(
-            i,
-            (s.daemonset.clone(), s.honor_disruption_budgets),
-            |i, (c, honor)| {
-                let controller = DaemonSetController::new(i, c);
-                controller.disruption_gate().set_default(honor);
-                controller
-            },
-        )
-    }),
-    (GarbageCollector::NAME, |i, s| {
-        on_cache(i, s.garbage_collector.clone(), GarbageCollector::new)
-    }),
-    (PodGarbageCollector::NAME, |i, s| {
-        on_cache(i, s.pod_gc.clone(), PodGarbageCollector::new)
-    }),
-    (NodeLifecycleController::NAME, |i, s| {
-        on_cache(i, s.node_lifecycle.clone(), NodeLifecycleController::new)
-    }),
-    (ServiceAccountController::NAME, |i, s| {
-        on_cache(i, s.serviceaccount.clone(), ServiceAccountController::new)
-    }),
-    (RootCaCertPublisher::NAME, root_ca::start),
-    (
-        <serviceaccount_token::TokensController as Controller>::NAME,
-        serviceaccount_token::start,
-    ),
-    (NamespaceController::NAME, |i, s| {
-        on_cache(i, s.namespace.clone(), NamespaceController::new)
-    }),
-    (StatefulSetController::NAME, |i, s| {
-        on_cache(
-            i,
-            (s.statefulset.clone(), s.honor_disruption_budgets),
-            |i, (c, honor)| {
-                let controller = StatefulSetController::new(i, c);
-                controller.disruption_gate().set_default(honor);
-                controller
-            },
-        )
-    }),
-    (VolumeController::NAME, |i, s| {
-        on_cache(i, s.volume.clone(), VolumeController::new)
-    }),
-    (JobController::NAME, |i, s| {
-        on_cache(i, s.job.clone(), JobController::new)
-    }),
-    (CronJobController::NAME, |i, s| {
-        on_cache(i, s.cronjob.clone(), CronJobController::new)
-    }),
-    (TtlAfterFinishedController::NAME, |i, s| {
-        on_cache(
-            i,
-            s.ttl_after_finished.clone(),
-            TtlAfterFinishedController::new,
-        )
-    }),
-    (EndpointsController::NAME, |i, s| {
-        on_cache(i, s.endpoints.clone(), EndpointsController::new)
-    }),
-    (EndpointSliceController::NAME, |i, s| {
-        on_cache(i, s.endpointslice.clone(), EndpointSliceController::new)
-    }),
-    (DisruptionController::NAME, |i, s| {
-        on_cache(i, s.disruption.clone(), DisruptionController::new)
-    }),
-    (ResourceQuotaController::NAME, |i, s| {
-        on_cache(i, s.resourcequota.clone(), ResourceQuotaController::new)
-    }),
-    (ClusterRoleAggregationController::NAME, |i, s| {
-        on_cache(
-            i,
-            s.clusterrole_aggregation.clone(),
-            ClusterRoleAggregationController::new,
-        )
-    }),
-];
+controllers! {
+    /// The ReplicaSet controller's.
+    replicaset: replicaset::Config => ReplicaSetController,
+        account Some("replicaset-controller"),
+        start |i, s| on_cache(i, (s.replicaset.clone(), s.honor_disruption_budgets), |i, (c, honor)| {
+            let controller = ReplicaSetController::new(i, c);
+            controller.disruption_gate().set_default(honor);
+            controller
+        });
+    /// The ReplicationController controller's.
+    replicationcontroller: replicationcontroller::Config => ReplicationManager,
+        account Some("replication-controller"),
+        start |i, s| on_cache(i, s.replicationcontroller.clone(), ReplicationManager::new);
+    /// The Deployment controller's.
+    deployment: deployment::Config => DeploymentController,
+        account Some("deployment-controller"),
+        start |i, s| on_cache(i, (s.deployment.clone(), s.honor_disruption_budgets), |i, (c, honor)| {
+            let controller = DeploymentController::new(i, c);
+            controller.disruption_gate().set_default(honor);
+            controller
+        });
+    /// The DaemonSet controller's.
+    daemonset: daemonset::Config => DaemonSetController,
+        account Some("daemon-set-controller"),
+        start |i, s| on_cache(i, (s.daemonset.clone(), s.honor_disruption_budgets), |i, (c, honor)| {
+            let controller = DaemonSetController::new(i, c);
+            controller.disruption_gate().set_default(honor);
+            controller
+        });
+    /// The garbage collector's.
+    garbage_collector: gc::Config => GarbageCollector,
+        account Some("generic-garbage-collector"),
+        start |i, s| on_cache(i, s.garbage_collector.clone(), GarbageCollector::new);
+    /// The pod garbage collector's.
+    pod_gc: pod_gc::Config => PodGarbageCollector,
+        account Some("pod-garbage-collector"),
+        start |i, s| on_cache(i, s.pod_gc.clone(), PodGarbageCollector::new);
+    /// The node lifecycle controller's.
+    node_lifecycle: node_lifecycle::Config => NodeLifecycleController,
+        account Some("node-controller"),
+        start |i, s| on_cache(i, s.node_lifecycle.clone(), NodeLifecycleController::new);
+    /// The serviceaccount controller's.
+    serviceaccount: serviceaccount::Config => ServiceAccountController,
+        account Some("service-account-controller"),
+        start |i, s| on_cache(i, s.serviceaccount.clone(), ServiceAccountController::new);
+    /// The root CA certificate publisher's (the bundle it publishes).
+    root_ca: root_ca::Config => RootCaCertPublisher,
+        account Some("root-ca-cert-publisher"),
+        start root_ca::start;
+    /// The ServiceAccount token controller's (the signing key; it writes `root_ca`'s bundle).
+    serviceaccount_token: serviceaccount_token::Config => serviceaccount_token::TokensController,
+        account None,
+        start serviceaccount_token::start;
+    /// The namespace controller's.
+    namespace: namespace::Config => NamespaceController,
+        account Some("namespace-controller"),
+        start |i, s| on_cache(i, s.namespace.clone(), NamespaceController::new);
+    /// The StatefulSet controller's.
+    statefulset: statefulset::Config => StatefulSetController,
+        account Some("statefulset-controller"),
+        start |i, s| on_cache(i, (s.statefulset.clone(), s.honor_disruption_budgets), |i, (c, honor)| {
+            let controller = StatefulSetController::new(i, c);
+            controller.disruption_gate().set_default(honor);
+            controller
+        });
+    /// The volume controller's.
+    volume: volume::Config => VolumeController,
+        account Some("persistent-volume-binder"),
+        start |i, s| on_cache(i, s.volume.clone(), VolumeController::new);
+    /// The Job controller's.
+    job: job::Config => JobController,
+        account Some("job-controller"),
+        start |i, s| on_cache(i, s.job.clone(), JobController::new);
+    /// The CronJob controller's (its clock, for tests).
+    cronjob: cronjob::Config => CronJobController,
+        account Some("cronjob-controller"),
+        start |i, s| on_cache(i, s.cronjob.clone(), CronJobController::new);
+    /// The TTL-after-finished controller's.
+    ttl_after_finished: ttl_after_finished::Config => TtlAfterFinishedController,
+        account Some("ttl-after-finished-controller"),
+        start |i, s| on_cache(i, s.ttl_after_finished.clone(), TtlAfterFinishedController::new);
+    /// The endpoints controller's.
+    endpoints: endpoints::Config => EndpointsController,
+        account Some("endpoint-controller"),
+        start |i, s| on_cache(i, s.endpoints.clone(), EndpointsController::new);
+    /// The endpointslice controller's.
+    endpointslice: endpointslice::Config => EndpointSliceController,
+        account Some("endpointslice-controller"),
+        start |i, s| on_cache(i, s.endpointslice.clone(), EndpointSliceController::new);
+    /// The disruption controller's.
+    disruption: disruption::Config => DisruptionController,
+        account Some("disruption-controller"),
+        start |i, s| on_cache(i, s.disruption.clone(), DisruptionController::new);
+    /// The resource quota controller's.
+    resourcequota: resourcequota::Config => ResourceQuotaController,
+        account Some("resourcequota-controller"),
+        start |i, s| on_cache(i, s.resourcequota.clone(), ResourceQuotaController::new);
+    /// The ClusterRole aggregation controller's.
+    clusterrole_aggregation: clusterrole_aggregation::Config => ClusterRoleAggregationController,
+        account Some("clusterrole-aggregation-controller"),
+        start |i, s| on_cache(i, s.clusterrole_aggregation.clone(), ClusterRoleAggregationController::new);
+}
+
+/// The ServiceAccount in `kube-system` the controller of this name runs as (upstream's, with
+/// `--use-service-account-credentials`); `None` for those that use the controller manager's own
+/// identity, and for names of no controller.
+pub fn service_account(controller: &str) -> Option<&'static str> {
+    CONTROLLERS
+        .iter()
+        .find(|row| row.name == controller)
+        .and_then(|row| row.account)
+}
 
 /// Every controller's name.
 pub fn names() -> Vec<&'static str> {
-    CONTROLLERS.iter().map(|(name, _)| *name).collect()
+    CONTROLLERS.iter().map(|row| row.name).collect()
 }
 
 /// The controllers `settings` enables.
@@ -326,7 +318,7 @@ pub fn run(
 }
 
 /// [`run`], each controller writing as its own identity from `accounts`
-/// ([`accounts::service_account`]) while all read the shared cache.
+/// ([`service_account`]) while all read the shared cache.
 pub fn run_as(
     informers: &Informers,
     settings: &Settings,
@@ -335,15 +327,13 @@ pub fn run_as(
     let enabled = enabled(settings)?;
     let starts: Vec<(&'static str, Start)> = CONTROLLERS
         .iter()
-        .filter(|(name, _)| enabled.contains(name))
-        .map(|(name, start)| {
+        .filter(|row| enabled.contains(row.name))
+        .map(|row| {
             let informers = match accounts {
-                Some(client_for) => {
-                    informers.acting_as(client_for(accounts::service_account(name)))
-                }
+                Some(client_for) => informers.acting_as(client_for(row.account)),
                 None => informers.clone(),
             };
-            (*name, start(&informers, settings))
+            (row.name, (row.start)(&informers, settings))
         })
         .collect();
     Ok(async move {
@@ -355,4 +345,39 @@ pub fn run_as(
         }
         while set.join_next().await.is_some() {}
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row's ServiceAccount has upstream's bootstrap role, bound to it: a controller added
+    /// with an account upstream does not know would run with no rights.
+    #[test]
+    fn every_account_has_its_bootstrap_role() {
+        let policy = authz::bootstrap::policy();
+        for row in CONTROLLERS {
+            let Some(account) = row.account else { continue };
+            let role = format!("system:controller:{account}");
+            assert!(
+                policy
+                    .cluster_roles
+                    .iter()
+                    .any(|r| r.metadata.name.as_deref() == Some(role.as_str())),
+                "{}: no ClusterRole {role}",
+                row.name
+            );
+            let bound = policy.cluster_role_bindings.iter().any(|b| {
+                b.role_ref.name == role
+                    && b.subjects.iter().flatten().any(|s| {
+                        s.kind == "ServiceAccount"
+                            && s.name == account
+                            && s.namespace.as_deref() == Some("kube-system")
+                    })
+            });
+            assert!(bound, "{}: {role} is not bound to its account", row.name);
+        }
+        assert_eq!(service_account("job"), Some("job-controller"));
+        assert_eq!(service_account("serviceaccount-token"), None);
+    }
 }

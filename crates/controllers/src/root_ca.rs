@@ -297,7 +297,7 @@ impl RootCaCertPublisher {
             Err(kube::Error::Api(s))
                 if s.code == 409
                     || s.code == 404
-                    || crate::api_error::namespace_terminating(&s) =>
+                    || crate::util::api_error::namespace_terminating(&s) =>
             {
                 Ok(Action::await_change())
             }
@@ -492,17 +492,17 @@ mod tests {
             }))
             .unwrap()
         };
-        assert!(crate::api_error::namespace_terminating(&status(
+        assert!(crate::util::api_error::namespace_terminating(&status(
             403,
             "configmaps \"kube-root-ca.crt\" is forbidden: unable to create new content in namespace a because it is being terminated",
             json!([]),
         )));
-        assert!(crate::api_error::namespace_terminating(&status(
+        assert!(crate::util::api_error::namespace_terminating(&status(
             403,
             "forbidden",
             json!([{"reason": "NamespaceTerminating", "message": "x"}]),
         )));
-        assert!(!crate::api_error::namespace_terminating(&status(
+        assert!(!crate::util::api_error::namespace_terminating(&status(
             403,
             "User \"x\" cannot create resource \"configmaps\"",
             json!([]),

@@ -12,6 +12,7 @@ use crate::{
     store::Store,
 };
 use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use std::{
     collections::HashSet,
@@ -56,6 +57,21 @@ impl<K: Object> Change<K> {
 }
 
 type Handler<K> = Arc<dyn Fn(&Change<K>) + Send + Sync>;
+
+/// A change as its object's metadata shows it: what a reader of every kind (the garbage
+/// collector) needs, whatever the type its informer decodes the kind as.
+#[derive(Clone, Copy, Debug)]
+pub struct MetaChange<'a> {
+    /// The object's metadata (for a delete, its last version's).
+    pub meta: &'a ObjectMeta,
+    /// Whether the object is gone.
+    pub deleted: bool,
+    /// Whether a relist delivered a version the store already held ([`Change::is_resync`]).
+    pub resync: bool,
+}
+
+/// A handler of [`MetaChange`]s.
+pub type MetaHandler = Arc<dyn Fn(MetaChange<'_>) + Send + Sync>;
 
 struct Handlers<K: Object> {
     next_id: AtomicU64,
@@ -155,6 +171,17 @@ impl<K: Object> Informer<K> {
         let mut rx = self.synced.clone();
         // The sender lives as long as the watch; if it is gone nothing will ever list.
         let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// [`Informer::subscribe`] with a handler that sees only each change's metadata.
+    pub fn subscribe_meta(&self, handler: MetaHandler) -> Subscription {
+        self.subscribe(move |change| {
+            handler(MetaChange {
+                meta: change.object().meta(),
+                deleted: matches!(change, Change::Deleted(_)),
+                resync: change.is_resync(),
+            })
+        })
     }
 
     /// Calls `handler` with every change from now on, first with every object already held (as

@@ -3,7 +3,7 @@
 //! [`Informers`] stops every watch.
 
 use crate::{
-    informer::{Informer, Subscription},
+    informer::{Informer, MetaHandler, Subscription},
     object::Object,
 };
 use kube::{
@@ -14,10 +14,17 @@ use kube::{
 use std::{
     any::{Any, TypeId},
     collections::HashMap,
+    future::Future,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 use tokio::{sync::watch, task::AbortHandle};
+
+/// A kind's group, version and kind.
+type Gvk = (String, String, String);
+
+/// Subscribes a [`MetaHandler`] to one running informer; also gives its listed signal.
+type Feed = Box<dyn Fn(MetaHandler) -> (Subscription, watch::Receiver<bool>) + Send + Sync>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Slot {
@@ -31,6 +38,9 @@ struct Inner {
     /// The kinds `lag` applies to; empty for every kind.
     lagging: Vec<String>,
     slots: Mutex<HashMap<Slot, Box<dyn Any + Send + Sync>>>,
+    /// Every running informer by the group, version and kind it watches, whatever its type:
+    /// what [`Informers::follow_metadata`] finds.
+    feeds: Mutex<HashMap<Gvk, Feed>>,
     synced: Mutex<Vec<watch::Receiver<bool>>>,
     tasks: Mutex<Vec<AbortHandle>>,
 }
@@ -97,6 +107,7 @@ impl Informers {
                 lag,
                 lagging: kinds.iter().map(|k| (*k).to_owned()).collect(),
                 slots: Mutex::new(HashMap::new()),
+                feeds: Mutex::new(HashMap::new()),
                 synced: Mutex::new(Vec::new()),
                 tasks: Mutex::new(Vec::new()),
             }),
@@ -127,8 +138,13 @@ impl Informers {
         K::DynamicType: Default,
     {
         let api = Api::<K>::all(self.inner.client.clone());
-        let kind = K::kind(&Default::default()).into_owned();
-        self.slot(Slot::Typed(TypeId::of::<K>()), api, kind)
+        let dt = Default::default();
+        let gvk = (
+            K::group(&dt).into_owned(),
+            K::version(&dt).into_owned(),
+            K::kind(&dt).into_owned(),
+        );
+        self.slot(Slot::Typed(TypeId::of::<K>()), api, gvk)
     }
 
     /// The informer of a kind known only at run time (the garbage collector's extra kinds).
@@ -138,7 +154,12 @@ impl Informers {
             kind: resource.kind.clone(),
         };
         let api = Api::<DynamicObject>::all_with(self.inner.client.clone(), resource);
-        self.slot(slot, api, resource.kind.clone())
+        let gvk = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.kind.clone(),
+        );
+        self.slot(slot, api, gvk)
     }
 
     /// A watch of the metadata of `resource`'s objects that only the caller reads, and that
@@ -160,7 +181,31 @@ impl Informers {
         (informer, Subscription::on_drop(move || stop.abort()))
     }
 
-    fn slot<K: Object>(&self, slot: Slot, api: Api<K>, kind: String) -> Informer<K> {
+    /// The metadata of `resource`'s objects (its group, version and kind) from the informer
+    /// the process already runs for it, typed or dynamic, so that a reader of every kind (the
+    /// garbage collector) neither lists the kinds the cache holds nor watches them twice:
+    /// `handler` gets every change from now on, and the future ends once that informer has
+    /// listed. `None` when no reader caches the kind: the caller watches it itself
+    /// ([`Informers::metadata`]).
+    pub fn follow_metadata(
+        &self,
+        resource: &ApiResource,
+        handler: MetaHandler,
+    ) -> Option<(Subscription, impl Future<Output = ()> + Send + 'static)> {
+        let gvk = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.kind.clone(),
+        );
+        let feeds = guard(&self.inner.feeds);
+        let (subscription, mut listed) = feeds.get(&gvk)?(handler);
+        Some((subscription, async move {
+            let _ = listed.wait_for(|s| *s).await;
+        }))
+    }
+
+    fn slot<K: Object>(&self, slot: Slot, api: Api<K>, gvk: Gvk) -> Informer<K> {
+        let kind = gvk.2.clone();
         let mut slots = guard(&self.inner.slots);
         if let Some(existing) = slots.get(&slot)
             && let Some(informer) = existing.downcast_ref::<Informer<K>>()
@@ -174,6 +219,11 @@ impl Informers {
         guard(&self.inner.tasks).push(task.abort_handle());
         guard(&self.inner.synced).push(informer.synced_signal());
         slots.insert(slot, Box::new(informer.clone()));
+        let feed = informer.clone();
+        guard(&self.inner.feeds).insert(
+            gvk,
+            Box::new(move |handler| (feed.subscribe_meta(handler), feed.synced_signal())),
+        );
         informer
     }
 
@@ -227,5 +277,40 @@ mod tests {
         // The second reader holds the very same object, decoded once.
         let (x, y) = (a.get("one").unwrap(), b.get("one").unwrap());
         assert!(Arc::ptr_eq(&x, &y));
+    }
+
+    #[tokio::test]
+    async fn metadata_readers_follow_the_informer_the_process_runs() {
+        let server = embedded::Embedded::memory().await.unwrap();
+        let informers = Informers::new(server.client());
+        let nodes = ApiResource::erase::<Node>(&());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let handler: MetaHandler = Arc::new(move |c: crate::MetaChange<'_>| {
+            let _ = tx.send((c.meta.name.clone(), c.deleted));
+        });
+        // No reader caches nodes yet: the caller would watch them itself.
+        assert!(informers.follow_metadata(&nodes, handler.clone()).is_none());
+        let _typed = informers.get::<Node>();
+        let api: Api<Node> = Api::all(server.client());
+        let mut node = Node::default();
+        node.metadata.name = Some("one".into());
+        api.create(&PostParams::default(), &node).await.unwrap();
+        let (_sub, listed) = informers.follow_metadata(&nodes, handler).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), listed)
+            .await
+            .unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(change) = rx.recv().await {
+                if change == (Some("one".to_string()), false) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap();
+        assert!(seen);
+        // Through the typed informer's watch: no second one.
+        assert_eq!(guard(&informers.inner.tasks).len(), 1);
     }
 }

@@ -17,7 +17,7 @@ pub mod informers;
 pub mod object;
 pub mod store;
 
-pub use informer::{Change, Informer, Subscription};
+pub use informer::{Change, Informer, MetaChange, MetaHandler, Subscription};
 pub use informers::Informers;
 pub use object::{Cached, Key, Object, PodFacts, Shared, key, key_of, split_key};
 pub use store::Store;

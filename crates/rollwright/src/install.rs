@@ -85,7 +85,7 @@ impl Install {
     fn accounts(&self) -> Vec<&'static str> {
         self.controllers
             .iter()
-            .filter_map(|c| controllers::accounts::service_account(c))
+            .filter_map(|c| controllers::service_account(c))
             .collect()
     }
 

@@ -260,7 +260,10 @@ fn all_refs_resolve_within_each_document() {
 #[test]
 fn patch_meta_is_placed_everywhere() {
     let mut schemas = COMPONENTS.schemas.clone();
-    assert_eq!(apply_patch_meta(&mut schemas), PATCH_META.len());
+    assert_eq!(
+        api::apply::builtin::place_patch_strategies(&mut schemas),
+        api::apply::builtin::patch_strategy_count()
+    );
     let d = doc("apis/apps/v1");
     let s = &d["components"]["schemas"];
     let containers = &s["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];

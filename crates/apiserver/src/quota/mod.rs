@@ -1,6 +1,10 @@
 //! ResourceQuota admission (upstream's `ResourceQuota` admission plugin,
 //! `k8s.io/apiserver/pkg/admission/plugin/resourcequota`), and the ResourceQuota kind's strategy.
 //!
+//! [`ResourceQuotaAdmission`] is the last plugin of the admission chain
+//! ([`crate::admission_chain`]); as upstream's, it judges creates and updates of the main
+//! resource of namespaced kinds in its validating phase.
+//!
 //! A create in a namespace with quotas is measured by the evaluator of its resource
 //! ([`api::quota::Evaluator`]); each quota covering it (it limits, in `status.hard`, a resource the
 //! object uses, and the object falls under its scopes) must have room, or the create is refused
@@ -27,6 +31,7 @@ use crate::{
     change::Change,
     error::{ApiError, ApiResult},
     object,
+    plugins::{Operation, Plugin, Reservation, Review},
     registry::Kind,
     state::ApiServer,
 };
@@ -234,10 +239,10 @@ fn namespace_lock(ns: &str) -> Arc<tokio::sync::Mutex<()>> {
     lock
 }
 
-/// What an admitted create charged; dropped without [`Charge::keep`] (the object was not
+/// What an admitted create charged; dropped without [`Reservation::keep`] (the object was not
 /// stored), it gives the charge back in the background.
 #[must_use = "a charge not kept is given back when dropped"]
-pub(crate) struct Charge {
+struct Charge {
     refund: Option<Refund>,
 }
 
@@ -252,9 +257,11 @@ impl Charge {
     fn none() -> Self {
         Self { refund: None }
     }
+}
 
+impl Reservation for Charge {
     /// The object was stored: the charge stands.
-    pub(crate) fn keep(mut self) {
+    fn keep(mut self: Box<Self>) {
         self.refund = None;
     }
 }
@@ -329,7 +336,7 @@ fn with_used(quota: &Value, used: &ResourceList) -> Value {
 /// Admits the create of `obj` (already defaulted and validated, named, in its namespace) under
 /// the quotas of its namespace, charging them unless `dry_run`. The returned [`Charge`] must be
 /// kept once the object is stored.
-pub(crate) async fn admit_create(
+async fn admit_create(
     server: &ApiServer,
     def: &Kind,
     obj: &Value,
@@ -411,12 +418,7 @@ pub(crate) async fn admit_create(
 
 /// Checks an update under the quotas of its namespace (services and claims, whose usage an
 /// update can raise); the controller recounts after it.
-pub(crate) fn check_update(
-    server: &ApiServer,
-    def: &Kind,
-    new: &Value,
-    old: &Value,
-) -> ApiResult<()> {
+fn check_update(server: &ApiServer, def: &Kind, new: &Value, old: &Value) -> ApiResult<()> {
     // Every write passes here: only services and claims are looked at any further.
     if !(def.group.is_empty()
         && matches!(def.plural.as_str(), "services" | "persistentvolumeclaims"))
@@ -449,6 +451,41 @@ pub(crate) fn check_update(
     )
     .map(|_| ())
     .map_err(|why| forbidden(def, object::name(old), &why))
+}
+
+/// The ResourceQuota admission plugin: creates are checked and charged, updates checked.
+pub(crate) struct ResourceQuotaAdmission;
+
+#[async_trait::async_trait]
+impl Plugin for ResourceQuotaAdmission {
+    fn name(&self) -> &'static str {
+        "ResourceQuota"
+    }
+
+    /// Upstream's: writes of the main resource of namespaced kinds (which include neither
+    /// subresources nor the creation of a namespace), creates and updates alone.
+    fn handles(&self, review: &Review<'_>) -> bool {
+        review.subresource.is_none()
+            && review.kind.namespaced
+            && matches!(review.operation, Operation::Create | Operation::Update)
+    }
+
+    async fn validate(
+        &self,
+        server: &ApiServer,
+        review: &Review<'_>,
+        obj: &Value,
+    ) -> ApiResult<Vec<String>> {
+        match (review.operation, review.old) {
+            (Operation::Create, _) => {
+                let charge = admit_create(server, review.kind, obj, review.dry_run).await?;
+                review.reserved.push(Box::new(charge));
+            }
+            (Operation::Update, Some(old)) => check_update(server, review.kind, obj, old)?,
+            _ => {}
+        }
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]

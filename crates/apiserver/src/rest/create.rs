@@ -78,9 +78,11 @@ impl ApiServer {
             subresource: None,
             old: None,
             dry_run,
+            reserved: Default::default(),
         };
         warnings.extend(self.admit(&review, &mut obj).await?);
         let created = self.store_create(&def, obj, dry_run).await?;
+        review.reserved.keep();
         if !dry_run {
             self.after_write(&def, &created);
         }
@@ -128,7 +130,7 @@ impl ApiServer {
         }
     }
 
-    /// Stores a prepared new object.
+    /// Stores a prepared (and, for a client's write, admitted) new object.
     pub(crate) async fn store_create(
         &self,
         def: &Kind,
@@ -137,8 +139,6 @@ impl ApiServer {
     ) -> ApiResult<Arc<Value>> {
         let name = object::name(&obj).to_string();
         let key = def.key(object::namespace(&obj), &name);
-        // ResourceQuota admission: checked under dry run too, charged otherwise (crate::quota).
-        let charge = crate::quota::admit_create(self, def, &obj, dry_run).await?;
         if dry_run {
             if self
                 .cache
@@ -153,7 +153,6 @@ impl ApiServer {
         let bytes = self.stored_bytes(&key, &obj)?;
         match self.store.create(&key, bytes.clone()).await {
             Ok(kv) => {
-                charge.keep();
                 set_rv(&mut obj, kv.mod_revision);
                 let obj = Arc::new(obj);
                 self.cache.remember(def, &key, kv.mod_revision, &obj);

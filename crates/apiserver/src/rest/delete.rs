@@ -157,6 +157,7 @@ impl ApiServer {
             subresource: None,
             old: Some(&old),
             dry_run: opts.dry_run,
+            reserved: Default::default(),
         };
         self.admit(&review, &mut obj).await?;
         Ok(())

@@ -73,10 +73,12 @@ impl ApiServer {
                     if admission::same_object(&new, &old) {
                         return Ok((Outcome::Unchanged(old), warnings));
                     }
-                    if let Some(write) = &write {
-                        let user = crate::context::user()?;
-                        let review = Review {
-                            user: &user,
+                    let user = write.as_ref().map(|_| crate::context::user()).transpose()?;
+                    let review = write
+                        .as_ref()
+                        .zip(user.as_ref())
+                        .map(|(write, user)| Review {
+                            user,
                             operation: Operation::Update,
                             kind: def,
                             view: write.view,
@@ -85,11 +87,12 @@ impl ApiServer {
                             subresource: write.subresource,
                             old: Some(&old),
                             dry_run,
-                        };
-                        warnings = self.admit(&review, &mut new).await?;
+                            reserved: Default::default(),
+                        });
+                    if let Some(review) = &review {
+                        warnings = self.admit(review, &mut new).await?;
                         set_rv(&mut new, entry.rev);
                     }
-                    crate::quota::check_update(self, def, &new, &old)?;
                     if dry_run {
                         return Ok((Outcome::Written(Arc::new(new)), warnings));
                     }
@@ -104,6 +107,9 @@ impl ApiServer {
                     }
                     match written {
                         Ok(kv) => {
+                            if let Some(review) = &review {
+                                review.reserved.keep();
+                            }
                             set_rv(&mut new, kv.mod_revision);
                             let new = Arc::new(new);
                             self.cache.remember(def, &key, kv.mod_revision, &new);

@@ -482,7 +482,7 @@ impl AutoRollback {
             v["spec"]["template"] = template.clone();
             v["metadata"]["annotations"] = annotations.clone();
         };
-        crate::update::object_once(&self.api(s), &fresh, change).await?;
+        crate::util::update::object_once(&self.api(s), &fresh, change).await?;
         Ok(())
     }
 
@@ -516,7 +516,7 @@ impl AutoRollback {
                 list.push(cond.clone());
             }
         };
-        let written = crate::update::status_once(&self.api(s), &fresh, change).await?;
+        let written = crate::util::update::status_once(&self.api(s), &fresh, change).await?;
         Ok(written.and_then(|w| serde_json::to_value(w).ok()))
     }
 }

@@ -503,7 +503,10 @@ impl CronJobController {
                     reference,
                     EventType::Warning,
                     "FailedCreate",
-                    format!("Error creating job: {}", crate::api_error::message(&e)),
+                    format!(
+                        "Error creating job: {}",
+                        crate::util::api_error::message(&e)
+                    ),
                 );
                 return Err(e.into());
             }

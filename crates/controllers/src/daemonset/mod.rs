@@ -24,16 +24,16 @@ pub mod status;
 pub mod update;
 
 use crate::{
-    api_error::is_status,
     disruption_gate::{self, DisruptionGate, Refusal},
-    expectations::PodExpectations,
     history::{self, CONTROLLER_REVISION_HASH},
-    owners::{Owner, Owners, parse_selector},
-    ownership,
     pacing::{self, Budget, Hold, Pacing, Rounding},
-    pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Backoff, Controller, WorkQueue},
     switches::Switches,
+    util::api_error::is_status,
+    util::expectations::PodExpectations,
+    util::owners::{Owner, Owners, parse_selector},
+    util::ownership,
+    util::pod_control::{PodChange, PodControl, Target},
 };
 use api::{
     intstr::{IntOrPercent, scaled_value_or},
@@ -94,7 +94,7 @@ impl Default for Config {
                 base: Duration::from_secs(1),
                 max: Duration::from_secs(15 * 60),
             },
-            expectations_ttl: crate::expectations::EXPECTATIONS_TTL,
+            expectations_ttl: crate::util::expectations::EXPECTATIONS_TTL,
         }
     }
 }
@@ -1194,8 +1194,8 @@ impl DaemonSetController {
             Api::namespaced(self.client.clone(), &ds.namespace().unwrap_or_default());
         // UpdateStatus of the cached object with the counts, re-read on a conflict (upstream's
         // storeDaemonSetStatus); the role grants `update` on `daemonsets/status`, not `patch`.
-        let set = |v: &mut Value| crate::update::set_status_fields(v, &fields);
-        match crate::update::status(&api, ds, set).await {
+        let set = |v: &mut Value| crate::util::update::set_status_fields(v, &fields);
+        match crate::util::update::status(&api, ds, set).await {
             Ok(_) => {
                 progress.after_write(&self.recorder, &events::reference(ds));
                 Ok(())

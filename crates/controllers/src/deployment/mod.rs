@@ -23,8 +23,8 @@ pub mod sync;
 pub mod util;
 
 use crate::{
-    ownership,
     runtime::{Action, Controller, WorkQueue},
+    util::ownership,
 };
 use api::{
     intstr::IntOrPercentError,
@@ -74,7 +74,7 @@ pub struct DeploymentController {
     autorollback: crate::autorollback::AutoRollback,
     /// ReplicaSets this controller wrote that the cache may not show yet: a sync counts
     /// pods by its own last writes, never by older sizes (`maxSurge` stays strict).
-    written: crate::written::Written<ReplicaSet>,
+    written: crate::util::written::Written<ReplicaSet>,
     /// Budget-aware updates ([`crate::disruption_gate`]): how far old ReplicaSets may shrink.
     gate: crate::disruption_gate::DisruptionGate,
 }
@@ -144,7 +144,7 @@ impl DeploymentController {
                 client.clone(),
                 COMPONENT,
             ),
-            written: crate::written::Written::default(),
+            written: crate::util::written::Written::default(),
             gate: crate::disruption_gate::DisruptionGate::new(informers),
             client,
         })

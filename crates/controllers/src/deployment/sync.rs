@@ -281,7 +281,7 @@ async fn new_replica_set(
         Err(e) => {
             let msg = format!(
                 "Failed to create new replica set {name:?}: {}",
-                crate::api_error::message(&e)
+                crate::util::api_error::message(&e)
             );
             if progress::progress_deadline(d).is_some() {
                 let cond = progress::condition(

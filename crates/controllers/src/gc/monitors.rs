@@ -2,10 +2,12 @@
 //! `syncMonitors`): started for each kind discovery adds, stopped for each it removes, each
 //! feeding its objects' metadata to the graph.
 //!
-//! A built-in kind the process already caches (pods, the workloads, ...) is followed through
-//! the shared cache, as upstream's collector uses the shared informers; any other kind, custom
-//! resources included, through a metadata-only watch of the collector's own (upstream's
-//! metadata informers), which stops with its monitor.
+//! A kind the process already caches (pods, the workloads, ...: whichever informer a controller
+//! started, typed or dynamic) is followed through the shared cache
+//! ([`Informers::follow_metadata`]), as upstream's collector uses the shared informers; any other
+//! kind, custom resources included, through a metadata-only watch of the collector's own
+//! (upstream's metadata informers), which stops with its monitor. Which kinds those are is
+//! asked of the cache, not listed here.
 
 use super::{
     SharedGraph,
@@ -15,22 +17,8 @@ use super::{
 };
 use crate::runtime::WorkQueue;
 use futures::future::BoxFuture;
-use informer::{Change, Informer, Informers, Object, Subscription};
-use k8s_openapi::{
-    api::{
-        apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet},
-        batch::v1::{CronJob, Job},
-        coordination::v1::Lease,
-        core::v1::{
-            Endpoints, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
-            ReplicationController, Service, ServiceAccount,
-        },
-        discovery::v1::EndpointSlice,
-        policy::v1::PodDisruptionBudget,
-        storage::v1::StorageClass,
-    },
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use informer::{Informers, MetaChange, MetaHandler, Subscription};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::{collections::HashMap, sync::Arc};
 use tokio::sync::Notify;
 
@@ -103,83 +91,43 @@ fn start(
     informers: &Informers,
     sink: &Sink,
 ) -> (Vec<Subscription>, BoxFuture<'static, ()>) {
-    let i = informers;
-    let r = &kind.resource;
-    match (r.group.as_str(), r.version.as_str(), r.kind.as_str()) {
-        ("", "v1", "Pod") => follow(&i.get::<Pod>(), kind, sink),
-        ("", "v1", "Node") => follow(&i.get::<Node>(), kind, sink),
-        ("", "v1", "Namespace") => follow(&i.get::<Namespace>(), kind, sink),
-        ("", "v1", "PersistentVolumeClaim") => {
-            follow(&i.get::<PersistentVolumeClaim>(), kind, sink)
-        }
-        ("", "v1", "PersistentVolume") => follow(&i.get::<PersistentVolume>(), kind, sink),
-        ("", "v1", "Service") => follow(&i.get::<Service>(), kind, sink),
-        ("", "v1", "Endpoints") => follow(&i.get::<Endpoints>(), kind, sink),
-        ("", "v1", "ServiceAccount") => follow(&i.get::<ServiceAccount>(), kind, sink),
-        ("", "v1", "ReplicationController") => {
-            follow(&i.get::<ReplicationController>(), kind, sink)
-        }
-        ("apps", "v1", "ReplicaSet") => follow(&i.get::<ReplicaSet>(), kind, sink),
-        ("apps", "v1", "Deployment") => follow(&i.get::<Deployment>(), kind, sink),
-        ("apps", "v1", "StatefulSet") => follow(&i.get::<StatefulSet>(), kind, sink),
-        ("apps", "v1", "ControllerRevision") => follow(&i.get::<ControllerRevision>(), kind, sink),
-        ("batch", "v1", "Job") => follow(&i.get::<Job>(), kind, sink),
-        ("batch", "v1", "CronJob") => follow(&i.get::<CronJob>(), kind, sink),
-        ("discovery.k8s.io", "v1", "EndpointSlice") => {
-            follow(&i.get::<EndpointSlice>(), kind, sink)
-        }
-        ("policy", "v1", "PodDisruptionBudget") => {
-            follow(&i.get::<PodDisruptionBudget>(), kind, sink)
-        }
-        ("coordination.k8s.io", "v1", "Lease") => follow(&i.get::<Lease>(), kind, sink),
-        ("storage.k8s.io", "v1", "StorageClass") => follow(&i.get::<StorageClass>(), kind, sink),
-        // Cached whole, as dynamic objects, by the controllers that read them (DaemonSets keep
-        // rollwright's `podUpdatePolicy` that way).
-        ("apps", "v1", "DaemonSet")
-        | ("", "v1", "ConfigMap")
-        | ("", "v1", "Secret")
-        | ("", "v1", "ResourceQuota") => follow(&i.dynamic(r), kind, sink),
-        _ => {
-            let (informer, watch) = i.metadata(r);
-            let (mut subscriptions, listed) = follow(&informer, kind, sink);
-            subscriptions.push(watch);
-            (subscriptions, listed)
-        }
+    let handler = feed(kind, sink);
+    if let Some((subscription, listed)) = informers.follow_metadata(&kind.resource, handler.clone())
+    {
+        return (vec![subscription], Box::pin(listed));
     }
+    let (informer, watch) = informers.metadata(&kind.resource);
+    let subscription = informer.subscribe_meta(handler);
+    (
+        vec![subscription, watch],
+        Box::pin(async move { informer.wait_synced().await }),
+    )
 }
 
-/// Feeds `informer`'s changes to the graph and their work to the queue.
-fn follow<K: Object>(
-    informer: &Informer<K>,
-    kind: &Kind,
-    sink: &Sink,
-) -> (Vec<Subscription>, BoxFuture<'static, ()>) {
+/// The handler that feeds a kind's changes to the graph and their work to the queue.
+fn feed(kind: &Kind, sink: &Sink) -> MetaHandler {
     // A CRD or an APIService that changes may change what is served.
     let rediscovers = kind.is("apiextensions.k8s.io", "CustomResourceDefinition")
         || kind.is("apiregistration.k8s.io", "APIService");
     let (sink, kind) = (sink.clone(), kind.clone());
-    let subscription = informer.subscribe(move |change| {
-        let work = match change {
-            Change::Added(o) | Change::Updated { new: o, .. } => observe(&kind, o.meta())
-                .map(|obs| lock(&sink.graph).upsert(obs))
-                .unwrap_or_default(),
-            Change::Deleted(o) => match &o.meta().uid {
+    Arc::new(move |change: MetaChange<'_>| {
+        let work = if change.deleted {
+            match &change.meta.uid {
                 Some(uid) => lock(&sink.graph).remove(uid),
                 None => Vec::new(),
-            },
+            }
+        } else {
+            observe(&kind, change.meta)
+                .map(|obs| lock(&sink.graph).upsert(obs))
+                .unwrap_or_default()
         };
         for w in work {
             sink.queue.add(w);
         }
-        if rediscovers && !change.is_resync() {
+        if rediscovers && !change.resync {
             sink.rediscover.notify_one();
         }
-    });
-    let informer = informer.clone();
-    (
-        vec![subscription],
-        Box::pin(async move { informer.wait_synced().await }),
-    )
+    })
 }
 
 /// The parts of an object's metadata the graph needs, if it has a uid.

@@ -277,7 +277,7 @@ impl NamespaceController {
         // `namespaces/status`, not `patch`.
         let merged = json!(merged);
         let set = |v: &mut Value| v["status"]["conditions"] = merged.clone();
-        match crate::update::status(&api, ns, set).await {
+        match crate::util::update::status(&api, ns, set).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),

@@ -22,10 +22,10 @@ pub use owner::ReplicaOwner;
 
 use crate::{
     disruption_gate::DisruptionGate,
-    expectations::Expectations,
-    ownership,
-    pod_control::{PodChange, PodControl, Target},
     runtime::{Action, Controller, WorkQueue},
+    util::expectations::Expectations,
+    util::ownership,
+    util::pod_control::{PodChange, PodControl, Target},
 };
 use api::{
     pod::{controller_of, controller_ref},
@@ -309,7 +309,7 @@ impl<K: ReplicaOwner> ReplicaManager<K> {
             observed,
             failure
                 .as_ref()
-                .map(|(reason, e)| (*reason, crate::api_error::message(e))),
+                .map(|(reason, e)| (*reason, crate::util::api_error::message(e))),
             now,
         );
         if current.as_ref() != Some(&next) {

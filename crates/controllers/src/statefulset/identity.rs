@@ -1,10 +1,10 @@
 //! The writes that give a StatefulSet's pod its identity beyond the pod itself (upstream's
-//! `stateful_pod_control.go`, whose pod creates, deletes and patches are [`crate::pod_control`]'s):
+//! `stateful_pod_control.go`, whose pod creates, deletes and patches are [`crate::util::pod_control`]'s):
 //! the claims of an ordinal, created before its pod; the claims' owners, as the retention policy
 //! says; and a pod's identity labels, repaired. Each records upstream's event on the set.
 
 use super::{Error, Set, pods, volumes};
-use crate::api_error::{self, is_status};
+use crate::util::api_error::{self, is_status};
 use events::{EventType, Recorder};
 use informer::Shared;
 use k8s_openapi::{
@@ -133,7 +133,7 @@ impl<'a> Identity<'a> {
         // claims, not `patch`.
         let owners = json!(owners);
         let set = |v: &mut Value| v["metadata"]["ownerReferences"] = owners.clone();
-        match crate::update::object(&self.claims, claim, set).await {
+        match crate::util::update::object(&self.claims, claim, set).await {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
             Err(e) => Err(e.into()),

@@ -25,10 +25,10 @@ pub mod volumes;
 
 use crate::{
     history,
-    owners::{Owner, Owners, parse_selector},
-    ownership,
     runtime::{Action, Controller, WorkQueue},
     switches::Switches,
+    util::owners::{Owner, Owners, parse_selector},
+    util::ownership,
 };
 use api::{pod::controller_ref, selector::LabelSelector};
 use informer::{Change, Informer, Informers, Key, Shared, Subscription, key_of};
@@ -196,7 +196,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             run: Default::default(),
-            expectations_ttl: crate::expectations::EXPECTATIONS_TTL,
+            expectations_ttl: crate::util::expectations::EXPECTATIONS_TTL,
         }
     }
 }

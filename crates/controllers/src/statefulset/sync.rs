@@ -2,7 +2,7 @@
 //! the history first, then the scaling pass and the rolling update step on the same snapshot,
 //! history truncation, and the status. The decisions are the pure functions of [`super::pods`],
 //! [`super::update`], [`super::volumes`] and [`super::status`]; this module reads the snapshot
-//! into their terms and carries their answers out through [`crate::pod_control`] (pods) and
+//! into their terms and carries their answers out through [`crate::util::pod_control`] (pods) and
 //! [`super::identity`] (claims, identity labels).
 
 use super::{
@@ -12,13 +12,13 @@ use super::{
     status, update, volumes,
 };
 use crate::{
-    api_error::is_status,
     disruption_gate::{self, DisruptionGate, Refusal},
-    expectations::PodExpectations,
     history,
     pacing::{self, Budget, Hold, Rounding},
-    pod_control::{PodChange, PodControl, Target},
     runtime::Action,
+    util::api_error::is_status,
+    util::expectations::PodExpectations,
+    util::pod_control::{PodChange, PodControl, Target},
 };
 use events::{EventType, Recorder};
 use informer::{Cached, Shared};
@@ -774,8 +774,8 @@ impl Syncer {
         // UpdateStatus of the cached object, re-read on a conflict (upstream's
         // updateStatefulSetStatus with RetryOnConflict); the role grants `update` on
         // `statefulsets/status`, not `patch`.
-        let write = |v: &mut Value| crate::update::set_status_fields(v, &fields);
-        match crate::update::status(&api, &set.sts, write).await {
+        let write = |v: &mut Value| crate::util::update::set_status_fields(v, &fields);
+        match crate::util::update::status(&api, &set.sts, write).await {
             Ok(_) => {
                 progress.after_write(&self.recorder, &events::reference(&set.sts));
                 Ok(())

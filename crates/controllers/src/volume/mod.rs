@@ -12,9 +12,9 @@ pub mod protection;
 pub mod provision;
 
 use crate::{
-    api_error::is_status,
     runtime::{Action, Controller, WorkQueue},
-    update,
+    util::api_error::is_status,
+    util::update,
 };
 use binding::{ClaimStep, VolumeStep};
 use events::{EventType, Recorder};
@@ -335,7 +335,7 @@ impl VolumeController {
                             format!(
                                 "failed to provision volume with StorageClass {:?}: {}",
                                 class.name_any(),
-                                crate::api_error::message(&e)
+                                crate::util::api_error::message(&e)
                             ),
                         );
                         Err(e.into())
@@ -460,7 +460,7 @@ impl VolumeController {
                         &events::reference(volume.object()),
                         EventType::Warning,
                         "VolumeFailedDelete",
-                        crate::api_error::message(&e),
+                        crate::util::api_error::message(&e),
                     );
                     Err(e.into())
                 }

@@ -1,11 +1,11 @@
 //! The StatefulSet syncer against a real in-process API server, fed snapshots by hand: what a
 //! cache that lags the server can show it, deterministically.
 
-use controllers::owners::Owner;
 use controllers::statefulset::{
     Config, Set,
     sync::{Children, Syncer},
 };
+use controllers::util::owners::Owner;
 use informer::Cached;
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
 use kube::{

@@ -15,8 +15,8 @@ pub mod slow_start;
 pub mod wording;
 
 use crate::{
-    api_error,
-    expectations::{Expectations, PodExpectations},
+    util::api_error,
+    util::expectations::{Expectations, PodExpectations},
 };
 use events::Recorder;
 use informer::key as make_key;

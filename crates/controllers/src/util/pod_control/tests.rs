@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 use super::*;
-use crate::expectations::{Expectations, PodExpectations};
+use crate::util::expectations::{Expectations, PodExpectations};
 use k8s_openapi::api::{
     apps::v1::{ReplicaSet, StatefulSet},
     core::v1::{Event, Namespace},
@@ -198,7 +198,7 @@ async fn a_stateful_set_deletes_by_uid_and_words_its_events_as_upstream() {
     api.create(&PostParams::default(), &pod(Some("web-1")))
         .await
         .unwrap();
-    let expectations = PodExpectations::new(crate::expectations::EXPECTATIONS_TTL);
+    let expectations = PodExpectations::new(crate::util::expectations::EXPECTATIONS_TTL);
     let sts: StatefulSet = owner("default");
     let control = PodControl::new(&client, &recorder, &sts, KEY, &expectations).for_stateful_set();
     // web-1 as a stale cache saw it: another pod of that name (uid) since.
