@@ -10,8 +10,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use serde_json::{Value, json};
 
-use super::{Conversion, Generation, Kind, Rules, Subresource};
+use super::{Conversion, Generation, Kind, Reset, Strategy, Subresource};
 use crate::table::{AGE, Column, Desc, NAME, Printer, Row, age_cell, get, name_cell, plain, s};
+use api::field::FieldError;
 
 const GROUP: &str = "flowcontrol.apiserver.k8s.io";
 
@@ -20,33 +21,25 @@ pub(super) fn kinds() -> Vec<Kind> {
     let fs = |version: &str| {
         let mut k = Kind::of::<FlowSchema>()
             .subresources(&[Subresource::Status])
-            .strategy(
-                Rules::new()
-                    .defaults(flow_schema_defaults)
-                    .validate(api::validation::meta::validate_cluster_scoped)
-                    .generation(Generation::Spec),
-            )
+            .strategy(FlowControlStrategy(flow_schema_defaults))
             .printer(Printer::Columns {
                 columns: flow_schema_columns,
                 row: flow_schema_row,
             });
         k.version = version.into();
+        k.typecheck = Some(decode_as_v1::<FlowSchema>);
         k
     };
     let pl = |version: &str| {
         let mut k = Kind::of::<PriorityLevelConfiguration>()
             .subresources(&[Subresource::Status])
-            .strategy(
-                Rules::new()
-                    .defaults(priority_level_defaults)
-                    .validate(api::validation::meta::validate_cluster_scoped)
-                    .generation(Generation::Spec),
-            )
+            .strategy(FlowControlStrategy(priority_level_defaults))
             .printer(Printer::Columns {
                 columns: priority_level_columns,
                 row: priority_level_row,
             });
         k.version = version.into();
+        k.typecheck = Some(decode_as_v1::<PriorityLevelConfiguration>);
         k
     };
     vec![
@@ -55,6 +48,53 @@ pub(super) fn kinds() -> Vec<Kind> {
         fs("v1beta2").view_of(GROUP, "flowschemas", Same),
         pl("v1beta2").view_of(GROUP, "prioritylevelconfigurations", V1beta2Shares),
     ]
+}
+
+/// Upstream's `pkg/registry/flowcontrol/{flowschema,prioritylevelconfiguration}/strategy.go`:
+/// the generation moves with the spec, and a status write keeps the stored metadata and spec.
+struct FlowControlStrategy(fn(&mut Value));
+
+impl Strategy for FlowControlStrategy {
+    fn defaults(&self, obj: &mut Value) {
+        (self.0)(obj)
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        api::validation::meta::validate_cluster_scoped(obj)
+    }
+
+    fn generation(&self) -> Generation {
+        Generation::Spec
+    }
+
+    fn status_resets(&self) -> &'static [Reset] {
+        &[
+            Reset::Spec,
+            Reset::Labels,
+            Reset::Annotations,
+            Reset::OwnerReferences,
+        ]
+    }
+
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let finalizers = old.pointer("/metadata/finalizers").cloned();
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            match finalizers {
+                Some(f) => meta.insert("finalizers".into(), f),
+                None => meta.remove("finalizers"),
+            };
+        }
+    }
+}
+
+/// Checks a body decodes as the v1 type does, whose fields the beta versions share (the type
+/// itself accepts only its own `apiVersion`).
+fn decode_as_v1<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> {
+    let mut obj = obj.clone();
+    if obj.get("apiVersion").is_some() {
+        obj["apiVersion"] = json!(format!("{GROUP}/v1"));
+    }
+    T::deserialize(&obj).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// FlowSchemas read the same in both versions.
