@@ -15,6 +15,7 @@ mod discovery;
 mod event_ttl;
 mod field_selectors;
 mod field_validation;
+mod flowcontrol;
 mod health;
 mod name_validation;
 mod namespace_finalize;
