@@ -526,3 +526,111 @@ async fn the_default_objects_are_created_and_v1beta2_names_the_shares_as_it_did(
         "true"
     );
 }
+
+/// `kubectl get flowschemas` and `kubectl get prioritylevelconfigurations` against the server
+/// over TLS: upstream's columns, the default objects.
+#[tokio::test]
+async fn kubectl_prints_the_default_flowschemas_and_priority_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    let creds = apiserver::tls::Credentials::load_or_create(dir.path()).unwrap();
+    let s = Server::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(apiserver::serve_tls_with(
+        listener,
+        s.server.router(),
+        creds.server_config().unwrap(),
+        apiserver::ConnectionLimits::default(),
+        std::future::pending(),
+    ));
+    let ca = dir.path().join("kubectl-ca.crt");
+    std::fs::write(&ca, &creds.ca_pem).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://{addr}\n    certificate-authority: {}\n    tls-server-name: localhost\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n",
+            ca.display(),
+            common::ADMIN_TOKEN
+        ),
+    )
+    .unwrap();
+    let kubectl = |args: &'static [&'static str]| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            let out = tokio::time::timeout(
+                DEADLINE,
+                tokio::process::Command::new("/usr/bin/kubectl")
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(args)
+                    .output(),
+            )
+            .await
+            .expect("kubectl finishes")
+            .unwrap();
+            assert!(
+                out.status.success(),
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        }
+    };
+    let fs = kubectl(&["get", "flowschemas"]).await;
+    let header: Vec<&str> = fs.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "PRIORITYLEVEL",
+            "MATCHINGPRECEDENCE",
+            "DISTINGUISHERMETHOD",
+            "AGE",
+            "MISSINGPL"
+        ]
+    );
+    let row = |out: &str, name: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .find(|cells| cells.first().map(String::as_str) == Some(name))
+            .unwrap_or_else(|| panic!("no row {name} in\n{out}"))
+    };
+    assert_eq!(row(&fs, "exempt")[1..4], ["exempt", "1", "<none>"]);
+    assert_eq!(
+        row(&fs, "kube-system-service-accounts")[1..4],
+        ["workload-high", "900", "ByNamespace"]
+    );
+    assert_eq!(
+        row(&fs, "global-default")[1..4],
+        ["global-default", "9900", "ByUser"]
+    );
+    assert_eq!(fs.lines().count(), 1 + 13, "{fs}");
+
+    let pl = kubectl(&["get", "prioritylevelconfigurations"]).await;
+    let header: Vec<&str> = pl.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "TYPE",
+            "NOMINALCONCURRENCYSHARES",
+            "QUEUES",
+            "HANDSIZE",
+            "QUEUELENGTHLIMIT",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        row(&pl, "exempt")[1..6],
+        ["Exempt", "<none>", "<none>", "<none>", "<none>"]
+    );
+    assert_eq!(
+        row(&pl, "catch-all")[1..6],
+        ["Limited", "5", "<none>", "<none>", "<none>"]
+    );
+    assert_eq!(
+        row(&pl, "workload-high")[1..6],
+        ["Limited", "40", "128", "6", "50"]
+    );
+}
