@@ -277,17 +277,14 @@ impl State {
     /// over once the lock is released.
     fn dispatch(&mut self, set: &Arc<QueueSet>) -> Vec<(oneshot::Sender<Seats>, Seats)> {
         let mut out = Vec::new();
-        loop {
-            let Some(index) = self
-                .queues
-                .iter()
-                .enumerate()
-                .filter(|(_, q)| !q.waiting.is_empty())
-                .min_by(|a, b| a.1.next_dispatch.total_cmp(&b.1.next_dispatch))
-                .map(|(i, _)| i)
-            else {
-                break;
-            };
+        while let Some(index) = self
+            .queues
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| !q.waiting.is_empty())
+            .min_by(|a, b| a.1.next_dispatch.total_cmp(&b.1.next_dispatch))
+            .map(|(i, _)| i)
+        {
             let concurrency = self.config.concurrency.max(1);
             let Some(width) = self.queues[index].waiting.front().map(|w| w.width) else {
                 break;
