@@ -65,6 +65,7 @@ impl ApiServer {
             aggregator: Default::default(),
         }));
         server.bootstrap().await?;
+        server.load_flow_control();
         crate::aggregator::start(&server).await;
         Ok(server)
     }

@@ -16,11 +16,13 @@
 //! Not done as upstream: levels do not lend or borrow seats (`lendablePercent`,
 //! `borrowingLimitPercent`), `Retry-After` is always 1 (upstream adapts it to the level's recent
 //! rejections, 1 to 32 s), a mutating request takes one seat with no extra for the watches it
-//! wakes, and the objects' `status` (upstream's `Dangling` condition) is not written.
+//! wakes, and a PriorityLevelConfiguration's `status` is not written (a FlowSchema's `Dangling`
+//! condition is, [`status`]).
 
 mod bootstrap;
 pub(crate) mod config;
 pub(crate) mod queueset;
+mod status;
 pub(crate) mod width;
 
 use std::{
@@ -112,7 +114,8 @@ impl FlowControl {
 
     /// The configuration now, rebuilt first if a FlowSchema or PriorityLevelConfiguration
     /// changed since it was built.
-    fn snapshot(&self, cache: &Cache, metrics: &crate::metrics::Metrics) -> Arc<Snapshot> {
+    fn snapshot(&self, server: &ApiServer) -> Arc<Snapshot> {
+        let (cache, metrics) = (&server.cache, &server.metrics);
         let at = self.now(cache);
         let current = || {
             self.built
@@ -135,10 +138,16 @@ impl FlowControl {
                 .map(|def| cache.list(&def, None).0.iter().map(|e| e.value()).collect())
                 .unwrap_or_default()
         };
-        let config = Config::new(
-            &objects("flowschemas"),
-            &objects("prioritylevelconfigurations"),
+        let (flow_schemas, levels) = (
+            objects("flowschemas"),
+            objects("prioritylevelconfigurations"),
         );
+        let config = Config::new(&flow_schemas, &levels);
+        let updates = status::dangling_updates(&flow_schemas, &levels);
+        if !updates.is_empty() {
+            let server = server.clone();
+            tokio::spawn(async move { server.write_dangling(updates).await });
+        }
         let previous = self.built.read().unwrap_or_else(|e| e.into_inner()).clone();
         let mut sets = BTreeMap::new();
         for (name, level) in config.level_configs(self.total, self.wait_limit) {
@@ -199,7 +208,7 @@ pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: 
         return next.run(req).await;
     }
     let metrics = server.metrics.clone();
-    let snapshot = server.flow_control.snapshot(&server.cache, &metrics);
+    let snapshot = server.flow_control.snapshot(&server);
     let Some((fs, pl)) = snapshot.config.classify(&attrs) else {
         // Nothing matches only when `catch-all` is gone (the server puts it back on start).
         return next.run(req).await;
@@ -271,6 +280,35 @@ fn too_many_requests(fs_uid: &str, pl_uid: &str) -> Response {
 }
 
 impl ApiServer {
+    /// Reads the flow-control configuration now (and so writes the FlowSchemas' status), as the
+    /// server starts.
+    pub(crate) fn load_flow_control(&self) {
+        self.flow_control.snapshot(self);
+    }
+
+    /// Writes FlowSchemas' `Dangling` conditions (upstream's controller writes them the same
+    /// way, after reading a new configuration). A write lost to a race is made again at the
+    /// next configuration read, which the write itself causes.
+    async fn write_dangling(&self, updates: Vec<(String, Value)>) {
+        let Some(def) = self.registry().owner(GROUP, "flowschemas") else {
+            return;
+        };
+        for (name, condition) in updates {
+            let outcome = self
+                .guaranteed_update(&def, None, &name, false, |old, _| {
+                    let mut new = old.clone();
+                    status::set_condition(&mut new, condition.clone());
+                    Ok(Change::Write(new))
+                })
+                .await;
+            if let Err(e) = outcome
+                && e.code != 404
+            {
+                tracing::warn!(name, error = %e, "unable to write the FlowSchema's status");
+            }
+        }
+    }
+
     /// Creates the default FlowSchemas and PriorityLevelConfigurations that are missing and puts
     /// back those the server keeps up to date ([`bootstrap::revise`]).
     pub(crate) async fn ensure_flow_control_objects(&self) -> ApiResult<()> {

@@ -577,6 +577,25 @@ async fn kubectl_prints_the_default_flowschemas_and_priority_levels() {
             String::from_utf8(out.stdout).unwrap()
         }
     };
+    // The server writes each FlowSchema's Dangling condition once it has read them.
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            let (_, list) = s
+                .call(Method::GET, &format!("{FLOWCONTROL}/flowschemas"), None)
+                .await;
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            if items.len() == 13
+                && items
+                    .iter()
+                    .all(|fs| fs["status"]["conditions"][0]["status"] == "False")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("every default FlowSchema's level is found");
     let fs = kubectl(&["get", "flowschemas"]).await;
     let header: Vec<&str> = fs.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
@@ -597,6 +616,7 @@ async fn kubectl_prints_the_default_flowschemas_and_priority_levels() {
             .unwrap_or_else(|| panic!("no row {name} in\n{out}"))
     };
     assert_eq!(row(&fs, "exempt")[1..4], ["exempt", "1", "<none>"]);
+    assert_eq!(row(&fs, "exempt").last().unwrap(), "False", "MissingPL");
     assert_eq!(
         row(&fs, "kube-system-service-accounts")[1..4],
         ["workload-high", "900", "ByNamespace"]
