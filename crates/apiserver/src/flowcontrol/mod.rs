@@ -14,14 +14,14 @@
 //! across a rebuild.
 //!
 //! Not done as upstream: levels do not lend or borrow seats (`lendablePercent`,
-//! `borrowingLimitPercent`), `Retry-After` is always 1 (upstream adapts it to the level's recent
-//! rejections, 1 to 32 s), a mutating request takes one seat with no extra for the watches it
+//! `borrowingLimitPercent`), a mutating request takes one seat with no extra for the watches it
 //! wakes, and a PriorityLevelConfiguration's `status` is not written (a FlowSchema's `Dangling`
 //! condition is, [`status`]).
 
 mod bootstrap;
 pub(crate) mod config;
 pub(crate) mod queueset;
+mod retry_after;
 mod status;
 pub(crate) mod width;
 
@@ -75,6 +75,7 @@ pub(crate) struct FlowControl {
     counts: OnceLock<Vec<ChangeCount>>,
     built: RwLock<Option<Arc<Snapshot>>>,
     rebuild: Mutex<()>,
+    retry_after: retry_after::RetryAfter,
 }
 
 /// One configuration and the levels it serves.
@@ -95,6 +96,7 @@ impl FlowControl {
             counts: OnceLock::new(),
             built: RwLock::new(None),
             rebuild: Mutex::new(()),
+            retry_after: Default::default(),
         }
     }
 
@@ -244,7 +246,11 @@ pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: 
         Ok(a) => a,
         Err(rejection) => {
             metrics.apf_rejected(&pl_name, &fs_name, rejection.as_str(), waited);
-            return too_many_requests(&fs_uid, &pl_uid);
+            let retry_after = server
+                .flow_control
+                .retry_after
+                .refused(&pl_name, clock::now().as_second());
+            return too_many_requests(&fs_uid, &pl_uid, retry_after);
         }
     };
     metrics.apf_dispatched(&pl_name, &fs_name);
@@ -262,11 +268,11 @@ pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: 
     resp.map(|body| crate::guarded_body::guarded(body, (admitted, executing)))
 }
 
-fn too_many_requests(fs_uid: &str, pl_uid: &str) -> Response {
+fn too_many_requests(fs_uid: &str, pl_uid: &str, retry_after: i64) -> Response {
     let mut resp = Response::new(Body::from(TOO_MANY_REQUESTS));
     *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = resp.headers_mut();
-    headers.insert(header::RETRY_AFTER, HeaderValue::from(1));
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
