@@ -795,6 +795,11 @@ impl Cache {
         f
     }
 
+    /// How many objects of `def`'s resource the cache holds (what a list of it goes through).
+    pub fn len(&self, def: &Kind) -> usize {
+        read(&self.slot(def)).objects.len()
+    }
+
     /// How many objects of each stored resource the cache holds (for metrics), by plural.
     pub fn counts(&self) -> Vec<(String, usize)> {
         self.registry

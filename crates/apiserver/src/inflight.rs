@@ -1,11 +1,9 @@
-//! Upstream's max-in-flight filter: the API server serves at most so many requests at once and
-//! answers the rest with 429 and `Retry-After`, so that load it cannot take is turned away early
-//! and cheaply instead of queueing without bound.
-//!
-//! As upstream counts them: read-only and mutating requests have separate limits
-//! (`--max-requests-inflight` 400, `--max-mutating-requests-inflight` 200), and long-running
-//! requests (watches) do not count against either; they have a limit of their own here, since
-//! each open watch holds memory for as long as it lives.
+//! The server's in-flight limits. As upstream with API Priority and Fairness on (its default),
+//! the read-only and mutating limits (`--max-requests-inflight` 400,
+//! `--max-mutating-requests-inflight` 200) are added up into the seats the priority levels share
+//! ([`crate::flowcontrol`]), which limits and queues reads and writes per level and flow. What
+//! this filter still does is count requests by kind and cap open watches: a watch holds a seat
+//! only while it starts, and each open one holds memory for as long as it lives.
 
 use crate::{error::ApiError, metrics::Metrics, request::Params};
 use axum::{
@@ -20,7 +18,8 @@ use tokio::sync::Semaphore;
 /// How many requests of each kind are served at once.
 #[derive(Clone, Debug)]
 pub struct InFlightLimits {
-    /// Reads (get, list, discovery), as upstream's `--max-requests-inflight`.
+    /// Reads (get, list, discovery), as upstream's `--max-requests-inflight`: with
+    /// [`Self::mutating`], the seats API Priority and Fairness shares among its levels.
     pub read_only: usize,
     /// Writes (create, update, patch, delete), as upstream's `--max-mutating-requests-inflight`.
     pub mutating: usize,
@@ -30,6 +29,13 @@ pub struct InFlightLimits {
     /// bounds every request that is not long-running): a client that trickles its body cannot
     /// hold a slot past this.
     pub request_timeout: Duration,
+}
+
+impl InFlightLimits {
+    /// The seats the priority levels share (upstream's `serverConcurrencyLimit`).
+    pub fn total(&self) -> u32 {
+        u32::try_from(self.read_only.saturating_add(self.mutating)).unwrap_or(u32::MAX)
+    }
 }
 
 impl Default for InFlightLimits {
@@ -79,8 +85,6 @@ fn is_watch(req: &Request) -> bool {
 
 /// The permits of one server.
 pub(crate) struct InFlight {
-    read_only: Arc<Semaphore>,
-    mutating: Arc<Semaphore>,
     watches: Arc<Semaphore>,
     /// [`InFlightLimits::request_timeout`].
     pub(crate) request_timeout: Duration,
@@ -89,35 +93,30 @@ pub(crate) struct InFlight {
 impl InFlight {
     pub(crate) fn new(limits: &InFlightLimits) -> Self {
         Self {
-            read_only: Arc::new(Semaphore::new(limits.read_only.max(1))),
-            mutating: Arc::new(Semaphore::new(limits.mutating.max(1))),
             watches: Arc::new(Semaphore::new(limits.watches.max(1))),
             request_timeout: limits.request_timeout,
         }
     }
-
-    fn pool(&self, kind: RequestKind) -> &Arc<Semaphore> {
-        match kind {
-            RequestKind::ReadOnly => &self.read_only,
-            RequestKind::Mutating => &self.mutating,
-            RequestKind::LongRunning => &self.watches,
-        }
-    }
 }
 
-/// The filter: takes a permit for the request's kind or answers 429.
+/// The filter: counts the request by kind, and takes a watch slot for a watch or answers 429.
 pub(crate) async fn limit(
     State((in_flight, metrics)): State<(Arc<InFlight>, Arc<Metrics>)>,
     req: Request,
     next: Next,
 ) -> Response {
     let kind = RequestKind::of(&req);
-    let Ok(permit) = in_flight.pool(kind).clone().try_acquire_owned() else {
-        metrics.dropped_request(kind.as_str());
-        let mut resp = ApiError::too_many_requests(RETRY_AFTER_SECONDS).into_response();
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
-        return resp;
+    let permit = if kind == RequestKind::LongRunning {
+        let Ok(permit) = in_flight.watches.clone().try_acquire_owned() else {
+            metrics.dropped_request(kind.as_str());
+            let mut resp = ApiError::too_many_requests(RETRY_AFTER_SECONDS).into_response();
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+            return resp;
+        };
+        Some(permit)
+    } else {
+        None
     };
     let gauge = metrics.in_flight(kind.as_str());
     let resp = next.run(req).await;

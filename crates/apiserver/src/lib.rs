@@ -22,6 +22,7 @@ pub mod error;
 mod eviction;
 pub mod expiry;
 mod filters;
+mod flowcontrol;
 mod guarded_body;
 mod health;
 pub mod inflight;

@@ -35,6 +35,98 @@ struct ResultLabels {
     result: &'static str,
 }
 
+/// A priority level and FlowSchema (upstream's flow-control labels).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FlowLabels {
+    priority_level: String,
+    flow_schema: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectLabels {
+    priority_level: String,
+    flow_schema: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WaitLabels {
+    execute: &'static str,
+    priority_level: String,
+    flow_schema: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LevelLabels {
+    priority_level: String,
+}
+
+/// API Priority and Fairness' metrics, named as upstream's (`util/flowcontrol/metrics`).
+struct FlowControlMetrics {
+    rejected: Family<RejectLabels, Counter>,
+    dispatched: Family<FlowLabels, Counter>,
+    inqueue: Family<FlowLabels, Gauge>,
+    executing: Family<FlowLabels, Gauge>,
+    executing_seats: Family<FlowLabels, Gauge>,
+    wait: Family<WaitLabels, Histogram>,
+    nominal: Family<LevelLabels, Gauge>,
+}
+
+impl FlowControlMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            rejected: Family::default(),
+            dispatched: Family::default(),
+            inqueue: Family::default(),
+            executing: Family::default(),
+            executing_seats: Family::default(),
+            // Upstream's buckets.
+            wait: Family::new_with_constructor(|| {
+                Histogram::new([
+                    0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
+                ])
+            }),
+            nominal: Family::default(),
+        };
+        registry.register(
+            "apiserver_flowcontrol_rejected_requests",
+            "Number of requests rejected by API Priority and Fairness subsystem",
+            m.rejected.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_dispatched_requests",
+            "Number of requests executed by API Priority and Fairness subsystem",
+            m.dispatched.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_current_inqueue_requests",
+            "Number of requests currently pending in queues of the API Priority and Fairness subsystem",
+            m.inqueue.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_current_executing_requests",
+            "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+            m.executing.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_current_executing_seats",
+            "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+            m.executing_seats.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_request_wait_duration_seconds",
+            "Length of time a request spent waiting in its queue",
+            m.wait.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_nominal_limit_seats",
+            "Nominal number of execution seats configured for each priority level",
+            m.nominal.clone(),
+        );
+        m
+    }
+}
+
 /// The server's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -47,6 +139,7 @@ pub struct Metrics {
     dropped: Family<KindLabels, Counter>,
     authorizations: Family<ResultLabels, Counter>,
     list_buffered: Gauge,
+    flow_control: FlowControlMetrics,
 }
 
 impl Default for Metrics {
@@ -118,7 +211,9 @@ impl Metrics {
             "Bytes of LIST response bodies the server has rendered and not yet handed to the connection or seen dropped",
             list_buffered.clone(),
         );
+        let flow_control = FlowControlMetrics::register(&mut registry);
         Self {
+            flow_control,
             registry,
             requests,
             latency,
@@ -150,6 +245,89 @@ impl Metrics {
         self.authorizations
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+
+    /// Counts a request API Priority and Fairness refused for `reason` after `waited` seconds.
+    pub(crate) fn apf_rejected(
+        &self,
+        level: &str,
+        schema: &str,
+        reason: &'static str,
+        waited: f64,
+    ) {
+        let m = &self.flow_control;
+        m.rejected
+            .get_or_create(&RejectLabels {
+                priority_level: level.into(),
+                flow_schema: schema.into(),
+                reason,
+            })
+            .inc();
+        m.wait
+            .get_or_create(&WaitLabels {
+                execute: "false",
+                priority_level: level.into(),
+                flow_schema: schema.into(),
+            })
+            .observe(waited);
+    }
+
+    /// Counts a request API Priority and Fairness let through.
+    pub(crate) fn apf_dispatched(&self, level: &str, schema: &str) {
+        self.flow_control
+            .dispatched
+            .get_or_create(&flow(level, schema))
+            .inc();
+    }
+
+    /// Records how long a request that was let through waited.
+    pub(crate) fn apf_waited(&self, level: &str, schema: &str, waited: f64) {
+        self.flow_control
+            .wait
+            .get_or_create(&WaitLabels {
+                execute: "true",
+                priority_level: level.into(),
+                flow_schema: schema.into(),
+            })
+            .observe(waited);
+    }
+
+    /// Counts a request waiting for its seats until the guard drops.
+    pub(crate) fn apf_inqueue(&self, level: &str, schema: &str) -> GaugeGuard {
+        GaugeGuard::inc(
+            self.flow_control
+                .inqueue
+                .get_or_create(&flow(level, schema))
+                .clone(),
+        )
+    }
+
+    /// Counts a request executing on `seats` seats until the guard drops.
+    pub(crate) fn apf_executing(&self, level: &str, schema: &str, seats: u32) -> Executing {
+        let labels = flow(level, schema);
+        let requests = self.flow_control.executing.get_or_create(&labels).clone();
+        let seats_gauge = self
+            .flow_control
+            .executing_seats
+            .get_or_create(&labels)
+            .clone();
+        requests.inc();
+        seats_gauge.inc_by(i64::from(seats));
+        Executing {
+            requests,
+            seats: seats_gauge,
+            width: i64::from(seats),
+        }
+    }
+
+    /// Sets a level's nominal concurrency limit.
+    pub(crate) fn apf_nominal_limit(&self, level: &str, seats: u32) {
+        self.flow_control
+            .nominal
+            .get_or_create(&LevelLabels {
+                priority_level: level.into(),
+            })
+            .set(i64::from(seats));
     }
 
     /// Counts a request refused by the max-in-flight filter.
@@ -215,6 +393,27 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+fn flow(level: &str, schema: &str) -> FlowLabels {
+    FlowLabels {
+        priority_level: level.into(),
+        flow_schema: schema.into(),
+    }
+}
+
+/// A request executing: the executing-requests and -seats gauges, lowered when dropped.
+pub(crate) struct Executing {
+    requests: Gauge,
+    seats: Gauge,
+    width: i64,
+}
+
+impl Drop for Executing {
+    fn drop(&mut self) {
+        self.requests.dec();
+        self.seats.dec_by(self.width);
     }
 }
 

@@ -53,6 +53,10 @@ impl ApiServer {
             cache,
             metrics: Arc::new(Metrics::new()),
             in_flight: Arc::new(InFlight::new(&opts.in_flight)),
+            flow_control: Arc::new(crate::flowcontrol::FlowControl::new(
+                opts.in_flight.total(),
+                opts.in_flight.request_timeout / 4,
+            )),
             token: opts.token.map(Arc::from),
             service_accounts: opts.service_accounts,
             authz: Default::default(),
@@ -61,6 +65,7 @@ impl ApiServer {
             aggregator: Default::default(),
         }));
         server.bootstrap().await?;
+        server.load_flow_control();
         crate::aggregator::start(&server).await;
         Ok(server)
     }
@@ -83,6 +88,7 @@ impl ApiServer {
             }
         }
         self.ensure_bootstrap_objects().await?;
+        self.ensure_flow_control_objects().await?;
         crate::bootstrap_policy::reconcile(self).await?;
         // The server is handed out only once its cache holds what bootstrap wrote: a system
         // component's first request is then authorized by the bootstrap policy, not refused

@@ -29,8 +29,8 @@ pub struct ServerOptions {
     pub service_accounts: bool,
     /// Watch-cache history per resource, in bytes of objects.
     pub history_bytes: usize,
-    /// Requests served at once over [`ApiServer::router`] (clients in this process are not
-    /// limited: they are the cluster's own controllers).
+    /// Requests served at once: the seats API Priority and Fairness shares among its priority
+    /// levels (crate::flowcontrol), and the cap on open watches over [`ApiServer::router`].
     pub in_flight: InFlightLimits,
     /// How long an Event lives after its last write (upstream's `--event-ttl`, 1 h); `None`
     /// keeps Events forever.
@@ -81,6 +81,8 @@ pub struct ServerState {
     pub(crate) cache: Arc<Cache>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) in_flight: Arc<InFlight>,
+    /// API Priority and Fairness (crate::flowcontrol).
+    pub(crate) flow_control: Arc<crate::flowcontrol::FlowControl>,
     pub(crate) token: Option<Arc<str>>,
     pub(crate) service_accounts: bool,
     /// The RBAC snapshot authorization decides over (crate::authorizer).

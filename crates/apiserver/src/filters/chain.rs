@@ -1,6 +1,6 @@
 //! The chain of filters in front of the routes, built in one place, in upstream's handler-chain
 //! order (`DefaultBuildHandlerChain`): request info, authentication, impersonation, audit,
-//! max-in-flight, authorization. Each caller of the server gets the chain by name, and a layer
+//! priority and fairness (with the watch cap), authorization. Each caller of the server gets the chain by name, and a layer
 //! a caller leaves out is left out here, with the reason.
 
 use std::sync::Arc;
@@ -20,13 +20,15 @@ enum Caller {
     /// A client over TLS: every layer.
     Remote,
     /// A component in this process that says who it is on each request ([`act_as`]): not
-    /// authenticated (it holds no credentials to check: it is this process) and not limited in
-    /// flight (the limit protects the server from its clients; the cluster's own controllers,
-    /// scheduler and nodes are bounded by their own work queues, as rollwright runs them).
+    /// authenticated (it holds no credentials to check: it is this process), but classified and
+    /// queued by priority and fairness under its identity, as upstream's controller manager,
+    /// scheduler and kubelets are as clients: the controllers' ServiceAccounts in `kube-system`
+    /// at `workload-high`, the scheduler at `workload-high`, the nodes at `system` and
+    /// `node-high`. Their watches are not capped (the cap protects the server from clients).
     Component,
     /// The server itself (upstream's loopback client, in `system:masters`): neither
     /// authenticated, impersonating, limited nor authorized, since `system:masters` is allowed
-    /// everything before any authorizer is asked.
+    /// everything before any authorizer is asked and its FlowSchema (`exempt`) is not limited.
     Loopback,
 }
 
@@ -82,6 +84,12 @@ impl ApiServer {
             router = router.layer(middleware::from_fn_with_state(
                 (self.in_flight.clone(), self.metrics.clone()),
                 inflight::limit,
+            ));
+        }
+        if caller != Caller::Loopback {
+            router = router.layer(middleware::from_fn_with_state(
+                self.clone(),
+                crate::flowcontrol::filter,
             ));
         }
         // Audit sees who acts and who impersonates (upstream audits before impersonation and

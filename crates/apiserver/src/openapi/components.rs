@@ -122,10 +122,15 @@ pub(super) fn build_components() -> Components {
     let mut by_gvk = HashMap::new();
     for (g, v, k, name) in &gvk_names {
         if let Some(Value::Object(s)) = schemas.get_mut(name) {
-            s.insert(
-                "x-kubernetes-group-version-kind".into(),
-                json!([{"group": g, "kind": k, "version": v}]),
-            );
+            // A schema several versions share (the flowcontrol betas are k8s-openapi's v1 type)
+            // names each of them.
+            let gvk = json!({"group": g, "kind": k, "version": v});
+            match s.get_mut("x-kubernetes-group-version-kind") {
+                Some(Value::Array(list)) if list.iter().any(|x| x["group"] == *g) => list.push(gvk),
+                _ => {
+                    s.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
+                }
+            }
         }
         by_gvk.insert((g.clone(), v.clone(), k.clone()), name.clone());
     }

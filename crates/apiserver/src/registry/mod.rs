@@ -40,6 +40,7 @@ mod core;
 mod custom;
 mod discovery;
 mod events;
+mod flowcontrol;
 pub(crate) mod kind;
 mod networking;
 mod node;
@@ -91,6 +92,7 @@ pub fn builtin() -> Vec<Kind> {
     kinds.extend(coordination::kinds());
     kinds.extend(discovery::kinds());
     kinds.extend(node::kinds());
+    kinds.extend(flowcontrol::kinds());
     kinds.extend(apiregistration::kinds());
     kinds
 }

@@ -73,6 +73,17 @@ const STATUS_WRITES: &[(&str, &str, [bool; 5])] = &[
         "APIService",
         [false, false, false, false, false],
     ),
+    // newFlowSchema.ObjectMeta = old.ObjectMeta; Spec = old.Spec (the same for levels).
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "FlowSchema",
+        [false, false, false, false, false],
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "PriorityLevelConfiguration",
+        [false, false, false, false, false],
+    ),
 ];
 
 /// A minimal object of `def` the strategy accepts, with a spec to change.

@@ -15,6 +15,7 @@ mod discovery;
 mod event_ttl;
 mod field_selectors;
 mod field_validation;
+mod flowcontrol;
 mod health;
 mod large_lists;
 mod name_validation;

@@ -1,7 +1,7 @@
-//! Load the server cannot take is turned away early: past its in-flight limits a request gets 429
-//! with `Retry-After` and a Status (as upstream's max-in-flight filter answers), reads and writes
-//! have separate limits, and a client that dawdles over its connection (a slowloris) is cut off
-//! without keeping others out.
+//! Load the server cannot take is turned away early, and not the administrator's: its writes are
+//! exempt from priority and fairness (tests/apiserver/flowcontrol.rs has the levels and queues),
+//! and a client that dawdles over its connection (a slowloris) is cut off without keeping others
+//! out.
 
 #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
 
@@ -22,11 +22,15 @@ use tokio::{
 };
 use tower::ServiceExt;
 
+/// Issue 36: 500 concurrent administrator creates got 64-263 429s from the mutating in-flight
+/// limit. `system:masters` is exempt from priority and fairness, as upstream's `exempt`
+/// FlowSchema makes it: however many of its writes wait on the store, none is refused.
 #[tokio::test]
-async fn past_the_in_flight_limit_writes_get_429_with_retry_after() {
+async fn administrator_writes_past_the_server_seats_are_not_refused() {
     let s = Server::start_with(ServerOptions {
         in_flight: InFlightLimits {
-            mutating: 2,
+            read_only: 1,
+            mutating: 1,
             ..Default::default()
         },
         ..Default::default()
@@ -34,41 +38,25 @@ async fn past_the_in_flight_limit_writes_get_429_with_retry_after() {
     .await;
     let limited = s.admin_router();
     s.store.hold_writes(true);
-    let writes: Vec<_> = ["a", "b"]
-        .into_iter()
-        .map(|name| {
+    const WRITES: usize = 50;
+    let writes: Vec<_> = (0..WRITES)
+        .map(|i| {
             let router = limited.clone();
             tokio::spawn(async move {
-                common::call(
+                common::call_full(
                     &router,
                     Method::POST,
                     "/api/v1/namespaces/default/pods",
-                    Some(pod(name)),
+                    Some(pod(&format!("p{i}"))),
                 )
                 .await
             })
         })
         .collect();
-    s.store.until_writes_waiting(2).await;
-
-    let (code, status) = tokio::time::timeout(
-        DEADLINE,
-        common::call_full(
-            &limited,
-            Method::POST,
-            "/api/v1/namespaces/default/pods",
-            Some(pod("c")),
-        ),
-    )
-    .await
-    .expect("a request past the limit is answered at once, not queued");
-    assert_eq!(code.0, StatusCode::TOO_MANY_REQUESTS, "{status}");
-    assert_eq!(code.1.as_deref(), Some("1"), "Retry-After");
-    assert_eq!(status["kind"], "Status");
-    assert_eq!(status["reason"], "TooManyRequests");
-    assert_eq!(status["details"]["retryAfterSeconds"], 1);
-
-    // Reads have their own limit: they still work.
+    // Every write is in the store's hands at once: none waited for a seat, none was refused.
+    tokio::time::timeout(DEADLINE, s.store.until_writes_waiting(WRITES))
+        .await
+        .expect("every administrator write reaches the store at once");
     let (code, _) = common::call(
         &limited,
         Method::GET,
@@ -77,20 +65,11 @@ async fn past_the_in_flight_limit_writes_get_429_with_retry_after() {
     )
     .await;
     assert_eq!(code, StatusCode::OK);
-
     s.store.hold_writes(false);
     for w in writes {
-        assert_eq!(w.await.unwrap().0, StatusCode::CREATED);
+        let ((code, _), status) = w.await.unwrap();
+        assert_eq!(code, StatusCode::CREATED, "{status}");
     }
-    // The slots are free again.
-    let (code, _) = common::call(
-        &limited,
-        Method::POST,
-        "/api/v1/namespaces/default/pods",
-        Some(pod("c")),
-    )
-    .await;
-    assert_eq!(code, StatusCode::CREATED);
 }
 
 /// A server on a free loopback port with small connection limits; its CA and address.
