@@ -167,6 +167,19 @@ pub fn prepare_create(
     {
         m.remove("status");
     }
+    strategy_create(def, obj)?;
+    let name = object::name(obj).to_string();
+    strategy
+        .allocate(obj, cluster)
+        .map_err(|errors| ApiError::invalid(def, &name, &errors))?;
+    Ok(strategy.warnings(obj))
+}
+
+/// The kind's own part of a create (upstream's `rest.BeforeCreate` after the system fields):
+/// prepare (status, what is derived, such as a pod's QoS class), default, validate. Run again
+/// on what mutating admission changed, as upstream runs it after mutating admission.
+pub(crate) fn strategy_create(def: &Kind, obj: &mut Value) -> ApiResult<()> {
+    let strategy = &def.strategy;
     strategy.prepare_for_create(obj);
     typecheck(def, obj)?;
     strategy.defaults(obj);
@@ -187,10 +200,7 @@ pub fn prepare_create(
     if !errors.is_empty() {
         return Err(ApiError::invalid(def, &name, &errors));
     }
-    strategy
-        .allocate(obj, cluster)
-        .map_err(|errors| ApiError::invalid(def, &name, &errors))?;
-    Ok(strategy.warnings(obj))
+    Ok(())
 }
 
 /// Takes `part` of the stored object `old` into `new` (a status write's resets).
@@ -332,6 +342,28 @@ pub fn prepare_update(
             }
         }
     }
+    strategy_update(def, new, old, part, errors)?;
+    if part != Part::Status {
+        strategy
+            .allocate_update(new, old, cluster)
+            .map_err(|errors| ApiError::invalid(def, &name, &errors))?;
+    }
+    Ok(strategy.warnings(new))
+}
+
+/// The kind's own part of an update of `old` into `new` through `part` (upstream's
+/// `rest.BeforeUpdate` after the system fields): default, prepare, move `generation`, validate,
+/// with `errors` already found. Run again on what mutating admission changed, as upstream runs
+/// it after mutating admission.
+pub(crate) fn strategy_update(
+    def: &Kind,
+    new: &mut Value,
+    old: &Value,
+    part: Part,
+    mut errors: Vec<FieldError>,
+) -> ApiResult<()> {
+    let strategy = &def.strategy;
+    let name = object::name(old).to_string();
     typecheck(def, new)?;
     strategy.defaults(new);
     match part {
@@ -339,7 +371,7 @@ pub fn prepare_update(
             if part == Part::Main {
                 strategy.prepare_for_update(new, old);
             }
-            let old_generation = old_meta.get("generation").and_then(Value::as_i64);
+            let old_generation = old.pointer("/metadata/generation").and_then(Value::as_i64);
             if let Some(g) = old_generation {
                 let g = if generation_moves(strategy.generation(), new, old) {
                     g + 1
@@ -377,12 +409,35 @@ pub fn prepare_update(
     if !errors.is_empty() {
         return Err(ApiError::invalid(def, &name, &errors));
     }
-    if part != Part::Status {
-        strategy
-            .allocate_update(new, old, cluster)
-            .map_err(|errors| ApiError::invalid(def, &name, &errors))?;
+    Ok(())
+}
+
+/// Runs the kind's strategy again on an object that mutating admission changed, as upstream runs
+/// `rest.BeforeCreate` / `BeforeUpdate` only after mutating admission: what the strategy derives
+/// (a pod's QoS class from the resources LimitRanger defaulted) follows the mutation, and a
+/// mutation the kind's validation refuses is refused. `old` is the stored object of an update;
+/// writes of subresources other than `status` carry another kind's object and are left alone.
+pub(crate) fn after_mutation(
+    def: &Kind,
+    obj: &mut Value,
+    old: Option<&Value>,
+    subresource: Option<&str>,
+) -> ApiResult<()> {
+    if subresource.is_none_or(|s| s == "status") {
+        // A mutating webhook's patch may have changed what the object says it is.
+        check_type(def, obj)?;
     }
-    Ok(strategy.warnings(new))
+    match (old, subresource) {
+        (None, None) => strategy_create(def, obj),
+        (Some(old), None) => strategy_update(def, obj, old, Part::Main, Vec::new()),
+        (Some(old), Some("status")) => {
+            for r in def.strategy.status_resets() {
+                reset(obj, old, *r);
+            }
+            strategy_update(def, obj, old, Part::Status, Vec::new())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Unknown- and duplicate-field findings for `fieldValidation`: an error under Strict, warnings

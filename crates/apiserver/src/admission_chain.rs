@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::{
     error::{ApiError, ApiResult},
-    plugins::{Plugin, Review},
+    plugins::{Operation, Plugin, Review},
     state::ApiServer,
 };
 
@@ -38,11 +38,26 @@ impl ApiServer {
         obj: &mut Value,
     ) -> ApiResult<Vec<String>> {
         let mut warnings = Vec::new();
-        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
+        let handling: Vec<&dyn Plugin> = CHAIN
+            .iter()
+            .copied()
+            .filter(|p| p.handles(review))
+            .collect();
+        if handling.is_empty() {
+            return Ok(warnings);
+        }
+        let writes = matches!(review.operation, Operation::Create | Operation::Update);
+        let before = writes.then(|| obj.clone());
+        for &plugin in &handling {
             let admitted = plugin.admit(self, review, obj).await;
             warnings.extend(admitted.inspect_err(|e| refused(plugin, review, e))?);
         }
-        for &plugin in CHAIN.iter().filter(|p| p.handles(review)) {
+        if let Some(before) = before
+            && !crate::admission::same_object(&before, obj)
+        {
+            crate::admission::after_mutation(review.kind, obj, review.old, review.subresource)?;
+        }
+        for &plugin in &handling {
             let validated = plugin.validate(self, review, obj).await;
             warnings.extend(validated.inspect_err(|e| refused(plugin, review, e))?);
         }

@@ -325,28 +325,6 @@ fn apply_patch(
     Ok(true)
 }
 
-/// Checks an object the mutating webhooks changed as the write's own checks did: upstream runs
-/// the webhooks before the kind's validation, here they run after it, so it runs again.
-fn revalidate(review: &Review<'_>, obj: &mut Value) -> ApiResult<()> {
-    let def = review.kind;
-    admission::check_type(def, obj)?;
-    admission::typecheck(def, obj)?;
-    def.strategy.defaults(obj);
-    let errors = match (review.operation, review.old) {
-        (Operation::Create, _) => def.strategy.validate(obj),
-        (Operation::Update, Some(old)) if review.subresource == Some("status") => {
-            def.strategy.validate_status_update(obj, old)
-        }
-        (Operation::Update, Some(old)) => def.strategy.validate_update(obj, old),
-        _ => Vec::new(),
-    };
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(def, crate::object::name(obj), &errors))
-    }
-}
-
 /// The object the webhooks see: none for a delete (its `oldObject` is the stored one).
 fn object_of<'v>(review: &Review<'_>, obj: &'v Value) -> Option<&'v Value> {
     (review.operation != Operation::Delete).then_some(obj)
@@ -367,7 +345,6 @@ pub(super) async fn mutate(
         return Ok(Vec::new());
     }
     let mut write = Write::new(server, review);
-    let original = obj.clone();
     let mut warnings = Vec::new();
     // Upstream's `webhookReinvokeContext`: the IfNeeded webhooks called since the last change,
     // and those a later change requires calling again.
@@ -411,9 +388,8 @@ pub(super) async fn mutate(
             }
         }
     }
-    if *obj != original {
-        revalidate(review, obj)?;
-    }
+    // What the webhooks changed is defaulted and validated again by the chain
+    // (`admission::after_mutation`), once every mutating plugin has run.
     Ok(warnings)
 }
 
