@@ -9,7 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
-pub mod command;
+pub use ::command;
 pub mod config;
 pub mod distribution;
 mod engine;

@@ -1,4 +1,5 @@
-//! What a container's command plainly says about how long it runs and how it ends.
+//! What a container's command plainly says about how long it runs, how it ends and what it
+//! prints.
 //!
 //! A simulated kubelet runs no processes, but many commands state their outcome outright:
 //! `sleep 300`, `sh -c "sleep 10; exit 1"`, `/bin/false`, `agnhost pause`, upstream's Job
@@ -9,6 +10,10 @@
 //! length, nothing waits) and reports a [`Run`], or `None` when the command is beyond what the
 //! simulator interprets (see `shell` and `eval` for the exact subset), in which case the container
 //! keeps the fault profile's behaviour.
+//!
+//! What a run prints (`echo`, `printf`, `pwd`, unless redirected to a file) is kept with the
+//! time it was printed at, so the API server can answer `pods/log` for a simulated container
+//! from its spec alone ([`Program::transcript`]); anything else prints nothing here.
 //!
 //! Files are modelled only as far as such scripts need them: a file made in an `emptyDir` lasts
 //! as long as the pod (so a container restarted in place sees it), one made under a `hostPath`
@@ -201,7 +206,7 @@ impl Program {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let mut fs = Fs::new(&self.mounts, files.pod, files.node);
-        let (elapsed, end) = eval::run(&self.argv, &env, &mut fs, rng).map_err(|e| e.0)?;
+        let outcome = eval::run(&self.argv, &env, &mut fs, rng).map_err(|e| e.0)?;
         let (pod_changes, node_changes) = fs.into_changes();
         for (changes, set) in [(pod_changes, files.pod), (node_changes, files.node)] {
             for (key, present) in changes {
@@ -212,13 +217,47 @@ impl Program {
                 }
             }
         }
-        Ok(match end {
+        Ok(outcome.run())
+    }
+
+    /// What one run of the command prints and how it ends, run on files as a fresh pod has them
+    /// (none), `Err` saying what the simulator could not interpret. Output is the log a kubelet
+    /// would keep: standard output and standard error together, each piece at the time since
+    /// the container started that it was printed.
+    pub fn transcript(&self, rng: &mut dyn RngCore) -> Result<Transcript, String> {
+        let env: HashMap<String, String> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let (pod, node) = (HashSet::new(), HashSet::new());
+        let mut fs = Fs::new(&self.mounts, &pod, &node);
+        let outcome = eval::run(&self.argv, &env, &mut fs, rng).map_err(|e| e.0)?;
+        Ok(Transcript {
+            run: outcome.run(),
+            printed: outcome.printed,
+        })
+    }
+}
+
+/// One run's output and end (see [`Program::transcript`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transcript {
+    /// How the run goes.
+    pub run: Run,
+    /// What it printed, each piece with the time since the start it was printed at.
+    pub printed: Vec<(Duration, String)>,
+}
+
+impl eval::Outcome {
+    fn run(&self) -> Run {
+        match self.end {
             End::Forever => Run::Forever,
             End::Exit(code) => Run::Exits {
-                after: elapsed,
+                after: self.elapsed,
                 code,
             },
-        })
+        }
     }
 }
 
