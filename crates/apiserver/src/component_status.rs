@@ -39,9 +39,14 @@ fn serve(method: &Method, t: &Target, p: &Params, out: Output) -> ApiResult<Resp
         ));
     }
     if let Some(name) = t.name.as_deref() {
-        // Upstream's Get returns a plain error for an unknown name, which serves as a 500.
+        // Upstream's Get returns a plain error for an unknown name: a 500 with no reason.
         if !COMPONENTS.contains(&name) {
-            return Err(ApiError::internal(format!("Component not found: {name}")));
+            return Err(ApiError {
+                code: 500,
+                reason: "",
+                message: format!("Component not found: {name}"),
+                details: None,
+            });
         }
         let obj = componentstatus::healthy(name);
         return Ok(match out {

@@ -202,12 +202,12 @@ fn foreign_kind(sub: Subresource) -> Option<(&'static str, &'static str, &'stati
         Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
         Subresource::Eviction => Some(("policy", "v1", "Eviction")),
         Subresource::Token => Some(("authentication.k8s.io", "v1", "TokenRequest")),
-        Subresource::Exec => Some(("", "v1", "PodExecOptions")),
         Subresource::Status
         | Subresource::Binding
         | Subresource::Approval
         | Subresource::Finalize
-        | Subresource::Log => None,
+        | Subresource::Log
+        | Subresource::Exec => None,
     }
 }
 
@@ -217,7 +217,8 @@ fn sub_kind(def: &Kind, sub: Subresource) -> &str {
             &def.kind
         }
         Subresource::Binding => "Binding",
-        Subresource::Scale | Subresource::Eviction | Subresource::Token | Subresource::Exec => {
+        Subresource::Exec => "PodExecOptions",
+        Subresource::Scale | Subresource::Eviction | Subresource::Token => {
             foreign_kind(sub).map(|(_, _, k)| k).unwrap_or(&def.kind)
         }
     }

@@ -58,12 +58,16 @@ async fn componentstatuses_are_listed_and_read_with_the_deprecation_warning() {
                "metadata": {"name": "etcd-0", "creationTimestamp": null},
                "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]})
     );
-    // Upstream's Get answers an unknown name with a plain error: a 500.
-    let (code, _, status) = get(&s, "/api/v1/componentstatuses/nope", "application/json").await;
+    // Upstream's Get answers an unknown name with a plain error: a 500 with no reason (as
+    // kube-apiserver v1.28.4 answers, warning included).
+    let (code, warning, status) =
+        get(&s, "/api/v1/componentstatuses/nope", "application/json").await;
     assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(warning.as_deref(), Some(WARNING));
     assert_eq!(
-        status["message"],
-        "Internal error occurred: Component not found: nope"
+        status,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "Component not found: nope", "code": 500})
     );
     let (_, _, some) = get(
         &s,
@@ -119,4 +123,24 @@ async fn componentstatuses_are_listed_and_read_with_the_deprecation_warning() {
     assert_eq!(cs["verbs"], json!(["get", "list"]));
     assert_eq!(cs["shortNames"], json!(["cs"]));
     assert_eq!(cs["namespaced"], false);
+    // pods/log and pods/exec as kube-apiserver v1.28.4 lists them.
+    let find = |name: &str| {
+        core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        find("pods/log"),
+        json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod",
+               "verbs": ["get"]})
+    );
+    assert_eq!(
+        find("pods/exec"),
+        json!({"name": "pods/exec", "singularName": "", "namespaced": true,
+               "kind": "PodExecOptions", "verbs": ["create", "get"]})
+    );
 }

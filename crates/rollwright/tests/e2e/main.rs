@@ -33,6 +33,7 @@ mod install;
 mod jobs;
 mod kube_client;
 mod kubectl;
+mod kubectl_streams;
 mod kubelet;
 mod leader_election;
 mod least_privilege;
