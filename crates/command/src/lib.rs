@@ -133,6 +133,59 @@ fn expand_references(
     Some(out)
 }
 
+/// `raw` with the kubelet's `$(VAR)` references expanded, and the environment whose values are
+/// known; `None` if a reference names a variable whose value is unknown.
+fn expand(
+    raw: &[String],
+    container: &Container,
+    pod: &Pod,
+) -> Option<(Vec<String>, BTreeMap<String, String>)> {
+    // Variables from ConfigMaps and Secrets (`envFrom`) may define any name.
+    let from_elsewhere = container.env_from.as_ref().is_some_and(|e| !e.is_empty());
+    let mut env = BTreeMap::new();
+    let mut unknown = HashSet::new();
+    for var in container.env.iter().flatten() {
+        let value = match (&var.value, &var.value_from) {
+            (Some(v), _) => {
+                let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
+                expand_references(v, &env, &is_unknown)
+            }
+            (None, Some(from)) => from
+                .field_ref
+                .as_ref()
+                .and_then(|f| field_value(pod, &f.field_path)),
+            (None, None) => Some(String::new()),
+        };
+        match value {
+            Some(v) => {
+                unknown.remove(&var.name);
+                env.insert(var.name.clone(), v);
+            }
+            None => {
+                env.remove(&var.name);
+                unknown.insert(var.name.clone());
+            }
+        }
+    }
+    let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
+    let argv = raw
+        .iter()
+        .map(|a| expand_references(a, &env, &is_unknown))
+        .collect::<Option<Vec<_>>>()?;
+    Some((argv, env))
+}
+
+/// The container's `command` and `args` as the kubelet passes them to the image's entrypoint,
+/// each `$(VAR)` expanded from the environment the spec states (values and downward-API
+/// fields); `None` if one names a variable whose value the spec does not say.
+pub fn expanded_args(container: &Container, pod: &Pod) -> Option<(Vec<String>, Vec<String>)> {
+    let command = container.command.clone().unwrap_or_default();
+    let args = container.args.clone().unwrap_or_default();
+    let (command, _) = expand(&command, container, pod)?;
+    let (args, _) = expand(&args, container, pod)?;
+    Some((command, args))
+}
+
 impl Program {
     /// The program of `container` in `pod`; `None` if it states nothing the simulator reads
     /// (no command, or only the image's own entrypoint).
@@ -153,38 +206,7 @@ impl Program {
         } else {
             return None;
         };
-        // Variables from ConfigMaps and Secrets (`envFrom`) may define any name.
-        let from_elsewhere = container.env_from.as_ref().is_some_and(|e| !e.is_empty());
-        let mut env = BTreeMap::new();
-        let mut unknown = HashSet::new();
-        for var in container.env.iter().flatten() {
-            let value = match (&var.value, &var.value_from) {
-                (Some(v), _) => {
-                    let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
-                    expand_references(v, &env, &is_unknown)
-                }
-                (None, Some(from)) => from
-                    .field_ref
-                    .as_ref()
-                    .and_then(|f| field_value(pod, &f.field_path)),
-                (None, None) => Some(String::new()),
-            };
-            match value {
-                Some(v) => {
-                    unknown.remove(&var.name);
-                    env.insert(var.name.clone(), v);
-                }
-                None => {
-                    env.remove(&var.name);
-                    unknown.insert(var.name.clone());
-                }
-            }
-        }
-        let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
-        let argv = raw
-            .iter()
-            .map(|a| expand_references(a, &env, &is_unknown))
-            .collect::<Option<Vec<_>>>()?;
+        let (argv, env) = expand(&raw, container, pod)?;
         Some(Program {
             argv,
             env,

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod certgen;
 pub use ::command;
 pub mod config;
 pub mod distribution;
