@@ -11,6 +11,7 @@ mod aggregation;
 mod auto_rollback;
 mod bench_nodes;
 mod budgeted_rollouts;
+mod certgen_jobs;
 mod chaos;
 mod cli_commands;
 mod cli_rollout;
