@@ -39,6 +39,10 @@ const NAMESPACE_VERBS: &[&str] = &[
 ];
 
 /// Verbs of `status` and `scale`.
+const READ_ONLY: &[&str] = &["get", "list"];
+const GET_ONLY: &[&str] = &["get"];
+/// A connect subresource (`pods/exec`): upstream lists its POST and GET as create and get.
+const CONNECT_VERBS: &[&str] = &["create", "get"];
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Verbs of `binding` and `eviction`.
@@ -171,7 +175,9 @@ fn named_groups(registry: &Registry) -> Vec<(String, Vec<String>)> {
 
 /// The verbs of a resource's main endpoint (OpenAPI offers the same operations).
 pub(crate) fn verbs(def: &Kind) -> &'static [&'static str] {
-    if !def.is_stored() {
+    if def.computed {
+        READ_ONLY
+    } else if !def.is_stored() {
         CREATE_ONLY
     } else if def.delete_collection {
         ALL_VERBS
@@ -185,6 +191,8 @@ fn sub_verbs(sub: Subresource) -> &'static [&'static str] {
         Subresource::Status | Subresource::Scale | Subresource::Approval => SUBRESOURCE_VERBS,
         Subresource::Binding | Subresource::Eviction | Subresource::Token => CREATE_ONLY,
         Subresource::Finalize => UPDATE_ONLY,
+        Subresource::Log => GET_ONLY,
+        Subresource::Exec => CONNECT_VERBS,
     }
 }
 
@@ -197,14 +205,19 @@ fn foreign_kind(sub: Subresource) -> Option<(&'static str, &'static str, &'stati
         Subresource::Status
         | Subresource::Binding
         | Subresource::Approval
-        | Subresource::Finalize => None,
+        | Subresource::Finalize
+        | Subresource::Log
+        | Subresource::Exec => None,
     }
 }
 
 fn sub_kind(def: &Kind, sub: Subresource) -> &str {
     match sub {
-        Subresource::Status | Subresource::Approval | Subresource::Finalize => &def.kind,
+        Subresource::Status | Subresource::Approval | Subresource::Finalize | Subresource::Log => {
+            &def.kind
+        }
         Subresource::Binding => "Binding",
+        Subresource::Exec => "PodExecOptions",
         Subresource::Scale | Subresource::Eviction | Subresource::Token => {
             foreign_kind(sub).map(|(_, _, k)| k).unwrap_or(&def.kind)
         }
@@ -384,7 +397,12 @@ mod tests {
                 .unwrap_or_default();
             assert_eq!(short, def.short_names, "{}", def.plural);
             if !def.is_stored() {
-                assert_eq!(e["verbs"], json!(["create"]), "{}", def.plural);
+                let verbs = if def.computed {
+                    json!(["get", "list"])
+                } else {
+                    json!(["create"])
+                };
+                assert_eq!(e["verbs"], verbs, "{}", def.plural);
                 assert!(e.get("storageVersionHash").is_none());
                 continue;
             }

@@ -288,6 +288,13 @@ impl ApiError {
         if let Some(d) = &self.details {
             status["details"] = d.clone();
         }
+        // A plain error from a REST storage has no reason (upstream's StatusReasonUnknown,
+        // omitted when empty).
+        if self.reason.is_empty()
+            && let Some(m) = status.as_object_mut()
+        {
+            m.remove("reason");
+        }
         status
     }
 }

@@ -148,6 +148,24 @@ pub struct Params {
     pub force: Option<String>,
     /// `includeObject` (metav1.TableOptions): how much of each object a Table row embeds.
     pub include_object: Option<String>,
+    /// `container` (PodLogOptions, PodExecOptions).
+    pub container: Option<String>,
+    /// `previous` (PodLogOptions).
+    pub previous: Option<String>,
+    /// `follow` (PodLogOptions).
+    pub follow: Option<String>,
+    /// `timestamps` (PodLogOptions).
+    pub timestamps: Option<String>,
+    /// `tailLines` (PodLogOptions).
+    pub tail_lines: Option<String>,
+    /// `limitBytes` (PodLogOptions).
+    pub limit_bytes: Option<String>,
+    /// `sinceSeconds` (PodLogOptions).
+    pub since_seconds: Option<String>,
+    /// `sinceTime` (PodLogOptions).
+    pub since_time: Option<String>,
+    /// `command` (PodExecOptions; the first of them).
+    pub command: Option<String>,
 }
 
 /// Reads a boolean query value as upstream does (`true`, `1`).

@@ -420,6 +420,9 @@ impl ApiServer {
     ) -> ApiResult<Response> {
         let out: Output = request::negotiate(headers, p.include_object.as_deref())?;
         let named = t.name.is_some();
+        if t.def.computed {
+            return Ok(self.component_statuses(method, t, p, out));
+        }
         if !t.def.is_stored() {
             return self.review(method, t, headers, body).await;
         }
@@ -430,6 +433,8 @@ impl ApiServer {
             }
             (Method::GET, None) => self.list(t, p, out).await,
             (Method::GET, Some(Subresource::Scale)) => self.get_scale(t).await,
+            (Method::GET, Some(Subresource::Log)) => self.pod_log(t, p).await,
+            (Method::GET | Method::POST, Some(Subresource::Exec)) => self.pod_exec(t, p).await,
             (Method::POST, None) if !named => self.create(t, p, headers, body, out).await,
             (Method::POST, Some(Subresource::Binding)) => self.bind(t, p, headers, body).await,
             (Method::POST, Some(Subresource::Eviction)) => self.evict(t, p, headers, body).await,

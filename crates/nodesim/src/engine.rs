@@ -106,6 +106,52 @@ pub(crate) struct Engine {
     pod_timer: HashMap<String, Instant>,
     /// The token manager: started pods' projected ServiceAccount tokens.
     tokens: tokio::sync::mpsc::UnboundedSender<crate::tokens::Msg>,
+    /// Certificate generators report their runs' ends here.
+    tool_done: tokio::sync::mpsc::UnboundedSender<ToolDone>,
+    tool_done_rx: Option<tokio::sync::mpsc::UnboundedReceiver<ToolDone>>,
+}
+
+/// A certificate generator's run ended.
+#[derive(Debug)]
+struct ToolDone {
+    uid: String,
+    init: bool,
+    index: usize,
+    container_id: String,
+    code: i32,
+}
+
+/// How long a generator waits for its pod's ServiceAccount token (the kubelet mounts it before
+/// the container starts; the simulation requests it as the pod starts).
+const TOKEN_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs a generator as its pod's ServiceAccount: the token the kubelet holds for the container,
+/// authenticated by the API server, then the tool's requests as that user.
+async fn run_tool(
+    identities: &Identities,
+    node: &str,
+    stats: &Stats,
+    uid: &str,
+    tool: &crate::certgen::Tool,
+) -> Result<(), crate::certgen::Failure> {
+    use crate::certgen::Failure;
+    let Some(key) = tool.token_key.as_deref() else {
+        return Err(Failure::InCluster(
+            "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined".into(),
+        ));
+    };
+    let held = tokio::time::timeout(
+        TOKEN_WAIT,
+        stats.tokens.wait_for(uid, |m| m.contains_key(key)),
+    )
+    .await
+    .map_err(|_| Failure::InCluster(format!("no token at {key}")))?;
+    let token = held.get(key).cloned().unwrap_or_default();
+    let user = crate::certgen::authenticate(&identities.node(node), &token).await?;
+    let Some(client) = identities.user(user) else {
+        return Ok(());
+    };
+    crate::certgen::run(&tool.task, &client).await
 }
 
 impl Engine {
@@ -125,7 +171,10 @@ impl Engine {
             .clone()
             .unwrap_or_else(|| cfg.readiness_delay.clone());
         cfg.grace_scale = profile.grace_scale.unwrap_or(cfg.grace_scale);
+        let (tool_done, tool_done_rx) = tokio::sync::mpsc::unbounded_channel();
         Engine {
+            tool_done,
+            tool_done_rx: Some(tool_done_rx),
             tokens: crate::tokens::start(identities.clone(), stats.clone()),
             identities,
             cfg,
@@ -203,6 +252,8 @@ impl Engine {
         let mut shutdown = pin!(shutdown);
         let mut nodes_relisting: Option<HashSet<String>> = None;
         let mut pods_relisting: Option<HashSet<String>> = None;
+        let (_keep, fresh) = tokio::sync::mpsc::unbounded_channel();
+        let mut tool_done = self.tool_done_rx.take().unwrap_or(fresh);
         loop {
             let next = self.timers.peek().map(|Reverse((t, _))| *t);
             let sleep = tokio::time::sleep_until(
@@ -235,6 +286,9 @@ impl Engine {
                     Some(Err(e)) => tracing::warn!(error = %e, "configmap watch"),
                     None => return,
                 },
+                Some(done) = tool_done.recv() => self.with_pod(&done.uid, |pod, ctx| {
+                    pod.tool_exited(done.init, done.index, &done.container_id, done.code, ctx)
+                }),
                 _ = sleep, if next.is_some() => self.fire_timers(),
             }
         }
@@ -765,10 +819,34 @@ impl Engine {
         }
     }
 
-    fn apply(&mut self, uid: &str, out: Outcome) {
+    fn apply(&mut self, uid: &str, mut out: Outcome) {
         let Some(pod) = self.pods.get(uid) else {
             return;
         };
+        for start in std::mem::take(&mut out.tools) {
+            let (identities, stats, done) = (
+                self.identities.clone(),
+                self.stats.clone(),
+                self.tool_done.clone(),
+            );
+            let (node, uid) = (pod.node.clone(), uid.to_string());
+            tokio::spawn(async move {
+                let code = match run_tool(&identities, &node, &stats, &uid, &start.tool).await {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        tracing::info!(pod = %uid, error = %e, "certificate generator failed");
+                        1
+                    }
+                };
+                let _ = done.send(ToolDone {
+                    uid,
+                    init: start.init,
+                    index: start.index,
+                    container_id: start.container_id,
+                    code,
+                });
+            });
+        }
         // A stopped kubelet reports nothing: its containers go on, and it posts every pod's
         // status when it starts again.
         if self.nodes.get(&pod.node).is_some_and(|n| n.stopped) {

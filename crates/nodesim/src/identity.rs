@@ -45,7 +45,11 @@ pub type NodeClient = Arc<dyn Fn(&str) -> Client + Send + Sync>;
 pub struct Identities {
     reader: Client,
     nodes: Nodes,
+    users: Option<UserClient>,
 }
+
+/// Makes a client acting as a given user (in-process, where no credential crosses a socket).
+pub type UserClient = Arc<dyn Fn(authz::UserInfo) -> Client + Send + Sync>;
 
 #[derive(Clone)]
 enum Nodes {
@@ -67,6 +71,7 @@ impl Identities {
                 make: node,
                 made: Arc::default(),
             },
+            users: None,
         }
     }
 
@@ -75,7 +80,21 @@ impl Identities {
         Self {
             reader: client.clone(),
             nodes: Nodes::One(client),
+            users: None,
         }
+    }
+
+    /// These identities, with clients acting as the user a pod's ServiceAccount token names:
+    /// what a container that talks to the API (a certificate generator, see `crate::certgen`)
+    /// acts through, its token authenticated by the API server first.
+    pub fn with_users(mut self, make: UserClient) -> Self {
+        self.users = Some(make);
+        self
+    }
+
+    /// A client acting as `user`, where the simulation was given a way to make one.
+    pub fn user(&self, user: authz::UserInfo) -> Option<Client> {
+        self.users.as_ref().map(|make| make(user))
     }
 
     /// The client the shared watches read with.

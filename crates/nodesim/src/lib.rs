@@ -9,7 +9,8 @@
 #![warn(missing_docs)]
 
 pub mod bench;
-pub mod command;
+pub mod certgen;
+pub use ::command;
 pub mod config;
 pub mod distribution;
 mod engine;

@@ -54,6 +54,9 @@ pub struct ContainerSpec {
     pub program: Option<Arc<Program>>,
     /// Its probes, if it has any.
     pub probes: Option<Arc<Probes>>,
+    /// The certificate generator it runs, if it runs one (see `crate::certgen`): its run's end
+    /// is what the tool's requests come to.
+    pub tool: Option<Arc<crate::certgen::Tool>>,
 }
 
 impl ContainerSpec {
@@ -70,6 +73,7 @@ impl ContainerSpec {
             sidecar: c.restart_policy.as_deref() == Some("Always"),
             program: Program::of(c, pod).map(Arc::new),
             probes: Probes::of(c).map(Arc::new),
+            tool: crate::certgen::Tool::of(c, pod).map(Arc::new),
         }
     }
 }
@@ -221,6 +225,21 @@ pub struct Outcome {
     pub status_changed: bool,
     /// Containers are gone: write the final status and delete the pod (grace 0, UID precondition).
     pub finish: bool,
+    /// Certificate generators that started: the engine runs each and reports its exit.
+    pub tools: Vec<ToolStart>,
+}
+
+/// A container that started running a certificate generator.
+#[derive(Clone, Debug)]
+pub struct ToolStart {
+    /// An init container?
+    pub init: bool,
+    /// Its index among the pod's (init) containers.
+    pub index: usize,
+    /// The run's container ID (a later run is another).
+    pub container_id: String,
+    /// The tool.
+    pub tool: Arc<crate::certgen::Tool>,
 }
 
 /// What advancing needs from the outside: settings, delays, the node's pulled images, the time.
@@ -1092,6 +1111,24 @@ impl PodSim {
         let fault = c.fault.clone();
         let sidecar = c.spec.sidecar;
         let ready_in = ctx.readiness_delay.sample(&mut self.rng);
+        let tool = match (sidecar, &fault) {
+            (false, None) => self.ctr(init, i).spec.tool.clone(),
+            _ => None,
+        };
+        if let Some(tool) = tool {
+            // It runs until its requests are done ([`PodSim::tool_exited`]).
+            let c = self.ctr(init, i);
+            out.tools.push(ToolStart {
+                init,
+                index: i,
+                container_id: c.container_id.clone().unwrap_or_default(),
+                tool,
+            });
+            if !init {
+                c.ready_at = Some(ctx.now + ready_in);
+            }
+            return;
+        }
         if init && !sidecar {
             // An init container runs to completion: as its command says, else the readiness
             // delay stands in for its work.
@@ -1384,6 +1421,28 @@ impl PodSim {
             reason: "BackOff".into(),
             message: format!("Back-off restarting failed container {name} in pod {pod_ref}"),
         });
+    }
+
+    /// A certificate generator's run ended with `code`: the container exits now, if that run
+    /// is still the one running.
+    pub fn tool_exited(
+        &mut self,
+        init: bool,
+        i: usize,
+        container_id: &str,
+        code: i32,
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
+        let list = if init { &self.init } else { &self.containers };
+        let current = list
+            .get(i)
+            .is_some_and(|c| c.is_running() && c.container_id.as_deref() == Some(container_id));
+        if current {
+            let c = self.ctr(init, i);
+            c.planned_exit = code;
+            c.step = Some((ctx.now, Step::Exit));
+        }
+        self.advance(ctx)
     }
 
     fn next_init(&mut self, ctx: &mut Ctx<'_>) {

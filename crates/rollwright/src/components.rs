@@ -161,10 +161,12 @@ fn start_parts(
         let identities = match &client_as {
             Some(f) => {
                 let f = f.clone();
+                let users = f.clone();
                 nodesim::Identities::new(
                     f(nodesim::identity::reader_user()),
                     Arc::new(move |node: &str| f(nodesim::identity::node_user(node))),
                 )
+                .with_users(Arc::new(move |user| users(user)))
             }
             None => nodesim::Identities::single(client.clone()),
         };

@@ -136,7 +136,10 @@ pub(super) fn build_components() -> Components {
     }
     // The list kinds have no k8s-openapi schemars impl: derive them from their item kind.
     // (The review kinds have none: they are never listed.)
-    for def in builtin_kinds().iter().filter(|k| k.is_stored()) {
+    for def in builtin_kinds()
+        .iter()
+        .filter(|k| k.is_stored() || k.computed)
+    {
         let Some(item) = by_gvk
             .get(&(def.group.clone(), def.version.clone(), def.kind.clone()))
             .cloned()

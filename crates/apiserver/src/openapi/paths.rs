@@ -175,6 +175,35 @@ pub(super) fn resource_paths(
     let created = [("200", "OK"), ("201", "Created"), ("202", "Accepted")];
     let replaced = [("200", "OK"), ("201", "Created")];
 
+    if def.computed {
+        // componentstatuses: a list and a read, as upstream publishes them.
+        let list = Op {
+            method: "get",
+            description: format!("list objects of kind {kind}"),
+            id: format!("list{o}{ns}{kind}"),
+            action: "list",
+            gvk: gvk.clone(),
+            params: LIST_PARAMS,
+            body: None,
+            responses: responses(&ok, &list_schema, LIST_TYPES),
+        };
+        let read = Op {
+            method: "get",
+            description: format!("read the specified {kind}"),
+            id: format!("read{o}{ns}{kind}"),
+            action: "get",
+            gvk: gvk.clone(),
+            params: &[],
+            body: None,
+            responses: responses(&ok, kind_schema, OBJECT_TYPES),
+        };
+        paths.insert(collection.clone(), path_item(vec![list], gv, scope(false)));
+        paths.insert(
+            format!("{collection}/{{name}}"),
+            path_item(vec![read], gv, scope(true)),
+        );
+        return;
+    }
     if !def.is_stored() {
         // The review kinds: a create and nothing else, as upstream publishes them.
         let create = Op {
@@ -359,6 +388,8 @@ pub(super) fn resource_paths(
                     responses: responses(&created, schema, OBJECT_TYPES),
                 }]
             }
+            // Streams, not objects: left out of the published paths for now.
+            Subresource::Log | Subresource::Exec => continue,
             // Upstream: `replaceNamespaceFinalize`, a PUT of the Namespace.
             Subresource::Finalize => vec![Op {
                 method: "put",

@@ -34,6 +34,10 @@ pub enum Subresource {
     /// `serviceaccounts/token`: an `authentication.k8s.io/v1` TokenRequest that returns a token
     /// for the ServiceAccount (create only).
     Token,
+    /// `pods/log`: the container's output as plain text (get only).
+    Log,
+    /// `pods/exec`: runs a command in a container (create and get, upgraded to a stream).
+    Exec,
 }
 
 impl Subresource {
@@ -47,6 +51,8 @@ impl Subresource {
             Subresource::Approval => "approval",
             Subresource::Finalize => "finalize",
             Subresource::Token => "token",
+            Subresource::Log => "log",
+            Subresource::Exec => "exec",
         }
     }
 }
@@ -129,6 +135,9 @@ pub struct Kind {
     pub typecheck: Option<TypeCheck>,
     /// Where the objects are stored.
     pub storage: Storage,
+    /// Read only, the objects made by the server on each read (componentstatuses); only with
+    /// [`Storage::Nowhere`].
+    pub computed: bool,
 }
 
 fn decode<T: DeserializeOwned>(v: &Value) -> Result<(), String> {
@@ -161,6 +170,7 @@ impl Kind {
             schema: None,
             typecheck: None,
             storage: Storage::Own,
+            computed: false,
         }
     }
 
@@ -266,6 +276,14 @@ impl Kind {
     pub fn never_stored(mut self) -> Self {
         self.storage = Storage::Nowhere;
         self.delete_collection = false;
+        self
+    }
+
+    /// Serves this kind by get and list only, the objects made by the server on each read and
+    /// never stored (upstream's componentstatuses, whose REST storage probes the components).
+    pub fn computed(mut self) -> Self {
+        self = self.never_stored();
+        self.computed = true;
         self
     }
 

@@ -34,6 +34,7 @@ mod authorization;
 mod autoscaling;
 mod batch;
 mod certificates;
+pub(crate) mod componentstatus;
 pub mod conversion;
 mod coordination;
 mod core;
@@ -75,6 +76,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub fn builtin() -> Vec<Kind> {
     let mut kinds = Vec::new();
     kinds.extend(core::kinds());
+    kinds.extend(componentstatus::kinds());
     kinds.extend(apps::kinds());
     kinds.extend(events::kinds());
     kinds.extend(authentication::kinds());

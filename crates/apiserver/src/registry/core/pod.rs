@@ -25,6 +25,8 @@ pub(super) fn kind() -> Kind {
             Subresource::Status,
             Subresource::Binding,
             Subresource::Eviction,
+            Subresource::Log,
+            Subresource::Exec,
         ])
         .strategy(PodStrategy)
         .selectable_fields(&[

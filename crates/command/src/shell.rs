@@ -69,6 +69,11 @@ pub struct Redirect {
     pub kind: RedirectKind,
     /// The file (or descriptor for [`RedirectKind::Dup`]).
     pub target: Word,
+    /// The descriptor redirected when one is written (`2>`); `None` for the operator's own
+    /// (standard output for `>`, input for `<`), and for `&>`, which takes both outputs.
+    pub fd: Option<u32>,
+    /// `&>`: standard output and standard error both go to the target.
+    pub both: bool,
 }
 
 /// A command.
@@ -149,7 +154,8 @@ enum Tok {
     Newline,
     And,
     Or,
-    Redirect(RedirectKind),
+    /// The operator, the descriptor written before it, and whether it is `&>`.
+    Redirect(RedirectKind, Option<u32>, bool),
 }
 
 const KEYWORDS: &[&str] = &[
@@ -207,7 +213,7 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, Unsupported> {
                     i += 2;
                 }
                 Some('>') => {
-                    toks.push(Tok::Redirect(RedirectKind::Dup));
+                    toks.push(Tok::Redirect(RedirectKind::Dup, None, true));
                     i += if chars.get(i + 2) == Some(&'>') { 3 } else { 2 };
                 }
                 _ => return Err(Unsupported::new("background job (&)")),
@@ -223,7 +229,7 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, Unsupported> {
             '(' | ')' => return Err(Unsupported::new("subshell or function")),
             '>' | '<' => {
                 let (kind, len) = redirect_op(&chars[i..]);
-                toks.push(Tok::Redirect(kind));
+                toks.push(Tok::Redirect(kind, None, false));
                 i += len;
             }
             _ => {
@@ -231,10 +237,14 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, Unsupported> {
                 i = next;
                 // `2>file`, `2>&1`: a descriptor number glued to a redirection.
                 if matches!(chars.get(i), Some('>' | '<'))
-                    && word
+                    && let Some(fd) = word
                         .literal()
-                        .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()))
+                        .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+                        .and_then(|w| w.parse::<u32>().ok())
                 {
+                    let (kind, len) = redirect_op(&chars[i..]);
+                    toks.push(Tok::Redirect(kind, Some(fd), false));
+                    i += len;
                     continue;
                 }
                 toks.push(Tok::Word(word));
@@ -580,7 +590,7 @@ impl Parser {
 
     fn no_trailing_redirect(&self) -> Result<(), Unsupported> {
         match self.peek() {
-            Some(Tok::Redirect(_)) => Err(Unsupported::new("redirected compound command")),
+            Some(Tok::Redirect(..)) => Err(Unsupported::new("redirected compound command")),
             _ => Ok(()),
         }
     }
@@ -601,10 +611,15 @@ impl Parser {
                         words.push(w);
                     }
                 }
-                Some(Tok::Redirect(kind)) => {
+                Some(Tok::Redirect(kind, fd, both)) => {
                     self.pos += 1;
                     match self.next() {
-                        Some(Tok::Word(target)) => redirects.push(Redirect { kind, target }),
+                        Some(Tok::Word(target)) => redirects.push(Redirect {
+                            kind,
+                            target,
+                            fd,
+                            both,
+                        }),
                         _ => return Err(Unsupported::new("redirection without a target")),
                     }
                 }

@@ -293,3 +293,57 @@ fn environment_from_the_spec_and_the_downward_api() {
     c["envFrom"] = json!([{"configMapRef": {"name": "cm"}}]);
     assert_eq!(program(c), None);
 }
+
+fn printed(command: Value) -> Vec<(f64, String)> {
+    let p = program(busybox(command)).unwrap();
+    let t = p.transcript(&mut StdRng::seed_from_u64(1)).unwrap();
+    t.printed
+        .into_iter()
+        .map(|(at, s)| (at.as_secs_f64(), s))
+        .collect()
+}
+
+#[test]
+fn what_a_command_prints_is_kept_with_its_time() {
+    assert_eq!(printed(json!(["echo", "hello"])), [(0.0, "hello\n".into())]);
+    assert_eq!(
+        printed(json!([
+            "sh",
+            "-c",
+            "echo one; sleep 5; echo -n two; printf '%s=%d\\n' a 1 b 2"
+        ])),
+        [
+            (0.0, "one\n".into()),
+            (5.0, "two".into()),
+            (5.0, "a=1\nb=2\n".into())
+        ]
+    );
+    // Redirected to a file or /dev/null, it is not in the log; onto standard error, it is.
+    assert_eq!(
+        printed(json!([
+            "sh",
+            "-c",
+            "echo a > /tmp/f; echo b >/dev/null 2>&1; echo c >&2; echo d 2>/dev/null; pwd"
+        ])),
+        [
+            (0.0, "c\n".into()),
+            (0.0, "d\n".into()),
+            (0.0, "/\n".into())
+        ]
+    );
+    assert_eq!(
+        printed(json!(["sh", "-c", "echo -e 'x\\ty'; echo $((1+2))"])),
+        [(0.0, "x\ty\n".into()), (0.0, "3\n".into())]
+    );
+    // A command that prints nothing it states.
+    assert_eq!(printed(json!(["sleep", "3"])), []);
+    let p = program(busybox(json!(["sh", "-c", "echo hi; sleep 2; exit 3"]))).unwrap();
+    let t = p.transcript(&mut StdRng::seed_from_u64(1)).unwrap();
+    assert_eq!(
+        t.run,
+        Run::Exits {
+            after: Duration::from_secs(2),
+            code: 3
+        }
+    );
+}

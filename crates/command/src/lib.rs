@@ -1,4 +1,5 @@
-//! What a container's command plainly says about how long it runs and how it ends.
+//! What a container's command plainly says about how long it runs, how it ends and what it
+//! prints.
 //!
 //! A simulated kubelet runs no processes, but many commands state their outcome outright:
 //! `sleep 300`, `sh -c "sleep 10; exit 1"`, `/bin/false`, `agnhost pause`, upstream's Job
@@ -9,6 +10,10 @@
 //! length, nothing waits) and reports a [`Run`], or `None` when the command is beyond what the
 //! simulator interprets (see `shell` and `eval` for the exact subset), in which case the container
 //! keeps the fault profile's behaviour.
+//!
+//! What a run prints (`echo`, `printf`, `pwd`, unless redirected to a file) is kept with the
+//! time it was printed at, so the API server can answer `pods/log` for a simulated container
+//! from its spec alone ([`Program::transcript`]); anything else prints nothing here.
 //!
 //! Files are modelled only as far as such scripts need them: a file made in an `emptyDir` lasts
 //! as long as the pod (so a container restarted in place sees it), one made under a `hostPath`
@@ -128,6 +133,59 @@ fn expand_references(
     Some(out)
 }
 
+/// `raw` with the kubelet's `$(VAR)` references expanded, and the environment whose values are
+/// known; `None` if a reference names a variable whose value is unknown.
+fn expand(
+    raw: &[String],
+    container: &Container,
+    pod: &Pod,
+) -> Option<(Vec<String>, BTreeMap<String, String>)> {
+    // Variables from ConfigMaps and Secrets (`envFrom`) may define any name.
+    let from_elsewhere = container.env_from.as_ref().is_some_and(|e| !e.is_empty());
+    let mut env = BTreeMap::new();
+    let mut unknown = HashSet::new();
+    for var in container.env.iter().flatten() {
+        let value = match (&var.value, &var.value_from) {
+            (Some(v), _) => {
+                let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
+                expand_references(v, &env, &is_unknown)
+            }
+            (None, Some(from)) => from
+                .field_ref
+                .as_ref()
+                .and_then(|f| field_value(pod, &f.field_path)),
+            (None, None) => Some(String::new()),
+        };
+        match value {
+            Some(v) => {
+                unknown.remove(&var.name);
+                env.insert(var.name.clone(), v);
+            }
+            None => {
+                env.remove(&var.name);
+                unknown.insert(var.name.clone());
+            }
+        }
+    }
+    let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
+    let argv = raw
+        .iter()
+        .map(|a| expand_references(a, &env, &is_unknown))
+        .collect::<Option<Vec<_>>>()?;
+    Some((argv, env))
+}
+
+/// The container's `command` and `args` as the kubelet passes them to the image's entrypoint,
+/// each `$(VAR)` expanded from the environment the spec states (values and downward-API
+/// fields); `None` if one names a variable whose value the spec does not say.
+pub fn expanded_args(container: &Container, pod: &Pod) -> Option<(Vec<String>, Vec<String>)> {
+    let command = container.command.clone().unwrap_or_default();
+    let args = container.args.clone().unwrap_or_default();
+    let (command, _) = expand(&command, container, pod)?;
+    let (args, _) = expand(&args, container, pod)?;
+    Some((command, args))
+}
+
 impl Program {
     /// The program of `container` in `pod`; `None` if it states nothing the simulator reads
     /// (no command, or only the image's own entrypoint).
@@ -148,38 +206,7 @@ impl Program {
         } else {
             return None;
         };
-        // Variables from ConfigMaps and Secrets (`envFrom`) may define any name.
-        let from_elsewhere = container.env_from.as_ref().is_some_and(|e| !e.is_empty());
-        let mut env = BTreeMap::new();
-        let mut unknown = HashSet::new();
-        for var in container.env.iter().flatten() {
-            let value = match (&var.value, &var.value_from) {
-                (Some(v), _) => {
-                    let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
-                    expand_references(v, &env, &is_unknown)
-                }
-                (None, Some(from)) => from
-                    .field_ref
-                    .as_ref()
-                    .and_then(|f| field_value(pod, &f.field_path)),
-                (None, None) => Some(String::new()),
-            };
-            match value {
-                Some(v) => {
-                    unknown.remove(&var.name);
-                    env.insert(var.name.clone(), v);
-                }
-                None => {
-                    env.remove(&var.name);
-                    unknown.insert(var.name.clone());
-                }
-            }
-        }
-        let is_unknown = |n: &str| from_elsewhere || unknown.contains(n);
-        let argv = raw
-            .iter()
-            .map(|a| expand_references(a, &env, &is_unknown))
-            .collect::<Option<Vec<_>>>()?;
+        let (argv, env) = expand(&raw, container, pod)?;
         Some(Program {
             argv,
             env,
@@ -201,7 +228,7 @@ impl Program {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let mut fs = Fs::new(&self.mounts, files.pod, files.node);
-        let (elapsed, end) = eval::run(&self.argv, &env, &mut fs, rng).map_err(|e| e.0)?;
+        let outcome = eval::run(&self.argv, &env, &mut fs, rng).map_err(|e| e.0)?;
         let (pod_changes, node_changes) = fs.into_changes();
         for (changes, set) in [(pod_changes, files.pod), (node_changes, files.node)] {
             for (key, present) in changes {
@@ -212,13 +239,47 @@ impl Program {
                 }
             }
         }
-        Ok(match end {
+        Ok(outcome.run())
+    }
+
+    /// What one run of the command prints and how it ends, run on files as a fresh pod has them
+    /// (none), `Err` saying what the simulator could not interpret. Output is the log a kubelet
+    /// would keep: standard output and standard error together, each piece at the time since
+    /// the container started that it was printed.
+    pub fn transcript(&self, rng: &mut dyn RngCore) -> Result<Transcript, String> {
+        let env: HashMap<String, String> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let (pod, node) = (HashSet::new(), HashSet::new());
+        let mut fs = Fs::new(&self.mounts, &pod, &node);
+        let outcome = eval::run(&self.argv, &env, &mut fs, rng).map_err(|e| e.0)?;
+        Ok(Transcript {
+            run: outcome.run(),
+            printed: outcome.printed,
+        })
+    }
+}
+
+/// One run's output and end (see [`Program::transcript`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transcript {
+    /// How the run goes.
+    pub run: Run,
+    /// What it printed, each piece with the time since the start it was printed at.
+    pub printed: Vec<(Duration, String)>,
+}
+
+impl eval::Outcome {
+    fn run(&self) -> Run {
+        match self.end {
             End::Forever => Run::Forever,
             End::Exit(code) => Run::Exits {
-                after: elapsed,
+                after: self.elapsed,
                 code,
             },
-        })
+        }
     }
 }
 

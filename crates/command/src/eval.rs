@@ -297,6 +297,20 @@ struct Machine<'f, 'r> {
     rng: &'f mut dyn RngCore,
     elapsed: Duration,
     steps: u32,
+    /// What reached the container's output (its log), each piece at the time it was printed.
+    printed: Vec<(Duration, String)>,
+    /// Whether standard output goes to a file here (`> file`, `&> /dev/null`).
+    stdout_to_file: bool,
+}
+
+/// How a run ended and what it printed on the way.
+pub struct Outcome {
+    /// How long it ran.
+    pub elapsed: Duration,
+    /// How it ended.
+    pub end: End,
+    /// What it printed, each piece with the time since the start it was printed at.
+    pub printed: Vec<(Duration, String)>,
 }
 
 /// One shell's variables and options.
@@ -317,12 +331,14 @@ pub fn run(
     env: &HashMap<String, String>,
     fs: &mut Fs<'_>,
     rng: &mut dyn RngCore,
-) -> Result<(Duration, End), Unsupported> {
+) -> Result<Outcome, Unsupported> {
     let mut m = Machine {
         fs,
         rng,
         elapsed: Duration::ZERO,
         steps: 0,
+        printed: Vec::new(),
+        stdout_to_file: false,
     };
     let mut frame = Frame {
         vars: env.clone(),
@@ -338,10 +354,139 @@ pub fn run(
         Flow::Exit(code) => End::Exit(code),
         Flow::Next | Flow::Break(_) | Flow::Continue(_) => End::Exit(frame.status),
     };
-    if m.elapsed >= FOREVER {
-        return Ok((m.elapsed, End::Forever));
+    let end = if m.elapsed >= FOREVER {
+        End::Forever
+    } else {
+        end
+    };
+    Ok(Outcome {
+        elapsed: m.elapsed,
+        end,
+        printed: m.printed,
+    })
+}
+
+/// Whether a redirection sends standard output to a file: `>`, `>>` or `>&` with a path for
+/// descriptor 1, or `&>` (standard error duplicated onto it, `>&2`, still reaches the log).
+fn hides_stdout(kind: RedirectKind, fd: Option<u32>, both: bool, target: &str) -> bool {
+    let to_log = matches!(target, "/dev/stdout" | "/dev/stderr" | "/proc/self/fd/1");
+    let is_fd = !target.is_empty() && target.chars().all(|c| c.is_ascii_digit());
+    match kind {
+        RedirectKind::In => false,
+        _ if both => !to_log && !is_fd,
+        RedirectKind::Out | RedirectKind::Append => matches!(fd, None | Some(1)) && !to_log,
+        RedirectKind::Dup => matches!(fd, None | Some(1)) && !is_fd && !to_log,
     }
-    Ok((m.elapsed, end))
+}
+
+/// `echo`'s output: `-n` leaves out the newline, `-e` reads backslash escapes (busybox's and
+/// bash's echo; the options must come first).
+fn echo(args: &[String]) -> String {
+    let mut newline = true;
+    let mut escapes = false;
+    let mut rest = args;
+    while let Some((first, tail)) = rest.split_first() {
+        let Some(opts) = first.strip_prefix('-') else {
+            break;
+        };
+        if opts.is_empty() || !opts.chars().all(|c| matches!(c, 'n' | 'e' | 'E')) {
+            break;
+        }
+        for c in opts.chars() {
+            match c {
+                'n' => newline = false,
+                'e' => escapes = true,
+                _ => escapes = false,
+            }
+        }
+        rest = tail;
+    }
+    let mut out = rest.join(" ");
+    if escapes {
+        let (text, stop) = unescape(&out);
+        out = text;
+        if stop {
+            return out;
+        }
+    }
+    if newline {
+        out.push('\n');
+    }
+    out
+}
+
+/// Backslash escapes as `echo -e` and `printf` read them; the flag says `\c` stopped the output.
+fn unescape(s: &str) -> (String, bool) {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('\\') => out.push('\\'),
+            Some('a') => out.push('\u{7}'),
+            Some('c') => return (out, true),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    (out, false)
+}
+
+/// `printf FORMAT [ARGS...]`: `%s`, `%b`, `%d`/`%i`, `%c` and `%%`, the format reused while
+/// arguments remain, as POSIX printf does; `None` for a conversion it does not read.
+fn printf(args: &[String]) -> Option<String> {
+    let (format, mut rest) = args.split_first()?;
+    let (format, _) = unescape(format);
+    let mut out = String::new();
+    loop {
+        let mut used = 0;
+        let mut chars = format.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            let conv = chars.next()?;
+            let arg = match conv {
+                '%' => {
+                    out.push('%');
+                    continue;
+                }
+                's' | 'b' | 'd' | 'i' | 'c' => {
+                    let a = rest.get(used).cloned().unwrap_or_default();
+                    used += 1;
+                    a
+                }
+                _ => return None,
+            };
+            match conv {
+                's' => out.push_str(&arg),
+                'b' => out.push_str(&unescape(&arg).0),
+                'c' => out.extend(arg.chars().next()),
+                _ => {
+                    let n: i64 = if arg.is_empty() {
+                        0
+                    } else {
+                        arg.trim().parse().ok()?
+                    };
+                    out.push_str(&n.to_string());
+                }
+            }
+        }
+        if used == 0 || used >= rest.len() {
+            return Some(out);
+        }
+        rest = &rest[used..];
+    }
 }
 
 fn basename(s: &str) -> &str {
@@ -398,6 +543,13 @@ const AGNHOST_SERVERS: &[&str] = &[
 ];
 
 impl Machine<'_, '_> {
+    /// Output of the command running now: to the log unless standard output goes to a file.
+    fn print(&mut self, text: String) {
+        if !self.stdout_to_file && !text.is_empty() {
+            self.printed.push((self.elapsed, text));
+        }
+    }
+
     fn step(&mut self) -> Result<(), Unsupported> {
         self.steps += 1;
         if self.steps > STEP_BUDGET {
@@ -474,50 +626,10 @@ impl Machine<'_, '_> {
                 words,
                 redirects,
             } => {
-                for r in redirects {
-                    let target = self.expand(f, &r.target)?;
-                    match r.kind {
-                        RedirectKind::Dup if target.chars().all(|c| c.is_ascii_digit()) => {}
-                        RedirectKind::Dup | RedirectKind::Out | RedirectKind::Append => {
-                            let path = normalize(&target, &f.cwd);
-                            self.fs.create(&path)?;
-                        }
-                        RedirectKind::In => {
-                            let path = normalize(&target, &f.cwd);
-                            if !self.fs.file_exists(&path)? {
-                                f.status = 1;
-                                return Ok(self.after(f));
-                            }
-                        }
-                    }
-                }
-                let argv = self.expand_words(f, words)?;
-                if argv.is_empty() {
-                    for (name, value) in assigns {
-                        let v = self.expand(f, value)?;
-                        f.vars.insert(name.clone(), v);
-                    }
-                    f.status = 0;
-                    return Ok(Flow::Next);
-                }
-                if !assigns.is_empty() {
-                    // `A=1 cmd` sets A for cmd only.
-                    let mut inner = f.clone();
-                    for (name, value) in assigns {
-                        let v = self.expand(f, value)?;
-                        inner.vars.insert(name.clone(), v);
-                    }
-                    let flow = self.exec(&mut inner, &argv)?;
-                    f.status = inner.status;
-                    return Ok(match flow {
-                        Flow::Next => self.after(f),
-                        other => other,
-                    });
-                }
-                match self.exec(f, &argv)? {
-                    Flow::Next => Ok(self.after(f)),
-                    other => Ok(other),
-                }
+                let outer = self.stdout_to_file;
+                let flow = self.simple(f, assigns, words, redirects);
+                self.stdout_to_file = outer;
+                flow
             }
             Command::Test(words) => {
                 let args = self.expand_words(f, words)?;
@@ -585,6 +697,63 @@ impl Machine<'_, '_> {
                 }
                 Ok(Flow::Next)
             }
+        }
+    }
+
+    /// A simple command with its assignments and redirections.
+    fn simple(
+        &mut self,
+        f: &mut Frame,
+        assigns: &[(String, Word)],
+        words: &[Word],
+        redirects: &[shell::Redirect],
+    ) -> Result<Flow, Unsupported> {
+        for r in redirects {
+            let target = self.expand(f, &r.target)?;
+            if hides_stdout(r.kind, r.fd, r.both, &target) {
+                self.stdout_to_file = true;
+            }
+            match r.kind {
+                RedirectKind::Dup if target.chars().all(|c| c.is_ascii_digit()) => {}
+                RedirectKind::Dup | RedirectKind::Out | RedirectKind::Append => {
+                    let path = normalize(&target, &f.cwd);
+                    self.fs.create(&path)?;
+                }
+                RedirectKind::In => {
+                    let path = normalize(&target, &f.cwd);
+                    if !self.fs.file_exists(&path)? {
+                        f.status = 1;
+                        return Ok(self.after(f));
+                    }
+                }
+            }
+        }
+        let argv = self.expand_words(f, words)?;
+        if argv.is_empty() {
+            for (name, value) in assigns {
+                let v = self.expand(f, value)?;
+                f.vars.insert(name.clone(), v);
+            }
+            f.status = 0;
+            return Ok(Flow::Next);
+        }
+        if !assigns.is_empty() {
+            // `A=1 cmd` sets A for cmd only.
+            let mut inner = f.clone();
+            for (name, value) in assigns {
+                let v = self.expand(f, value)?;
+                inner.vars.insert(name.clone(), v);
+            }
+            let flow = self.exec(&mut inner, &argv)?;
+            f.status = inner.status;
+            return Ok(match flow {
+                Flow::Next => self.after(f),
+                other => other,
+            });
+        }
+        match self.exec(f, &argv)? {
+            Flow::Next => Ok(self.after(f)),
+            other => Ok(other),
         }
     }
 
@@ -714,8 +883,28 @@ impl Machine<'_, '_> {
                     Flow::Continue(n)
                 })
             }
-            "echo" | "printf" | "date" | "hostname" | "id" | "whoami" | "uname" | "pwd"
-            | "sync" | "trap" | "wait" | "readonly" | "unset" => {
+            "echo" => {
+                let text = echo(args);
+                self.print(text);
+                f.status = 0;
+                Ok(Flow::Next)
+            }
+            "printf" => {
+                // A format the simulator does not read prints what it cannot say: nothing here.
+                if let Some(text) = printf(args) {
+                    self.print(text);
+                }
+                f.status = 0;
+                Ok(Flow::Next)
+            }
+            "pwd" => {
+                let text = format!("{}\n", f.cwd);
+                self.print(text);
+                f.status = 0;
+                Ok(Flow::Next)
+            }
+            "date" | "hostname" | "id" | "whoami" | "uname" | "sync" | "trap" | "wait"
+            | "readonly" | "unset" => {
                 if name == "unset" {
                     for a in args {
                         f.vars.remove(a);
