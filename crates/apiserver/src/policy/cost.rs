@@ -29,7 +29,7 @@ use cel::{
     ExecutionError, IdedExpr, Value,
     common::{
         ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators},
-        types::{CelInt, Kind},
+        types::{CelBool, CelInt, Kind},
         value::{CowVal, Val},
     },
 };
@@ -53,6 +53,11 @@ pub(crate) const OUT_OF_BUDGET: &str =
 
 /// The function instrumented expressions call: `@cost(node, point)`. No source can name it.
 pub(crate) const CHARGE: &str = "@cost";
+
+/// `@cost_eq(a, b, point)`, `@cost_ne(a, b, point)`: `a == b` and `a != b` charged by the size
+/// of the smaller operand, without recording the operands first.
+pub(crate) const EQUALS: &str = "@cost_eq";
+pub(crate) const NOT_EQUALS: &str = "@cost_ne";
 
 /// cel-go's `common.StringTraversalCostFactor`.
 const STRING_TRAVERSAL: f64 = 0.1;
@@ -86,7 +91,8 @@ enum Rule {
     InList,
     /// `ceil(min(size(arg0), size(arg1)) * 0.1)`: equality and comparisons.
     MinSize,
-    /// `ceil((size(arg0) + size(arg1)) * 0.1)` for strings or bytes, else 1: `_+_`.
+    /// `ceil((size(arg0) + size(arg1)) * 0.1)` for strings or bytes, else 1: `_+_`, measured
+    /// on its result, whose size that is.
     Concat,
     /// `ceil((1 + size(arg0)) * 0.1) * ceil(size(arg1) * 0.25)`: `matches`, `find`, `findAll`.
     Regex,
@@ -143,7 +149,7 @@ pub(crate) fn instrument(expr: IdedExpr) -> Instrumented {
     let expr = Instrumenter {
         points: &mut points,
     }
-    .node(expr);
+    .root(expr);
     Instrumented {
         expr,
         points: points.into(),
@@ -218,6 +224,9 @@ impl Meter {
         let Some(point) = self.points.get(index) else {
             return Ok(());
         };
+        if point.rule == Rule::Fixed && point.record.is_none() {
+            return self.spend(point.base);
+        }
         let recorded = &mut self.recorded;
         let mut measures: Vec<Measure> = point
             .args
@@ -238,12 +247,26 @@ impl Meter {
             }
             recorded.push((index, measure(value, metric)));
         }
+        self.spend(cost)
+    }
+
+    fn spend(&mut self, cost: u64) -> Result<(), ExecutionError> {
         self.spent = self.spent.saturating_add(cost);
         if self.spent > self.limit {
             self.exceeded = true;
             return Err(exceeded());
         }
         Ok(())
+    }
+
+    /// Charges point `index` for comparing `a` and `b`.
+    fn compare(&mut self, index: usize, a: &dyn Val, b: &dyn Val) -> Result<(), ExecutionError> {
+        if self.exceeded {
+            return Err(exceeded());
+        }
+        let base = self.points.get(index).map_or(0, |p| p.base);
+        let smaller = actual_size(a).min(actual_size(b));
+        self.spend(base.saturating_add(ceil(smaller as f64 * STRING_TRAVERSAL)))
     }
 }
 
@@ -263,22 +286,49 @@ fn exceeded() -> ExecutionError {
 }
 
 /// `@cost(value, point)`: charges `point` and answers `value`.
-pub(crate) fn charge<'b, 'v>(
-    args: Vec<CowVal<'b, 'v>>,
-) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(crate) fn charge<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let mut args = args.into_iter();
     let (Some(value), Some(point)) = (args.next(), args.next()) else {
         return Err(ExecutionError::invalid_argument_count(2, 0));
     };
-    let index = point
-        .downcast_ref::<CelInt>()
-        .and_then(|i| usize::try_from(*i.inner()).ok())
-        .unwrap_or(usize::MAX);
+    let index = point_index(point.as_ref());
     METER.with(|m| match m.borrow_mut().as_mut() {
         Some(meter) => meter.charge(index, value.as_ref()),
         None => Ok(()),
     })?;
     Ok(value)
+}
+
+fn point_index(v: &dyn Val) -> usize {
+    v.downcast_ref::<CelInt>()
+        .and_then(|i| usize::try_from(*i.inner()).ok())
+        .unwrap_or(usize::MAX)
+}
+
+fn compared<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+    equal: bool,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [a, b, point] = <[CowVal<'b, 'v>; 3]>::try_from(args)
+        .map_err(|a| ExecutionError::invalid_argument_count(3, a.len()))?;
+    METER.with(|m| match m.borrow_mut().as_mut() {
+        Some(meter) => meter.compare(point_index(point.as_ref()), a.as_ref(), b.as_ref()),
+        None => Ok(()),
+    })?;
+    // The interpreter's own `==` on the operands.
+    Ok(CowVal::owned(CelBool::from((a == b) == equal)))
+}
+
+/// `@cost_eq(a, b, point)`: `a == b`, charged.
+pub(crate) fn equals<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    compared(args, true)
+}
+
+/// `@cost_ne(a, b, point)`: `a != b`, charged.
+pub(crate) fn not_equals<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    compared(args, false)
 }
 
 fn ceil(x: f64) -> u64 {
@@ -300,8 +350,8 @@ fn call_cost(rule: Rule, m: &[Measure], result: &dyn Val) -> u64 {
         Rule::Joined => ceil(actual_size(result) as f64 * 2.0 * STRING_TRAVERSAL),
         Rule::InList if kind(1) == Kind::List => size(1),
         Rule::MinSize => ceil(size(0).min(size(1)) as f64 * STRING_TRAVERSAL),
-        Rule::Concat if is_text(kind(0)) => {
-            ceil(size(0).saturating_add(size(1)) as f64 * STRING_TRAVERSAL)
+        Rule::Concat if is_text(result.get_type().kind()) => {
+            ceil(actual_size(result) as f64 * STRING_TRAVERSAL)
         }
         Rule::Regex => ceil((1.0 + size(0) as f64) * STRING_TRAVERSAL)
             .saturating_mul(ceil(size(1) as f64 * REGEX_LENGTH)),
@@ -358,9 +408,7 @@ fn traversal(v: &Value) -> u64 {
 fn rule_of(call: &CallExpr) -> (u64, Rule) {
     let member = call.target.is_some();
     match call.func_name.as_str() {
-        operators::EQUALS
-        | operators::NOT_EQUALS
-        | operators::LESS
+        operators::LESS
         | operators::LESS_EQUALS
         | operators::GREATER
         | operators::GREATER_EQUALS => (0, Rule::MinSize),
@@ -411,11 +459,24 @@ fn literal_measure(l: &LiteralValue) -> Measure {
     }
 }
 
+/// Instruments an expression. A node's cost is charged by the nearest charge point above it
+/// that is evaluated whenever it is (one per loop part and branch, and one per sized call):
+/// `node` answers the instrumented node and the cost still to be charged for it, which its
+/// parent adds to its own or charges where the node's evaluation is conditional.
 struct Instrumenter<'a> {
     points: &'a mut Vec<Point>,
 }
 
+/// An instrumented node and the cost of it no charge point in it charges.
+type Pending = (IdedExpr, u64);
+
 impl Instrumenter<'_> {
+    /// The whole expression: nothing left pending.
+    fn root(&mut self, e: IdedExpr) -> IdedExpr {
+        let (e, pending) = self.node(e);
+        self.charged(e, pending)
+    }
+
     /// Wraps `e` in a charge point.
     fn wrap(&mut self, e: IdedExpr, point: Point) -> IdedExpr {
         let index = self.points.len();
@@ -437,51 +498,77 @@ impl Instrumenter<'_> {
         }
     }
 
-    fn fixed(&mut self, e: IdedExpr, base: u64) -> IdedExpr {
-        self.wrap(
-            e,
-            Point {
-                base,
-                rule: Rule::Fixed,
-                args: Vec::new(),
-                record: None,
-            },
-        )
-    }
-
     /// The charge point `e` is, if it is one.
     fn point_of(&self, e: &IdedExpr) -> Option<usize> {
+        let point = |c: &CallExpr, at: usize| match c.args.get(at).map(|a| &a.expr) {
+            Some(Expr::Literal(LiteralValue::Int(i))) => usize::try_from(*i.inner()).ok(),
+            _ => None,
+        };
         match &e.expr {
-            Expr::Call(c) if c.func_name == CHARGE => match c.args.get(1).map(|a| &a.expr) {
-                Some(Expr::Literal(LiteralValue::Int(i))) => usize::try_from(*i.inner()).ok(),
-                _ => None,
-            },
+            Expr::Call(c) if c.func_name == CHARGE => point(c, 1),
             _ => None,
         }
     }
 
-    /// `e` (instrumented) with `cost` more charged when it is evaluated.
-    fn extra(&mut self, e: IdedExpr, cost: u64) -> IdedExpr {
-        match self.point_of(&e) {
+    /// A charge point evaluated whenever `e` is, whose failure fails `e`: `e` itself, the
+    /// condition of a `?:`, the operand of a selection, an equality.
+    fn sure_point(&self, e: &IdedExpr) -> Option<usize> {
+        match &e.expr {
+            Expr::Call(c) if c.func_name == CHARGE => self.point_of(e),
+            Expr::Call(c) if c.func_name == EQUALS || c.func_name == NOT_EQUALS => {
+                match c.args.get(2).map(|a| &a.expr) {
+                    Some(Expr::Literal(LiteralValue::Int(i))) => usize::try_from(*i.inner()).ok(),
+                    _ => None,
+                }
+            }
+            Expr::Call(c) if c.func_name == operators::CONDITIONAL && c.args.len() == 3 => {
+                self.sure_point(&c.args[0])
+            }
+            Expr::Select(s) => self.sure_point(&s.operand),
+            _ => None,
+        }
+    }
+
+    /// `e` with `cost` more charged whenever it is evaluated.
+    fn charged(&mut self, e: IdedExpr, cost: u64) -> IdedExpr {
+        if cost == 0 {
+            return e;
+        }
+        match self.sure_point(&e) {
             Some(i) => {
                 self.points[i].base += cost;
                 e
             }
-            None => self.fixed(e, cost),
+            None => self.wrap(
+                e,
+                Point {
+                    base: cost,
+                    rule: Rule::Fixed,
+                    args: Vec::new(),
+                    record: None,
+                },
+            ),
         }
     }
 
-    /// `e` (instrumented) as an argument whose measure a sized call needs.
-    fn argument(&mut self, e: IdedExpr, metric: Metric) -> (IdedExpr, Arg) {
+    /// A node evaluated only sometimes, or repeatedly: charged by itself.
+    fn own(&mut self, e: IdedExpr, extra: u64) -> IdedExpr {
+        let (e, pending) = self.node(e);
+        self.charged(e, pending + extra)
+    }
+
+    /// An argument whose measure a sized call needs, with its pending cost.
+    fn argument(&mut self, (e, pending): Pending, metric: Metric) -> (IdedExpr, Arg) {
         if let Expr::Literal(l) = &e.expr {
-            if metric == Metric::Size {
-                let m = literal_measure(l);
-                return (e, Arg::Known(m));
+            if metric == Metric::Size && pending == 0 {
+                let known = Arg::Known(literal_measure(l));
+                return (e, known);
             }
         }
         match self.point_of(&e) {
             Some(i) if self.points[i].record.is_none() => {
                 self.points[i].record = Some(metric);
+                self.points[i].base += pending;
                 (e, Arg::Recorded(i))
             }
             _ => {
@@ -489,7 +576,7 @@ impl Instrumenter<'_> {
                 let e = self.wrap(
                     e,
                     Point {
-                        base: 0,
+                        base: pending,
                         rule: Rule::Fixed,
                         args: Vec::new(),
                         record: Some(metric),
@@ -500,98 +587,146 @@ impl Instrumenter<'_> {
         }
     }
 
-    fn node(&mut self, e: IdedExpr) -> IdedExpr {
+    fn node(&mut self, e: IdedExpr) -> Pending {
         let id = e.id;
+        let rebuilt = |expr| IdedExpr { id, expr };
         match e.expr {
-            Expr::Literal(_) | Expr::Unspecified => e,
-            Expr::Ident(_) => self.fixed(e, 1),
+            Expr::Literal(_) | Expr::Unspecified => (e, 0),
+            Expr::Ident(_) => (e, 1),
             Expr::Select(mut s) => {
-                let operand = std::mem::take(&mut *s.operand);
-                *s.operand = self.node(operand);
-                self.fixed(
-                    IdedExpr {
-                        id,
-                        expr: Expr::Select(s),
-                    },
-                    1,
-                )
+                let (operand, pending) = self.node(std::mem::take(&mut *s.operand));
+                *s.operand = operand;
+                (rebuilt(Expr::Select(s)), pending + 1)
             }
-            Expr::List(_) | Expr::Map(_) if constant(&e) => e,
+            Expr::List(_) | Expr::Map(_) if constant(&e) => (e, 0),
             Expr::List(mut l) => {
-                l.elements = l.elements.into_iter().map(|e| self.node(e)).collect();
-                self.fixed(
-                    IdedExpr {
-                        id,
-                        expr: Expr::List(l),
-                    },
-                    LIST_CREATE,
-                )
+                let mut pending = LIST_CREATE;
+                for e in &mut l.elements {
+                    let (n, p) = self.node(std::mem::take(e));
+                    *e = n;
+                    pending += p;
+                }
+                (rebuilt(Expr::List(l)), pending)
             }
             Expr::Map(mut m) => {
+                let mut pending = MAP_CREATE;
                 for entry in &mut m.entries {
                     if let EntryExpr::MapEntry(me) = &mut entry.expr {
-                        me.key = self.node(std::mem::take(&mut me.key));
-                        me.value = self.node(std::mem::take(&mut me.value));
+                        let (k, pk) = self.node(std::mem::take(&mut me.key));
+                        let (v, pv) = self.node(std::mem::take(&mut me.value));
+                        me.key = k;
+                        // An optional entry's value may be none, but it is evaluated.
+                        me.value = v;
+                        pending += pk + pv;
                     }
                 }
-                self.fixed(
-                    IdedExpr {
-                        id,
-                        expr: Expr::Map(m),
-                    },
-                    MAP_CREATE,
-                )
+                (rebuilt(Expr::Map(m)), pending)
             }
             Expr::Struct(mut s) => {
+                let mut pending = STRUCT_CREATE;
                 for entry in &mut s.entries {
                     if let EntryExpr::StructField(f) = &mut entry.expr {
-                        f.value = self.node(std::mem::take(&mut f.value));
+                        let (v, p) = self.node(std::mem::take(&mut f.value));
+                        f.value = v;
+                        pending += p;
                     }
                 }
-                self.fixed(
-                    IdedExpr {
-                        id,
-                        expr: Expr::Struct(s),
-                    },
-                    STRUCT_CREATE,
-                )
+                (rebuilt(Expr::Struct(s)), pending)
             }
             Expr::Call(c) => self.call(id, c),
             Expr::Comprehension(c) => {
-                let c = self.comprehension(*c);
-                IdedExpr {
-                    id,
-                    expr: Expr::Comprehension(Box::new(c)),
-                }
+                let (c, pending) = self.comprehension(*c);
+                (rebuilt(Expr::Comprehension(Box::new(c))), pending)
             }
         }
     }
 
-    fn call(&mut self, id: u64, mut c: CallExpr) -> IdedExpr {
+    fn call(&mut self, id: u64, mut c: CallExpr) -> Pending {
         match c.func_name.as_str() {
-            // No cost of their own, as cel-go's `evalAnd`, `evalOr` and conditionals.
-            operators::LOGICAL_AND | operators::LOGICAL_OR | operators::CONDITIONAL => {
-                c.args = c.args.into_iter().map(|a| self.node(a)).collect();
-                return IdedExpr {
-                    id,
-                    expr: Expr::Call(c),
+            // No cost of their own, as cel-go's `evalAnd`, `evalOr` and conditionals; the first
+            // operand is always evaluated, the others only sometimes.
+            operators::CONDITIONAL if c.args.len() == 3 => {
+                // One branch or the other is evaluated: what the cheaper one costs beyond its
+                // own charge points is charged with the condition, the rest in each branch.
+                let mut args = std::mem::take(&mut c.args).into_iter();
+                let (Some(cond), Some(yes), Some(no)) = (args.next(), args.next(), args.next())
+                else {
+                    return (
+                        IdedExpr {
+                            id,
+                            expr: Expr::Call(c),
+                        },
+                        0,
+                    );
                 };
+                let (cond, cond_cost) = self.node(cond);
+                let (yes, yes_cost) = self.node(yes);
+                let (no, no_cost) = self.node(no);
+                let both = yes_cost.min(no_cost);
+                let yes = self.charged(yes, yes_cost - both);
+                let no = self.charged(no, no_cost - both);
+                c.args = vec![cond, yes, no];
+                return (
+                    IdedExpr {
+                        id,
+                        expr: Expr::Call(c),
+                    },
+                    cond_cost + both,
+                );
+            }
+            operators::LOGICAL_AND | operators::LOGICAL_OR | operators::CONDITIONAL => {
+                let mut pending = 0;
+                let args = std::mem::take(&mut c.args);
+                for (i, a) in args.into_iter().enumerate() {
+                    let a = if i == 0 {
+                        let (a, p) = self.node(a);
+                        pending = p;
+                        a
+                    } else {
+                        self.own(a, 0)
+                    };
+                    c.args.push(a);
+                }
+                return (
+                    IdedExpr {
+                        id,
+                        expr: Expr::Call(c),
+                    },
+                    pending,
+                );
             }
             _ => {}
         }
+        let equality = matches!(
+            c.func_name.as_str(),
+            operators::EQUALS | operators::NOT_EQUALS
+        );
+        if equality && c.args.len() == 2 && c.target.is_none() {
+            return self.equality(id, c);
+        }
         let (base, rule) = rule_of(&c);
+        // A comparison or `_+_` with a literal that is no string or bytes costs 1.
+        let scalar_literal = c
+            .args
+            .iter()
+            .any(|a| matches!(&a.expr, Expr::Literal(l) if !is_text(literal_measure(l).kind)));
+        let (base, rule) = match rule {
+            Rule::MinSize | Rule::Concat if scalar_literal => (1, Rule::Fixed),
+            _ => (base, rule),
+        };
         // A call of a namespaced function (`optional.of(x)`): its target is the name, which
         // must stay a name for the function to be found.
         let namespaced = c
             .target
             .as_ref()
             .is_some_and(|t| qualified_root(t) == Some("optional"));
-        let sized = rule != Rule::Fixed;
+        let sized = !matches!(rule, Rule::Fixed | Rule::Joined | Rule::Concat);
         let metric = if rule == Rule::Traversal {
             Metric::Traversal
         } else {
             Metric::Size
         };
+        let mut pending = base;
         let mut args = Vec::new();
         if let Some(t) = c.target.take() {
             if namespaced {
@@ -603,42 +738,100 @@ impl Instrumenter<'_> {
                     args.push(arg);
                     t
                 } else {
-                    t
+                    pending += t.1;
+                    t.0
                 };
                 c.target = Some(Box::new(t));
             }
         }
-        let mut instrumented = Vec::with_capacity(c.args.len());
-        for a in std::mem::take(&mut c.args) {
-            let a = self.node(a);
-            if sized {
-                let (a, arg) = self.argument(a, Metric::Size);
+        for a in &mut c.args {
+            let n = self.node(std::mem::take(a));
+            *a = if sized {
+                let (n, arg) = self.argument(n, Metric::Size);
                 args.push(arg);
-                instrumented.push(a);
+                n
             } else {
-                instrumented.push(a);
-            }
+                pending += n.1;
+                n.0
+            };
         }
-        c.args = instrumented;
-        self.wrap(
-            IdedExpr {
-                id,
-                expr: Expr::Call(c),
-            },
+        let call = IdedExpr {
+            id,
+            expr: Expr::Call(c),
+        };
+        if rule == Rule::Fixed {
+            return (call, pending);
+        }
+        let call = self.wrap(
+            call,
             Point {
-                base,
+                base: pending,
                 rule,
                 args,
                 record: None,
             },
+        );
+        (call, 0)
+    }
+
+    /// `a == b`, `a != b` as `@cost_eq(a, b, point)`, `@cost_ne(a, b, point)`; with a literal
+    /// that is no string or bytes, they cost 1 and stay as they are.
+    fn equality(&mut self, id: u64, mut c: CallExpr) -> Pending {
+        let scalar_literal = c
+            .args
+            .iter()
+            .any(|a| matches!(&a.expr, Expr::Literal(l) if !is_text(literal_measure(l).kind)));
+        let mut pending = 0;
+        for a in &mut c.args {
+            let (n, p) = self.node(std::mem::take(a));
+            *a = n;
+            pending += p;
+        }
+        if scalar_literal {
+            return (
+                IdedExpr {
+                    id,
+                    expr: Expr::Call(c),
+                },
+                pending + 1,
+            );
+        }
+        let index = self.points.len();
+        self.points.push(Point {
+            base: pending,
+            rule: Rule::MinSize,
+            args: Vec::new(),
+            record: None,
+        });
+        c.func_name = if c.func_name == operators::EQUALS {
+            EQUALS
+        } else {
+            NOT_EQUALS
+        }
+        .to_string();
+        c.args.push(IdedExpr {
+            id,
+            expr: Expr::Literal(LiteralValue::Int(CelInt::from(index as i64))),
+        });
+        (
+            IdedExpr {
+                id,
+                expr: Expr::Call(c),
+            },
+            0,
         )
     }
 
-    fn comprehension(&mut self, mut c: ComprehensionExpr) -> ComprehensionExpr {
+    /// A comprehension: its range and initial value are evaluated once, with it; its loop
+    /// parts each charge for themselves.
+    fn comprehension(&mut self, mut c: ComprehensionExpr) -> (ComprehensionExpr, u64) {
         let accu = c.accu_var.clone();
         let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if *n == accu);
-        c.iter_range = self.node(std::mem::take(&mut c.iter_range));
-        c.accu_init = self.node(std::mem::take(&mut c.accu_init));
+        let (range, range_cost) = self.node(std::mem::take(&mut c.iter_range));
+        let (init, init_cost) = self.node(std::mem::take(&mut c.accu_init));
+        c.iter_range = range;
+        c.accu_init = init;
+        let pending = range_cost + init_cost;
         // `@result && p`, `@result || p` (`all`, `exists`): the crate folds errors as cel-go
         // when the step keeps this shape; `@result` is charged with `p`.
         if let Expr::Call(step) = &mut c.loop_step.expr {
@@ -646,14 +839,18 @@ impl Instrumenter<'_> {
                 step.func_name.as_str(),
                 operators::LOGICAL_AND | operators::LOGICAL_OR
             );
-            if logical && step.target.is_none() && step.args.len() == 2 && is_accu(&step.args[0])
-            {
-                let p = std::mem::take(&mut step.args[1]);
-                let p = self.node(p);
-                step.args[1] = self.extra(p, 1);
-                c.loop_cond = self.node(std::mem::take(&mut c.loop_cond));
-                c.result = self.node(std::mem::take(&mut c.result));
-                return c;
+            if logical && step.target.is_none() && step.args.len() == 2 && is_accu(&step.args[0]) {
+                // The condition (`@not_strictly_false(@result)`) is evaluated before every
+                // step, and stops the loop when it fails (a failing step is only an error
+                // the next elements may absorb): the step's cost is charged with the next
+                // condition's (the condition that ends the loop early charges one step more).
+                if let Expr::Call(step) = &mut c.loop_step.expr {
+                    let (p, p_cost) = self.node(std::mem::take(&mut step.args[1]));
+                    step.args[1] = p;
+                    c.loop_cond = self.own(std::mem::take(&mut c.loop_cond), 1 + p_cost);
+                }
+                c.result = self.own(std::mem::take(&mut c.result), 0);
+                return (c, pending);
             }
         }
         // `@result + [f]`, `g ? @result + [f] : @result` (`map`, `filter`), with a literal
@@ -676,11 +873,10 @@ impl Instrumenter<'_> {
                 _ => false,
             };
             if guarded || appends(&c.loop_step) {
-                let mut step = std::mem::take(&mut c.loop_step);
-                if let Expr::Call(g) = &mut step.expr {
+                if let Expr::Call(g) = &mut c.loop_step.expr {
                     if guarded {
-                        let guard = self.node(std::mem::take(&mut g.args[0]));
-                        g.args[0] = self.extra(guard, 1);
+                        let guard = std::mem::take(&mut g.args[0]);
+                        g.args[0] = self.own(guard, 1);
                         if let Expr::Call(add) = &mut g.args[1].expr {
                             self.append(add);
                         }
@@ -688,31 +884,22 @@ impl Instrumenter<'_> {
                         self.append(g);
                     }
                 }
-                c.loop_step = step;
-                c.iter_range = self.extra(std::mem::take(&mut c.iter_range), 1);
-                return c;
+                return (c, pending + 1);
             }
         }
-        c.loop_cond = self.node(std::mem::take(&mut c.loop_cond));
-        c.loop_step = self.node(std::mem::take(&mut c.loop_step));
-        c.result = self.node(std::mem::take(&mut c.result));
-        c
+        c.loop_cond = self.own(std::mem::take(&mut c.loop_cond), 0);
+        c.loop_step = self.own(std::mem::take(&mut c.loop_step), 0);
+        c.result = self.own(std::mem::take(&mut c.result), 0);
+        (c, pending)
     }
 
-    /// Instruments the `[f]` of `@result + [f]`, charging the step's cost with `f`.
+    /// Instruments the `[f, ...]` of `@result + [f, ...]`, charging the step's cost with `f`.
     fn append(&mut self, add: &mut CallExpr) {
         if let Expr::List(l) = &mut add.args[1].expr {
-            let elements = std::mem::take(&mut l.elements);
-            let mut first = true;
-            for e in elements {
-                let e = self.node(e);
-                let e = if first {
-                    first = false;
-                    self.extra(e, APPEND_STEP)
-                } else {
-                    e
-                };
-                l.elements.push(e);
+            let mut extra = APPEND_STEP;
+            for e in &mut l.elements {
+                *e = self.own(std::mem::take(e), extra);
+                extra = 0;
             }
         }
     }
@@ -724,5 +911,102 @@ fn qualified_root(e: &IdedExpr) -> Option<&str> {
         Expr::Ident(n) => Some(n),
         Expr::Select(s) if !s.test => qualified_root(&s.operand),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::policy::{expression::Compiled, values::value_of};
+
+    fn cost_of(src: &str, object: serde_json::Value) -> (Result<Value, String>, u64) {
+        let o = value_of(&object);
+        let e = Compiled::new(src).eval_metered(&[("object", &o)]);
+        (e.value, e.cost)
+    }
+
+    fn list(n: usize) -> String {
+        let items: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+        format!("[{}]", items.join(", "))
+    }
+
+    /// Figures worked out from cel-go's `CostTracker` and Kubernetes' `CostEstimator`.
+    #[test]
+    fn expressions_cost_what_cel_go_counts() {
+        let long = "a".repeat(1_000);
+        let xs: Vec<i64> = (0..500).collect();
+        let obj = json!({"spec": {"replicas": 3}, "a": long, "b": long, "xs": xs,
+            "name": "a".repeat(99)});
+        let cases = [
+            // Three names and selections, one comparison.
+            ("object.spec.replicas <= 5", 4),
+            // Per element: `@not_strictly_false(@result)` 2, `@result && x > 0` 3; the result 1.
+            ("[1, 2, 3].all(x, x > 0)", 16),
+            // Per element: `@result + [x * 2]` 14 (a list built: 10); the result 1.
+            ("[1, 2, 3].map(x, x * 2)", 43),
+            // String equality: a tenth of the shorter string.
+            ("object.a == object.b", 4 + 100),
+            // `in` a list: its size.
+            ("0 in object.xs", 2 + 500),
+            // `matches`: ceil((1 + 99) / 10) * ceil(6 / 4).
+            ("object.name.matches('[a-z]+')", 2 + 10 * 2),
+            // The `lists` library: a traversal, 1 per integer.
+            ("object.xs.sum() > 0", 2 + 500 + 1),
+            // Constant lists cost nothing, as cel-go folds them.
+            ("size([1, 2, 3]) == 3", 2),
+            // `has()` is a selection.
+            ("has(object.spec.replicas)", 3),
+        ];
+        for (src, want) in cases {
+            let (value, cost) = cost_of(src, obj.clone());
+            assert!(value.is_ok(), "{src}: {value:?}");
+            assert_eq!(cost, want, "{src}");
+        }
+    }
+
+    #[test]
+    fn instrumenting_keeps_what_expressions_mean() {
+        let obj = json!({"spec": {"replicas": 3, "xs": [0, 2]}});
+        for src in [
+            // An error beside a deciding element is absorbed, as in cel-go.
+            "object.spec.xs.exists(x, 4 / x == 2)",
+            "!object.spec.xs.all(x, 4 / x == 1)",
+            "object.spec.xs.filter(x, x > 0) == [2] && object.spec.xs.map(x, x + 1) == [1, 3]",
+            "object.spec.xs.map(x, x > 0, x * 10) == [20]",
+            "object.spec.xs.exists_one(x, x == 2)",
+            "optional.of(1).hasValue() && !optional.none().hasValue()",
+            "has(object.spec.replicas) && !has(object.spec.paused)",
+            "object.?spec.?replicas.orValue(0) == 3",
+            "'abc'.startsWith('a') && 'a' + 'b' == 'ab' && 'b' in ['a', 'b']",
+            "{'a': object.spec.replicas}.a == 3 && [object.spec.replicas][0] == 3",
+        ] {
+            let (value, _) = cost_of(src, obj.clone());
+            assert_eq!(value, Ok(Value::Bool(true)), "{src}");
+        }
+    }
+
+    #[test]
+    fn an_expression_past_the_per_call_limit_stops_with_cel_gos_error() {
+        let l = list(100);
+        let src = format!("{l}.all(a, {l}.all(b, {l}.all(c, {l}.all(d, a + b + c + d > 0))))");
+        let started = Instant::now();
+        let (value, cost) = cost_of(&src, json!({}));
+        let took = started.elapsed();
+        println!("four-deep comprehension: cost {cost}, stopped after {took:?}");
+        assert_eq!(
+            value,
+            Err(format!(
+                "expression '{src}' resulted in error: {LIMIT_EXCEEDED}"
+            ))
+        );
+        assert!(
+            cost > PER_CALL_LIMIT && cost < PER_CALL_LIMIT + 100,
+            "{cost}"
+        );
+        assert!(took.as_secs() < 5, "{took:?}");
     }
 }

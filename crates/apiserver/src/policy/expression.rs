@@ -71,6 +71,18 @@ fn env() -> &'static Arc<Env> {
                 vec![DYN_TYPE, INT_TYPE],
                 super::cost::charge,
             ),
+            env.add_overload(
+                super::cost::EQUALS,
+                "cost_equals",
+                vec![DYN_TYPE, DYN_TYPE, INT_TYPE],
+                super::cost::equals,
+            ),
+            env.add_overload(
+                super::cost::NOT_EQUALS,
+                "cost_not_equals",
+                vec![DYN_TYPE, DYN_TYPE, INT_TYPE],
+                super::cost::not_equals,
+            ),
         ];
         for r in results {
             if let Err(e) = r {
