@@ -25,6 +25,7 @@ mod overload;
 mod patch_limits;
 mod pod_admission;
 mod pod_security;
+mod policy_cost;
 mod policy_limits;
 mod quota;
 mod rbac;
