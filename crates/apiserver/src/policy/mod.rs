@@ -13,8 +13,10 @@
 //! - [`validation`]: defaults and validation of the stored objects.
 //!
 //! Matching (`matchConstraints`, a binding's `matchResources`) reuses the webhooks' rule and
-//! selector matching. Not done: type checking and `status.typeChecking`, cost limits (an
-//! expensive expression holds one evaluator, not the server).
+//! selector matching. Each expression is held to cel-go's per-call cost limit and each group
+//! of them to upstream's budget ([`cost`]); no static cost estimate is made at create or
+//! update, as upstream 1.28 makes none for these policies. Not done: type checking and
+//! `status.typeChecking`.
 
 mod authorizer;
 mod config;
