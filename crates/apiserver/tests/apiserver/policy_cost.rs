@@ -300,7 +300,12 @@ async fn validations_and_message_expressions_share_the_budget() {
     let validations: Vec<Value> = (0..11).map(|_| json!({"expression": costly})).collect();
     install(&s, policy("eleven", "Fail", json!(validations))).await;
     let (code, body, _) = create(&s.router, configmap("a", data.clone())).await;
-    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        code,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        body["message"]
+    );
     assert_eq!(body["message"], denial("a", "eleven", OUT_OF_BUDGET));
     let (code, body) = s
         .call(Method::DELETE, &format!("{POLICIES}/eleven"), None)
@@ -314,7 +319,12 @@ async fn validations_and_message_expressions_share_the_budget() {
     );
     install(&s, policy("messages", "Fail", json!(validations))).await;
     let (code, body, _) = create(&s.router, configmap("b", data.clone())).await;
-    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        code,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        body["message"]
+    );
     assert_eq!(
         body["message"],
         denial(
@@ -341,6 +351,11 @@ async fn validations_and_message_expressions_share_the_budget() {
     )
     .await;
     let (code, body, _) = create(&s.router, configmap("c", many_keys(8_000))).await;
-    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        code,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        body["message"]
+    );
     assert_eq!(body["message"], denial("c", "fallback", "static"));
 }
