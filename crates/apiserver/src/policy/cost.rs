@@ -559,11 +559,12 @@ impl Instrumenter<'_> {
 
     /// An argument whose measure a sized call needs, with its pending cost.
     fn argument(&mut self, (e, pending): Pending, metric: Metric) -> (IdedExpr, Arg) {
-        if let Expr::Literal(l) = &e.expr {
-            if metric == Metric::Size && pending == 0 {
-                let known = Arg::Known(literal_measure(l));
-                return (e, known);
-            }
+        if let Expr::Literal(l) = &e.expr
+            && metric == Metric::Size
+            && pending == 0
+        {
+            let known = Arg::Known(literal_measure(l));
+            return (e, known);
         }
         match self.point_of(&e) {
             Some(i) if self.points[i].record.is_none() => {
