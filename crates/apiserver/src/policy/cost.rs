@@ -5,23 +5,28 @@
 //! budget ([`RUNTIME_BUDGET`], [`MATCH_CONDITIONS_BUDGET`]).
 //!
 //! Hand-written because the `cel` crate counts no cost and has no hook into its evaluator. The
-//! compiled expression is instrumented instead: every node cel-go charges for (an identifier, a
-//! field selection, a function call, a list or map built at runtime) is wrapped in a call of
-//! [`CHARGE`], which passes the node's value through and charges its cost to this thread's
-//! [`Meter`] (evaluation is on a CEL thread of its own, [`super::evaluator`]). Once the limit is
-//! passed, every charge fails, which ends the evaluation within one loop iteration. Literals,
-//! `&&`, `||` and `?:` cost nothing, as in cel-go; a list or map of literals is a constant
-//! (cel-go's `OptOptimize` folds it) and costs nothing either.
+//! compiled expression is instrumented instead: what cel-go charges for each node (an
+//! identifier, a field selection, a function call, a list or map built at runtime) is charged
+//! by a call of [`CHARGE`] wrapped around the nearest node above it that is evaluated whenever
+//! it is (every loop condition or step, every branch, every call whose cost depends on its
+//! arguments), which passes the node's value through and charges this thread's [`Meter`]
+//! (evaluation is on a CEL thread of its own, [`super::evaluator`]). Once the limit is passed
+//! every charge fails, and with it the loop it is in, so that the evaluation ends within an
+//! iteration. Literals, `&&`, `||` and `?:` cost nothing, as in cel-go; a list or map of
+//! literals is a constant (cel-go's `OptOptimize` folds it) and costs nothing either.
 //!
 //! Calls cel-go charges by the size of their arguments (string comparison and concatenation,
 //! `in` on a list, `matches`, `contains`, `startsWith`, the `lists`, `regex` and strings
 //! libraries...) have their arguments wrapped too, each recording its size (or, for the `lists`
 //! functions, its traversal cost) on a stack the call's own charge takes them from, as cel-go's
-//! `refValStack` does.
+//! `refValStack` does; `==` and `!=` are calls of [`EQUALS`] and [`NOT_EQUALS`], which compare
+//! and charge in one, and `_+_` is charged by its result, whose size is its operands'.
 //!
 //! The comprehension macros' loops keep the shapes the `cel` crate recognises (an `all`'s
 //! `@result && p` folds errors as cel-go does; a `map`'s `@result + [f]` appends in place): the
-//! accumulator in those places is charged with a neighbouring node.
+//! accumulator in those places is charged with a neighbouring node, and an `all`'s or
+//! `exists`'s step with the next condition (a failing step is an error the next elements may
+//! absorb; a failing condition ends the loop).
 
 use std::{cell::RefCell, sync::Arc};
 
@@ -1008,6 +1013,8 @@ mod tests {
             cost > PER_CALL_LIMIT && cost < PER_CALL_LIMIT + 100,
             "{cost}"
         );
-        assert!(took.as_secs() < 5, "{took:?}");
+        // Upstream's limit is about a tenth of a second of cel-go; a debug build is slower.
+        let bound = if cfg!(debug_assertions) { 10 } else { 1 };
+        assert!(took.as_secs() < bound, "{took:?}");
     }
 }
