@@ -4,7 +4,8 @@
 //! 250 levels [`super::parse_limits`] lets through), which a worker's 2 MiB stack does not
 //! always hold; and an expensive expression would otherwise hold a worker, and every request
 //! queued behind it, for as long as it runs. Here it holds one of [`threads`] evaluators while
-//! the other requests go on; admissions that need CEL queue for an evaluator.
+//! the other requests go on; admissions that need CEL queue for an evaluator. How long it holds
+//! one is bounded by cel-go's cost limits ([`super::cost`]).
 
 use std::{
     panic::AssertUnwindSafe,

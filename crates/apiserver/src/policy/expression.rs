@@ -9,14 +9,17 @@
 use std::{sync::Arc, sync::OnceLock};
 
 use cel::{
-    Context, Env, ExecutionError, Program, Value,
+    Context, Env, ExecutionError, Value,
     common::{
         types::{DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE},
         value::CowVal,
     },
 };
 
-use super::values::{Out, args_of, out};
+use super::{
+    cost::{self, Instrumented},
+    values::{Out, args_of, out},
+};
 
 /// The environment every admission expression compiles and runs in.
 fn env() -> &'static Arc<Env> {
@@ -62,6 +65,24 @@ fn env() -> &'static Arc<Env> {
             ),
             super::authorizer::register(&mut env),
             super::urls::register(&mut env),
+            env.add_overload(
+                super::cost::CHARGE,
+                "cost_charge",
+                vec![DYN_TYPE, INT_TYPE],
+                super::cost::charge,
+            ),
+            env.add_overload(
+                super::cost::EQUALS,
+                "cost_equals",
+                vec![DYN_TYPE, DYN_TYPE, INT_TYPE],
+                super::cost::equals,
+            ),
+            env.add_overload(
+                super::cost::NOT_EQUALS,
+                "cost_not_equals",
+                vec![DYN_TYPE, DYN_TYPE, INT_TYPE],
+                super::cost::not_equals,
+            ),
         ];
         for r in results {
             if let Err(e) = r {
@@ -78,17 +99,28 @@ pub(crate) fn compile_error(source: &str) -> Option<String> {
 }
 
 /// `source` compiled, within cel-go's parse limits ([`super::parse_limits`]) and on a stack
-/// deep enough for what those limits let through.
-fn compile(source: &str) -> Result<Program, String> {
+/// deep enough for what those limits let through; instrumented to count its cost.
+fn compile(source: &str) -> Result<Instrumented, String> {
     super::parse_limits::check(source)?;
-    super::evaluator::on_large_stack(|| env().compile(source).map_err(|e| e.to_string()))
-        .unwrap_or_else(|| Err("the expression could not be compiled".into()))
+    super::evaluator::on_large_stack(|| {
+        env()
+            .compile(source)
+            .map(|p| cost::instrument(p.expression().clone()))
+            .map_err(|e| e.to_string())
+    })
+    .unwrap_or_else(|| Err("the expression could not be compiled".into()))
 }
 
 /// A compiled expression, or why it does not compile (upstream's `compilation error: ...`).
 pub(crate) struct Compiled {
     source: String,
-    program: Result<Program, String>,
+    program: Result<Instrumented, String>,
+}
+
+/// An expression's value (or error, as upstream's filter words it) and what it cost.
+pub(crate) struct Evaluated {
+    pub(crate) value: Result<Value, String>,
+    pub(crate) cost: u64,
 }
 
 impl Compiled {
@@ -100,19 +132,41 @@ impl Compiled {
     }
 
     /// The expression's value with `vars` bound; errors as upstream's filter words them.
+    #[cfg(test)]
     pub(crate) fn eval(&self, vars: &[(&str, &Value)]) -> Result<Value, String> {
-        let program = self.program.as_ref().map_err(Clone::clone)?;
+        self.eval_metered(vars).value
+    }
+
+    /// The expression's value with `vars` bound and what it cost, stopped past
+    /// [`cost::PER_CALL_LIMIT`] (cel-go's `CostLimit`, which upstream sets for every
+    /// admission expression).
+    pub(crate) fn eval_metered(&self, vars: &[(&str, &Value)]) -> Evaluated {
+        let program = match &self.program {
+            Ok(p) => p,
+            Err(e) => {
+                return Evaluated {
+                    value: Err(e.clone()),
+                    cost: 0,
+                };
+            }
+        };
         let mut ctx = Context::with_env(env().clone());
         for (name, value) in vars {
             ctx.add_variable_from_value(*name, (*value).clone());
         }
-        program.execute(&ctx).map_err(|e| {
-            format!(
-                "expression '{}' resulted in error: {}",
-                self.source,
-                describe(&e)
-            )
-        })
+        let (value, spent) = cost::metered(program, cost::PER_CALL_LIMIT, || {
+            Value::resolve(&program.expr, &ctx)
+        });
+        let error = |e: &str| format!("expression '{}' resulted in error: {e}", self.source);
+        let value = if spent.exceeded {
+            Err(error(cost::LIMIT_EXCEEDED))
+        } else {
+            value.map_err(|e| error(&describe(&e)))
+        };
+        Evaluated {
+            value,
+            cost: spent.cost,
+        }
     }
 }
 

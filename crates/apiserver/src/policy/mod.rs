@@ -6,17 +6,21 @@
 //! - [`config`]: the stored policies and bindings, compiled.
 //! - [`expression`]: the CEL environment (the `cel` crate with Kubernetes' libraries).
 //! - [`parse_limits`]: cel-go's size and depth limits, checked before anything is parsed.
+//! - [`cost`]: cel-go's runtime cost, its per-expression limit and upstream's budgets.
 //! - [`evaluator`]: the threads CEL runs on, off the async workers.
 //! - [`authorizer`]: the `authorizer` library.
 //! - [`urls`]: the `url` library.
 //! - [`validation`]: defaults and validation of the stored objects.
 //!
 //! Matching (`matchConstraints`, a binding's `matchResources`) reuses the webhooks' rule and
-//! selector matching. Not done: type checking and `status.typeChecking`, cost limits (an
-//! expensive expression holds one evaluator, not the server).
+//! selector matching. Each expression is held to cel-go's per-call cost limit and each group
+//! of them to upstream's budget ([`cost`]); no static cost estimate is made at create or
+//! update, as upstream 1.28 makes none for these policies. Not done: type checking and
+//! `status.typeChecking`.
 
 mod authorizer;
 mod config;
+mod cost;
 mod evaluator;
 mod expression;
 mod parse_limits;
@@ -449,14 +453,27 @@ struct Outcome {
     annotations: Vec<(String, String)>,
 }
 
-/// Evaluates `policy` for one parameter object (upstream's `validator.Validate`).
+/// A filter's cost budget (upstream's `remainingBudget` in `filter.ForInput`): what its
+/// expressions may cost together.
+struct Budget(u64);
+
+impl Budget {
+    /// Charges `cost`; `Err` once more has been spent than the budget held.
+    fn spend(&mut self, cost: u64) -> Result<(), ()> {
+        self.0 = self.0.checked_sub(cost).ok_or(())?;
+        Ok(())
+    }
+}
+
+/// Evaluates `policy` for one parameter object (upstream's `validator.Validate`), each
+/// expression within cel-go's per-call cost limit and each group of them within its budget.
 fn evaluate(policy: &Policy, inputs: &Inputs, param: Option<&Value>) -> Outcome {
     let params = &param.map_or(Cel::Null, value_of);
     let mut variables: Vec<(String, Cel)> = Vec::new();
     let bind = |variables: &Vec<(String, Cel)>| {
         let variables = map_of(variables.iter().cloned());
         move |c: &Compiled| {
-            c.eval(&[
+            c.eval_metered(&[
                 ("object", &inputs.object),
                 ("oldObject", &inputs.old_object),
                 ("request", &inputs.request),
@@ -468,9 +485,14 @@ fn evaluate(policy: &Policy, inputs: &Inputs, param: Option<&Value>) -> Outcome 
         }
     };
     // Variables are evaluated in order, each seeing the ones before; one that fails is left
-    // out, so that an expression using it fails (upstream evaluates them lazily).
+    // out, so that an expression using it fails (upstream evaluates them lazily). What they
+    // cost is charged to the validations' budget (upstream charges a variable to the filter
+    // whose expression first uses it).
+    let mut composition_cost = 0u64;
     for (name, compiled) in &policy.variables {
-        match bind(&variables)(compiled) {
+        let evaluated = bind(&variables)(compiled);
+        composition_cost = composition_cost.saturating_add(evaluated.cost);
+        match evaluated.value {
             Ok(v) => variables.push((name.clone(), v)),
             Err(e) => {
                 tracing::debug!(policy = %policy.name, variable = %name, error = %e, "variable failed")
@@ -479,14 +501,33 @@ fn evaluate(policy: &Policy, inputs: &Inputs, param: Option<&Value>) -> Outcome 
     }
     let eval = bind(&variables);
     let mut outcome = Outcome::default();
-    // matchConditions: any false skips the policy; errors follow failurePolicy.
+    // An error that ends a group of expressions (running out of its budget) is one decision,
+    // per failurePolicy, that replaces all others (upstream returns it alone).
+    let fail = |message: &str| {
+        let mut outcome = Outcome::default();
+        if !policy.ignore_failures {
+            outcome.failed.push((0, message.to_string(), None));
+        }
+        outcome
+    };
+    // matchConditions, all evaluated within their budget: any false skips the policy; errors
+    // follow failurePolicy.
+    let mut budget = Budget(cost::MATCH_CONDITIONS_BUDGET);
     let mut errors = Vec::new();
+    let mut matched = true;
     for (_, condition) in &policy.match_conditions {
-        match eval(condition) {
-            Ok(Cel::Bool(false)) => return outcome,
+        let evaluated = eval(condition);
+        if budget.spend(evaluated.cost).is_err() {
+            return fail(cost::OUT_OF_BUDGET);
+        }
+        match evaluated.value {
+            Ok(Cel::Bool(false)) => matched = false,
             Ok(_) => {}
             Err(e) => errors.push(e),
         }
+    }
+    if !matched {
+        return outcome;
     }
     if !errors.is_empty() {
         if !policy.ignore_failures {
@@ -499,15 +540,50 @@ fn evaluate(policy: &Policy, inputs: &Inputs, param: Option<&Value>) -> Outcome 
         }
         return outcome;
     }
-    for (i, v) in policy.validations.iter().enumerate() {
-        match eval(&v.expression) {
+    let mut budget = Budget(cost::RUNTIME_BUDGET);
+    if budget.spend(composition_cost).is_err() {
+        return fail(cost::OUT_OF_BUDGET);
+    }
+    let mut results = Vec::with_capacity(policy.validations.len());
+    for v in &policy.validations {
+        let evaluated = eval(&v.expression);
+        if budget.spend(evaluated.cost).is_err() {
+            return fail(cost::OUT_OF_BUDGET);
+        }
+        results.push(evaluated.value);
+    }
+    // Every messageExpression is evaluated, within what the validations left of the budget;
+    // running out of it fails every validation that did not fail itself.
+    let mut messages = Vec::with_capacity(policy.validations.len());
+    let mut messages_out_of_budget = false;
+    for v in &policy.validations {
+        let message = v.message_expression.as_ref().and_then(|m| {
+            let evaluated = eval(m);
+            if budget.spend(evaluated.cost).is_err() {
+                messages_out_of_budget = true;
+            }
+            evaluated.value.ok()
+        });
+        messages.push(message);
+        if messages_out_of_budget {
+            break;
+        }
+    }
+    for (i, (v, result)) in policy.validations.iter().zip(results).enumerate() {
+        match result {
             Err(e) if !policy.ignore_failures => outcome.failed.push((i, e, None)),
-            Err(_) | Ok(Cel::Bool(true)) => {}
+            Err(_) => {}
+            Ok(_) if messages_out_of_budget => {
+                if !policy.ignore_failures {
+                    let message = format!("failed messageExpression: {}", cost::OUT_OF_BUDGET);
+                    outcome.failed.push((i, message, None));
+                }
+            }
+            Ok(Cel::Bool(true)) => {}
             Ok(_) => {
-                let from_expression = v
-                    .message_expression
-                    .as_ref()
-                    .and_then(|m| eval(m).ok())
+                let from_expression = messages
+                    .get_mut(i)
+                    .and_then(Option::take)
                     .and_then(|m| match m {
                         Cel::String(s) => Some(s.trim().to_string()),
                         _ => None,
@@ -521,8 +597,14 @@ fn evaluate(policy: &Policy, inputs: &Inputs, param: Option<&Value>) -> Outcome 
             }
         }
     }
+    // Audit annotations have a budget of their own.
+    let mut budget = Budget(cost::RUNTIME_BUDGET);
     for a in &policy.audit_annotations {
-        match eval(&a.value_expression) {
+        let evaluated = eval(&a.value_expression);
+        if budget.spend(evaluated.cost).is_err() {
+            return fail(cost::OUT_OF_BUDGET);
+        }
+        match evaluated.value {
             Ok(Cel::String(value)) => {
                 let value = value.trim();
                 if !value.is_empty() {

@@ -29,6 +29,7 @@ mod patch_limits;
 mod pod_admission;
 mod pod_security;
 mod pod_streams;
+mod policy_cost;
 mod policy_limits;
 mod quota;
 mod rbac;
