@@ -26,7 +26,7 @@ pub struct Cluster {
 /// Upstream's API server and the parts a test started against it.
 struct Upstream {
     server: upstream::ApiServer,
-    parts: Option<rollwright::components::Running>,
+    parts: Option<upstream::Parts>,
 }
 
 impl Cluster {
@@ -60,10 +60,7 @@ impl Cluster {
             if let Some(parts) = u.parts.take() {
                 parts.stop().await;
             }
-            u.parts = Some(
-                rollwright::components::start_elected(u.server.client.clone(), &components, None)
-                    .expect("parts start"),
-            );
+            u.parts = Some(u.server.start(&components));
             return Cluster {
                 own: None,
                 upstream: Some(u),
@@ -342,9 +339,7 @@ impl Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         if let Some(reference) = upstream::reference() {
             let server = reference.start(dir.path()).await;
-            let parts =
-                rollwright::components::start_elected(server.client.clone(), &components, None)
-                    .expect("parts start");
+            let parts = server.start(&components);
             return Cluster {
                 own: None,
                 upstream: Some(Upstream {
@@ -383,20 +378,18 @@ impl Cluster {
     /// Starts more parts on this cluster's in-process API, apart from the control plane's own,
     /// so that a test can stop them (a crash) and start new ones on the same server. Each part
     /// acts as its own user, as in `rollwright up`, so that it holds only its role's rights.
-    pub fn start_parts(
-        &self,
-        what: &rollwright::components::Components,
-    ) -> rollwright::components::Running {
+    pub fn start_parts(&self, what: &rollwright::components::Components) -> upstream::Parts {
         if let Some(u) = &self.upstream {
-            return rollwright::components::start_elected(u.server.client.clone(), what, None)
-                .expect("parts start");
+            return u.server.start(what);
         }
         let users = embedded::Users::new(&self.cp().server);
-        rollwright::components::start_with_identities(
-            what,
-            std::sync::Arc::new(move |user| users.client(user)),
+        upstream::Parts::one(
+            rollwright::components::start_with_identities(
+                what,
+                std::sync::Arc::new(move |user| users.client(user)),
+            )
+            .expect("parts start"),
         )
-        .expect("parts start")
     }
 }
 
@@ -407,8 +400,8 @@ pub struct Rig {
     pub c: Cluster,
     /// An in-process client of the cluster's API server.
     pub client: kube::Client,
-    scheduler: Option<rollwright::components::Running>,
-    controllers: Option<rollwright::components::Running>,
+    scheduler: Option<upstream::Parts>,
+    controllers: Option<upstream::Parts>,
     _profile: tempfile::TempDir,
 }
 

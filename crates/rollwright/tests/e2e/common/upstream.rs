@@ -6,6 +6,13 @@
 //! is then a kube-apiserver of its own on that etcd under a prefix of its own, with upstream's
 //! default admission plugins and RBAC. Without them (CI, `cargo test`), tests run on rollwright's
 //! own API server as always.
+//!
+//! `ROLLWRIGHT_E2E_INSTALLED` makes it a cross-run as an operator installs rollwright: each
+//! server gets `rollwright install`'s Namespace, ServiceAccount and roles for the four workload
+//! controllers, and those controllers run with that ServiceAccount's token (the others, the
+//! scheduler and the nodes stand in for the cluster's own and stay administrators).
+//! `ROLLWRIGHT_E2E_AUDIT_DIR` gives each server an audit log there (metadata of every request),
+//! so that the run can count what upstream refused rollwright's account.
 
 use std::{
     path::{Path, PathBuf},
@@ -41,6 +48,78 @@ pub struct ApiServer {
     pub kubeconfig: PathBuf,
     /// An admin client over HTTPS, as `rollwright controllers --kubeconfig` connects.
     pub client: kube::Client,
+    /// In an installed cross-run, a client with the installed ServiceAccount's token.
+    installed: Option<kube::Client>,
+    /// The serving certificate kube-apiserver made itself (its own CA): what the
+    /// root-ca-cert-publisher publishes as `kube-root-ca.crt`, as a cluster's controller manager
+    /// is given its CA (`--root-ca-file`); without it the kubelets would wait for the ConfigMap.
+    root_ca: controllers::root_ca::RootCa,
+}
+
+/// The controllers `rollwright install` runs as its own ServiceAccount.
+const INSTALLED: [&str; 4] = ["deployment", "replicaset", "daemonset", "statefulset"];
+/// The ServiceAccount `rollwright install` creates (namespace, name).
+const INSTALLED_ACCOUNT: (&str, &str) = ("rollwright-system", "rollwright-controllers");
+
+/// What rollwright runs against one upstream server; stopped together.
+pub struct Parts(Vec<rollwright::components::Running>);
+
+impl Parts {
+    pub fn one(running: rollwright::components::Running) -> Parts {
+        Parts(vec![running])
+    }
+
+    pub async fn stop(self) {
+        for running in self.0 {
+            running.stop().await;
+        }
+    }
+}
+
+impl ApiServer {
+    /// Starts `what` as clients of this server: all as the administrator, or in an installed
+    /// cross-run the installed controllers as their ServiceAccount, in a process part of their
+    /// own (their own informers too, as the installed Deployment's pod has).
+    pub fn start(&self, what: &rollwright::components::Components) -> Parts {
+        let mut what = what.clone();
+        if let Some(settings) = what.controllers.as_mut()
+            && settings.root_ca.bundle.is_none()
+        {
+            settings.root_ca.bundle = Some(self.root_ca.clone());
+        }
+        let what = &what;
+        let start = |client: &kube::Client, what: &rollwright::components::Components| {
+            rollwright::components::start_elected(client.clone(), what, None).expect("parts start")
+        };
+        let (Some(installed), Some(settings)) = (&self.installed, &what.controllers) else {
+            return Parts(vec![start(&self.client, what)]);
+        };
+        let enabled = controllers::enabled(settings).expect("known controllers");
+        let (mine, theirs): (Vec<&str>, Vec<&str>) =
+            enabled.into_iter().partition(|c| INSTALLED.contains(c));
+        let only = |names: Vec<&str>| rollwright::components::ControllerSettings {
+            enabled: controllers::Selection::only(names),
+            ..settings.clone()
+        };
+        let mut parts = Vec::new();
+        if !mine.is_empty() {
+            let installed_part = rollwright::components::Components {
+                nodes: None,
+                profile: None,
+                scheduler: None,
+                controllers: Some(only(mine)),
+            };
+            parts.push(start(installed, &installed_part));
+        }
+        let rest = rollwright::components::Components {
+            nodes: what.nodes.clone(),
+            profile: what.profile.clone(),
+            scheduler: what.scheduler.clone(),
+            controllers: (!theirs.is_empty()).then(|| only(theirs)),
+        };
+        parts.push(start(&self.client, &rest));
+        Parts(parts)
+    }
 }
 
 impl Reference {
@@ -58,9 +137,25 @@ impl Reference {
         std::fs::write(&tokens, format!("{token},admin,admin,system:masters\n"))
             .expect("token file");
         let port = free_port();
-        let prefix = format!("/e2e-{:032x}", rand::random::<u128>());
+        let id = format!("{:032x}", rand::random::<u128>());
+        let prefix = format!("/e2e-{id}");
         let log = std::fs::File::create(dir.join("kube-apiserver.log")).expect("log file");
-        let process = Command::new(&self.kube_apiserver)
+        let mut command = Command::new(&self.kube_apiserver);
+        if let Some(audit) = std::env::var_os("ROLLWRIGHT_E2E_AUDIT_DIR") {
+            let policy = pki.join("audit-policy.yaml");
+            std::fs::write(
+                &policy,
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n\
+                 rules: [{level: Metadata}]\n",
+            )
+            .expect("audit policy");
+            command
+                .arg("--audit-policy-file")
+                .arg(&policy)
+                .arg("--audit-log-path")
+                .arg(Path::new(&audit).join(format!("{id}.log")));
+        }
+        let process = command
             .args(["--etcd-servers", &self.etcd, "--etcd-prefix", &prefix])
             .args([
                 "--bind-address",
@@ -101,12 +196,75 @@ impl Reference {
         let client = super::process::client(dir).await;
         wait_ready(&client).await;
         add_default_storage_class(&client).await;
+        let installed = match std::env::var_os("ROLLWRIGHT_E2E_INSTALLED") {
+            Some(_) => Some(install(&client, dir, port).await),
+            None => None,
+        };
+        let root_ca = controllers::root_ca::RootCa::read(&pki.join("serving/apiserver.crt"))
+            .expect("kube-apiserver's self-signed serving certificate");
         ApiServer {
             _process: process,
             kubeconfig,
             client,
+            installed,
+            root_ca,
         }
     }
+}
+
+/// Applies `rollwright install`'s account and roles for [`INSTALLED`] (not its Deployment: the
+/// test runs the controllers) and answers a client with a token of that account, written as a
+/// kubeconfig in `dir/installed`.
+async fn install(admin: &kube::Client, dir: &Path, port: u16) -> kube::Client {
+    use k8s_openapi::api::{
+        authentication::v1::{TokenRequest, TokenRequestSpec},
+        core::v1::ServiceAccount,
+    };
+    let names: Vec<String> = INSTALLED.iter().map(|c| c.to_string()).collect();
+    let install = rollwright::install::Install::new(&names, INSTALLED_ACCOUNT.0, "rollwright:e2e")
+        .expect("installable controllers");
+    let manifests: Vec<serde_json::Value> = install
+        .manifests()
+        .into_iter()
+        .filter(|m| {
+            !matches!(
+                m["kind"].as_str(),
+                Some("Deployment" | "PodDisruptionBudget")
+            )
+        })
+        .collect();
+    rollwright::install::apply(admin, &manifests)
+        .await
+        .expect("the install applies");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(6 * 3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let token = kube::Api::<ServiceAccount>::namespaced(admin.clone(), INSTALLED_ACCOUNT.0)
+        .create_token_request(INSTALLED_ACCOUNT.1, &Default::default(), &request)
+        .await
+        .expect("a token of the installed account")
+        .status
+        .expect("a token")
+        .token;
+    let installed = dir.join("installed");
+    std::fs::create_dir_all(&installed).expect("installed dir");
+    std::fs::write(
+        installed.join("kubeconfig"),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: upstream\n  cluster: \
+             {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\n\
+             users:\n- name: installed\n  user: {{token: \"{token}\"}}\ncontexts:\n\
+             - name: upstream\n  context: {{cluster: upstream, user: installed}}\n\
+             current-context: upstream\n"
+        ),
+    )
+    .expect("kubeconfig written");
+    super::process::client(&installed).await
 }
 
 fn path(p: &Path) -> &str {
