@@ -23,6 +23,9 @@ pub enum Part {
     /// `namespaces/{name}/finalize`: the main resource whose `spec.finalizers` may change (a
     /// write of the main resource keeps them, as upstream's namespace strategy does).
     Finalize,
+    /// `pods/{name}/ephemeralcontainers`: the stored pod with only `spec.ephemeralContainers`
+    /// taken from the write (upstream's `dropNonEphemeralContainerUpdates`).
+    EphemeralContainers,
 }
 
 /// How unknown fields are treated (`fieldValidation`).
@@ -296,6 +299,9 @@ pub fn prepare_update(
             reset(new, old, *r);
         }
     }
+    if part == Part::EphemeralContainers {
+        keep_only_ephemeral_containers(new, old);
+    }
     let old_meta = old
         .get("metadata")
         .and_then(Value::as_object)
@@ -367,6 +373,7 @@ pub(crate) fn strategy_update(
     typecheck(def, new)?;
     strategy.defaults(new);
     match part {
+        Part::EphemeralContainers => {}
         Part::Main | Part::Finalize => {
             if part == Part::Main {
                 strategy.prepare_for_update(new, old);
@@ -400,6 +407,11 @@ pub(crate) fn strategy_update(
     match part {
         Part::Main | Part::Finalize => errors.extend(strategy.validate_update(new, old)),
         Part::Status => errors.extend(strategy.validate_status_update(new, old)),
+        Part::EphemeralContainers => {
+            // Only pods have them: their whole spec, then what changed of them.
+            errors.extend(api::validation::pod::validate_pod(new));
+            errors.extend(api::validation::pod::ephemeral::validate_update(new, old));
+        }
     }
     if errors.is_empty() {
         // Upstream's `rest.BeforeUpdate` checks every kind's metadata as on create once the
@@ -438,6 +450,31 @@ pub(crate) fn after_mutation(
         }
         _ => Ok(()),
     }
+}
+
+/// Upstream's `dropNonEphemeralContainerUpdates`: the stored pod, with the write's ephemeral
+/// containers and its name, namespace, resourceVersion and uid (which the update's own checks
+/// then hold against the stored ones).
+fn keep_only_ephemeral_containers(new: &mut Value, old: &Value) {
+    let mut kept = old.clone();
+    for key in ["name", "namespace", "resourceVersion", "uid"] {
+        match new.pointer(&format!("/metadata/{key}")) {
+            Some(v) => kept["metadata"][key] = v.clone(),
+            None => {
+                if let Some(m) = kept.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+    let ephemeral = new
+        .pointer("/spec/ephemeralContainers")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if kept.get("spec").is_some_and(Value::is_object) {
+        kept["spec"]["ephemeralContainers"] = ephemeral;
+    }
+    *new = kept;
 }
 
 /// Unknown- and duplicate-field findings for `fieldValidation`: an error under Strict, warnings

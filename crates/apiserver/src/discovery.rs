@@ -188,7 +188,10 @@ pub(crate) fn verbs(def: &Kind) -> &'static [&'static str] {
 
 fn sub_verbs(sub: Subresource) -> &'static [&'static str] {
     match sub {
-        Subresource::Status | Subresource::Scale | Subresource::Approval => SUBRESOURCE_VERBS,
+        Subresource::Status
+        | Subresource::Scale
+        | Subresource::Approval
+        | Subresource::EphemeralContainers => SUBRESOURCE_VERBS,
         Subresource::Binding | Subresource::Eviction | Subresource::Token => CREATE_ONLY,
         Subresource::Finalize => UPDATE_ONLY,
         Subresource::Log => GET_ONLY,
@@ -207,15 +210,18 @@ fn foreign_kind(sub: Subresource) -> Option<(&'static str, &'static str, &'stati
         | Subresource::Approval
         | Subresource::Finalize
         | Subresource::Log
-        | Subresource::Exec => None,
+        | Subresource::Exec
+        | Subresource::EphemeralContainers => None,
     }
 }
 
 fn sub_kind(def: &Kind, sub: Subresource) -> &str {
     match sub {
-        Subresource::Status | Subresource::Approval | Subresource::Finalize | Subresource::Log => {
-            &def.kind
-        }
+        Subresource::Status
+        | Subresource::Approval
+        | Subresource::Finalize
+        | Subresource::Log
+        | Subresource::EphemeralContainers => &def.kind,
         Subresource::Binding => "Binding",
         Subresource::Exec => "PodExecOptions",
         Subresource::Scale | Subresource::Eviction | Subresource::Token => {

@@ -90,6 +90,7 @@ pub(crate) fn subresource_name(part: Part) -> &'static str {
         Part::Main => "",
         Part::Status => Subresource::Status.name(),
         Part::Finalize => Subresource::Finalize.name(),
+        Part::EphemeralContainers => Subresource::EphemeralContainers.name(),
     }
 }
 

@@ -428,9 +428,13 @@ impl ApiServer {
         }
         match (method.clone(), t.sub) {
             (Method::GET, _) if p.is_watch() => self.watch(t, p, out).await,
-            (Method::GET, None | Some(Subresource::Status | Subresource::Approval)) if named => {
-                self.get(t, p, out).await
-            }
+            (
+                Method::GET,
+                None
+                | Some(
+                    Subresource::Status | Subresource::Approval | Subresource::EphemeralContainers,
+                ),
+            ) if named => self.get(t, p, out).await,
             (Method::GET, None) => self.list(t, p, out).await,
             (Method::GET, Some(Subresource::Scale)) => self.get_scale(t).await,
             (Method::GET, Some(Subresource::Log)) => self.pod_log(t, p).await,
@@ -446,6 +450,10 @@ impl ApiServer {
             (Method::PUT, Some(Subresource::Finalize)) => {
                 self.update(t, p, headers, body, Part::Finalize, out).await
             }
+            (Method::PUT, Some(Subresource::EphemeralContainers)) => {
+                let part = Part::EphemeralContainers;
+                self.update(t, p, headers, body, part, out).await
+            }
             (Method::PUT, Some(Subresource::Scale)) => {
                 self.write_scale(t, p, headers, body, false).await
             }
@@ -454,6 +462,10 @@ impl ApiServer {
             }
             (Method::PATCH, Some(Subresource::Status | Subresource::Approval)) => {
                 self.patch(t, p, headers, body, Part::Status, out).await
+            }
+            (Method::PATCH, Some(Subresource::EphemeralContainers)) => {
+                let part = Part::EphemeralContainers;
+                self.patch(t, p, headers, body, part, out).await
             }
             (Method::PATCH, Some(Subresource::Scale)) => {
                 self.write_scale(t, p, headers, body, true).await

@@ -9,6 +9,7 @@ use crate::{
 use serde_json::Value;
 use std::collections::HashSet;
 
+pub mod ephemeral;
 mod security_context;
 
 const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
@@ -68,6 +69,10 @@ pub fn validate_pod_spec(spec: &Value, path: &Path, claim_names: &[String]) -> V
     if items(spec, "containers").is_empty() {
         errs.push(FieldError::required(path.child("containers"), ""));
     }
+    errs.extend(ephemeral::validate(
+        spec,
+        &path.child("ephemeralContainers"),
+    ));
 
     if let Some(policy) = str_field(spec, "restartPolicy") {
         errs.extend(one_of(

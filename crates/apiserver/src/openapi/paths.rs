@@ -320,7 +320,10 @@ pub(super) fn resource_paths(
         let suffix = capitalize(sub.name());
         let path = format!("{collection}/{{name}}/{}", sub.name());
         let ops = match sub {
-            Subresource::Status | Subresource::Scale | Subresource::Approval => {
+            Subresource::Status
+            | Subresource::Scale
+            | Subresource::Approval
+            | Subresource::EphemeralContainers => {
                 let (schema, sgvk) = if sub == Subresource::Scale {
                     (
                         "io.k8s.api.autoscaling.v1.Scale".to_string(),

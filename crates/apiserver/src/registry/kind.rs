@@ -38,6 +38,9 @@ pub enum Subresource {
     Log,
     /// `pods/exec`: runs a command in a container (create and get, upgraded to a stream).
     Exec,
+    /// `pods/ephemeralcontainers`: the Pod, of which a write may only add ephemeral containers
+    /// (what `kubectl debug` patches).
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -53,6 +56,7 @@ impl Subresource {
             Subresource::Token => "token",
             Subresource::Log => "log",
             Subresource::Exec => "exec",
+            Subresource::EphemeralContainers => "ephemeralcontainers",
         }
     }
 }

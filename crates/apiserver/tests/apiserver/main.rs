@@ -13,6 +13,7 @@ mod component_statuses;
 mod crd_conditions;
 mod deletion_defaults;
 mod discovery;
+mod ephemeral_containers;
 mod event_ttl;
 mod field_selectors;
 mod field_validation;

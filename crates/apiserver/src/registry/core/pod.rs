@@ -27,6 +27,7 @@ pub(super) fn kind() -> Kind {
             Subresource::Eviction,
             Subresource::Log,
             Subresource::Exec,
+            Subresource::EphemeralContainers,
         ])
         .strategy(PodStrategy)
         .selectable_fields(&[
@@ -57,7 +58,19 @@ impl Strategy for PodStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        api::validation::pod::validate_pod(obj)
+        let mut errors = api::validation::pod::validate_pod(obj);
+        // Upstream's `ValidatePodCreate`: they are added through `pods/ephemeralcontainers` only.
+        let ephemeral = obj.pointer("/spec/ephemeralContainers");
+        if ephemeral
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
+            errors.push(FieldError::forbidden(
+                "spec.ephemeralContainers",
+                "cannot be set on create",
+            ));
+        }
+        errors
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
