@@ -20,35 +20,27 @@
 
 mod bootstrap;
 pub(crate) mod config;
+mod filter;
+mod objects;
 pub(crate) mod queueset;
 mod retry_after;
 mod status;
 pub(crate) mod width;
 
+pub(crate) use filter::filter;
+
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex, OnceLock, RwLock},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use axum::{
-    body::Body,
-    extract::{Request, State},
-    http::{HeaderValue, StatusCode, header},
-    middleware::Next,
-    response::Response,
-};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
     cache::{Cache, ChangeCount},
-    change::Change,
-    context::Identity,
-    error::ApiResult,
-    filters::request_info::RequestInfo,
-    registry::Kind,
-    state::ApiServer,
+    metrics::Metrics,
 };
 use config::Config;
 use queueset::QueueSet;
@@ -115,9 +107,9 @@ impl FlowControl {
     }
 
     /// The configuration now, rebuilt first if a FlowSchema or PriorityLevelConfiguration
-    /// changed since it was built.
-    fn snapshot(&self, server: &ApiServer) -> Arc<Snapshot> {
-        let (cache, metrics) = (&server.cache, &server.metrics);
+    /// changed since it was built; with a rebuild, the FlowSchemas' `Dangling` conditions to
+    /// write.
+    fn snapshot(&self, cache: &Cache, metrics: &Metrics) -> (Arc<Snapshot>, Vec<(String, Value)>) {
         let at = self.now(cache);
         let current = || {
             self.built
@@ -127,11 +119,11 @@ impl FlowControl {
                 .filter(|s| s.at == at)
         };
         if let Some(s) = current() {
-            return s;
+            return (s, Vec::new());
         }
         let _rebuilding = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = current() {
-            return s;
+            return (s, Vec::new());
         }
         let objects = |plural: &str| -> Vec<Value> {
             cache
@@ -146,10 +138,6 @@ impl FlowControl {
         );
         let config = Config::new(&flow_schemas, &levels);
         let updates = status::dangling_updates(&flow_schemas, &levels);
-        if !updates.is_empty() {
-            let server = server.clone();
-            tokio::spawn(async move { server.write_dangling(updates).await });
-        }
         let previous = self.built.read().unwrap_or_else(|e| e.into_inner()).clone();
         let mut sets = BTreeMap::new();
         for (name, level) in config.level_configs(self.total, self.wait_limit) {
@@ -165,7 +153,7 @@ impl FlowControl {
         }
         let snapshot = Arc::new(Snapshot { at, config, sets });
         *self.built.write().unwrap_or_else(|e| e.into_inner()) = Some(snapshot.clone());
-        snapshot
+        (snapshot, updates)
     }
 }
 
@@ -179,188 +167,6 @@ fn flow_hash(flow_schema: &str, distinguisher: &str) -> u64 {
     let mut first = [0u8; 8];
     first.copy_from_slice(&sum[..8]);
     u64::from_le_bytes(first)
-}
-
-/// Upstream's long-running requests other than watches (`BasicLongRunningRequestCheck`): not
-/// limited, as they would hold seats for as long as they run.
-fn long_running(attrs: &authz::Attributes) -> bool {
-    attrs.resource_request
-        && (attrs.verb == "proxy"
-            || matches!(
-                attrs.subresource.as_str(),
-                "attach" | "exec" | "proxy" | "log" | "portforward"
-            ))
-}
-
-fn set_headers(resp: &mut Response, fs_uid: &str, pl_uid: &str) {
-    for (name, value) in [(PRIORITY_LEVEL_UID, pl_uid), (FLOW_SCHEMA_UID, fs_uid)] {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            resp.headers_mut().insert(name, v);
-        }
-    }
-}
-
-/// The filter.
-pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: Next) -> Response {
-    let Some(identity) = req.extensions().get::<Identity>().cloned() else {
-        return next.run(req).await;
-    };
-    let attrs = RequestInfo::of(&req, (*identity.user).clone());
-    if long_running(&attrs) {
-        return next.run(req).await;
-    }
-    let metrics = server.metrics.clone();
-    let snapshot = server.flow_control.snapshot(&server);
-    let Some((fs, pl)) = snapshot.config.classify(&attrs) else {
-        // Nothing matches only when `catch-all` is gone (the server puts it back on start).
-        return next.run(req).await;
-    };
-    let (fs_name, fs_uid) = (fs.name.clone(), fs.uid.clone());
-    let (pl_name, pl_uid) = (pl.name.clone(), pl.uid.clone());
-    let Some(set) = snapshot.sets.get(&pl_name).cloned() else {
-        // Exempt.
-        metrics.apf_dispatched(&pl_name, &fs_name);
-        let executing = metrics.apf_executing(&pl_name, &fs_name, 1);
-        let mut resp = next.run(req).await;
-        set_headers(&mut resp, &fs_uid, &pl_uid);
-        return resp.map(|body| crate::guarded_body::guarded(body, executing));
-    };
-    let stored = if attrs.verb == "list" || attrs.verb == "watch" {
-        server
-            .registry()
-            .find(&attrs.api_group, &attrs.api_version, &attrs.resource)
-            .map(|def| server.cache.len(&server.storage_of(&def)))
-    } else {
-        None
-    };
-    let seats = width::seats(&attrs, req.uri().query(), stored);
-    let hash = flow_hash(&fs_name, fs.flow_distinguisher(&attrs));
-    drop(snapshot);
-    let started = Instant::now();
-    let admitted = {
-        let _waiting = metrics.apf_inqueue(&pl_name, &fs_name);
-        set.acquire(hash, seats).await
-    };
-    let waited = started.elapsed().as_secs_f64();
-    let admitted = match admitted {
-        Ok(a) => a,
-        Err(rejection) => {
-            metrics.apf_rejected(&pl_name, &fs_name, rejection.as_str(), waited);
-            let retry_after = server
-                .flow_control
-                .retry_after
-                .refused(&pl_name, clock::now().as_second());
-            return too_many_requests(&fs_uid, &pl_uid, retry_after);
-        }
-    };
-    metrics.apf_dispatched(&pl_name, &fs_name);
-    metrics.apf_waited(&pl_name, &fs_name, waited);
-    let executing = metrics.apf_executing(&pl_name, &fs_name, admitted.width());
-    let watch = attrs.verb == "watch";
-    let mut resp = next.run(req).await;
-    set_headers(&mut resp, &fs_uid, &pl_uid);
-    if watch {
-        // A watch holds its seats while it starts, not while it streams.
-        drop((admitted, executing));
-        return resp;
-    }
-    // Seats are held until the answer is sent, as upstream's handler writes it before returning.
-    resp.map(|body| crate::guarded_body::guarded(body, (admitted, executing)))
-}
-
-fn too_many_requests(fs_uid: &str, pl_uid: &str, retry_after: i64) -> Response {
-    let mut resp = Response::new(Body::from(TOO_MANY_REQUESTS));
-    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    let headers = resp.headers_mut();
-    headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    set_headers(&mut resp, fs_uid, pl_uid);
-    resp
-}
-
-impl ApiServer {
-    /// Reads the flow-control configuration now (and so writes the FlowSchemas' status), as the
-    /// server starts.
-    pub(crate) fn load_flow_control(&self) {
-        self.flow_control.snapshot(self);
-    }
-
-    /// Writes FlowSchemas' `Dangling` conditions (upstream's controller writes them the same
-    /// way, after reading a new configuration). A write lost to a race is made again at the
-    /// next configuration read, which the write itself causes.
-    async fn write_dangling(&self, updates: Vec<(String, Value)>) {
-        let Some(def) = self.registry().owner(GROUP, "flowschemas") else {
-            return;
-        };
-        for (name, condition) in updates {
-            let outcome = self
-                .guaranteed_update(&def, None, &name, false, |old, _| {
-                    let mut new = old.clone();
-                    status::set_condition(&mut new, condition.clone());
-                    Ok(Change::Write(new))
-                })
-                .await;
-            if let Err(e) = outcome
-                && e.code != 404
-            {
-                tracing::warn!(name, error = %e, "unable to write the FlowSchema's status");
-            }
-        }
-    }
-
-    /// Creates the default FlowSchemas and PriorityLevelConfigurations that are missing and puts
-    /// back those the server keeps up to date ([`bootstrap::revise`]).
-    pub(crate) async fn ensure_flow_control_objects(&self) -> ApiResult<()> {
-        for (kind, default) in bootstrap::objects() {
-            let plural = match default.get("kind").and_then(Value::as_str) {
-                Some("FlowSchema") => "flowschemas",
-                _ => "prioritylevelconfigurations",
-            };
-            let Some(def) = self.registry().owner(GROUP, plural) else {
-                continue;
-            };
-            let name = crate::object::name(&default).to_string();
-            match self.cache.get(&def, None, &name).map(|e| e.value()) {
-                None => {
-                    let mut obj = default.clone();
-                    self.ensure_object(&mut obj).await?;
-                }
-                Some(existing) => {
-                    if bootstrap::revise(kind, &existing, &default).is_some() {
-                        self.revise_default(&def, &name, kind, &default).await?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn revise_default(
-        &self,
-        def: &Arc<Kind>,
-        name: &str,
-        kind: bootstrap::Ensure,
-        default: &Value,
-    ) -> ApiResult<()> {
-        let outcome = self
-            .guaranteed_update(def, None, name, false, |old, _| {
-                Ok(Change::Write(
-                    bootstrap::revise(kind, old, default).unwrap_or_else(|| old.clone()),
-                ))
-            })
-            .await;
-        match outcome {
-            Err(e) if e.code == 404 => Ok(()),
-            other => other.map(|_| ()),
-        }
-    }
 }
 
 #[cfg(test)]
