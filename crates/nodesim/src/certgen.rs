@@ -514,36 +514,30 @@ pub async fn run(task: &Task, client: &Client) -> Result<(), Failure> {
                 patch_api_service(client, name, &ca).await?;
             }
             if *validating {
-                let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-                let mut hook = api
-                    .get(webhook)
-                    .await
-                    .map_err(|e| Failure::Api("failed getting validating webhook", e))?;
-                for h in hook.webhooks.iter_mut().flatten() {
-                    h.client_config.ca_bundle = Some(ca.clone());
-                    if let Some(p) = failure_policy {
-                        h.failure_policy = Some(p.clone());
-                    }
-                }
-                api.replace(webhook, &PostParams::default(), &hook)
-                    .await
-                    .map_err(|e| Failure::Api("failed patching validating webhook", e))?;
+                patch_webhooks::<ValidatingWebhookConfiguration>(
+                    client,
+                    webhook,
+                    &ca,
+                    failure_policy.as_ref(),
+                    (
+                        "failed getting validating webhook",
+                        "failed patching validating webhook",
+                    ),
+                )
+                .await?;
             }
             if *mutating {
-                let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-                let mut hook = api
-                    .get(webhook)
-                    .await
-                    .map_err(|e| Failure::Api("failed getting mutating webhook", e))?;
-                for h in hook.webhooks.iter_mut().flatten() {
-                    h.client_config.ca_bundle = Some(ca.clone());
-                    if let Some(p) = failure_policy {
-                        h.failure_policy = Some(p.clone());
-                    }
-                }
-                api.replace(webhook, &PostParams::default(), &hook)
-                    .await
-                    .map_err(|e| Failure::Api("failed patching mutating webhook", e))?;
+                patch_webhooks::<MutatingWebhookConfiguration>(
+                    client,
+                    webhook,
+                    &ca,
+                    failure_policy.as_ref(),
+                    (
+                        "failed getting mutating webhook",
+                        "failed patching mutating webhook",
+                    ),
+                )
+                .await?;
             }
             Ok(())
         }
@@ -649,6 +643,40 @@ pub async fn run(task: &Task, client: &Client) -> Result<(), Failure> {
 }
 
 /// `--apiservice-name`: the CA as the APIService's `caBundle`, TLS verification on.
+/// Sets `caBundle` (and `failurePolicy`, when given) on every webhook of the configuration
+/// `name`, as the tool's `patch` does, for the validating and the mutating kind alike; `errors`
+/// are the tool's messages for a failed read and a failed write.
+async fn patch_webhooks<K>(
+    client: &Client,
+    name: &str,
+    ca: &ByteString,
+    failure_policy: Option<&String>,
+    errors: (&'static str, &'static str),
+) -> Result<(), Failure>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let hook = api.get(name).await.map_err(|e| Failure::Api(errors.0, e))?;
+    let mut obj = serde_json::to_value(&hook).map_err(|e| Failure::Precondition(e.to_string()))?;
+    let bundle = serde_json::json!(base64::engine::general_purpose::STANDARD.encode(&ca.0));
+    for h in obj["webhooks"].as_array_mut().into_iter().flatten() {
+        h["clientConfig"]["caBundle"] = bundle.clone();
+        if let Some(p) = failure_policy {
+            h["failurePolicy"] = serde_json::json!(p);
+        }
+    }
+    let hook: K = serde_json::from_value(obj).map_err(|e| Failure::Precondition(e.to_string()))?;
+    api.replace(name, &PostParams::default(), &hook)
+        .await
+        .map_err(|e| Failure::Api(errors.1, e))?;
+    Ok(())
+}
+
 async fn patch_api_service(client: &Client, name: &str, ca: &ByteString) -> Result<(), Failure> {
     let path = format!("/apis/apiregistration.k8s.io/v1/apiservices/{name}");
     let get = http::Request::get(&path)

@@ -193,8 +193,19 @@ async fn a_job_completes_five_pods_at_most_two_at_a_time() {
         assert_eq!(terminated["reason"], "Completed");
         assert_eq!(terminated["exitCode"], 0);
     }
+    // kubectl prints a STATUS column from 1.29 on; the condition says it to any version.
     let out = c.kubectl(&["get", "job", "pi"]).await;
-    assert!(out.contains("Complete") && out.contains("5/5"), "{out}");
+    assert!(out.contains("5/5"), "{out}");
+    let complete = c
+        .kubectl(&[
+            "get",
+            "job",
+            "pi",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Complete\")].status}",
+        ])
+        .await;
+    assert_eq!(complete.trim(), "True");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1151,8 +1151,12 @@ async fn ordered_ready_replaces_a_pod_stuck_on_a_bad_revision_once_the_template_
 
 /// Starts `rollwright controllers --kubeconfig ...` as a child process.
 fn spawn_controllers(env: &Env) -> tokio::process::Child {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_rollwright"))
-        .arg("controllers")
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_rollwright"));
+    command.arg("controllers");
+    if let Some(ca) = env.c.root_ca_file() {
+        command.arg("--root-ca-file").arg(ca);
+    }
+    command
         // No status endpoint: tests run side by side on one machine.
         .arg("--secure-port=0")
         .arg("--kubeconfig")

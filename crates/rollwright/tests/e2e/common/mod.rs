@@ -90,6 +90,15 @@ impl Cluster {
         }
     }
 
+    /// The CA a controller process started by a test publishes as `kube-root-ca.crt` when its
+    /// kubeconfig names none (upstream's server, reached without verifying its certificate):
+    /// `--root-ca-file`, as a cluster's controller manager is given it.
+    pub fn root_ca_file(&self) -> Option<PathBuf> {
+        self.upstream
+            .as_ref()
+            .map(|u| u.server.root_ca_file.clone())
+    }
+
     /// A client over HTTPS, as any client connects.
     pub async fn client(&self) -> kube::Client {
         match (&self.own, &self.upstream) {

@@ -54,6 +54,8 @@ pub struct ApiServer {
     /// root-ca-cert-publisher publishes as `kube-root-ca.crt`, as a cluster's controller manager
     /// is given its CA (`--root-ca-file`); without it the kubelets would wait for the ConfigMap.
     root_ca: controllers::root_ca::RootCa,
+    /// Where that certificate is.
+    pub root_ca_file: PathBuf,
 }
 
 /// The controllers `rollwright install` runs as its own ServiceAccount.
@@ -200,7 +202,8 @@ impl Reference {
             Some(_) => Some(install(&client, dir, port).await),
             None => None,
         };
-        let root_ca = controllers::root_ca::RootCa::read(&pki.join("serving/apiserver.crt"))
+        let root_ca_file = pki.join("serving/apiserver.crt");
+        let root_ca = controllers::root_ca::RootCa::read(&root_ca_file)
             .expect("kube-apiserver's self-signed serving certificate");
         ApiServer {
             _process: process,
@@ -208,6 +211,7 @@ impl Reference {
             client,
             installed,
             root_ca,
+            root_ca_file,
         }
     }
 }
