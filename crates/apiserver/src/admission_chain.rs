@@ -47,10 +47,24 @@ impl ApiServer {
             return Ok(warnings);
         }
         let writes = matches!(review.operation, Operation::Create | Operation::Update);
-        let before = writes.then(|| obj.clone());
+        let may_mutate = writes && handling.iter().any(|p| p.may_mutate(self, review));
+        let before = may_mutate.then(|| obj.clone());
+        // Every debug build checks the plugins' word: a write none said it may change is kept
+        // too, and must come out of the mutating phase as it went in.
+        #[cfg(debug_assertions)]
+        let unchanged = (writes && !may_mutate).then(|| obj.clone());
         for &plugin in &handling {
             let admitted = plugin.admit(self, review, obj).await;
             warnings.extend(admitted.inspect_err(|e| refused(plugin, review, e))?);
+        }
+        #[cfg(debug_assertions)]
+        if let Some(unchanged) = unchanged {
+            assert!(
+                crate::admission::same_object(&unchanged, obj),
+                "a plugin that said it would not changed {} {}",
+                review.kind.kind,
+                review.name
+            );
         }
         if let Some(before) = before
             && !crate::admission::same_object(&before, obj)

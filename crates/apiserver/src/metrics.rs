@@ -5,7 +5,10 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
-use std::sync::{Arc, atomic::AtomicU64};
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock, atomic::AtomicU64},
+};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -70,6 +73,8 @@ struct FlowControlMetrics {
     executing_seats: Family<FlowLabels, Gauge>,
     wait: Family<WaitLabels, Histogram>,
     nominal: Family<LevelLabels, Gauge>,
+    /// Each flow's metrics by level, then FlowSchema ([`Metrics::apf_flow`]).
+    flows: RwLock<HashMap<String, HashMap<String, Flow>>>,
 }
 
 impl FlowControlMetrics {
@@ -87,6 +92,7 @@ impl FlowControlMetrics {
                 ])
             }),
             nominal: Family::default(),
+            flows: RwLock::default(),
         };
         registry.register(
             "apiserver_flowcontrol_rejected_requests",
@@ -272,52 +278,41 @@ impl Metrics {
             .observe(waited);
     }
 
-    /// Counts a request API Priority and Fairness let through.
-    pub(crate) fn apf_dispatched(&self, level: &str, schema: &str) {
-        self.flow_control
-            .dispatched
-            .get_or_create(&flow(level, schema))
-            .inc();
-    }
-
-    /// Records how long a request that was let through waited.
-    pub(crate) fn apf_waited(&self, level: &str, schema: &str, waited: f64) {
-        self.flow_control
-            .wait
-            .get_or_create(&WaitLabels {
-                execute: "true",
-                priority_level: level.into(),
-                flow_schema: schema.into(),
-            })
-            .observe(waited);
-    }
-
-    /// Counts a request waiting for its seats until the guard drops.
-    pub(crate) fn apf_inqueue(&self, level: &str, schema: &str) -> GaugeGuard {
-        GaugeGuard::inc(
-            self.flow_control
-                .inqueue
-                .get_or_create(&flow(level, schema))
-                .clone(),
-        )
-    }
-
-    /// Counts a request executing on `seats` seats until the guard drops.
-    pub(crate) fn apf_executing(&self, level: &str, schema: &str, seats: u32) -> Executing {
-        let labels = flow(level, schema);
-        let requests = self.flow_control.executing.get_or_create(&labels).clone();
-        let seats_gauge = self
-            .flow_control
-            .executing_seats
-            .get_or_create(&labels)
-            .clone();
-        requests.inc();
-        seats_gauge.inc_by(i64::from(seats));
-        Executing {
-            requests,
-            seats: seats_gauge,
-            width: i64::from(seats),
+    /// The metrics of one flow (a priority level and a FlowSchema), looked up by their labels
+    /// once: a request updates five of them, and each lookup by labels allocates the labels.
+    pub(crate) fn apf_flow(&self, level: &str, schema: &str) -> Flow {
+        let m = &self.flow_control;
+        if let Some(flow) = m
+            .flows
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(level)
+            .and_then(|schemas| schemas.get(schema))
+        {
+            return flow.clone();
         }
+        let labels = flow(level, schema);
+        let made = Flow {
+            dispatched: m.dispatched.get_or_create(&labels).clone(),
+            inqueue: m.inqueue.get_or_create(&labels).clone(),
+            executing: m.executing.get_or_create(&labels).clone(),
+            executing_seats: m.executing_seats.get_or_create(&labels).clone(),
+            wait: m
+                .wait
+                .get_or_create(&WaitLabels {
+                    execute: "true",
+                    priority_level: level.into(),
+                    flow_schema: schema.into(),
+                })
+                .clone(),
+        };
+        m.flows
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(level.to_string())
+            .or_default()
+            .insert(schema.to_string(), made.clone());
+        made
     }
 
     /// Sets a level's nominal concurrency limit.
@@ -400,6 +395,42 @@ fn flow(level: &str, schema: &str) -> FlowLabels {
     FlowLabels {
         priority_level: level.into(),
         flow_schema: schema.into(),
+    }
+}
+
+/// One flow's metrics ([`Metrics::apf_flow`]).
+#[derive(Clone)]
+pub(crate) struct Flow {
+    dispatched: Counter,
+    inqueue: Gauge,
+    executing: Gauge,
+    executing_seats: Gauge,
+    wait: Histogram,
+}
+
+impl Flow {
+    /// Counts a request let through, after waiting `waited` seconds for its seats.
+    pub(crate) fn dispatched(&self, waited: Option<f64>) {
+        self.dispatched.inc();
+        if let Some(waited) = waited {
+            self.wait.observe(waited);
+        }
+    }
+
+    /// Counts a request waiting for its seats until the guard drops.
+    pub(crate) fn inqueue(&self) -> GaugeGuard {
+        GaugeGuard::inc(self.inqueue.clone())
+    }
+
+    /// Counts a request executing on `seats` seats until the guard drops.
+    pub(crate) fn executing(&self, seats: u32) -> Executing {
+        self.executing.inc();
+        self.executing_seats.inc_by(i64::from(seats));
+        Executing {
+            requests: self.executing.clone(),
+            seats: self.executing_seats.clone(),
+            width: i64::from(seats),
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::{
 };
 use authz::node::{MIRROR_POD_ANNOTATION, node_identity, visit_config_maps, visit_secrets};
 use serde_json::{Map, Value};
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, sync::Arc};
 
 /// The namespace of node Leases (upstream's `api.NamespaceNodeLease`).
 const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -80,16 +80,18 @@ fn forbid(why: impl Into<String>) -> Result<(), Refusal> {
 /// What the decisions look up in the cluster (upstream's pod and node listers); the server
 /// answers from its watch cache, which its callers have brought up to date.
 trait Cluster {
-    /// The pod `namespace/name`, as JSON.
-    fn pod(&self, namespace: &str, name: &str) -> Option<Value>;
+    /// The pod `namespace/name`, as JSON (shared: the server's own writes are kept parsed, and a
+    /// kubelet's token request reads the pod it just wrote).
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Value>>;
     /// The uid of Node `name`.
     fn node_uid(&self, name: &str) -> Option<String>;
 }
 
 impl Cluster for ApiServer {
-    fn pod(&self, namespace: &str, name: &str) -> Option<Value> {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
         let def = self.registry().find("", "v1", "pods")?;
-        Some(self.cache.get(&def, Some(namespace), name)?.value())
+        let entry = self.cache.get(&def, Some(namespace), name)?;
+        Some(self.cache.parsed(&def.key(Some(namespace), name), &entry))
     }
 
     fn node_uid(&self, name: &str) -> Option<String> {
@@ -670,12 +672,13 @@ mod tests {
     struct Fake;
 
     impl Cluster for Fake {
-        fn pod(&self, _: &str, name: &str) -> Option<Value> {
+        fn pod(&self, _: &str, name: &str) -> Option<Arc<Value>> {
             match name {
                 "mine" => Some(json!({"metadata": {"uid": "u1"}, "spec": {"nodeName": "n1"}})),
                 "theirs" => Some(json!({"metadata": {"uid": "u2"}, "spec": {"nodeName": "n2"}})),
                 _ => None,
             }
+            .map(Arc::new)
         }
 
         fn node_uid(&self, name: &str) -> Option<String> {

@@ -95,6 +95,16 @@ pub(crate) trait Plugin: Send + Sync {
     /// Whether the plugin acts on this write: its kinds, operations and subresources.
     fn handles(&self, review: &Review<'_>) -> bool;
 
+    /// Whether the mutating phase may change this write's object. Only then does the chain keep
+    /// a copy to see what changed (and run the kind's strategy again on it): most writes, a
+    /// kubelet's status report or an Event, meet no plugin that changes anything, and copying
+    /// every written object cost more than the rest of admission. A plugin whose `admit` can
+    /// change the object says so here; every debug build (the test suite) checks that one that
+    /// said no changed nothing.
+    fn may_mutate(&self, _server: &ApiServer, _review: &Review<'_>) -> bool {
+        false
+    }
+
     /// The mutating phase (upstream's `MutationInterface.Admit`): defaults or refuses.
     async fn admit(
         &self,
@@ -146,6 +156,10 @@ impl Plugin for PodDefaulting {
 
     fn handles(&self, review: &Review<'_>) -> bool {
         creates_pod(review)
+    }
+
+    fn may_mutate(&self, _server: &ApiServer, _review: &Review<'_>) -> bool {
+        true
     }
 
     async fn admit(

@@ -188,6 +188,10 @@ impl crate::plugins::Plugin for ServiceAccount {
         crate::plugins::creates_pod(review)
     }
 
+    fn may_mutate(&self, server: &ApiServer, _review: &crate::plugins::Review<'_>) -> bool {
+        server.service_accounts
+    }
+
     async fn admit(
         &self,
         server: &ApiServer,

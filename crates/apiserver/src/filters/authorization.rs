@@ -11,22 +11,29 @@ use axum::{
 
 /// The authorization layer.
 pub(crate) async fn authorize(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
+    match check(&s, &req) {
+        Ok(()) => next.run(req).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The layer's step: whether the request's user may do what it asks; the 403 otherwise.
+pub(crate) fn check(s: &ApiServer, req: &Request) -> Result<(), Response> {
     let Some(identity) = req.extensions().get::<Identity>() else {
-        return ApiError::internal("authorization before authentication").into_response();
+        return Err(ApiError::internal("authorization before authentication").into_response());
     };
-    let attrs = super::request_info::RequestInfo::of(&req, identity.user.as_ref().clone());
+    let attrs = super::request_info::RequestInfo::of(req, identity.user.as_ref().clone());
     let decision = s.authorize(&attrs);
     crate::audit::record_decision(&decision);
     s.metrics.authorization(&decision);
     if decision.allowed() {
-        next.run(req).await
+        Ok(())
     } else {
         tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, resource = %attrs.resource, path = %attrs.path, reason = %decision.reason(), "forbidden");
-        forbidden(&attrs, decision.reason()).into_response()
+        Err(forbidden(&attrs, decision.reason()).into_response())
     }
 }
 
-/// Upstream's Forbidden response for `attrs` (`responsewriters.Forbidden`).
 pub(crate) fn forbidden(attrs: &Attributes, reason: &str) -> ApiError {
     let user = &attrs.user.username;
     let what = if !attrs.resource_request {

@@ -23,16 +23,25 @@ pub(crate) async fn impersonate(
     mut req: Request,
     next: Next,
 ) -> Response {
+    match apply(&s, &mut req) {
+        Ok(()) => next.run(req).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The layer's step: a request that asks to impersonate leaves it as the user it acts as (its
+/// headers removed), or is answered here.
+pub(crate) fn apply(s: &ApiServer, req: &mut Request) -> Result<(), Response> {
     let headers = req.headers();
     let asked = headers.keys().any(|k| {
         let k = k.as_str();
         k == USER || k == GROUP || k == UID || k.starts_with(EXTRA)
     });
     if !asked {
-        return next.run(req).await;
+        return Ok(());
     }
     let Some(identity) = req.extensions().get::<Identity>().cloned() else {
-        return ApiError::internal("impersonation before authentication").into_response();
+        return Err(ApiError::internal("impersonation before authentication").into_response());
     };
     match s.impersonated(&identity.user, headers) {
         Ok(user) => {
@@ -49,10 +58,10 @@ pub(crate) async fn impersonate(
                 user: Arc::new(user),
                 impersonator: Some(identity.user),
             });
-            next.run(req).await
+            Ok(())
         }
-        Err(Refused::Forbidden(e)) => e.into_response(),
-        Err(Refused::Malformed(why)) => internal_error(req.uri(), &why),
+        Err(Refused::Forbidden(e)) => Err(e.into_response()),
+        Err(Refused::Malformed(why)) => Err(internal_error(req.uri(), &why)),
     }
 }
 

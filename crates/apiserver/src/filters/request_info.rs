@@ -46,13 +46,18 @@ impl RequestInfo {
 
 /// The chain's first layer: parses the request's attributes once.
 pub(crate) async fn parse(mut req: Request, next: Next) -> Response {
+    insert(&mut req);
+    next.run(req).await
+}
+
+/// The layer's step: the attributes parsed into the request's extensions.
+pub(crate) fn insert(req: &mut Request) {
     let info = RequestInfo(Arc::new(attributes(
         req.method(),
         req.uri(),
         UserInfo::default(),
     )));
     req.extensions_mut().insert(info);
-    next.run(req).await
 }
 
 /// The request's attributes, `user` asking.

@@ -36,26 +36,37 @@ fn set_headers(resp: &mut Response, fs_uid: &str, pl_uid: &str) {
 
 /// The filter.
 pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: Next) -> Response {
+    run(&server, req, |req| next.run(req)).await
+}
+
+/// The filter's step around `inner` (the rest of the chain): `inner` runs once the request has
+/// its seats, which it holds until its answer is sent.
+pub(crate) async fn run<F, Fut>(server: &ApiServer, req: Request, next: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let Some(identity) = req.extensions().get::<Identity>().cloned() else {
-        return next.run(req).await;
+        return next(req).await;
     };
     let attrs = RequestInfo::of(&req, (*identity.user).clone());
     if long_running(&attrs) {
-        return next.run(req).await;
+        return next(req).await;
     }
     let metrics = server.metrics.clone();
     let snapshot = server.snapshot_flow_control();
     let Some((fs, pl)) = snapshot.config.classify(&attrs) else {
         // Nothing matches only when `catch-all` is gone (the server puts it back on start).
-        return next.run(req).await;
+        return next(req).await;
     };
     let (fs_name, fs_uid) = (fs.name.clone(), fs.uid.clone());
     let (pl_name, pl_uid) = (pl.name.clone(), pl.uid.clone());
     let Some(set) = snapshot.sets.get(&pl_name).cloned() else {
         // Exempt.
-        metrics.apf_dispatched(&pl_name, &fs_name);
-        let executing = metrics.apf_executing(&pl_name, &fs_name, 1);
-        let mut resp = next.run(req).await;
+        let flow = metrics.apf_flow(&pl_name, &fs_name);
+        flow.dispatched(None);
+        let executing = flow.executing(1);
+        let mut resp = next(req).await;
         set_headers(&mut resp, &fs_uid, &pl_uid);
         return resp.map(|body| crate::guarded_body::guarded(body, executing));
     };
@@ -71,8 +82,9 @@ pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: 
     let hash = flow_hash(&fs_name, fs.flow_distinguisher(&attrs));
     drop(snapshot);
     let started = Instant::now();
+    let flow = metrics.apf_flow(&pl_name, &fs_name);
     let admitted = {
-        let _waiting = metrics.apf_inqueue(&pl_name, &fs_name);
+        let _waiting = flow.inqueue();
         set.acquire(hash, seats).await
     };
     let waited = started.elapsed().as_secs_f64();
@@ -87,11 +99,10 @@ pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: 
             return too_many_requests(&fs_uid, &pl_uid, retry_after);
         }
     };
-    metrics.apf_dispatched(&pl_name, &fs_name);
-    metrics.apf_waited(&pl_name, &fs_name, waited);
-    let executing = metrics.apf_executing(&pl_name, &fs_name, admitted.width());
+    flow.dispatched(Some(waited));
+    let executing = flow.executing(admitted.width());
     let watch = attrs.verb == "watch";
-    let mut resp = next.run(req).await;
+    let mut resp = next(req).await;
     set_headers(&mut resp, &fs_uid, &pl_uid);
     if watch {
         // A watch holds its seats while it starts, not while it streams.

@@ -162,6 +162,14 @@ pub(super) fn hooks_of(config: &Value) -> Vec<Hook> {
         .collect()
 }
 
+/// Whether any configuration of `flavor` exists (most clusters have no mutating one).
+pub(super) fn any(server: &ApiServer, flavor: Flavor) -> bool {
+    server
+        .registry()
+        .find("admissionregistration.k8s.io", "v1", flavor.plural())
+        .is_some_and(|def| server.cache.len(&def) > 0)
+}
+
 /// Every webhook of `flavor`: configurations sorted by name, then each one's webhooks in order.
 pub(super) fn hooks(server: &ApiServer, flavor: Flavor) -> Vec<Hook> {
     let Some(def) = server

@@ -54,6 +54,10 @@ impl crate::plugins::Plugin for MutatingWebhooks {
         !crate::plugins::creates_subresource(review)
     }
 
+    fn may_mutate(&self, server: &ApiServer, _review: &Review<'_>) -> bool {
+        config::any(server, config::Flavor::Mutating)
+    }
+
     async fn admit(
         &self,
         server: &ApiServer,
