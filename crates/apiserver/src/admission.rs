@@ -126,13 +126,37 @@ pub(crate) fn typecheck(def: &Kind, obj: &Value) -> ApiResult<()> {
     })
 }
 
-/// Prepares a new object: names it, stamps server metadata, resets status, defaults, validates,
-/// and assigns what the server assigns (cluster IPs). Returns the strategy's warnings.
+/// Which run of a kind's strategy on a write this is. Upstream decodes a write as the kind's
+/// type once, before admission, and prepares and validates it once, after mutating admission
+/// (`rest.BeforeCreate`/`BeforeUpdate`); a write no mutating plugin may change is validated on
+/// intake, which is the same thing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// The object as the client sent it: decoded as the kind's type, and validated unless
+    /// `validate` is false because the admission chain runs [`Pass::AfterMutation`].
+    Intake {
+        /// Whether to validate now.
+        validate: bool,
+    },
+    /// After mutating admission, which may have changed the object (a webhook's patch is
+    /// decoded as the kind's type where it is applied).
+    AfterMutation,
+}
+
+impl Pass {
+    /// The intake of a write that no admission plugin may change.
+    pub const VALIDATED: Pass = Pass::Intake { validate: true };
+}
+
+/// Prepares a new object: names it, stamps server metadata, resets status, defaults, validates
+/// (as `pass` says), and assigns what the server assigns (cluster IPs). Returns the strategy's
+/// warnings.
 pub fn prepare_create(
     def: &Kind,
     obj: &mut Value,
     path_ns: Option<&str>,
     cluster: &dyn Cluster,
+    pass: Pass,
 ) -> ApiResult<Vec<String>> {
     check_type(def, obj)?;
     check_namespace(def, obj, path_ns)?;
@@ -170,7 +194,7 @@ pub fn prepare_create(
     {
         m.remove("status");
     }
-    strategy_create(def, obj)?;
+    strategy_create(def, obj, pass)?;
     let name = object::name(obj).to_string();
     strategy
         .allocate(obj, cluster)
@@ -179,12 +203,18 @@ pub fn prepare_create(
 }
 
 /// The kind's own part of a create (upstream's `rest.BeforeCreate` after the system fields):
-/// prepare (status, what is derived, such as a pod's QoS class), default, validate. Run again
-/// on what mutating admission changed, as upstream runs it after mutating admission.
-pub(crate) fn strategy_create(def: &Kind, obj: &mut Value) -> ApiResult<()> {
+/// prepare (status, what is derived, such as a pod's QoS class), default, validate, as `pass`
+/// says.
+pub(crate) fn strategy_create(def: &Kind, obj: &mut Value, pass: Pass) -> ApiResult<()> {
     let strategy = &def.strategy;
     strategy.prepare_for_create(obj);
-    typecheck(def, obj)?;
+    if let Pass::Intake { validate } = pass {
+        typecheck(def, obj)?;
+        if !validate {
+            strategy.defaults(obj);
+            return Ok(());
+        }
+    }
     strategy.defaults(obj);
     let name = object::name(obj).to_string();
     let mut errors = Vec::new();
@@ -348,7 +378,7 @@ pub fn prepare_update(
             }
         }
     }
-    strategy_update(def, new, old, part, errors)?;
+    strategy_update(def, new, old, part, errors, Pass::VALIDATED)?;
     if part != Part::Status {
         strategy
             .allocate_update(new, old, cluster)
@@ -367,10 +397,13 @@ pub(crate) fn strategy_update(
     old: &Value,
     part: Part,
     mut errors: Vec<FieldError>,
+    pass: Pass,
 ) -> ApiResult<()> {
     let strategy = &def.strategy;
     let name = object::name(old).to_string();
-    typecheck(def, new)?;
+    if matches!(pass, Pass::Intake { .. }) {
+        typecheck(def, new)?;
+    }
     strategy.defaults(new);
     match part {
         Part::EphemeralContainers => {}
@@ -424,7 +457,7 @@ pub(crate) fn strategy_update(
     Ok(())
 }
 
-/// Runs the kind's strategy again on an object that mutating admission changed, as upstream runs
+/// Runs the kind's strategy on an object that mutating admission may have changed, as upstream runs
 /// `rest.BeforeCreate` / `BeforeUpdate` only after mutating admission: what the strategy derives
 /// (a pod's QoS class from the resources LimitRanger defaulted) follows the mutation, and a
 /// mutation the kind's validation refuses is refused. `old` is the stored object of an update;
@@ -435,18 +468,15 @@ pub(crate) fn after_mutation(
     old: Option<&Value>,
     subresource: Option<&str>,
 ) -> ApiResult<()> {
-    if subresource.is_none_or(|s| s == "status") {
-        // A mutating webhook's patch may have changed what the object says it is.
-        check_type(def, obj)?;
-    }
+    let pass = Pass::AfterMutation;
     match (old, subresource) {
-        (None, None) => strategy_create(def, obj),
-        (Some(old), None) => strategy_update(def, obj, old, Part::Main, Vec::new()),
+        (None, None) => strategy_create(def, obj, pass),
+        (Some(old), None) => strategy_update(def, obj, old, Part::Main, Vec::new(), pass),
         (Some(old), Some("status")) => {
             for r in def.strategy.status_resets() {
                 reset(obj, old, *r);
             }
-            strategy_update(def, obj, old, Part::Status, Vec::new())
+            strategy_update(def, obj, old, Part::Status, Vec::new(), pass)
         }
         _ => Ok(()),
     }
@@ -619,7 +649,7 @@ mod tests {
         let mut d = json!({"metadata": {"generateName": "web-", "resourceVersion": "5", "uid": "x"},
             "spec": {"selector": {"matchLabels": {"app": "w"}}, "template": {"metadata": {"labels": {"app": "w"}},
             "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}, "status": {"replicas": 9}});
-        prepare_create(&def, &mut d, Some("default"), &Empty).unwrap();
+        prepare_create(&def, &mut d, Some("default"), &Empty, Pass::VALIDATED).unwrap();
         let name = object::name(&d);
         assert!(name.starts_with("web-") && name.len() == 9, "{name}");
         assert_eq!(d["kind"], "Deployment");
@@ -634,7 +664,7 @@ mod tests {
         let def = find("apps", "v1", "deployments");
         let mut old = json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "w"}},
             "template": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}});
-        prepare_create(&def, &mut old, Some("default"), &Empty).unwrap();
+        prepare_create(&def, &mut old, Some("default"), &Empty, Pass::VALIDATED).unwrap();
         old["status"] = json!({"replicas": 1});
         (def, old)
     }
@@ -701,14 +731,14 @@ mod tests {
         let def = find("", "v1", "pods");
         let mut p = json!({"kind": "Node", "metadata": {"name": "x"}});
         assert_eq!(
-            prepare_create(&def, &mut p, Some("default"), &Empty)
+            prepare_create(&def, &mut p, Some("default"), &Empty, Pass::VALIDATED)
                 .unwrap_err()
                 .code,
             400
         );
         let mut p = json!({"metadata": {"name": "x", "namespace": "other"}});
         assert_eq!(
-            prepare_create(&def, &mut p, Some("default"), &Empty)
+            prepare_create(&def, &mut p, Some("default"), &Empty, Pass::VALIDATED)
                 .unwrap_err()
                 .code,
             400

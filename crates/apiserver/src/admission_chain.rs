@@ -1,9 +1,12 @@
 //! The admission chain: every [`Plugin`] in upstream's order, run once from the one write path
-//! that create, update, patch, apply and delete share ([`ApiServer::admit`]).
+//! that create, update, patch, apply and delete share ([`ApiServer::admit`]). A write some
+//! plugin may change is prepared and validated by its kind's strategy after the mutating phase,
+//! as upstream's `rest.BeforeCreate` runs; any other write was validated on intake.
 
 use serde_json::Value;
 
 use crate::{
+    admission::Pass,
     error::{ApiError, ApiResult},
     plugins::{Operation, Plugin, Review},
     state::ApiServer,
@@ -46,13 +49,13 @@ impl ApiServer {
         if handling.is_empty() {
             return Ok(warnings);
         }
-        let writes = matches!(review.operation, Operation::Create | Operation::Update);
-        let may_mutate = writes && handling.iter().any(|p| p.may_mutate(self, review));
-        let before = may_mutate.then(|| obj.clone());
-        // Every debug build checks the plugins' word: a write none said it may change is kept
-        // too, and must come out of the mutating phase as it went in.
+        let mutable = self.mutable(review);
+        // Every debug build checks the plugins' word: a write none said it may change must come
+        // out of the mutating phase as it went in.
         #[cfg(debug_assertions)]
-        let unchanged = (writes && !may_mutate).then(|| obj.clone());
+        let unchanged = (matches!(review.operation, Operation::Create | Operation::Update)
+            && !mutable)
+            .then(|| obj.clone());
         for &plugin in &handling {
             let admitted = plugin.admit(self, review, obj).await;
             warnings.extend(admitted.inspect_err(|e| refused(plugin, review, e))?);
@@ -66,9 +69,7 @@ impl ApiServer {
                 review.name
             );
         }
-        if let Some(before) = before
-            && !crate::admission::same_object(&before, obj)
-        {
+        if mutable {
             crate::admission::after_mutation(review.kind, obj, review.old, review.subresource)?;
         }
         for &plugin in &handling {
@@ -76,6 +77,24 @@ impl ApiServer {
             warnings.extend(validated.inspect_err(|e| refused(plugin, review, e))?);
         }
         Ok(warnings)
+    }
+
+    /// How the write path runs the kind's strategy on the object `review` writes before
+    /// admission: validated there unless a plugin that handles the write may change it, when
+    /// [`Self::admit`] runs the strategy after the mutating phase
+    /// ([`crate::admission::after_mutation`]).
+    pub(crate) fn intake(&self, review: &Review<'_>) -> Pass {
+        Pass::Intake {
+            validate: !self.mutable(review),
+        }
+    }
+
+    /// Whether a plugin that handles the write may change its object.
+    fn mutable(&self, review: &Review<'_>) -> bool {
+        matches!(review.operation, Operation::Create | Operation::Update)
+            && CHAIN
+                .iter()
+                .any(|p| p.handles(review) && p.may_mutate(self, review))
     }
 }
 

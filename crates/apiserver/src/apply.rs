@@ -247,11 +247,6 @@ impl ApiServer {
                     return Err(ApiError::stale(&def, name));
                 }
                 let mut obj = merge(None)?;
-                admit_keeping_managed(&mut obj, |o| {
-                    warnings.extend(admission::prepare_create(&def, o, ns, &*self.cache)?);
-                    Ok(())
-                })?;
-                self.check_namespace_open(&def, ns, name)?;
                 // An apply that creates is a CREATE to every admission plugin, as upstream's
                 // patch handler makes it.
                 let user = crate::context::user()?;
@@ -267,6 +262,12 @@ impl ApiServer {
                     dry_run,
                     reserved: Default::default(),
                 };
+                let pass = self.intake(&review);
+                admit_keeping_managed(&mut obj, |o| {
+                    warnings.extend(admission::prepare_create(&def, o, ns, &*self.cache, pass)?);
+                    Ok(())
+                })?;
+                self.check_namespace_open(&def, ns, name)?;
                 warnings.extend(self.admit(&review, &mut obj).await?);
                 match self.store_create(&def, obj, dry_run).await {
                     Ok(created) => {

@@ -137,6 +137,12 @@ async fn reconcile_one(
 }
 
 async fn create(server: &ApiServer, def: &Kind, ns: Option<&str>, mut obj: Value) -> ApiResult<()> {
-    admission::prepare_create(def, &mut obj, ns, &*server.cache)?;
+    admission::prepare_create(
+        def,
+        &mut obj,
+        ns,
+        &*server.cache,
+        admission::Pass::VALIDATED,
+    )?;
     server.store_create(def, obj, false).await.map(|_| ())
 }

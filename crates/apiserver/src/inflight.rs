@@ -7,9 +7,8 @@
 
 use crate::{error::ApiError, metrics::Metrics, request::Params};
 use axum::{
-    extract::{Request, State},
+    extract::Request,
     http::{HeaderValue, Method, header},
-    middleware::Next,
     response::{IntoResponse, Response},
 };
 use std::{sync::Arc, time::Duration};
@@ -100,11 +99,16 @@ impl InFlight {
 }
 
 /// The filter: counts the request by kind, and takes a watch slot for a watch or answers 429.
-pub(crate) async fn limit(
-    State((in_flight, metrics)): State<(Arc<InFlight>, Arc<Metrics>)>,
+pub(crate) async fn run<F, Fut>(
+    in_flight: &InFlight,
+    metrics: &Metrics,
     req: Request,
-    next: Next,
-) -> Response {
+    next: F,
+) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let kind = RequestKind::of(&req);
     let permit = if kind == RequestKind::LongRunning {
         let Ok(permit) = in_flight.watches.clone().try_acquire_owned() else {
@@ -119,7 +123,7 @@ pub(crate) async fn limit(
         None
     };
     let gauge = metrics.in_flight(kind.as_str());
-    let resp = next.run(req).await;
+    let resp = next(req).await;
     // The request is in flight until its body is sent: a watch for as long as it streams.
     resp.map(|body| crate::guarded_body::guarded(body, (permit, gauge)))
 }

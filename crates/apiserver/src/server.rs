@@ -80,7 +80,13 @@ impl ApiServer {
                 continue;
             }
             let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}});
-            crate::admission::prepare_create(&def, &mut obj, None, &*self.cache)?;
+            crate::admission::prepare_create(
+                &def,
+                &mut obj,
+                None,
+                &*self.cache,
+                crate::admission::Pass::VALIDATED,
+            )?;
             match self.store_create(&def, obj, false).await {
                 Ok(_) => {}
                 Err(e) if e.code == 409 => {}

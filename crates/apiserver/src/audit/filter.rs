@@ -21,9 +21,8 @@ use crate::{context::Identity, filters::request_info::RequestInfo, state::ApiSer
 use authz::{Attributes, Decision, UserInfo};
 use axum::{
     body::Body,
-    extract::{ConnectInfo, Request, State},
+    extract::{ConnectInfo, Request},
     http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
-    middleware::Next,
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
@@ -103,11 +102,15 @@ pub(crate) fn record_decision(decision: &Decision) {
     annotate("authorization.k8s.io/reason", decision.reason());
 }
 
-/// The filter. Placed after authentication (it reads the request's [`Identity`]; none means an
+/// The filter around `next` (the rest of the chain). Placed after authentication (it reads the request's [`Identity`]; none means an
 /// anonymous request); without an [`Auditor`] it only passes the request on.
-pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
+pub(crate) async fn run<F, Fut>(s: &ApiServer, req: Request, next: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let Some(auditor) = s.audit.clone() else {
-        return next.run(req).await;
+        return next(req).await;
     };
     let received = MicroTime::now();
     let audit_id = audit_id(&req);
@@ -126,7 +129,7 @@ pub(crate) async fn layer(State(s): State<ApiServer>, req: Request, next: Next) 
     let attrs = RequestInfo::of(&req, user);
     let config = auditor.policy.evaluate(&attrs);
     let resp = if config.level == Level::None {
-        next.run(req).await
+        next(req).await
     } else {
         let event = Event::new(config.level, audit_id.clone(), received);
         Recording {
@@ -264,13 +267,17 @@ struct Recording {
 }
 
 impl Recording {
-    async fn run(
+    async fn run<F, Fut>(
         mut self,
         attrs: Attributes,
         impersonated: Option<UserInfo>,
         req: Request,
-        next: Next,
-    ) -> Response {
+        next: F,
+    ) -> Response
+    where
+        F: FnOnce(Request) -> Fut,
+        Fut: Future<Output = Response>,
+    {
         let omit = self.config.omit_stages;
         let level = self.config.level;
         let ev = &mut self.event;
@@ -313,7 +320,7 @@ impl Recording {
             event: Some(ev.clone()),
             omit,
         };
-        let handled = AssertUnwindSafe(ANNOTATIONS.scope(annotations.clone(), next.run(req)))
+        let handled = AssertUnwindSafe(ANNOTATIONS.scope(annotations.clone(), next(req)))
             .catch_unwind()
             .await;
         abandoned.disarm();

@@ -13,7 +13,7 @@ mod filter;
 mod policy;
 mod rotation;
 
-pub(crate) use filter::layer;
+pub(crate) use filter::run;
 pub(crate) use filter::{annotate, failed_authentication, record_decision};
 pub use policy::{Policy, PolicyError};
 pub use rotation::Rotation;

@@ -13,9 +13,8 @@ use crate::{
 };
 use authz::UserInfo;
 use axum::{
-    extract::{Request, State},
+    extract::Request,
     http::header,
-    middleware::Next,
     response::{IntoResponse, Response},
 };
 use std::sync::Arc;
@@ -28,18 +27,21 @@ pub(crate) struct ClientCertificate(pub Arc<UserInfo>);
 /// The bootstrap admin's name, a member of `system:masters` (kubeadm's `kubernetes-admin`).
 pub const ADMIN_USER: &str = "rollwright-admin";
 
-/// The authentication layer: puts the request's [`Identity`] in its extensions.
-pub(crate) async fn authenticate(
-    State(s): State<ApiServer>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let user = match s.authenticate_request(&req) {
+/// The authentication step: puts the request's [`Identity`] in its extensions, or answers
+/// the request (401) itself.
+pub(crate) async fn apply(s: &ApiServer, req: &mut Request) -> Result<(), Response> {
+    let user = match s.authenticate_request(req) {
         Ok(user) => user,
         Err(e) => {
             let certificate = req.extensions().get::<ClientCertificate>().is_some();
-            return crate::audit::failed_authentication(&s, req, certificate, e.into_response())
-                .await;
+            let req = std::mem::take(req);
+            return Err(crate::audit::failed_authentication(
+                s,
+                req,
+                certificate,
+                e.into_response(),
+            )
+            .await);
         }
     };
     // A connection that carried a user's request keeps its slot when the server is full.
@@ -52,7 +54,7 @@ pub(crate) async fn authenticate(
         user,
         impersonator: None,
     });
-    next.run(req).await
+    Ok(())
 }
 
 impl ApiServer {

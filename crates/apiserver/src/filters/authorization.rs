@@ -4,20 +4,11 @@
 use crate::{context::Identity, error::ApiError, state::ApiServer};
 use authz::Attributes;
 use axum::{
-    extract::{Request, State},
-    middleware::Next,
+    extract::Request,
     response::{IntoResponse, Response},
 };
 
-/// The authorization layer.
-pub(crate) async fn authorize(State(s): State<ApiServer>, req: Request, next: Next) -> Response {
-    match check(&s, &req) {
-        Ok(()) => next.run(req).await,
-        Err(refused) => refused,
-    }
-}
-
-/// The layer's step: whether the request's user may do what it asks; the 403 otherwise.
+/// The authorization step: whether the request's user may do what it asks; the 403 otherwise.
 pub(crate) fn check(s: &ApiServer, req: &Request) -> Result<(), Response> {
     let Some(identity) = req.extensions().get::<Identity>() else {
         return Err(ApiError::internal("authorization before authentication").into_response());

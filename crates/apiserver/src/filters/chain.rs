@@ -1,7 +1,9 @@
 //! The chain of filters in front of the routes, built in one place, in upstream's handler-chain
 //! order (`DefaultBuildHandlerChain`): request info, authentication, impersonation, audit,
-//! priority and fairness (with the watch cap), authorization. Each caller of the server gets the chain by name, and a layer
-//! a caller leaves out is left out here, with the reason.
+//! priority and fairness, the in-flight limit (with the watch cap), authorization. Each filter
+//! is a function (a step that may answer the request, or a wrapper around the rest of the
+//! chain); each caller of the server gets its chain by name as one function calling them, and a
+//! filter a caller leaves out is left out there, with the reason.
 
 use std::sync::Arc;
 
@@ -15,10 +17,10 @@ use axum::{
 use super::{authentication, authorization, impersonation, request_info};
 use crate::{context::Identity, inflight, state::ApiServer};
 
-/// Who is calling, which decides the layers a request goes through.
+/// Who is calling, which decides the filters a request goes through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Caller {
-    /// A client over TLS: every layer.
+    /// A client over TLS: every filter.
     Remote,
     /// A component in this process that says who it is on each request ([`act_as`]): not
     /// authenticated (it holds no credentials to check: it is this process), but classified and
@@ -61,74 +63,54 @@ impl ApiServer {
     /// The routes for the server's own requests, as the server (`system:apiserver` in
     /// `system:masters`).
     pub fn in_process_router(&self) -> Router {
-        self.chain(Caller::Loopback).layer(middleware::from_fn(
-            |mut req: Request, next: Next| async move {
-                req.extensions_mut().insert(Identity {
-                    user: crate::context::loopback(),
-                    impersonator: None,
-                });
-                next.run(req).await
-            },
-        ))
+        self.chain(Caller::Loopback)
     }
 
-    /// The routes behind the layers `caller` goes through, innermost first.
+    /// The routes behind the chain `caller` goes through: one layer, whose steps are each
+    /// filter's function in upstream's order. One layer rather than one a filter: axum boxes a
+    /// future and the rest of the stack for every layer a request passes, and seven of them
+    /// were 3% of a rollout's CPU (`bench phases` and `bench api`, BENCHMARKS.md session 20).
     fn chain(&self, caller: Caller) -> Router {
-        let mut router = self.routes();
-        if caller == Caller::Component {
-            // The same steps as a remote request's from request info on, in one layer: every
-            // layer boxes the rest of the stack and a future per request, and a component's
-            // requests (a kubelet's status reports, a controller's pod writes) are most of a
-            // rollout's, where four layers took 3% of its CPU (`bench phases`, BENCHMARKS.md).
-            return router.layer(middleware::from_fn_with_state(self.clone(), component));
+        let routes = self.routes();
+        match caller {
+            Caller::Remote => routes.layer(middleware::from_fn_with_state(self.clone(), remote)),
+            Caller::Component => {
+                routes.layer(middleware::from_fn_with_state(self.clone(), component))
+            }
+            Caller::Loopback => routes.layer(middleware::from_fn(loopback)),
         }
-        if caller != Caller::Loopback {
-            router = router.layer(middleware::from_fn_with_state(
-                self.clone(),
-                authorization::authorize,
-            ));
-        }
-        if caller == Caller::Remote {
-            router = router.layer(middleware::from_fn_with_state(
-                (self.in_flight.clone(), self.metrics.clone()),
-                inflight::limit,
-            ));
-        }
-        if caller != Caller::Loopback {
-            router = router.layer(middleware::from_fn_with_state(
-                self.clone(),
-                crate::flowcontrol::filter,
-            ));
-        }
-        // Audit sees who acts and who impersonates (upstream audits before impersonation and
-        // records both the same way). The server's own requests are not audited, nor the
-        // components' in this process: with an audit log, every controller write would be one
-        // more record than upstream's controller manager, run as a separate client, makes
-        // through its own connection, which is audited.
-        if caller == Caller::Remote {
-            router = router.layer(middleware::from_fn_with_state(
-                self.clone(),
-                crate::audit::layer,
-            ));
-        }
-        if caller != Caller::Loopback {
-            router = router.layer(middleware::from_fn_with_state(
-                self.clone(),
-                impersonation::impersonate,
-            ));
-        }
-        if caller == Caller::Remote {
-            router = router.layer(middleware::from_fn_with_state(
-                self.clone(),
-                authentication::authenticate,
-            ));
-        }
-        router.layer(middleware::from_fn(request_info::parse))
     }
 }
 
-/// A component's chain as one layer, in the order [`ApiServer::chain`] layers a remote
-/// request's: request info, impersonation, priority and fairness, authorization.
+/// A client over TLS: request info, authentication, impersonation, audit (it sees who acts and
+/// who impersonates: upstream audits before impersonation and records both), priority and
+/// fairness, the in-flight limit, authorization.
+async fn remote(State(s): State<ApiServer>, mut req: Request, next: Next) -> Response {
+    request_info::insert(&mut req);
+    if let Err(refused) = authentication::apply(&s, &mut req).await {
+        return refused;
+    }
+    if let Err(refused) = impersonation::apply(&s, &mut req) {
+        return refused;
+    }
+    crate::audit::run(&s, req, |req| {
+        crate::flowcontrol::run(&s, req, |req| {
+            inflight::run(&s.in_flight, &s.metrics, req, |req| async {
+                match authorization::check(&s, &req) {
+                    Ok(()) => next.run(req).await,
+                    Err(refused) => refused,
+                }
+            })
+        })
+    })
+    .await
+}
+
+/// A component in this process: the remote chain without authentication (it names itself with
+/// [`act_as`]), audit (with an audit log, every controller write would be one more record than
+/// upstream's controller manager, a separate client, makes through its own connection, which
+/// is audited) and the in-flight limit (which protects the server from clients); its watches
+/// are not capped.
 async fn component(State(s): State<ApiServer>, mut req: Request, next: Next) -> Response {
     request_info::insert(&mut req);
     if let Err(refused) = impersonation::apply(&s, &mut req) {
@@ -141,6 +123,17 @@ async fn component(State(s): State<ApiServer>, mut req: Request, next: Next) -> 
         }
     })
     .await
+}
+
+/// The server itself, as `system:apiserver` in `system:masters`: allowed everything before any
+/// authorizer is asked, exempt from priority and fairness, and not audited.
+async fn loopback(mut req: Request, next: Next) -> Response {
+    request_info::insert(&mut req);
+    req.extensions_mut().insert(Identity {
+        user: crate::context::loopback(),
+        impersonator: None,
+    });
+    next.run(req).await
 }
 
 /// Marks an in-process request as made by `user`, for [`ApiServer::authorizing_router`].

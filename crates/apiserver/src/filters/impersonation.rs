@@ -5,9 +5,8 @@
 use crate::{context::Identity, error::ApiError, state::ApiServer};
 use authz::{Attributes, UserInfo};
 use axum::{
-    extract::{Request, State},
+    extract::Request,
     http::HeaderMap,
-    middleware::Next,
     response::{IntoResponse, Response},
 };
 use std::sync::Arc;
@@ -17,19 +16,7 @@ const GROUP: &str = "impersonate-group";
 const UID: &str = "impersonate-uid";
 const EXTRA: &str = "impersonate-extra-";
 
-/// The impersonation layer.
-pub(crate) async fn impersonate(
-    State(s): State<ApiServer>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    match apply(&s, &mut req) {
-        Ok(()) => next.run(req).await,
-        Err(refused) => refused,
-    }
-}
-
-/// The layer's step: a request that asks to impersonate leaves it as the user it acts as (its
+/// The impersonation step: a request that asks to impersonate leaves it as the user it acts as (its
 /// headers removed), or is answered here.
 pub(crate) fn apply(s: &ApiServer, req: &mut Request) -> Result<(), Response> {
     let headers = req.headers();

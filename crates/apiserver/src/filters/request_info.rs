@@ -14,8 +14,6 @@ use authz::{Attributes, UserInfo};
 use axum::{
     extract::Request,
     http::{Method, Uri},
-    middleware::Next,
-    response::Response,
 };
 
 /// Upstream's `specialVerbs`: path segments that are verbs (`/api/v1/watch/pods`).
@@ -24,14 +22,14 @@ const SPECIAL_VERBS: [&str; 2] = ["proxy", "watch"];
 /// Upstream's `namespaceSubresources`: `/namespaces/{name}/status` is the namespace's own.
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
 
-/// The request's attributes without a user, parsed once by the chain's first layer
-/// ([`parse`]) and read by every layer after it (audit, authorization), as upstream's
+/// The request's attributes without a user, parsed once by the chain's first step
+/// ([`insert`]) and read by every layer after it (audit, authorization), as upstream's
 /// `WithRequestInfo` puts `RequestInfo` in the request's context.
 #[derive(Clone, Debug)]
 pub(crate) struct RequestInfo(Arc<Attributes>);
 
 impl RequestInfo {
-    /// The attributes with `user` asking: parsed by [`parse`] for this request, or, for a
+    /// The attributes with `user` asking: parsed by [`insert`] for this request, or, for a
     /// request that did not pass that layer, parsed now.
     pub(crate) fn of(req: &Request, user: UserInfo) -> Attributes {
         match req.extensions().get::<RequestInfo>() {
@@ -44,13 +42,7 @@ impl RequestInfo {
     }
 }
 
-/// The chain's first layer: parses the request's attributes once.
-pub(crate) async fn parse(mut req: Request, next: Next) -> Response {
-    insert(&mut req);
-    next.run(req).await
-}
-
-/// The layer's step: the attributes parsed into the request's extensions.
+/// The chain's first step: parses the request's attributes once, into its extensions.
 pub(crate) fn insert(req: &mut Request) {
     let info = RequestInfo(Arc::new(attributes(
         req.method(),

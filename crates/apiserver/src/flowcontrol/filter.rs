@@ -6,9 +6,8 @@ use std::time::Instant;
 
 use axum::{
     body::Body,
-    extract::{Request, State},
+    extract::Request,
     http::{HeaderValue, StatusCode, header},
-    middleware::Next,
     response::Response,
 };
 
@@ -34,13 +33,8 @@ fn set_headers(resp: &mut Response, fs_uid: &str, pl_uid: &str) {
     }
 }
 
-/// The filter.
-pub(crate) async fn filter(State(server): State<ApiServer>, req: Request, next: Next) -> Response {
-    run(&server, req, |req| next.run(req)).await
-}
-
-/// The filter's step around `inner` (the rest of the chain): `inner` runs once the request has
-/// its seats, which it holds until its answer is sent.
+/// The filter around `next` (the rest of the chain): `next` runs once the request has its
+/// seats, which it holds until its answer is sent.
 pub(crate) async fn run<F, Fut>(server: &ApiServer, req: Request, next: F) -> Response
 where
     F: FnOnce(Request) -> Fut,

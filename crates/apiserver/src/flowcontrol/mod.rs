@@ -27,7 +27,7 @@ mod retry_after;
 mod status;
 pub(crate) mod width;
 
-pub(crate) use filter::{filter, run};
+pub(crate) use filter::run;
 
 use std::{
     collections::BTreeMap,

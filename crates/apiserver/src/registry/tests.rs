@@ -181,8 +181,14 @@ fn status_writes_keep_what_upstream_keeps() {
             );
         };
         let mut old = minimal(def);
-        admission::prepare_create(def, &mut old, def.namespaced.then_some("default"), &Empty)
-            .unwrap_or_else(|e| panic!("{}: {e}", def.kind));
+        admission::prepare_create(
+            def,
+            &mut old,
+            def.namespaced.then_some("default"),
+            &Empty,
+            admission::Pass::VALIDATED,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", def.kind));
         let mut req = old.clone();
         probe_spec(&mut req);
         req["metadata"]["labels"]["a"] = json!("2");
@@ -239,8 +245,14 @@ fn main_writes_keep_status_and_move_generation_as_upstream() {
     for (group, kind, after_spec, after_annotation) in cases {
         let def = registry.find_kind(group, kind).unwrap();
         let mut old = minimal(&def);
-        admission::prepare_create(&def, &mut old, def.namespaced.then_some("default"), &Empty)
-            .unwrap();
+        admission::prepare_create(
+            &def,
+            &mut old,
+            def.namespaced.then_some("default"),
+            &Empty,
+            admission::Pass::VALIDATED,
+        )
+        .unwrap();
         old["status"] = json!({"observedGeneration": 1});
         let generation = |v: &Value| v["metadata"].get("generation").and_then(Value::as_i64);
         let mut spec = old.clone();

@@ -56,16 +56,6 @@ impl ApiServer {
             .unwrap_or_default()
             .to_string();
         self.sync_cache().await?;
-        managed_fields::track(&def, None, &mut obj, &manager, Part::Main, |o| {
-            warnings.extend(admission::prepare_create(
-                &def,
-                o,
-                t.namespace.as_deref(),
-                &*self.cache,
-            )?);
-            Ok(())
-        })?;
-        self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
         let dry_run = params.dry_run()?;
         let user = crate::context::user()?;
         let review = Review {
@@ -80,6 +70,18 @@ impl ApiServer {
             dry_run,
             reserved: Default::default(),
         };
+        let pass = self.intake(&review);
+        managed_fields::track(&def, None, &mut obj, &manager, Part::Main, |o| {
+            warnings.extend(admission::prepare_create(
+                &def,
+                o,
+                t.namespace.as_deref(),
+                &*self.cache,
+                pass,
+            )?);
+            Ok(())
+        })?;
+        self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
         warnings.extend(self.admit(&review, &mut obj).await?);
         let created = self.store_create(&def, obj, dry_run).await?;
         review.reserved.keep();
@@ -122,7 +124,13 @@ impl ApiServer {
         {
             return Ok(());
         }
-        admission::prepare_create(&def, obj, ns.as_deref(), &*self.cache)?;
+        admission::prepare_create(
+            &def,
+            obj,
+            ns.as_deref(),
+            &*self.cache,
+            admission::Pass::VALIDATED,
+        )?;
         match self.store_create(&def, obj.clone(), false).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == 409 => Ok(()),

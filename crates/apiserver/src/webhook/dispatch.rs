@@ -322,6 +322,13 @@ fn apply_patch(
         return Ok(false);
     }
     *obj = crate::view::intake(kind, review.kind, patched);
+    if review.subresource.is_none_or(|s| s == "status") {
+        // The patched object must still be what it says it is and decode as the kind's type:
+        // upstream decodes it into its versioned type here, and a failure is its internal error.
+        crate::admission::check_type(review.kind, obj)
+            .and_then(|()| crate::admission::typecheck(review.kind, obj))
+            .map_err(|e| Failure::Refused(ApiError::internal(e.message)))?;
+    }
     Ok(true)
 }
 

@@ -98,6 +98,8 @@ async fn answer(
         "deny-all" => json!({"uid": uid, "allowed": false, "status": {"message": "no"}}),
         "break" => patch(json!([{"op": "replace", "path": "/spec/containers/0/name",
             "value": "Not_A_Name"}])),
+        "retype" => patch(json!([{"op": "replace", "path": "/spec/containers/0/image",
+            "value": 5}])),
         "hang" => std::future::pending().await,
         _ => allow(uid),
     };
@@ -412,6 +414,33 @@ async fn a_patch_that_makes_the_object_invalid_is_refused() {
         ),
         "{status}"
     );
+}
+
+/// Upstream decodes a webhook's patched object into the kind's type where it applies the patch;
+/// one that no longer decodes is its internal error, and nothing is stored.
+#[tokio::test]
+async fn a_patch_that_breaks_the_kinds_type_is_an_internal_error() {
+    let s = Server::start().await;
+    let w = Webhook::start().await;
+    configure(
+        &s,
+        MUTATING,
+        "retyper",
+        vec![w.hook("retype.example.com", "retype", json!({}))],
+    )
+    .await;
+    let (code, _, status) = send(&s, Method::POST, PODS, Some(pod("a", json!({})))).await;
+    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{status}");
+    assert_eq!(status["reason"], "InternalError");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be handled as a Pod"),
+        "{status}"
+    );
+    let (code, _, _) = send(&s, Method::GET, &format!("{PODS}/a"), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
 }
 
 /// A loopback port nothing listens on.

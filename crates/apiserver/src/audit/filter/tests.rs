@@ -6,6 +6,15 @@ use std::path::Path;
 use store::{Store, memory::MemoryStore};
 use tower::ServiceExt;
 
+/// The audit filter as a layer of its own, around the test's handler.
+async fn audit_layer(
+    axum::extract::State(s): axum::extract::State<ApiServer>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    run(&s, req, |req| next.run(req)).await
+}
+
 #[test]
 fn watches_and_streaming_subresources_are_long_running() {
     let attrs = |method: Method, uri: &str| {
@@ -190,7 +199,10 @@ async fn decisions_and_annotations_reach_the_event() {
             annotate("example.com/note", "kept");
             StatusCode::FORBIDDEN
         })
-        .layer(axum::middleware::from_fn_with_state(server.clone(), layer))
+        .layer(axum::middleware::from_fn_with_state(
+            server.clone(),
+            audit_layer,
+        ))
         .with_state(server);
     let req = Request::builder()
         .uri("/api/v1/namespaces/default/secrets")
@@ -235,7 +247,10 @@ async fn a_panicking_handler_is_recorded_at_the_panic_stage() {
             }
             StatusCode::OK
         })
-        .layer(axum::middleware::from_fn_with_state(server.clone(), layer))
+        .layer(axum::middleware::from_fn_with_state(
+            server.clone(),
+            audit_layer,
+        ))
         .with_state(server);
     let req = Request::builder()
         .uri("/api/v1/pods")
@@ -276,7 +291,10 @@ async fn a_request_whose_client_leaves_still_completes_its_event() {
                 StatusCode::OK
             }
         })
-        .layer(axum::middleware::from_fn_with_state(server.clone(), layer))
+        .layer(axum::middleware::from_fn_with_state(
+            server.clone(),
+            audit_layer,
+        ))
         .with_state(server);
     let req = Request::builder()
         .uri("/api/v1/pods")
