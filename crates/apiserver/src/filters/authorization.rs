@@ -1,17 +1,18 @@
 //! The authorization layer: every request is allowed by an authorizer or refused with upstream's
 //! Forbidden status, whose message names the user, the verb and what was asked for.
 
-use crate::{context::Identity, error::ApiError, state::ApiServer};
-use authz::Attributes;
-use axum::{
-    extract::Request,
-    response::{IntoResponse, Response},
+use crate::{
+    context::Identity,
+    error::{ApiError, ApiResult},
+    state::ApiServer,
 };
+use authz::Attributes;
+use axum::extract::Request;
 
 /// The authorization step: whether the request's user may do what it asks; the 403 otherwise.
-pub(crate) fn check(s: &ApiServer, req: &Request) -> Result<(), Response> {
+pub(crate) fn check(s: &ApiServer, req: &Request) -> ApiResult<()> {
     let Some(identity) = req.extensions().get::<Identity>() else {
-        return Err(ApiError::internal("authorization before authentication").into_response());
+        return Err(ApiError::internal("authorization before authentication"));
     };
     let attrs = super::request_info::RequestInfo::of(req, identity.user.as_ref().clone());
     let decision = s.authorize(&attrs);
@@ -21,7 +22,7 @@ pub(crate) fn check(s: &ApiServer, req: &Request) -> Result<(), Response> {
         Ok(())
     } else {
         tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, resource = %attrs.resource, path = %attrs.path, reason = %decision.reason(), "forbidden");
-        Err(forbidden(&attrs, decision.reason()).into_response())
+        Err(forbidden(&attrs, decision.reason()))
     }
 }
 

@@ -11,7 +11,7 @@ use axum::{
     Router,
     extract::{Request, State},
     middleware::{self, Next},
-    response::Response,
+    response::{IntoResponse, Response},
 };
 
 use super::{authentication, authorization, impersonation, request_info};
@@ -91,14 +91,14 @@ async fn remote(State(s): State<ApiServer>, mut req: Request, next: Next) -> Res
         return refused;
     }
     if let Err(refused) = impersonation::apply(&s, &mut req) {
-        return refused;
+        return *refused;
     }
     crate::audit::run(&s, req, |req| {
         crate::flowcontrol::run(&s, req, |req| {
             inflight::run(&s.in_flight, &s.metrics, req, |req| async {
                 match authorization::check(&s, &req) {
                     Ok(()) => next.run(req).await,
-                    Err(refused) => refused,
+                    Err(refused) => refused.into_response(),
                 }
             })
         })
@@ -114,12 +114,12 @@ async fn remote(State(s): State<ApiServer>, mut req: Request, next: Next) -> Res
 async fn component(State(s): State<ApiServer>, mut req: Request, next: Next) -> Response {
     request_info::insert(&mut req);
     if let Err(refused) = impersonation::apply(&s, &mut req) {
-        return refused;
+        return *refused;
     }
     crate::flowcontrol::run(&s, req, |req| async {
         match authorization::check(&s, &req) {
             Ok(()) => next.run(req).await,
-            Err(refused) => refused,
+            Err(refused) => refused.into_response(),
         }
     })
     .await

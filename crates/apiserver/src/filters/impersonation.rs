@@ -18,7 +18,7 @@ const EXTRA: &str = "impersonate-extra-";
 
 /// The impersonation step: a request that asks to impersonate leaves it as the user it acts as (its
 /// headers removed), or is answered here.
-pub(crate) fn apply(s: &ApiServer, req: &mut Request) -> Result<(), Response> {
+pub(crate) fn apply(s: &ApiServer, req: &mut Request) -> Result<(), Box<Response>> {
     let headers = req.headers();
     let asked = headers.keys().any(|k| {
         let k = k.as_str();
@@ -28,7 +28,9 @@ pub(crate) fn apply(s: &ApiServer, req: &mut Request) -> Result<(), Response> {
         return Ok(());
     }
     let Some(identity) = req.extensions().get::<Identity>().cloned() else {
-        return Err(ApiError::internal("impersonation before authentication").into_response());
+        return Err(Box::new(
+            ApiError::internal("impersonation before authentication").into_response(),
+        ));
     };
     match s.impersonated(&identity.user, headers) {
         Ok(user) => {
@@ -47,8 +49,8 @@ pub(crate) fn apply(s: &ApiServer, req: &mut Request) -> Result<(), Response> {
             });
             Ok(())
         }
-        Err(Refused::Forbidden(e)) => Err(e.into_response()),
-        Err(Refused::Malformed(why)) => Err(internal_error(req.uri(), &why)),
+        Err(Refused::Forbidden(e)) => Err(Box::new(e.into_response())),
+        Err(Refused::Malformed(why)) => Err(Box::new(internal_error(req.uri(), &why))),
     }
 }
 
