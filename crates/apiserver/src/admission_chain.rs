@@ -32,13 +32,17 @@ pub(crate) const CHAIN: &[&dyn Plugin] = &[
 
 impl ApiServer {
     /// Runs the admission chain on `obj` (the new object; for a delete, the old one): every
-    /// handling plugin's mutating phase, then every handling plugin's validating phase. Returns
-    /// the warnings they gave; an error refuses the write. What the plugins spent is held in
-    /// `review.reserved`, which the caller keeps once the object is stored.
+    /// handling plugin's mutating phase, then every handling plugin's validating phase. `intake`
+    /// is what the write path did with the kind's strategy before ([`Self::intake`]): decided
+    /// once and carried here, so that a webhook configuration removed in between cannot leave
+    /// a write validated by neither. Returns the warnings the plugins gave; an error refuses the
+    /// write. What the plugins spent is held in `review.reserved`, which the caller keeps once
+    /// the object is stored.
     pub(crate) async fn admit(
         &self,
         review: &Review<'_>,
         obj: &mut Value,
+        intake: Pass,
     ) -> ApiResult<Vec<String>> {
         let mut warnings = Vec::new();
         let handling: Vec<&dyn Plugin> = CHAIN
@@ -46,15 +50,16 @@ impl ApiServer {
             .copied()
             .filter(|p| p.handles(review))
             .collect();
-        if handling.is_empty() {
+        let unvalidated = intake == Pass::Intake { validate: false };
+        if handling.is_empty() && !unvalidated {
             return Ok(warnings);
         }
-        let mutable = self.mutable(review);
+        let revalidate = unvalidated || self.mutable(review);
         // Every debug build checks the plugins' word: a write none said it may change must come
-        // out of the mutating phase as it went in.
+        // out of the mutating phase as it went in, unless one said it did after all.
         #[cfg(debug_assertions)]
         let unchanged = (matches!(review.operation, Operation::Create | Operation::Update)
-            && !mutable)
+            && !revalidate)
             .then(|| obj.clone());
         for &plugin in &handling {
             let admitted = plugin.admit(self, review, obj).await;
@@ -63,13 +68,13 @@ impl ApiServer {
         #[cfg(debug_assertions)]
         if let Some(unchanged) = unchanged {
             assert!(
-                crate::admission::same_object(&unchanged, obj),
+                review.was_mutated() || crate::admission::same_object(&unchanged, obj),
                 "a plugin that said it would not changed {} {}",
                 review.kind.kind,
                 review.name
             );
         }
-        if mutable {
+        if revalidate || review.was_mutated() {
             crate::admission::after_mutation(review.kind, obj, review.old, review.subresource)?;
         }
         for &plugin in &handling {
@@ -107,4 +112,58 @@ fn refused(plugin: &dyn Plugin, review: &Review<'_>, e: &ApiError) {
         error = %e,
         "admission refused the write"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+    use std::sync::Arc;
+
+    use authz::UserInfo;
+    use serde_json::json;
+    use store::{Store, memory::MemoryStore};
+
+    use super::*;
+
+    async fn server() -> ApiServer {
+        ApiServer::start(
+            Arc::new(MemoryStore::new()) as Arc<dyn Store>,
+            crate::ServerOptions::default(),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// A create whose intake left validation to the chain (a mutating webhook was configured
+    /// then) is validated by the chain even when nothing may mutate it any more (the
+    /// configuration was deleted before the chain ran): no write goes through unvalidated.
+    #[tokio::test]
+    async fn a_write_intake_left_unvalidated_is_validated_by_the_chain() {
+        let server = server().await;
+        let kind = server.registry().find("", "v1", "configmaps").unwrap();
+        let user = UserInfo::new("someone", &["system:authenticated"]);
+        let review = Review {
+            user: &user,
+            operation: Operation::Create,
+            kind: &kind,
+            view: &kind,
+            namespace: Some("default"),
+            name: "Not_A_Name",
+            subresource: None,
+            old: None,
+            dry_run: false,
+            reserved: Default::default(),
+            mutated: Default::default(),
+        };
+        assert_eq!(server.intake(&review), Pass::VALIDATED);
+        let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "Not_A_Name", "namespace": "default"}});
+        let refused = server
+            .admit(&review, &mut obj, Pass::Intake { validate: false })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code, 422, "{refused:?}");
+        assert!(refused.message.contains("metadata.name"), "{refused:?}");
+    }
 }

@@ -261,6 +261,7 @@ impl ApiServer {
                     old: None,
                     dry_run,
                     reserved: Default::default(),
+                    mutated: Default::default(),
                 };
                 let pass = self.intake(&review);
                 admit_keeping_managed(&mut obj, |o| {
@@ -268,7 +269,7 @@ impl ApiServer {
                     Ok(())
                 })?;
                 self.check_namespace_open(&def, ns, name)?;
-                warnings.extend(self.admit(&review, &mut obj).await?);
+                warnings.extend(self.admit(&review, &mut obj, pass).await?);
                 match self.store_create(&def, obj, dry_run).await {
                     Ok(created) => {
                         review.reserved.keep();

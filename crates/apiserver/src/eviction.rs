@@ -170,8 +170,10 @@ impl ApiServer {
             old: None,
             dry_run: opts.dry_run,
             reserved: Default::default(),
+            mutated: Default::default(),
         };
-        self.admit(&review, &mut eviction).await?;
+        self.admit(&review, &mut eviction, crate::admission::Pass::VALIDATED)
+            .await?;
         let entry = self
             .cache
             .get(&pods, ns, name)

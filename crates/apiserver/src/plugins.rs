@@ -55,6 +55,22 @@ pub(crate) struct Review<'a> {
     /// What validating plugins spent on this write (ResourceQuota's charges): kept once the
     /// object is stored ([`Reserved::keep`]), given back when the write fails and it is dropped.
     pub reserved: Reserved,
+    /// Set by a plugin whose mutating phase changed the object although it could not say so
+    /// before the write began (a mutating webhook configured while the write was under way):
+    /// the chain then prepares and validates the object again, whatever intake decided.
+    pub mutated: std::sync::atomic::AtomicBool,
+}
+
+impl Review<'_> {
+    /// A plugin changed the object (see [`Review::mutated`]).
+    pub(crate) fn mark_mutated(&self) {
+        self.mutated
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn was_mutated(&self) -> bool {
+        self.mutated.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Something a plugin spent on a write before it is stored (upstream's ResourceQuota charges

@@ -285,8 +285,10 @@ impl ApiServer {
             old: None,
             dry_run: false,
             reserved: Default::default(),
+            mutated: Default::default(),
         };
-        self.admit(&review, &mut req).await?;
+        self.admit(&review, &mut req, crate::admission::Pass::VALIDATED)
+            .await?;
         let key = self.service_account_key.clone().ok_or_else(|| {
             ApiError::internal("failed to generate token: no service account signing key")
         })?;

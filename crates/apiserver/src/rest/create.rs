@@ -69,6 +69,7 @@ impl ApiServer {
             old: None,
             dry_run,
             reserved: Default::default(),
+            mutated: Default::default(),
         };
         let pass = self.intake(&review);
         managed_fields::track(&def, None, &mut obj, &manager, Part::Main, |o| {
@@ -82,7 +83,7 @@ impl ApiServer {
             Ok(())
         })?;
         self.check_namespace_open(&def, t.namespace.as_deref(), &requested_name)?;
-        warnings.extend(self.admit(&review, &mut obj).await?);
+        warnings.extend(self.admit(&review, &mut obj, pass).await?);
         let created = self.store_create(&def, obj, dry_run).await?;
         review.reserved.keep();
         if !dry_run {

@@ -158,8 +158,10 @@ impl ApiServer {
             old: Some(&old),
             dry_run: opts.dry_run,
             reserved: Default::default(),
+            mutated: Default::default(),
         };
-        self.admit(&review, &mut obj).await?;
+        self.admit(&review, &mut obj, crate::admission::Pass::VALIDATED)
+            .await?;
         Ok(())
     }
 

@@ -88,9 +88,12 @@ impl ApiServer {
                             old: Some(&old),
                             dry_run,
                             reserved: Default::default(),
+                            mutated: Default::default(),
                         });
                     if let Some(review) = &review {
-                        warnings = self.admit(review, &mut new).await?;
+                        warnings = self
+                            .admit(review, &mut new, crate::admission::Pass::VALIDATED)
+                            .await?;
                         set_rv(&mut new, entry.rev);
                     }
                     if dry_run {

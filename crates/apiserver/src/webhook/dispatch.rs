@@ -389,6 +389,7 @@ pub(super) async fn mutate(
             if changed {
                 reinvoke.extend(previously_invoked.drain());
                 changed_any = true;
+                review.mark_mutated();
             }
             if hook.reinvoke_if_needed {
                 previously_invoked.insert(hook.uid.as_str());
