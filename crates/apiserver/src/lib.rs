@@ -66,4 +66,4 @@ pub use connection::ConnectionLimits;
 pub use filters::authentication::ADMIN_USER;
 pub use filters::chain::act_as;
 pub use serve::{serve_tls, serve_tls_with};
-pub use state::{ApiServer, DEFAULT_EVENT_TTL, ServerOptions};
+pub use state::{ApiServer, DEFAULT_EVENT_BUDGET, DEFAULT_EVENT_TTL, ServerOptions};

@@ -145,6 +145,7 @@ pub struct Metrics {
     dropped: Family<KindLabels, Counter>,
     authorizations: Family<ResultLabels, Counter>,
     list_buffered: Gauge,
+    events_evicted: Counter,
     flow_control: FlowControlMetrics,
 }
 
@@ -172,6 +173,7 @@ impl Metrics {
         let dropped = Family::<KindLabels, Counter>::default();
         let authorizations = Family::<ResultLabels, Counter>::default();
         let list_buffered = Gauge::default();
+        let events_evicted = Counter::default();
         registry.register(
             "authorization_attempts",
             "Counter of authorization attempts broken down by result. It can be either 'allowed', 'denied', 'no-opinion' or 'error'.",
@@ -217,6 +219,11 @@ impl Metrics {
             "Bytes of LIST response bodies the server has rendered and not yet handed to the connection or seen dropped",
             list_buffered.clone(),
         );
+        registry.register(
+            "rollwright_events_evicted",
+            "Events deleted before their TTL to keep the server within --event-budget",
+            events_evicted.clone(),
+        );
         let flow_control = FlowControlMetrics::register(&mut registry);
         Self {
             flow_control,
@@ -230,6 +237,7 @@ impl Metrics {
             dropped,
             authorizations,
             list_buffered,
+            events_evicted,
         }
     }
 
@@ -237,6 +245,16 @@ impl Metrics {
     /// list's memory is what the server renders ahead of a slow reader, which this makes visible.
     pub fn list_buffered(&self) -> Gauge {
         self.list_buffered.clone()
+    }
+
+    /// Counts Events deleted before their TTL to keep within the server's Event budget.
+    pub(crate) fn events_evicted(&self, n: u64) {
+        self.events_evicted.inc_by(n);
+    }
+
+    /// How many Events were deleted before their TTL to keep within the Event budget.
+    pub fn events_evicted_total(&self) -> u64 {
+        self.events_evicted.get()
     }
 
     /// Counts one authorization decision, as upstream's `authorization_attempts_total` by

@@ -46,7 +46,11 @@ impl ApiServer {
         let rev = cache.prime(store.as_ref()).await?;
         tokio::spawn(cache.clone().run(store.clone(), rev));
         if let Some(ttl) = opts.event_ttl {
-            tokio::spawn(crate::expiry::sweep_events(store.clone(), registry, ttl));
+            tokio::spawn(crate::expiry::sweep_events(
+                store.clone(),
+                registry.clone(),
+                ttl,
+            ));
         }
         let server = Self(Arc::new(ServerState {
             store,
@@ -64,6 +68,9 @@ impl ApiServer {
             audit: opts.audit,
             aggregator: Default::default(),
         }));
+        if let Some(budget) = opts.event_budget {
+            tokio::spawn(crate::expiry::keep_within_budget(server.clone(), budget));
+        }
         server.bootstrap().await?;
         server.load_flow_control();
         crate::aggregator::start(&server).await;
@@ -106,6 +113,11 @@ impl ApiServer {
     pub fn cache_footprint(&self, group: &str, plural: &str) -> Option<crate::cache::Footprint> {
         let def = self.cache.registry().owner(group, plural)?;
         Some(self.cache.footprint(&def))
+    }
+
+    /// How many Events were deleted before their TTL to keep within the Event budget.
+    pub fn events_evicted(&self) -> u64 {
+        self.metrics.events_evicted_total()
     }
 
     /// The store's current revision.

@@ -35,6 +35,10 @@ pub struct ServerOptions {
     /// How long an Event lives after its last write (upstream's `--event-ttl`, 1 h); `None`
     /// keeps Events forever.
     pub event_ttl: Option<Duration>,
+    /// The most Events kept at once (`--event-budget`); beyond it the least recently written are
+    /// deleted before their TTL ([`crate::expiry::keep_within_budget`]). `None` keeps every Event
+    /// for its TTL, as upstream does.
+    pub event_budget: Option<usize>,
     /// The key ServiceAccount tokens are signed and checked with (upstream's `sa.key`); `None`
     /// issues no tokens (TokenRequest fails) and accepts none.
     pub service_account_key: Option<Arc<satoken::Key>>,
@@ -52,6 +56,7 @@ impl Default for ServerOptions {
             history_bytes: crate::cache::DEFAULT_HISTORY_BYTES,
             in_flight: InFlightLimits::default(),
             event_ttl: Some(DEFAULT_EVENT_TTL),
+            event_budget: Some(DEFAULT_EVENT_BUDGET),
             service_account_key: None,
             audit: None,
         }
@@ -60,6 +65,13 @@ impl Default for ServerOptions {
 
 /// Upstream's default `--event-ttl`.
 pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
+
+/// The most Events a server keeps by default: about 140 MiB in the watch cache at the 1.4 KB a
+/// kubelet's Event takes there. Upstream bounds Events only by their TTL and etcd's quota (2 GiB
+/// by default, shared with every other object, and a full quota refuses every write); a flood of
+/// them (150,000 pods starting at once record about 460,000) would otherwise hold more memory
+/// than the pods themselves.
+pub const DEFAULT_EVENT_BUDGET: usize = 100_000;
 
 /// A running API server. Cheap to clone: every request's middleware layers take a clone, so the
 /// state is one `Arc` (one reference count to move, where its ten fields' own `Arc`s were ten:

@@ -37,6 +37,8 @@ pub struct Options {
     pub etcd_servers: Vec<String>,
     /// How long an Event is kept after its last write (`--event-ttl`).
     pub event_ttl: std::time::Duration,
+    /// The most Events kept at once (`--event-budget`; `None`: every Event for its TTL).
+    pub event_budget: Option<usize>,
     /// How often etcd's history is compacted, for [`StoreKind::Etcd`] (`--etcd-compaction-interval`;
     /// zero: never by this server).
     pub etcd_compaction_interval: std::time::Duration,
@@ -63,6 +65,7 @@ impl Default for Options {
             store: StoreKind::Sqlite,
             etcd_servers: Vec::new(),
             event_ttl: apiserver::DEFAULT_EVENT_TTL,
+            event_budget: Some(apiserver::DEFAULT_EVENT_BUDGET),
             etcd_compaction_interval: store::etcd::DEFAULT_COMPACTION_INTERVAL,
             audit_policy_file: None,
             audit_log_path: None,
@@ -172,6 +175,7 @@ impl ControlPlane {
                     })
                 }),
                 event_ttl: Some(opts.event_ttl),
+                event_budget: opts.event_budget,
                 service_account_key: Some(service_account_key),
                 audit: audit.clone(),
                 ..Default::default()

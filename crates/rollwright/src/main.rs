@@ -44,6 +44,11 @@ struct ServeArgs {
     /// --event-ttl.
     #[arg(long, default_value = "1h", value_parser = rollwright::duration::parse)]
     event_ttl: std::time::Duration,
+    /// The most Events kept at once: beyond it the least recently written are deleted before
+    /// their TTL (a flood of Events otherwise holds more memory than the pods it is about); 0
+    /// keeps every Event for its TTL, as upstream.
+    #[arg(long, default_value_t = apiserver::DEFAULT_EVENT_BUDGET)]
+    event_budget: usize,
     /// With `--store etcd`: how often etcd's history is compacted (e.g. 5m; 0 leaves it to etcd's
     /// own --auto-compaction or an operator), as upstream's --etcd-compaction-interval. API
     /// servers sharing one etcd take turns.
@@ -597,6 +602,7 @@ async fn serve(args: ServeArgs, components: Components) -> anyhow::Result<()> {
         store: args.store,
         etcd_servers: args.etcd_servers,
         event_ttl: args.event_ttl,
+        event_budget: (args.event_budget > 0).then_some(args.event_budget),
         etcd_compaction_interval: args.etcd_compaction_interval,
         audit_policy_file: args.audit_policy_file,
         audit_log_path: args.audit_log_path,

@@ -70,3 +70,61 @@ async fn an_event_expires_and_watchers_see_it_deleted() {
         .await;
     assert_eq!(code, StatusCode::OK);
 }
+
+/// Beyond `--event-budget` Events, the least recently written are deleted before their TTL:
+/// watchers see them DELETED, the newest stay, and the metric counts what went.
+#[tokio::test]
+async fn events_beyond_the_budget_go_least_recently_written_first() {
+    let s = Server::start_with(ServerOptions {
+        event_ttl: None,
+        event_budget: Some(3),
+        ..Default::default()
+    })
+    .await;
+    const EVENTS: &str = "/api/v1/namespaces/default/events";
+    let (_, listed) = s.call(Method::GET, EVENTS, None).await;
+    let rv = listed["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut watch = s
+        .stream(&format!("{EVENTS}?watch=1&resourceVersion={rv}"))
+        .await;
+    for i in 1..=5 {
+        let (code, created) = s
+            .call(Method::POST, EVENTS, Some(event(&format!("web.{i}"))))
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{created}");
+    }
+    let mut deleted = Vec::new();
+    while deleted.len() < 2 {
+        let ev = watch
+            .next_within(DEADLINE)
+            .await
+            .expect("Events beyond the budget are deleted");
+        if ev["type"] == "DELETED" {
+            deleted.push(
+                ev["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            );
+        }
+    }
+    deleted.sort();
+    assert_eq!(deleted, ["web.1", "web.2"]);
+
+    let (_, events) = s.call(Method::GET, EVENTS, None).await;
+    let mut kept: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["metadata"]["name"].as_str().unwrap())
+        .collect();
+    kept.sort_unstable();
+    assert_eq!(kept, ["web.3", "web.4", "web.5"], "{events}");
+    let (code, metrics) = common::call_raw(&s.router, Method::GET, "/metrics", None).await;
+    assert_eq!(code, StatusCode::OK);
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains("rollwright_events_evicted_total 2"),
+        "{metrics}"
+    );
+}

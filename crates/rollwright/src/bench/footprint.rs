@@ -25,6 +25,10 @@ pub(super) fn print(server: &apiserver::ApiServer, dir: &std::path::Path, pods: 
             );
         }
     }
+    println!(
+        "events: {} deleted before their TTL to keep within the API server's Event budget",
+        server.events_evicted()
+    );
     // SQLite's database and its write-ahead log (absent for the memory and etcd stores).
     let disk: u64 = ["store.db", "store.db-wal"]
         .iter()

@@ -2,6 +2,7 @@
 //! `BENCHMARKS.md`.
 
 mod api;
+mod budget;
 mod daemonset;
 mod deploy;
 mod fleet;

@@ -7,7 +7,7 @@
 //!
 //! `--daemonset` runs issue 24's scenario instead (see [`super::fleet`]).
 
-use super::{footprint, peak_rss};
+use super::{budget, footprint, peak_rss};
 use crate::control_plane::{ControlPlane, Options, StoreKind};
 
 /// Options of the node simulator benchmark.
@@ -23,8 +23,9 @@ pub struct NodesBench {
     #[arg(long)]
     pub(super) no_events: bool,
     /// Store backend of the in-process API server (`etcd`: a one-member etcd started for the
-    /// run).
-    #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+    /// run). SQLite, as `up` and every other benchmark run it: the in-memory store holds every
+    /// object a second time beside the watch cache.
+    #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
     pub(super) store: StoreKind,
     /// Data directory (default: a fresh temporary one, removed afterwards).
     #[arg(long)]
@@ -94,6 +95,10 @@ pub async fn run(b: NodesBench) -> anyhow::Result<()> {
         report.writes as f64 / b.pods.max(1) as f64
     );
     footprint::print(&cp.server, &dir, b.pods);
+    println!(
+        "memory: {}",
+        budget::API_SERVER_AND_NODES.verdict(mib(report.peak_rss_kib), b.pods)
+    );
     cp.stop().await;
     Ok(())
 }

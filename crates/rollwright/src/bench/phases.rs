@@ -403,7 +403,7 @@ pub async fn run(b: PhasesBench) -> anyhow::Result<()> {
         )
         .await?,
     );
-    print_table(&results);
+    print_table(&results, nodes, usize::try_from(replicas).unwrap_or(0));
     println!("load average {} at the end", load_average());
     if let Some(etcd) = &etcd {
         println!("the run's {}", etcd.report());
@@ -412,7 +412,7 @@ pub async fn run(b: PhasesBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(results: &[Measured]) {
+fn print_table(results: &[Measured], nodes: usize, replicas: usize) {
     println!("\nupstream reference: {REFERENCE}");
     println!(
         "\n| phase | wall s | upstream wall s | wall ratio | CPU s | upstream CPU s | CPU ratio | peak RSS MiB | API requests |"
@@ -443,6 +443,21 @@ fn print_table(results: &[Measured]) {
             met(m.wall, p.target_wall()),
             p.target_cpu(),
             met(m.cpu, p.target_cpu()),
+        );
+    }
+    // The most pods each phase holds: the DaemonSet's one per node (its update surges none),
+    // then the Deployment's replicas beside them with its 25% surge.
+    let deployment = nodes + replicas + replicas.div_ceil(4);
+    println!("\nmemory:");
+    for ((p, m), pods) in PHASES
+        .iter()
+        .zip(results)
+        .zip([nodes, nodes, deployment, deployment])
+    {
+        println!(
+            "  {}: {}",
+            p.name,
+            super::budget::CONTROL_PLANE.verdict(m.rss_mib, pods)
         );
     }
     for (p, m) in PHASES.iter().zip(results) {
