@@ -24,10 +24,13 @@ pub(super) const API_SERVER_AND_NODES: Budget = Budget {
 };
 
 /// Everything `rollwright up` runs: the API server, the scheduler, the controllers (whose
-/// informers hold every pod once more) and simulated nodes (`bench phases`).
+/// informers hold every pod once more) and simulated nodes (`bench phases`). Set from session
+/// 21's run (221-277 MiB with 500 pods, 409-503 MiB with 3,000): at these few thousand pods the
+/// watch cache's histories (up to 64 MiB per resource) are still filling, so the part per pod is
+/// larger than at 150,000, where `API_SERVER_AND_NODES` holds.
 pub(super) const CONTROL_PLANE: Budget = Budget {
-    base_mib: 150.0,
-    per_10k_pods_mib: 250.0,
+    base_mib: 250.0,
+    per_10k_pods_mib: 1000.0,
     what: "the whole control plane of `up`",
 };
 
