@@ -236,7 +236,11 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
 /// Request counts by `(verb, resource)`, summed over codes and the other labels.
 pub type Requests = BTreeMap<(String, String), u64>;
 
-/// Parses `apiserver_request_total` samples out of a Prometheus text exposition.
+/// Parses `apiserver_request_total` samples out of a Prometheus text exposition, rollwright's or
+/// kube-apiserver's. Upstream labels a request with the installer's verb (`POST`, `PUT`,
+/// `WATCH`) and its subresource apart; rollwright with the authorization verb (`create`,
+/// `update`) and `resource/subresource` in one label. Counts are keyed rollwright's way, so that
+/// two servers' requests read alike.
 pub fn parse_request_counts(text: &str) -> Requests {
     let mut counts = Requests::new();
     for line in text
@@ -257,14 +261,31 @@ pub fn parse_request_counts(text: &str) -> Requests {
             let len = labels[at..].find('"')?;
             Some(labels[at..at + len].to_string())
         };
-        let (Some(verb), Some(resource), Ok(n)) =
+        let (Some(verb), Some(mut resource), Ok(n)) =
             (label("verb"), label("resource"), value.parse::<f64>())
         else {
             continue;
         };
-        *counts.entry((verb, resource)).or_insert(0) += n as u64;
+        if let Some(sub) = label("subresource").filter(|s| !s.is_empty()) {
+            resource = format!("{resource}/{sub}");
+        }
+        *counts
+            .entry((authorization_verb(&verb), resource))
+            .or_insert(0) += n as u64;
     }
     counts
+}
+
+/// The authorization verb of upstream's metric verb (its `CleanVerb`): a create is `POST`, an
+/// update `PUT`, a server-side apply `APPLY`, a watch of a collection `WATCH` or `WATCHLIST`.
+fn authorization_verb(verb: &str) -> String {
+    match verb {
+        "POST" => "create".into(),
+        "PUT" => "update".into(),
+        "APPLY" => "patch".into(),
+        "WATCHLIST" => "watch".into(),
+        v => v.to_ascii_lowercase(),
+    }
 }
 
 /// The server's request counters now.
@@ -337,6 +358,26 @@ apiserver_request_duration_seconds_count{verb="create",resource="pods"} 99
         let want: Requests = [
             (("create".to_string(), "pods".to_string()), 12),
             (("patch".to_string(), "daemonsets".to_string()), 3),
+        ]
+        .into();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn upstreams_counters_read_as_rollwrights() {
+        let text = r#"apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 500
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 500
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="status",verb="PATCH",version="v1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="daemonsets",scope="resource",subresource="status",verb="PUT",version="v1"} 15
+apiserver_request_total{code="0",component="apiserver",dry_run="",group="",resource="pods",scope="namespace",subresource="",verb="WATCH",version="v1"} 4
+"#;
+        let got = parse_request_counts(text);
+        let want: Requests = [
+            (("create".to_string(), "pods".to_string()), 500),
+            (("create".to_string(), "pods/binding".to_string()), 500),
+            (("patch".to_string(), "pods/status".to_string()), 7),
+            (("update".to_string(), "daemonsets/status".to_string()), 15),
+            (("watch".to_string(), "pods".to_string()), 4),
         ]
         .into();
         assert_eq!(got, want);
