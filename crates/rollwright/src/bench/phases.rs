@@ -88,6 +88,12 @@ pub struct PhasesBench {
     /// Also print each phase's figures as one JSON line (what `tools/perf-table.py` reads).
     #[arg(long)]
     json: bool,
+    /// Seconds to wait after the nodes are Ready and before the first phase, so that the
+    /// cluster's own start-up is not counted in it: a kube-controller-manager started a few
+    /// seconds before still taints, annotates and lists the new nodes and makes its controllers'
+    /// ServiceAccounts. The second half of the wait is measured as the processes' idle CPU.
+    #[arg(long, default_value_t = 0)]
+    settle_secs: u64,
 }
 
 /// The namespace of both workloads.
@@ -492,6 +498,12 @@ async fn run_phases(b: &PhasesBench, target: &Target) -> anyhow::Result<Vec<Meas
         b.nodes,
         setup.elapsed().as_secs_f64()
     );
+    if b.settle_secs > 0 {
+        println!(
+            "{}",
+            settle(target, Duration::from_secs(b.settle_secs)).await?
+        );
+    }
 
     let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let deploy_api: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
@@ -560,6 +572,34 @@ async fn run_phases(b: &PhasesBench, target: &Target) -> anyhow::Result<Vec<Meas
         .await?,
     );
     Ok(results)
+}
+
+/// Waits `wait` for the cluster to settle, and says what the measured processes used each second
+/// in its second half: the background (lease renewals, status reports) every phase includes.
+async fn settle(target: &Target, wait: Duration) -> anyhow::Result<String> {
+    tokio::time::sleep(wait / 2).await;
+    let starts = target
+        .measuring
+        .iter()
+        .map(|m| m.process.start())
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let at = Instant::now();
+    tokio::time::sleep(wait - wait / 2).await;
+    let seconds = at.elapsed().as_secs_f64();
+    let mut idle = Vec::new();
+    for (m, start) in target.measuring.iter().zip(starts) {
+        let used = m.process.finish(start)?;
+        idle.push(format!(
+            "{} {:.3}",
+            m.process.name,
+            used.cpu / seconds.max(1e-9)
+        ));
+    }
+    Ok(format!(
+        "settled {:.0}s; idle CPU s per second over the last {seconds:.1}s: {}",
+        wait.as_secs_f64(),
+        idle.join(", ")
+    ))
 }
 
 /// The phases' table: wall seconds, each process's CPU seconds and peak RSS (and their totals
