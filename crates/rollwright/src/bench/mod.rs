@@ -19,7 +19,9 @@ pub use fleet::{LeaseReport, lease_report_line};
 /// A benchmark scenario.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Scenario {
-    /// Create pods through the API with concurrent clients, list them, fan a watch out.
+    /// Create pods through the API with concurrent clients, list them, fan a watch out; on this
+    /// process's control plane, or on any server by `--kubeconfig` (its processes by `--pid
+    /// NAME=PID`; `tools/conformance api-perf` puts upstream's kube-apiserver beside rollwright's).
     Api(api::ApiBench),
     /// Simulate 5,000 nodes and drive 100,000 pods to Ready; CPU seconds and peak memory. With
     /// `--daemonset`: roll a DaemonSet over every node (issue 24: up to 65,000), with lease
