@@ -22,6 +22,7 @@ _spec = importlib.util.spec_from_file_location("perf_table", Path(__file__).with
 perf_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(perf_table)
 median, num, ratio, SIDES = perf_table.median, perf_table.num, perf_table.ratio, perf_table.SIDES
+cpu, rss, load_averages = perf_table.cpu, perf_table.rss, perf_table.load_averages
 
 # (label, key, format, higher is better; None: no verdict, e.g. a size that is each server's encoding)
 FIGURES = [
@@ -47,24 +48,13 @@ def load(out_dir):
                 if r.get("bench") == "api":
                     r["list_mb"] = r["list_bytes"] / 1e6
                     record = r
-        loads = []
-        for name in ("loadavg-before", "loadavg-after"):
-            p = f.parent / name
-            loads.append(p.read_text().split()[0] if p.exists() else "?")
-        runs[(side, rnd)] = {"run": record, "load": loads}
+        runs[(side, rnd)] = {"run": record, "load": load_averages(f.parent)}
     return runs
 
 
-def cpu(r):
-    return sum(p["cpu_s"] for p in r["processes"])
-
-
-def rss(r):
-    return sum(p["peak_rss_mib"] for p in r["processes"])
-
-
 def proc(r, name, key):
-    return next((p[key] for p in r["processes"] if p["name"] == name), None)
+    p = perf_table.proc(r, name)
+    return p[key] if p else None
 
 
 def better(up, rw, higher_is_better):

@@ -32,12 +32,17 @@ def load(out_dir):
                 r = json.loads(line)
                 if r.get("bench") == "phases":
                     phases[r["phase"]] = r
-        loads = []
-        for name in ("loadavg-before", "loadavg-after"):
-            p = f.parent / name
-            loads.append(p.read_text().split()[0] if p.exists() else "?")
-        runs[(side, rnd)] = {"phases": phases, "load": loads}
+        runs[(side, rnd)] = {"phases": phases, "load": load_averages(f.parent)}
     return runs
+
+
+def load_averages(run_dir):
+    """The 1-minute load average the run's script noted before and after it ("?" where absent)."""
+    loads = []
+    for name in ("loadavg-before", "loadavg-after"):
+        p = Path(run_dir) / name
+        loads.append(p.read_text().split()[0] if p.exists() else "?")
+    return loads
 
 
 def cpu(r, without=None):

@@ -242,20 +242,11 @@ async fn run_against(b: &ApiBench, kubeconfig: &std::path::Path) -> anyhow::Resu
             names.join(", ")
         },
     );
-    let starts = b
-        .pids
-        .iter()
-        .map(Watched::start)
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let starts = Watched::start_all(&b.pids)?;
     let figures = measure(&client, &namespace, b).await;
     // Read the processes before anything else can fail, and before the namespace's deletion
     // adds its own work.
-    let processes = b
-        .pids
-        .iter()
-        .zip(starts)
-        .map(|(p, s)| Ok((p.name.clone(), p.finish(s)?)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let processes = Watched::finish_all(&b.pids, starts)?;
     let figures = figures?;
     for (name, u) in &processes {
         println!(
@@ -598,16 +589,11 @@ mod tests {
 
     #[test]
     fn another_server_is_named_by_kubeconfig_and_measured_by_pid() {
-        #[derive(clap::Parser, Debug)]
-        struct Cli {
-            #[command(flatten)]
-            b: ApiBench,
-        }
-        use clap::Parser as _;
-        assert!(Cli::try_parse_from(["api", "--pid", "etcd=1"]).is_err());
-        assert!(Cli::try_parse_from(["api", "--kubeconfig", "k", "--store", "etcd"]).is_err());
-        assert!(Cli::try_parse_from(["api", "--kubeconfig", "k", "--as-user", "u"]).is_err());
-        let cli = Cli::try_parse_from([
+        let parse = super::super::parse_options::<ApiBench>;
+        assert!(parse(&["api", "--pid", "etcd=1"]).is_err());
+        assert!(parse(&["api", "--kubeconfig", "k", "--store", "etcd"]).is_err());
+        assert!(parse(&["api", "--kubeconfig", "k", "--as-user", "u"]).is_err());
+        let b = parse(&[
             "api",
             "--kubeconfig",
             "k",
@@ -620,10 +606,10 @@ mod tests {
             "--json",
         ])
         .unwrap();
-        assert_eq!(cli.b.pids.len(), 2);
-        assert_eq!(cli.b.pods, 20_000);
-        assert!(cli.b.json);
-        let plain = Cli::try_parse_from(["api"]).unwrap();
-        assert!(plain.b.kubeconfig.is_none() && plain.b.pods == 100_000);
+        assert_eq!(b.pids.len(), 2);
+        assert_eq!(b.pods, 20_000);
+        assert!(b.json);
+        let plain = parse(&["api"]).unwrap();
+        assert!(plain.kubeconfig.is_none() && plain.pods == 100_000);
     }
 }

@@ -143,6 +143,26 @@ impl Watched {
         })
     }
 
+    /// Starts one measurement of every process in `procs` (see [`Watched::start`]).
+    pub fn start_all<'a>(
+        procs: impl IntoIterator<Item = &'a Watched>,
+    ) -> anyhow::Result<Vec<ProcessStart>> {
+        procs.into_iter().map(Watched::start).collect()
+    }
+
+    /// Ends a measurement begun with [`Watched::start_all`] over the same `procs`: what each used,
+    /// by name.
+    pub fn finish_all<'a>(
+        procs: impl IntoIterator<Item = &'a Watched>,
+        starts: Vec<ProcessStart>,
+    ) -> anyhow::Result<Vec<(String, ProcessUse)>> {
+        procs
+            .into_iter()
+            .zip(starts)
+            .map(|(p, start)| Ok((p.name.clone(), p.finish(start)?)))
+            .collect()
+    }
+
     /// Whether the process runs `rollwright up` (the whole control plane the memory budget is
     /// for), read from its command line.
     pub fn runs_up(&self) -> bool {

@@ -84,3 +84,16 @@ pub fn quantile(sorted: &[std::time::Duration], q: f64) -> std::time::Duration {
     let idx = ((sorted.len() as f64 - 1.0) * q).round() as usize;
     sorted[idx.min(sorted.len() - 1)]
 }
+
+/// Parses a benchmark's options from `args` (the first is the program's name), as the command
+/// line would, for tests of which options go together.
+#[cfg(test)]
+pub(crate) fn parse_options<B: clap::Args>(args: &[&str]) -> Result<B, clap::Error> {
+    use clap::Parser as _;
+    #[derive(clap::Parser, Debug)]
+    struct Cli<B: clap::Args> {
+        #[command(flatten)]
+        options: B,
+    }
+    Cli::<B>::try_parse_from(args).map(|cli| cli.options)
+}

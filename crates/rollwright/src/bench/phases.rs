@@ -133,6 +133,13 @@ struct Target {
     own: Option<Own>,
 }
 
+impl Target {
+    /// The processes each phase measures.
+    fn processes(&self) -> impl Iterator<Item = &Watched> {
+        self.measuring.iter().map(|m| &m.process)
+    }
+}
+
 /// A control plane this process started, with what it needs until it stops.
 struct Own {
     cp: ControlPlane,
@@ -334,11 +341,7 @@ where
     D: FnMut(&K) -> bool,
 {
     let before = request_counts(&target.client).await;
-    let starts = target
-        .measuring
-        .iter()
-        .map(|m| m.process.start())
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let starts = Watched::start_all(target.processes())?;
     let at = Instant::now();
     act.await?;
     embedded::wait_until(api, name, timeout, |o: &K| {
@@ -347,12 +350,7 @@ where
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let wall = at.elapsed().as_secs_f64();
-    let processes = target
-        .measuring
-        .iter()
-        .zip(starts)
-        .map(|(m, start)| Ok((m.process.name.clone(), m.process.finish(start)?)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let processes = Watched::finish_all(target.processes(), starts)?;
     let after = request_counts(&target.client).await;
     let requests = match (before, after) {
         (Ok(before), Ok(after)) => Ok(delta(&before, &after)),
@@ -578,23 +576,14 @@ async fn run_phases(b: &PhasesBench, target: &Target) -> anyhow::Result<Vec<Meas
 /// in its second half: the background (lease renewals, status reports) every phase includes.
 async fn settle(target: &Target, wait: Duration) -> anyhow::Result<String> {
     tokio::time::sleep(wait / 2).await;
-    let starts = target
-        .measuring
-        .iter()
-        .map(|m| m.process.start())
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let starts = Watched::start_all(target.processes())?;
     let at = Instant::now();
     tokio::time::sleep(wait - wait / 2).await;
     let seconds = at.elapsed().as_secs_f64();
-    let mut idle = Vec::new();
-    for (m, start) in target.measuring.iter().zip(starts) {
-        let used = m.process.finish(start)?;
-        idle.push(format!(
-            "{} {:.3}",
-            m.process.name,
-            used.cpu / seconds.max(1e-9)
-        ));
-    }
+    let idle: Vec<String> = Watched::finish_all(target.processes(), starts)?
+        .into_iter()
+        .map(|(name, used)| format!("{name} {:.3}", used.cpu / seconds.max(1e-9)))
+        .collect();
     Ok(format!(
         "settled {:.0}s; idle CPU s per second over the last {seconds:.1}s: {}",
         wait.as_secs_f64(),
@@ -823,15 +812,10 @@ mod tests {
 
     #[test]
     fn watching_other_processes_needs_a_kubeconfig() {
-        #[derive(clap::Parser, Debug)]
-        struct Cli {
-            #[command(flatten)]
-            b: PhasesBench,
-        }
-        use clap::Parser as _;
-        assert!(Cli::try_parse_from(["phases", "--pid", "etcd=1"]).is_err());
-        assert!(Cli::try_parse_from(["phases", "--kubeconfig", "k", "--store", "etcd"]).is_err());
-        let cli = Cli::try_parse_from([
+        let parse = super::super::parse_options::<PhasesBench>;
+        assert!(parse(&["phases", "--pid", "etcd=1"]).is_err());
+        assert!(parse(&["phases", "--kubeconfig", "k", "--store", "etcd"]).is_err());
+        let b = parse(&[
             "phases",
             "--kubeconfig",
             "k",
@@ -841,8 +825,8 @@ mod tests {
             "nodes=2",
         ])
         .unwrap();
-        assert_eq!(cli.b.pids.len(), 2);
-        assert!(Cli::try_parse_from(["phases"]).is_ok());
+        assert_eq!(b.pids.len(), 2);
+        assert!(parse(&["phases"]).is_ok());
     }
 
     #[test]
