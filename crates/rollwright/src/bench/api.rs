@@ -10,7 +10,7 @@
 //! upstream's, measured in one sitting, never against a reference from another machine.
 
 use super::{
-    meter::{ProcessUse, Watched},
+    meter::{ProcessUse, Watched, processes_json, round3},
     peak_rss, quantile, rss,
 };
 use crate::control_plane::{ControlPlane, Options, StoreKind};
@@ -120,19 +120,9 @@ impl Figures {
             "fanout_p50_ms": ms(self.fanout_p50),
             "fanout_p99_ms": ms(self.fanout_p99),
             "fanout_max_ms": ms(self.fanout_max),
-            "processes": processes.iter().map(|(name, u)| json!({
-                "name": name,
-                "cpu_s": round3(u.cpu),
-                "peak_rss_mib": round3(u.peak_rss_mib),
-                "peak_of_run": u.peak_of_window,
-            })).collect::<Vec<_>>(),
+            "processes": processes_json(processes, "peak_of_run"),
         })
     }
-}
-
-/// Three decimals, enough for seconds and milliseconds, so that the JSON line stays short.
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 /// The items of a list's JSON answer, counted without decoding them: upstream's items carry no

@@ -66,6 +66,29 @@ pub fn vm_hwm_bytes(status: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Three decimals, enough for seconds, milliseconds and MiB, so that the benches' JSON lines
+/// stay short.
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// What the watched processes used, as the benches' JSON lines carry it (`tools/perf-table.py`
+/// and `tools/api-perf-table.py` read them); `peak_key` names the flag that says a peak is the
+/// measurement's own (`peak_of_phase`, `peak_of_run`).
+pub fn processes_json(processes: &[(String, ProcessUse)], peak_key: &str) -> serde_json::Value {
+    processes
+        .iter()
+        .map(|(name, u)| {
+            serde_json::json!({
+                "name": name,
+                "cpu_s": round3(u.cpu),
+                "peak_rss_mib": round3(u.peak_rss_mib),
+                peak_key: u.peak_of_window,
+            })
+        })
+        .collect()
+}
+
 /// A process a benchmark measures without having started it (`--pid NAME=PID`): a component of
 /// another control plane, `rollwright up`, simulated nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]

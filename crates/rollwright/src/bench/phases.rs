@@ -23,7 +23,7 @@
 
 use super::{
     budget::CONTROL_PLANE,
-    meter::{BenchEtcd, ProcessUse, Watched, delta, request_counts},
+    meter::{BenchEtcd, ProcessUse, Watched, delta, processes_json, request_counts, round3},
 };
 use crate::{
     components::Components,
@@ -301,19 +301,9 @@ impl Measured {
             "name": name,
             "wall_s": round3(self.wall),
             "requests": self.requests_total(),
-            "processes": self.processes.iter().map(|(name, u)| json!({
-                "name": name,
-                "cpu_s": round3(u.cpu),
-                "peak_rss_mib": round3(u.peak_rss_mib),
-                "peak_of_phase": u.peak_of_window,
-            })).collect::<Vec<_>>(),
+            "processes": processes_json(&self.processes, "peak_of_phase"),
         })
     }
-}
-
-/// Three decimals, enough for seconds and MiB, so that the JSON lines stay short.
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 /// The 1-minute load average, to note beside the figures (the machine is shared).
