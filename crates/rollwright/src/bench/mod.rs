@@ -1,6 +1,7 @@
 //! Benchmarks: named scenarios run on purpose (never in CI) that print the figures recorded in
 //! `BENCHMARKS.md`.
 
+mod aftermath;
 mod api;
 mod budget;
 mod daemonset;

@@ -22,6 +22,7 @@
 //! JSON line `--json` adds per phase.
 
 use super::{
+    aftermath,
     budget::CONTROL_PLANE,
     meter::{BenchEtcd, ProcessUse, Watched, delta, processes_json, request_counts, round3},
 };
@@ -105,6 +106,9 @@ const DEPLOYMENT: &str = "perf-deploy";
 /// The image both start with, and the one `set image` moves them to.
 const IMAGE: &str = "registry.k8s.io/pause:3.9";
 const NEXT_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// The longest a phase's aftermath is waited for.
+const AFTERMATH_LIMIT: Duration = Duration::from_secs(60);
 
 /// The four phases, in the order they run.
 const PHASES: [&str; 4] = [
@@ -268,6 +272,9 @@ impl Target {
 #[derive(Clone)]
 struct Measured {
     wall: f64,
+    /// Seconds after the rollout was done that its Events went on being written (the CPU
+    /// figures include them and one quiet second more; `aftermath`).
+    aftermath: f64,
     /// Requests by verb and resource, largest first; why not, when the server's counters could
     /// not be read.
     requests: Result<Vec<(u64, String, String)>, String>,
@@ -300,6 +307,7 @@ impl Measured {
             "phase": index + 1,
             "name": name,
             "wall_s": round3(self.wall),
+            "aftermath_s": round3(self.aftermath),
             "requests": self.requests_total(),
             "processes": processes_json(&self.processes, "peak_of_phase"),
         })
@@ -340,6 +348,8 @@ where
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let wall = at.elapsed().as_secs_f64();
+    // The phase's CPU is what it caused, the Events its kubelets are still writing included.
+    let aftermath = aftermath::events_settled(&target.client, NAMESPACE, AFTERMATH_LIMIT).await?;
     let processes = Watched::finish_all(target.processes(), starts)?;
     let after = request_counts(&target.client).await;
     let requests = match (before, after) {
@@ -348,6 +358,7 @@ where
     };
     Ok(Measured {
         wall,
+        aftermath: aftermath.as_secs_f64(),
         requests,
         processes,
     })
@@ -589,8 +600,8 @@ fn table(results: &[Measured]) -> String {
         .map(|m| m.processes.iter().map(|(n, _)| n.as_str()).collect())
         .unwrap_or_default();
     let several = names.len() > 1;
-    let mut out = String::from("\n| phase | wall s |");
-    let mut rule = String::from("| --- | ---: |");
+    let mut out = String::from("\n| phase | wall s | Events after s |");
+    let mut rule = String::from("| --- | ---: | ---: |");
     for what in ["CPU s", "peak RSS MiB"] {
         for name in &names {
             let _ = write!(out, " {what} {name} |");
@@ -606,7 +617,7 @@ fn table(results: &[Measured]) -> String {
     out.push_str(&rule);
     let mut partial_peak = false;
     for (m, name) in results.iter().zip(PHASES) {
-        let _ = write!(out, "| {name} | {:.2} |", m.wall);
+        let _ = write!(out, "| {name} | {:.2} | {:.2} |", m.wall, m.aftermath);
         for (_, u) in &m.processes {
             let _ = write!(out, " {:.2} |", u.cpu);
         }
@@ -705,6 +716,7 @@ mod tests {
     ) -> Measured {
         Measured {
             wall,
+            aftermath: 0.25,
             requests: requests
                 .map(|n| vec![(n, "create".to_string(), "pods".to_string())])
                 .ok_or_else(|| "403 Forbidden".to_string()),
@@ -730,13 +742,13 @@ mod tests {
         let t = table(&results);
         assert!(
             t.contains(
-                "| phase | wall s | CPU s this process | peak RSS MiB this process | API requests |"
+                "| phase | wall s | Events after s | CPU s this process | peak RSS MiB this process | API requests |"
             ),
             "{t}"
         );
         assert!(
             t.contains(
-                "| DaemonSet on all nodes: apply -> all available | 0.55 | 0.85 | 180 | 4321 |"
+                "| DaemonSet on all nodes: apply -> all available | 0.55 | 0.25 | 0.85 | 180 | 4321 |"
             ),
             "{t}"
         );
@@ -759,7 +771,7 @@ mod tests {
         let t = table(&results);
         assert!(t.contains("| CPU s etcd | CPU s kube-apiserver | CPU s total | peak RSS MiB etcd | peak RSS MiB kube-apiserver | peak RSS MiB total | API requests |"), "{t}");
         assert!(
-            t.contains("| 2.61 | 0.50 | 2.00 | 2.50 | 100 | 400* | 500 | not readable |"),
+            t.contains("| 2.61 | 0.25 | 0.50 | 2.00 | 2.50 | 100 | 400* | 500 | not readable |"),
             "{t}"
         );
         assert!(t.contains("could not be read: 403 Forbidden"), "{t}");
@@ -792,6 +804,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["phase"], 1);
         assert_eq!(v["wall_s"], 1.235);
+        assert_eq!(v["aftermath_s"], 0.25);
         assert_eq!(v["requests"], 10);
         assert_eq!(v["processes"][0]["name"], "etcd");
         assert_eq!(v["processes"][0]["cpu_s"], 0.5);
