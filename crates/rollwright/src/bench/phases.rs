@@ -928,7 +928,7 @@ fn limits(results: &[Measured], plan: &[Phase], b: &PhasesBench) -> String {
     }
     let times = b.times();
     let mut out = format!(
-        "\nphysical limit ({}; a wave of a create or a Deployment's update is start + readiness, {:.2}s; of a DaemonSet's or StatefulSet's update also the old pod's grace, {:.2}s):\n",
+        "\nphysical limit ({}; a wave of a create or a Deployment's update is start + readiness, {:.2}s; of a DaemonSet's or StatefulSet's update the old pod's grace first, {:.2}s in all):\n",
         b.delays(),
         times.until_available().as_secs_f64(),
         times.replace_in_place().as_secs_f64(),
