@@ -114,7 +114,9 @@ pub fn deployment_rollout_waves(
 /// A phase's physical limit: how many waves it takes and the least time each wave can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limit {
+    /// Rounds of "replace what the strategy allows, then wait": what the overhead is spread on.
     pub waves: u32,
+    /// The least one wave can take: the pods' delays, which no controller can shorten.
     pub per_wave: Duration,
 }
 
