@@ -10,6 +10,11 @@ need not be the sum of the medians beside it. The ratios are upstream's median o
 wall, CPU with both sides' simulated kubelets, and CPU without upstream's (`rollwright nodes`, a
 process of its own there; in `rollwright up` they run inside the one process and cannot be told
 apart, so that ratio leaves them out of one side only). The rounds' own figures follow.
+
+When the lines carry a physical limit (`bench phases --readiness-ms`, PERF_READINESS), a second
+table puts each phase's median wall beside its ideal (waves x start + readiness): the multiple of
+the ideal, flagged over issue 42's 1.1x, and the overhead per wave. Without one the output is as
+before.
 """
 
 import argparse
@@ -19,6 +24,8 @@ from pathlib import Path
 
 SIDES = ("upstream", "rollwright")
 KUBELETS = "nodes"
+# Issue 42: a rollout within this multiple of its physical limit is at the limit.
+LIMIT = 1.1
 
 
 def load(out_dir):
@@ -70,6 +77,34 @@ def num(x, fmt=".2f"):
     return "-" if x is None else format(x, fmt)
 
 
+def physical_limit(phases, phase_names, records):
+    """The physical-limit table's lines (none when no run carried an ideal): per phase and side the
+    ideal, the median wall, their ratio and the overhead per wave, (median wall - ideal) / waves."""
+    if not any("ideal_s" in r for n in phases for side in SIDES for r in records(side, n)):
+        return []
+    out = ["", "Physical limit (issue 42: within %.1fx of waves x start + readiness):" % LIMIT, "",
+           "| phase | side | waves | ideal s | wall s (median) | measured/ideal | overhead per wave s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for n in phases:
+        for side in SIDES:
+            rs = [r for r in records(side, n) if "ideal_s" in r]
+            if not rs:
+                continue
+            ideal, waves = median([r["ideal_s"] for r in rs]), median([r["waves"] for r in rs])
+            wall = median([r["wall_s"] for r in rs])
+            times = "-"
+            if ideal:
+                times = f"{wall / ideal:.2f}x" + (" OVER" if wall / ideal > LIMIT else "")
+            overhead = (wall - ideal) / waves if waves else None
+            cells = [phase_names[n] if side == SIDES[0] or not records(SIDES[0], n) else "",
+                     side, num(waves, "g"), num(ideal), num(wall), times, num(overhead, ".3f")]
+            out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    out.append(f"OVER: the median wall is more than {LIMIT}x the ideal. The overhead per wave is what "
+               "the control plane adds to each wave's waiting (API writes, scheduling, watches).")
+    return out
+
+
 def table(out_dir):
     runs = load(out_dir)
     rounds = sorted({rnd for _, rnd in runs})
@@ -90,7 +125,7 @@ def table(out_dir):
                 if n in runs.get((side, rnd), {"phases": {}})["phases"]]
 
     out = []
-    head = ["phase", "side", "runs", "wall s", "API requests"]
+    head = ["phase", "side", "runs", "wall s", "Events after s", "API requests"]
     head += [f"{n} CPU s / peak MiB" for n in names]
     head += ["total CPU s", "total peak MiB", "wall ratio", "CPU ratio",
              f"CPU ratio without upstream's {KUBELETS}"]
@@ -102,6 +137,7 @@ def table(out_dir):
             rs = records(side, n)
             m = {
                 "wall": median([r["wall_s"] for r in rs]),
+                "after": median([r.get("aftermath_s") for r in rs if r.get("aftermath_s") is not None]),
                 "requests": median([r["requests"] for r in rs]),
                 "cpu": median([cpu(r) for r in rs]),
                 "cpu_without": median([cpu(r, KUBELETS) for r in rs]),
@@ -109,7 +145,7 @@ def table(out_dir):
             }
             medians[(side, n)] = m
             cells = [phase_names[n] if side == SIDES[0] else "", side, str(len(rs)),
-                     num(m["wall"]), num(m["requests"], ",.0f")]
+                     num(m["wall"]), num(m["after"]), num(m["requests"], ",.0f")]
             for name in names:
                 ps = [proc(r, name) for r in rs]
                 ps = [p for p in ps if p]
@@ -129,7 +165,10 @@ def table(out_dir):
                f"simulated kubelets: upstream's are `rollwright nodes` (the `{KUBELETS}` column), "
                "rollwright's run inside `rollwright up`, which cannot be split; the last ratio leaves "
                "them out of upstream's side only. The peak RSS total is the sum of each process's "
-               "peak in the phase (they need not peak at once).")
+               "peak in the phase (they need not peak at once). CPU, peak RSS and API requests run "
+               "until the phase's Events stop (`Events after s`: how long after the rollout was done "
+               "the simulated kubelets' Events went on being written, plus one quiet second).")
+    out += physical_limit(phases, phase_names, records)
     out.append("")
     out.append("Upstream's CPU by process, share of its total (medians):")
     out.append("")

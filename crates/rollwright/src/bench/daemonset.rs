@@ -271,9 +271,8 @@ pub async fn run(b: DaemonsetBench) -> anyhow::Result<()> {
         &format!("rolling update, maxUnavailable {}", b.max_unavailable),
         b.nodes,
     );
-    let unavailable = ideal::resolve(&b.max_unavailable, pods, false);
     limit(
-        unavailable.and_then(|u| ideal::batched_waves(pods, u)),
+        ideal::daemonset_waves(pods, &b.max_unavailable),
         times.replace_in_place(),
         &m1,
         &m2,

@@ -297,11 +297,8 @@ pub async fn run(b: DeployBench) -> anyhow::Result<()> {
         ctl2 - ctl1,
         cpu2 - cpu1
     );
-    let surge = ideal::resolve(&b.max_surge, b.replicas, true);
-    let unavailable = ideal::resolve(&b.max_unavailable, b.replicas, false);
-    if let Some(waves) = surge
-        .zip(unavailable)
-        .and_then(|(s, u)| ideal::deployment_waves(b.replicas, s, u))
+    if let Some(waves) =
+        ideal::deployment_rollout_waves(b.replicas, &b.max_surge, &b.max_unavailable)
     {
         println!(
             "rollout: physical limit ({waves} waves of start + readiness): {}",

@@ -83,6 +83,57 @@ pub fn batched_waves(pods: i32, at_once: i32) -> Option<u32> {
     (at_once > 0).then(|| pods.unsigned_abs().div_ceil(at_once.unsigned_abs()))
 }
 
+/// Waves of a DaemonSet's rolling update over `pods` nodes with `max_unavailable` and no surge:
+/// upstream's daemon controller rounds a percentage up (`util.UnavailableCount`), so 10% of 5
+/// nodes is 1, not 0.
+pub fn daemonset_waves(pods: i32, max_unavailable: &str) -> Option<u32> {
+    batched_waves(pods, resolve(max_unavailable, pods, true)?)
+}
+
+/// Waves of a StatefulSet's rolling update of `replicas` with `max_unavailable`: upstream rounds
+/// a percentage down but never below one pod (`getStatefulSetMaxUnavailable`), so 10% of 5
+/// replicas is still one at a time rather than no progress.
+pub fn statefulset_waves(replicas: i32, max_unavailable: &str) -> Option<u32> {
+    batched_waves(replicas, resolve(max_unavailable, replicas, false)?.max(1))
+}
+
+/// [`deployment_waves`] from the strategy as written (`25%`, `3`): the surge rounded up and the
+/// unavailability down, as upstream's `ResolveFenceposts` does.
+pub fn deployment_rollout_waves(
+    replicas: i32,
+    max_surge: &str,
+    max_unavailable: &str,
+) -> Option<u32> {
+    deployment_waves(
+        replicas,
+        resolve(max_surge, replicas, true)?,
+        resolve(max_unavailable, replicas, false)?,
+    )
+}
+
+/// A phase's physical limit: how many waves it takes and the least time each wave can take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// Rounds of "replace what the strategy allows, then wait": what the overhead is spread on.
+    pub waves: u32,
+    /// The least one wave can take: the pods' delays, which no controller can shorten.
+    pub per_wave: Duration,
+}
+
+impl Limit {
+    /// The least time the whole phase can take.
+    pub fn ideal(&self) -> Duration {
+        self.per_wave * self.waves
+    }
+
+    /// `measured` as ideal plus overhead: what everything but the waiting (API writes,
+    /// scheduling, watches, the controllers' queues) added to each wave, in seconds. Negative only
+    /// if the pods were quicker than configured, which says the ideal is wrong.
+    pub fn overhead_per_wave(&self, measured: Duration) -> f64 {
+        (measured.as_secs_f64() - self.ideal().as_secs_f64()) / f64::from(self.waves.max(1))
+    }
+}
+
 /// `measured` as a multiple of `ideal`, printed beside both.
 pub fn versus(ideal: Duration, measured: Duration) -> String {
     if ideal.is_zero() {
@@ -130,6 +181,38 @@ mod tests {
         assert_eq!(batched_waves(1_000, 100), Some(10));
         assert_eq!(batched_waves(7, 3), Some(3));
         assert_eq!(batched_waves(7, 0), None);
+    }
+
+    #[test]
+    fn each_controller_rounds_its_max_unavailable_as_upstream_does() {
+        // Issue 42's DaemonSet: 500 nodes, 10% at a time.
+        assert_eq!(daemonset_waves(500, "10%"), Some(10));
+        // A DaemonSet rounds up: 10% of 5 nodes is 1 node, 5 waves.
+        assert_eq!(daemonset_waves(5, "10%"), Some(5));
+        assert_eq!(daemonset_waves(500, "0"), None);
+        // Issue 42's StatefulSet: 1,000 replicas, 10% at a time.
+        assert_eq!(statefulset_waves(1_000, "10%"), Some(10));
+        assert_eq!(statefulset_waves(20, "10%"), Some(10));
+        // A StatefulSet rounds down, but at least one pod goes at a time.
+        assert_eq!(statefulset_waves(5, "10%"), Some(5));
+        assert_eq!(statefulset_waves(5, "0"), Some(5));
+        assert_eq!(statefulset_waves(5, "x"), None);
+        // Issue 42's Deployment: 2,000 replicas, 25%/25%.
+        assert_eq!(deployment_rollout_waves(2_000, "25%", "25%"), Some(2));
+        assert_eq!(deployment_rollout_waves(40, "25%", "25%"), Some(2));
+        assert_eq!(deployment_rollout_waves(2_000, "0", "0"), None);
+    }
+
+    #[test]
+    fn the_overhead_is_spread_over_the_waves() {
+        let limit = Limit {
+            waves: 10,
+            per_wave: Duration::from_secs(5),
+        };
+        assert_eq!(limit.ideal(), Duration::from_secs(50));
+        let overhead = limit.overhead_per_wave(Duration::from_secs(53));
+        assert!((overhead - 0.3).abs() < 1e-9, "{overhead}");
+        assert!(limit.overhead_per_wave(Duration::from_secs(49)) < 0.0);
     }
 
     #[test]

@@ -37,9 +37,11 @@ pub enum Scenario {
     /// with maxSurge 10%; wall time, controller and process CPU, API requests, peak RSS.
     Daemonset(daemonset::DaemonsetBench),
     /// Issue 15's four phases (DaemonSet on 500 nodes, its image update, a 2,000-replica
-    /// Deployment, its rolling update) as `up` runs them, or against another cluster
-    /// (`--kubeconfig`, its processes by `--pid NAME=PID`); wall, CPU, peak RSS and API requests
-    /// per phase (`tools/conformance perf` puts upstream beside them).
+    /// Deployment, its rolling update; with `--statefulset-replicas` a StatefulSet's create and
+    /// roll) as `up` runs them, or against another cluster (`--kubeconfig`, its processes by
+    /// `--pid NAME=PID`); wall, CPU, peak RSS and API requests per phase, and with
+    /// `--readiness-ms` each phase's physical limit and overhead per wave (`tools/conformance
+    /// perf` puts upstream beside them).
     Phases(phases::PhasesBench),
     /// Create a 1,000-replica Parallel StatefulSet, then roll it with maxUnavailable 10%; each
     /// phase beside its physical limit (waves times grace, start and readiness delays).

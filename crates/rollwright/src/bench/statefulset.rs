@@ -70,23 +70,30 @@ const NAME: &str = "bench";
 /// The pods' `terminationGracePeriodSeconds`.
 const GRACE_SECONDS: u64 = 1;
 
-fn manifest(replicas: i32, max_unavailable: &str) -> anyhow::Result<StatefulSet> {
+/// A Parallel StatefulSet `name` of `replicas` whose pods (labelled `app: name`) run `pod_spec`,
+/// rolled `max_unavailable` (`10%` or `3`) at a time. This benchmark and `bench phases` both make
+/// theirs here, so that both time the same kind of rollout.
+pub(super) fn manifest(
+    name: &str,
+    replicas: i32,
+    max_unavailable: &str,
+    pod_spec: serde_json::Value,
+) -> anyhow::Result<StatefulSet> {
     let max_unavailable = max_unavailable
         .parse::<i64>()
         .map_or_else(|_| json!(max_unavailable), |n| json!(n));
     Ok(serde_json::from_value(json!({
-        "metadata": {"name": NAME, "labels": {"app": NAME}},
+        "metadata": {"name": name, "labels": {"app": name}},
         "spec": {
             "replicas": replicas,
-            "serviceName": NAME,
+            "serviceName": name,
             "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": {"app": NAME}},
+            "selector": {"matchLabels": {"app": name}},
             "updateStrategy": {"type": "RollingUpdate",
                                "rollingUpdate": {"maxUnavailable": max_unavailable}},
             "template": {
-                "metadata": {"labels": {"app": NAME}},
-                "spec": {"terminationGracePeriodSeconds": GRACE_SECONDS,
-                         "containers": [{"name": "app", "image": "registry.example/app:1"}]},
+                "metadata": {"labels": {"app": name}},
+                "spec": pod_spec,
             },
         },
     }))?)
@@ -94,7 +101,13 @@ fn manifest(replicas: i32, max_unavailable: &str) -> anyhow::Result<StatefulSet>
 
 /// `kubectl rollout status`'s notion of done for a StatefulSet without a partition: the spec
 /// observed, every replica updated and ready, and the update revision current.
-fn rolled_out(s: &StatefulSet) -> bool {
+///
+/// kubectl itself, for a RollingUpdate strategy with a partition (the API server defaults it to
+/// 0), stops at ready and updated replicas and does not compare the revisions. Upstream's
+/// controller makes the update revision current in the very status write that first shows every
+/// replica updated and ready (`completeRollingUpdate`), so on upstream the stricter test here is
+/// met at the same moment, and on rollwright it also holds the controller to that semantics.
+pub(super) fn rolled_out(s: &StatefulSet) -> bool {
     let Some(st) = &s.status else { return false };
     let want = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     st.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0)
@@ -221,7 +234,13 @@ pub async fn run(b: StatefulsetBench) -> anyhow::Result<()> {
     let m0 = meter().await?;
     api.create(
         &PostParams::default(),
-        &manifest(b.replicas, &b.max_unavailable)?,
+        &manifest(
+            NAME,
+            b.replicas,
+            &b.max_unavailable,
+            json!({"terminationGracePeriodSeconds": GRACE_SECONDS,
+                   "containers": [{"name": "app", "image": "registry.example/app:1"}]}),
+        )?,
     )
     .await
     .context("creating the StatefulSet")?;
@@ -256,9 +275,7 @@ pub async fn run(b: StatefulsetBench) -> anyhow::Result<()> {
         &m1,
         &m2,
     );
-    if let Some(waves) = ideal::resolve(&b.max_unavailable, b.replicas, false)
-        .and_then(|u| ideal::batched_waves(b.replicas, u))
-    {
+    if let Some(waves) = ideal::statefulset_waves(b.replicas, &b.max_unavailable) {
         // In place, a wave is a container restart: no grace, no new pod to schedule.
         let (wave, parts) = if b.in_place {
             (times.until_available(), "start + readiness")
@@ -305,7 +322,7 @@ mod tests {
 
     #[test]
     fn the_manifest_is_parallel_with_max_unavailable() {
-        let s = manifest(1_000, "10%").unwrap_or_default();
+        let s = manifest(NAME, 1_000, "10%", json!({"containers": []})).unwrap_or_default();
         let spec = s.spec.unwrap_or_default();
         assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
         let rolling = spec.update_strategy.and_then(|u| u.rolling_update);
