@@ -51,21 +51,17 @@ impl NodeGraph for CacheGraph<'_> {
         namespace: &str,
         found: &mut dyn FnMut(&Value) -> bool,
     ) -> bool {
-        // The node is read from the entry's selectable fields, under the cache's lock; only the
-        // pods on the node are copied out, one at a time until one answers, each parsed unless
-        // this server wrote it last (the kubelet asks for a pod's token as it starts the pod).
+        // The node's pods come from the cache's index of them by node, parsed one at a time until
+        // one answers (unless this server wrote it last): the kubelet asks for a pod's token as
+        // it starts the pod.
         let Some(def) = self.0.registry().owner("", "pods") else {
             return false;
         };
         let ns = Some(namespace).filter(|n| !n.is_empty());
-        self.0
-            .list_where(&def, ns, |e| e.field_is("spec.nodeName", node))
-            .0
-            .iter()
-            .any(|e| {
-                let key = def.key(Some(&e.namespace), &e.name);
-                found(&self.0.parsed(&key, e))
-            })
+        self.0.list_on_node(&def, ns, node).iter().any(|e| {
+            let key = def.key(Some(&e.namespace), &e.name);
+            found(&self.0.parsed(&key, e))
+        })
     }
 
     fn persistent_volume(&self, name: &str) -> Option<Value> {
