@@ -66,8 +66,6 @@ impl Entry {
         }
     }
 
-    /// Whether the selectable field `name` is `value`, without copying it (what [`Entry::field`]
-    /// would say, for the scans that compare it over every object of a kind).
     /// The value of a selectable field other than the name and namespace, unparsed.
     fn field_str(&self, name: &str) -> Option<&str> {
         self.field_names
@@ -81,6 +79,8 @@ impl Entry {
         self.field_str(NODE_FIELD).filter(|n| !n.is_empty())
     }
 
+    /// Whether the selectable field `name` is `value`, without copying it (what [`Entry::field`]
+    /// would say, for the scans that compare it over every object of a kind).
     pub fn field_is(&self, name: &str, value: &str) -> bool {
         match name {
             "metadata.name" => &*self.name == value,
