@@ -9,9 +9,10 @@
 //! - A pod's `creationTimestamp` is kept to the second. The pods of a workload's latest revision
 //!   (its newest ReplicaSet, or the pods of its newest ControllerRevision) are counted per
 //!   second. A controller waiting on its rate limiter creates pods in a *paced stretch*: every
-//!   second for several seconds in a row, about as many each second. The median of such a
-//!   stretch's inner seconds (the first may hold the bucket's burst, the last is cut short) is
-//!   the controller's rate. A stretch shorter than [`PACED_SECONDS`] is no pace: an unlimited
+//!   second for several seconds in a row, about as many each second ([`steady`]). The median of
+//!   such a stretch's inner seconds (the first may hold the bucket's burst, the last is cut
+//!   short) is the controller's rate. Uneven seconds are a controller bound by the server's
+//!   latency instead (slow-start batches), which no limit paced. A stretch shorter than [`PACED_SECONDS`] is no pace: an unlimited
 //!   controller creates a wave of pods in one second, and readiness-paced waves leave seconds
 //!   without a create between them.
 //! - A burst cannot be seen in whole seconds: it is assumed (upstream's default), and said so.
