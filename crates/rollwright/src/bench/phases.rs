@@ -535,6 +535,44 @@ where
     })
 }
 
+/// A workload's first phase: `manifest` created (`kubectl apply` of a new object) until `done`.
+async fn create<K>(
+    target: &Target,
+    api: &Api<K>,
+    manifest: &K,
+    timeout: Duration,
+    done: impl FnMut(&K) -> bool,
+) -> anyhow::Result<Measured>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + Debug + Send + 'static,
+{
+    let name = manifest.meta().name.clone().unwrap_or_default();
+    let act = async {
+        api.create(&PostParams::default(), manifest).await?;
+        Ok(())
+    };
+    phase(target, api, &name, timeout, act, done).await
+}
+
+/// A workload's second phase: its container's image set (`kubectl set image`) until `done`.
+async fn roll<K>(
+    target: &Target,
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    done: impl FnMut(&K) -> bool,
+) -> anyhow::Result<Measured>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let act = async {
+        api.patch(name, &PatchParams::default(), &set_image())
+            .await?;
+        Ok(())
+    };
+    phase(target, api, name, timeout, act, done).await
+}
+
 /// `kubectl rollout status` for a DaemonSet: the spec observed and every node running an
 /// updated, available pod.
 fn daemonset_done(ds: &DaemonSet, nodes: usize) -> bool {
@@ -690,69 +728,24 @@ async fn run_phases(
     let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let deploy_api: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let (nodes, replicas) = (b.nodes, b.replicas);
-    let mut results = Vec::new();
-    results.push(
-        phase(
-            target,
-            &ds_api,
-            DAEMONSET,
-            timeout,
-            async {
-                ds_api.create(&PostParams::default(), &daemonset()?).await?;
-                Ok(())
-            },
-            |d| daemonset_done(d, nodes),
-        )
+    let mut results = vec![
+        create(target, &ds_api, &daemonset()?, timeout, |d| {
+            daemonset_done(d, nodes)
+        })
         .await?,
-    );
-    results.push(
-        phase(
-            target,
-            &ds_api,
-            DAEMONSET,
-            timeout,
-            async {
-                ds_api
-                    .patch(DAEMONSET, &PatchParams::default(), &set_image())
-                    .await?;
-                Ok(())
-            },
-            |d| daemonset_done(d, nodes),
-        )
+        roll(target, &ds_api, DAEMONSET, timeout, |d| {
+            daemonset_done(d, nodes)
+        })
         .await?,
-    );
-    results.push(
-        phase(
-            target,
-            &deploy_api,
-            DEPLOYMENT,
-            timeout,
-            async {
-                deploy_api
-                    .create(&PostParams::default(), &deployment(replicas)?)
-                    .await?;
-                Ok(())
-            },
-            |d| deployment_done(d, replicas),
-        )
+        create(target, &deploy_api, &deployment(replicas)?, timeout, |d| {
+            deployment_done(d, replicas)
+        })
         .await?,
-    );
-    results.push(
-        phase(
-            target,
-            &deploy_api,
-            DEPLOYMENT,
-            timeout,
-            async {
-                deploy_api
-                    .patch(DEPLOYMENT, &PatchParams::default(), &set_image())
-                    .await?;
-                Ok(())
-            },
-            |d| deployment_done(d, replicas),
-        )
+        roll(target, &deploy_api, DEPLOYMENT, timeout, |d| {
+            deployment_done(d, replicas)
+        })
         .await?,
-    );
+    ];
     if b.statefulset_replicas > 0 {
         let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), NAMESPACE);
         let manifest = statefulset::manifest(
@@ -762,15 +755,11 @@ async fn run_phases(
             pod_spec(),
         )?;
         results.push(
-            phase(
+            create(
                 target,
                 &sts_api,
-                STATEFULSET,
+                &manifest,
                 timeout,
-                async {
-                    sts_api.create(&PostParams::default(), &manifest).await?;
-                    Ok(())
-                },
                 statefulset::rolled_out,
             )
             .await?,
@@ -780,17 +769,11 @@ async fn run_phases(
             one_at_a_time_if_dropped(&stored, b.statefulset_replicas, update);
         }
         results.push(
-            phase(
+            roll(
                 target,
                 &sts_api,
                 STATEFULSET,
                 timeout,
-                async {
-                    sts_api
-                        .patch(STATEFULSET, &PatchParams::default(), &set_image())
-                        .await?;
-                    Ok(())
-                },
                 statefulset::rolled_out,
             )
             .await?,
