@@ -622,14 +622,17 @@ impl Engine {
             uid: Some(sim.uid.clone()),
             ..Default::default()
         };
-        self.writer.event(Write::Event {
-            recorder: sim.recorder.clone(),
-            reference: Box::new(reference),
-            kind,
-            reason: reason.into(),
-            message,
-            at: clock::now(),
-        });
+        self.writer.event(
+            name,
+            Write::Event {
+                recorder: sim.recorder.clone(),
+                reference: Box::new(reference),
+                kind,
+                reason: reason.into(),
+                message,
+                at: clock::now(),
+            },
+        );
     }
 
     fn forget_node(&mut self, name: &str) {
@@ -868,14 +871,17 @@ impl Engine {
                         field_path: ev.field_path,
                         ..Default::default()
                     };
-                    self.writer.event(Write::Event {
-                        recorder: node.recorder.clone(),
-                        reference: Box::new(reference),
-                        kind: ev.kind,
-                        reason: ev.reason.into_owned(),
-                        message: ev.message,
-                        at: clock::now(),
-                    });
+                    self.writer.event(
+                        &pod.node,
+                        Write::Event {
+                            recorder: node.recorder.clone(),
+                            reference: Box::new(reference),
+                            kind: ev.kind,
+                            reason: ev.reason.into_owned(),
+                            message: ev.message,
+                            at: clock::now(),
+                        },
+                    );
                 }
             }
         }

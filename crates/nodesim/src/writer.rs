@@ -4,7 +4,8 @@
 //! their rhythm while 100,000 pods start; pod statuses next, and events last (the kubelet records
 //! them through a broadcaster of their own, which never holds a status back): behind 10,000
 //! queued events, each wave of a 65,000-node DaemonSet rollout waited seconds for its pods'
-//! statuses. Events are dropped when too many queue, as upstream's broadcaster does. Each write goes through the client of the node it is about (see
+//! statuses. A node's events are dropped when too many of its own queue, as its kubelet's
+//! broadcaster drops them. Each write goes through the client of the node it is about (see
 //! [`Identities`]): a kubelet writes its own Node, Lease and pods, and its events with its own
 //! recorder.
 
@@ -38,8 +39,17 @@ const TURNS: u32 = 4;
 /// past the 40 s grace period and thousands of nodes went NotReady.
 const REFRESH_TURNS: u32 = 16;
 
-/// At most this many events wait to be written; more are dropped.
-const MAX_QUEUED_EVENTS: usize = 10_000;
+/// At most this many of one node's events wait to be written; more are dropped: each kubelet
+/// records through a broadcaster of its own, which drops past `maxQueuedEvents` (1,000). One cap
+/// of 10,000 for the whole process dropped the events of 500 kubelets sending 10 each to a slow
+/// server: a third of a rollout's events on upstream's side in issue 42's runs, none on
+/// rollwright's, so the slower server was spared work the faster one did.
+const MAX_QUEUED_EVENTS_PER_NODE: usize = 1_000;
+
+/// At most this many events of all nodes wait to be written: the process's own memory bound
+/// (about 100 MB of queued events), far above what the per-node caps let through for a
+/// rollout of thousands of nodes.
+const MAX_QUEUED_EVENTS: usize = 200_000;
 
 /// One write.
 pub(crate) enum Write {
@@ -101,7 +111,8 @@ pub(crate) enum Key {
     Pod(String),
     Lease(String),
     Node(String),
-    Event(u64),
+    /// The event's number, and the node whose kubelet records it.
+    Event(u64, Arc<str>),
 }
 
 /// Which queue a write waits in, earliest served first (but for [`TURNS`] and
@@ -122,7 +133,7 @@ impl Tier {
             (Key::Lease(_), _) => Tier::Lease,
             (Key::Node(_), _) => Tier::NodeStatus,
             (Key::Pod(_), _) => Tier::PodStatus,
-            (Key::Event(_), _) => Tier::Event,
+            (Key::Event(..), _) => Tier::Event,
         }
     }
 }
@@ -159,6 +170,8 @@ struct Queue {
     inflight: HashSet<Key>,
     deferred: HashSet<Key>,
     events: usize,
+    /// Queued events by node, for [`MAX_QUEUED_EVENTS_PER_NODE`].
+    events_of: HashMap<Arc<str>, usize>,
     next_event: u64,
 }
 
@@ -215,17 +228,20 @@ impl Writer {
         self.notify.notify_one();
     }
 
-    /// Queues an event unless too many are waiting.
-    pub(crate) fn event(&self, write: Write) {
+    /// Queues an event of `node`'s kubelet unless too many of its own, or of all, are waiting.
+    pub(crate) fn event(&self, node: &str, write: Write) {
         let key = {
             let mut q = self.lock();
-            if q.events >= MAX_QUEUED_EVENTS {
+            let node: Arc<str> = node.into();
+            let of_node = q.events_of.get(&node).copied().unwrap_or(0);
+            if q.events >= MAX_QUEUED_EVENTS || of_node >= MAX_QUEUED_EVENTS_PER_NODE {
                 Stats::add(&self.stats.events_dropped, 1);
                 return;
             }
             q.events += 1;
+            q.events_of.insert(node.clone(), of_node + 1);
             q.next_event += 1;
-            Key::Event(q.next_event)
+            Key::Event(q.next_event, node)
         };
         self.push(key, write);
     }
@@ -254,8 +270,14 @@ impl Writer {
             let Some(write) = q.pending.remove(&key) else {
                 continue;
             };
-            if matches!(key, Key::Event(_)) {
+            if let Key::Event(_, node) = &key {
                 q.events -= 1;
+                if let Some(n) = q.events_of.get_mut(node) {
+                    *n -= 1;
+                    if *n == 0 {
+                        q.events_of.remove(node);
+                    }
+                }
             }
             q.inflight.insert(key.clone());
             return Some((key, write));
@@ -609,20 +631,52 @@ mod tests {
         );
     }
 
+    /// Each kubelet's broadcaster drops its own events past 1,000 queued; another node's still
+    /// queue, and a taken event makes room for its node's next.
+    #[test]
+    fn events_are_dropped_past_a_thousand_queued_per_node() {
+        let w = writer();
+        let event = |node: &str| {
+            w.event(
+                node,
+                Write::NodeStatus {
+                    node: node.into(),
+                    status: json!({}),
+                    refresh: false,
+                },
+            )
+        };
+        for _ in 0..MAX_QUEUED_EVENTS_PER_NODE + 1 {
+            event("node-0");
+        }
+        assert_eq!(Stats::get(&w.stats.events_dropped), 1);
+        event("node-1");
+        assert_eq!(Stats::get(&w.stats.events_dropped), 1);
+        let (first, _) = w.take().unwrap();
+        assert_eq!(first, Key::Event(1, "node-0".into()));
+        event("node-0");
+        assert_eq!(Stats::get(&w.stats.events_dropped), 1);
+        event("node-0");
+        assert_eq!(Stats::get(&w.stats.events_dropped), 2);
+    }
+
     #[test]
     fn pod_statuses_go_before_events() {
         let w = writer();
         // Any write will do as the event's: only the queue it waits in matters here.
-        w.event(Write::NodeStatus {
-            node: "node-0".into(),
-            status: json!({}),
-            refresh: false,
-        });
+        w.event(
+            "node-0",
+            Write::NodeStatus {
+                node: "node-0".into(),
+                status: json!({}),
+                refresh: false,
+            },
+        );
         w.push(Key::Pod("u".into()), status(1));
         let (k, _) = w.take().unwrap();
         assert_eq!(k, Key::Pod("u".into()));
         let (k, _) = w.take().unwrap();
-        assert_eq!(k, Key::Event(1));
+        assert_eq!(k, Key::Event(1, "node-0".into()));
     }
 
     #[test]
