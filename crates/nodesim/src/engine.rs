@@ -920,6 +920,7 @@ impl Engine {
                 node: pod.node.clone(),
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
+                uid: pod.uid.clone(),
                 status,
             }
         };

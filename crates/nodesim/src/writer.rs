@@ -61,6 +61,8 @@ pub(crate) enum Write {
         node: String,
         namespace: String,
         name: String,
+        /// The pod's UID, a precondition of the patch (see [`StatusPatch`]).
+        uid: String,
         /// As JSON text: a status waits here until the server takes it (for every pod at once
         /// while 150,000 start), and as a `Value` it took five times the memory.
         status: Box<RawValue>,
@@ -337,13 +339,27 @@ async fn dispatch(w: Writer, identities: Identities, max_in_flight: usize) {
 }
 
 /// `{"status": ...}` around a status already in JSON text.
+/// A pod's status patch, with its UID as a precondition, as the kubelet's status manager writes
+/// it (`preparePatchBytesForPodStatus`): a StatefulSet's pod deleted at once and made again
+/// under its name must not take the old one's last status. Without it, the old pod's
+/// `Succeeded` landed on its replacement before that was even bound, and the rollout never
+/// finished (issue 39's `whatif-check`, upstream, a Parallel StatefulSet).
 #[derive(serde::Serialize)]
 struct StatusPatch<'a> {
+    metadata: UidOnly<'a>,
     status: &'a RawValue,
 }
 
+#[derive(serde::Serialize)]
+struct UidOnly<'a> {
+    uid: &'a str,
+}
+
+/// The object the write was for is gone: deleted (404), changed under a precondition (409), or
+/// made again under its name (a status patch's UID refused: `metadata.uid` is immutable).
 fn gone(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409)
+    matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409
+        || (s.code == 422 && s.message.contains("metadata.uid")))
 }
 
 /// Makes one write, through the client of the node it is about.
@@ -354,6 +370,7 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
             node,
             namespace,
             name,
+            uid,
             status,
         } => {
             let client = &identities.node(&node);
@@ -363,7 +380,10 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
                     "status",
                     &name,
                     &pp,
-                    &Patch::Strategic(StatusPatch { status: &status }),
+                    &Patch::Strategic(StatusPatch {
+                        metadata: UidOnly { uid: &uid },
+                        status: &status,
+                    }),
                 )
                 .map_err(kube::Error::BuildRequest)?;
             match client.request_text(r).await {
@@ -385,7 +405,10 @@ async fn perform(identities: &Identities, write: Write) -> Result<(), kube::Erro
                     "status",
                     &name,
                     &pp,
-                    &Patch::Strategic(StatusPatch { status: &status }),
+                    &Patch::Strategic(StatusPatch {
+                        metadata: UidOnly { uid: &uid },
+                        status: &status,
+                    }),
                 )
                 .map_err(kube::Error::BuildRequest)?;
             match client.request_text(r).await {
@@ -494,6 +517,7 @@ mod tests {
             node: "node-0".into(),
             namespace: "ns".into(),
             name: "p".into(),
+            uid: "u".into(),
             status: serde_json::value::to_raw_value(&json!({"n": n})).unwrap(),
         }
     }
@@ -658,6 +682,41 @@ mod tests {
         assert_eq!(Stats::get(&w.stats.events_dropped), 1);
         event("node-0");
         assert_eq!(Stats::get(&w.stats.events_dropped), 2);
+    }
+
+    /// A pod's status goes out with its UID, and the server's refusal of it for a pod made
+    /// again under the same name counts as the pod being gone, not as a failure to retry.
+    #[tokio::test]
+    async fn a_status_names_its_pods_uid_and_a_replaced_pod_counts_as_gone() {
+        let seen = Arc::new(Mutex::new(Vec::<Value>::new()));
+        let bodies = seen.clone();
+        let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let bodies = bodies.clone();
+            async move {
+                let body = axum::body::Body::new(req.into_body());
+                let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+                bodies
+                    .lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&bytes).unwrap());
+                let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "code": 422, "reason": "Invalid",
+                    "message": "Pod \"p\" is invalid: metadata.uid: Invalid value: \"u\": field is immutable"});
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(422)
+                        .body(kube::client::Body::from(refusal.to_string().into_bytes()))
+                        .unwrap(),
+                )
+            }
+        });
+        let ids = Identities::single(kube::Client::new(svc, "default"));
+        perform(&ids, status(1)).await.unwrap();
+        let sent = seen.lock().unwrap().clone();
+        assert_eq!(
+            sent,
+            [json!({"metadata": {"uid": "u"}, "status": {"n": 1}})]
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod crd_conditions;
 mod deletion_defaults;
 mod discovery;
 mod ephemeral_containers;
+mod status_uid;
 mod event_ttl;
 mod field_selectors;
 mod field_validation;
