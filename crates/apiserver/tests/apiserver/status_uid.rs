@@ -2,29 +2,21 @@
 //! pod it ran: refused, so that a StatefulSet pod made again under its name never takes the last
 //! status of the one before it (`metadata.uid` is immutable, upstream's `ValidateObjectMetaUpdate`).
 
-use crate::common::Server;
-use axum::{
-    body::Body,
-    http::{Method, Request, StatusCode},
-};
+use crate::common::{Server, patch};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
 async fn patch_status(s: &Server, body: Value) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(Method::PATCH)
-        .uri(format!("{PODS}/p/status"))
-        .header("content-type", "application/strategic-merge-patch+json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let resp = s.router.clone().oneshot(req).await.unwrap();
-    let code = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let uri = format!("{PODS}/p/status");
+    patch(
+        &s.router,
+        &uri,
+        "application/strategic-merge-patch+json",
+        body,
+    )
+    .await
 }
 
 #[tokio::test]

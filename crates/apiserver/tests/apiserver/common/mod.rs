@@ -100,6 +100,31 @@ pub async fn call_raw(
     (status, bytes)
 }
 
+/// A PATCH of `body` as `content_type` (`application/strategic-merge-patch+json`, ...) against
+/// `router`; the status and the body as JSON.
+pub async fn patch(
+    router: &Router,
+    uri: &str,
+    content_type: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method(Method::PATCH)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
 /// One request against `router`; the status with the `Retry-After` header, and the body as JSON.
 pub async fn call_full(
     router: &Router,
