@@ -5,13 +5,9 @@
 //! written at all, so the resourceVersion stays.
 
 use crate::common::Server;
-use axum::{
-    body::Body,
-    http::{Method, Request, StatusCode},
-};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::Duration;
-use tower::ServiceExt;
 
 const URI: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const NAME: &str = "gadgets.example.com";
@@ -34,18 +30,8 @@ fn crd() -> Value {
 
 /// A PATCH of `content_type`; the status and the body.
 async fn patch(s: &Server, query: &str, content_type: &str, body: &Value) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(Method::PATCH)
-        .uri(format!("{URI}/{NAME}{query}"))
-        .header("content-type", content_type)
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let resp = s.router.clone().oneshot(req).await.unwrap();
-    let code = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let uri = format!("{URI}/{NAME}{query}");
+    crate::common::patch(&s.router, &uri, content_type, body.clone()).await
 }
 
 /// Each condition's type, status and lastTransitionTime.

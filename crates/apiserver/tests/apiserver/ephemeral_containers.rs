@@ -4,29 +4,20 @@
 //! the pod's own writes and creates cannot set them.
 
 use crate::common::Server;
-use axum::{
-    body::Body,
-    http::{Method, Request, StatusCode},
-};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
 /// A strategic merge patch, as kubectl sends one.
 async fn patch(s: &Server, uri: &str, body: Value) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(Method::PATCH)
-        .uri(uri)
-        .header("content-type", "application/strategic-merge-patch+json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let resp = s.router.clone().oneshot(req).await.unwrap();
-    let code = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    crate::common::patch(
+        &s.router,
+        uri,
+        "application/strategic-merge-patch+json",
+        body,
+    )
+    .await
 }
 
 fn message(body: &Value) -> &str {

@@ -7,12 +7,10 @@ use apiserver::ServerOptions;
 use authz::UserInfo;
 use axum::{
     Router,
-    body::Body,
-    http::{Method, Request, StatusCode},
+    http::{Method, StatusCode},
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tower::ServiceExt;
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const NODES: &str = "/api/v1/nodes";
@@ -20,21 +18,7 @@ const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/le
 
 /// A PATCH of `body` as a JSON merge patch.
 async fn merge_patch(router: &Router, uri: &str, body: Value) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(Method::PATCH)
-        .uri(uri)
-        .header("content-type", "application/merge-patch+json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let resp = router.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    crate::common::patch(router, uri, "application/merge-patch+json", body).await
 }
 
 fn node_user(name: &str) -> UserInfo {

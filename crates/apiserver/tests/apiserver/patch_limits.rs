@@ -4,31 +4,13 @@
 
 use crate::common::Server;
 
-use axum::{
-    body::Body,
-    http::{Method, Request, StatusCode},
-};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const CM: &str = "/api/v1/namespaces/default/configmaps/big";
 
 async fn json_patch(s: &Server, ops: &Value) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(Method::PATCH)
-        .uri(CM)
-        .header("content-type", "application/json-patch+json")
-        .body(Body::from(ops.to_string()))
-        .unwrap();
-    let resp = s.router.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    crate::common::patch(&s.router, CM, "application/json-patch+json", ops.clone()).await
 }
 
 #[tokio::test]

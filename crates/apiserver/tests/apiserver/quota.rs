@@ -40,19 +40,7 @@ async fn used(s: &Server, name: &str) -> Value {
 
 /// A JSON merge patch.
 async fn patch(s: &Server, uri: &str, body: Value) -> (StatusCode, Value) {
-    use tower::ServiceExt;
-    let req = axum::http::Request::builder()
-        .method(Method::PATCH)
-        .uri(uri)
-        .header("content-type", "application/merge-patch+json")
-        .body(axum::body::Body::from(body.to_string()))
-        .unwrap();
-    let resp = s.router.clone().oneshot(req).await.unwrap();
-    let code = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    crate::common::patch(&s.router, uri, "application/merge-patch+json", body).await
 }
 
 fn pod(name: &str, cpu: Option<&str>) -> Value {

@@ -86,10 +86,21 @@ pub async fn call_raw(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, bytes::Bytes) {
+    send(router, method, uri, "application/json", body).await
+}
+
+/// One request with a body of `content_type` against `router`; the status and the body's bytes.
+async fn send(
+    router: &Router,
+    method: Method,
+    uri: &str,
+    content_type: &str,
+    body: Option<Value>,
+) -> (StatusCode, bytes::Bytes) {
     let req = Request::builder()
         .method(method)
         .uri(uri)
-        .header("content-type", "application/json")
+        .header("content-type", content_type)
         .body(body.map_or(Body::empty(), |b| Body::from(b.to_string())))
         .unwrap();
     let resp = router.clone().oneshot(req).await.unwrap();
@@ -108,17 +119,7 @@ pub async fn patch(
     content_type: &str,
     body: Value,
 ) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(Method::PATCH)
-        .uri(uri)
-        .header("content-type", content_type)
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let resp = router.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
+    let (status, bytes) = send(router, Method::PATCH, uri, content_type, Some(body)).await;
     (
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
