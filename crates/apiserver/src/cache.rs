@@ -672,16 +672,25 @@ impl Cache {
         let key = object_key(&def, Some(ns).filter(|s| !s.is_empty()), name);
         let slot = self.slot(&def);
         let mut guard = write(&slot);
-        let prev = match kind {
-            EventKind::Put => guard.objects.insert(key.clone(), entry.clone()),
-            EventKind::Delete => guard.objects.remove(&key),
+        // Only a kind with a node is indexed by it: every other write keeps its key unshared.
+        let prev = if entry.field_names.iter().any(|f| f == NODE_FIELD) {
+            let prev = match kind {
+                EventKind::Put => guard.objects.insert(key.clone(), entry.clone()),
+                EventKind::Delete => guard.objects.remove(&key),
+            };
+            if let Some(prev) = &prev {
+                guard.unindex(&key, prev);
+            }
+            if kind == EventKind::Put {
+                guard.index(&key, &entry);
+            }
+            prev
+        } else {
+            match kind {
+                EventKind::Put => guard.objects.insert(key, entry.clone()),
+                EventKind::Delete => guard.objects.remove(&key),
+            }
         };
-        if let Some(prev) = &prev {
-            guard.unindex(&key, prev);
-        }
-        if kind == EventKind::Put {
-            guard.index(&key, &entry);
-        }
         guard.changes.fetch_add(1, Ordering::Release);
         let event_type = match (kind, &prev) {
             (EventKind::Delete, _) => EventType::Deleted,

@@ -234,8 +234,10 @@ impl Writer {
     pub(crate) fn event(&self, node: &str, write: Write) {
         let key = {
             let mut q = self.lock();
-            let node: Arc<str> = node.into();
-            let of_node = q.events_of.get(&node).copied().unwrap_or(0);
+            let (node, of_node) = match q.events_of.get_key_value(node) {
+                Some((name, n)) => (name.clone(), *n),
+                None => (Arc::from(node), 0),
+            };
             if q.events >= MAX_QUEUED_EVENTS || of_node >= MAX_QUEUED_EVENTS_PER_NODE {
                 Stats::add(&self.stats.events_dropped, 1);
                 return;
