@@ -1196,8 +1196,16 @@ impl DaemonSetController {
         // storeDaemonSetStatus); the role grants `update` on `daemonsets/status`, not `patch`.
         let set = |v: &mut Value| crate::util::update::set_status_fields(v, &fields);
         match crate::util::update::status(&api, ds, set).await {
-            Ok(_) => {
+            Ok(written) => {
                 progress.after_write(&self.recorder, &events::reference(ds));
+                if let Some(written) = written
+                    .filter(|w| crate::util::owners::same_but_status(&w.metadata, &ds.metadata))
+                {
+                    let mut newer = sync.daemon.clone();
+                    newer.ds.metadata.resource_version = written.metadata.resource_version;
+                    newer.ds.status = written.status;
+                    self.daemons.hold_newer(newer);
+                }
                 Ok(())
             }
             Err(e) if is_status(&e, 404) => Ok(()),

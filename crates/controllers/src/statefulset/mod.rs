@@ -236,7 +236,7 @@ pub struct StatefulSetController {
     /// the typed API.
     stateful_sets: Informer<DynamicObject>,
     /// Each set read once per change, with what is derived from it.
-    sets: Owners<Set>,
+    sets: Arc<Owners<Set>>,
     pods: Informer<Pod>,
     revisions: Informer<ControllerRevision>,
     claims: Informer<PersistentVolumeClaim>,
@@ -347,8 +347,11 @@ impl StatefulSetController {
     pub fn new(informers: &Informers, config: Config) -> Arc<Self> {
         let client = informers.client().clone();
         let gate = Arc::new(crate::disruption_gate::DisruptionGate::new(informers));
+        let sets: Arc<Owners<Set>> = Arc::default();
         Arc::new(Self {
-            syncer: Syncer::new(client.clone(), &config).with_gate(Arc::clone(&gate)),
+            syncer: Syncer::new(client.clone(), &config)
+                .with_gate(Arc::clone(&gate))
+                .holding(Arc::clone(&sets)),
             gate,
             autorollback: crate::autorollback::AutoRollback::new(
                 informers,
@@ -358,7 +361,7 @@ impl StatefulSetController {
             queue: config.run.queue(),
             client,
             stateful_sets: informers.dynamic(&ApiResource::erase::<StatefulSet>(&())),
-            sets: Owners::default(),
+            sets,
             pods: informers.get(),
             revisions: informers.get(),
             claims: informers.get(),

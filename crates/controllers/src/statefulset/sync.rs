@@ -18,6 +18,7 @@ use crate::{
     runtime::Action,
     util::api_error::is_status,
     util::expectations::PodExpectations,
+    util::owners::{Owners, same_but_status},
     util::pod_control::{PodChange, PodControl, Target},
 };
 use events::{EventType, Recorder};
@@ -244,6 +245,9 @@ pub struct Syncer {
     expectations: PodExpectations,
     /// Budget-aware updates ([`crate::disruption_gate`]), when the controller has a gate.
     gate: Option<Arc<DisruptionGate>>,
+    /// The controller's parsed sets, which hold each status write until the watch delivers it
+    /// ([`Owners::hold_newer`]).
+    sets: Option<Arc<Owners<Set>>>,
 }
 
 impl Syncer {
@@ -254,7 +258,14 @@ impl Syncer {
             client,
             expectations: PodExpectations::new(config.expectations_ttl),
             gate: None,
+            sets: None,
         }
+    }
+
+    /// The syncer holding its status writes in the controller's `sets`.
+    pub fn holding(mut self, sets: Arc<Owners<Set>>) -> Self {
+        self.sets = Some(sets);
+        self
     }
 
     /// The syncer asking the budgets before updates of the sets that opt in.
@@ -776,8 +787,16 @@ impl Syncer {
         // `statefulsets/status`, not `patch`.
         let write = |v: &mut Value| crate::util::update::set_status_fields(v, &fields);
         match crate::util::update::status(&api, &set.sts, write).await {
-            Ok(_) => {
+            Ok(written) => {
                 progress.after_write(&self.recorder, &events::reference(&set.sts));
+                if let (Some(sets), Some(written)) = (&self.sets, written)
+                    && same_but_status(&written.metadata, &set.sts.metadata)
+                {
+                    let mut newer = set.clone();
+                    newer.sts.metadata.resource_version = written.metadata.resource_version;
+                    newer.sts.status = written.status;
+                    sets.hold_newer(newer);
+                }
                 Ok(())
             }
             Err(e) if is_status(&e, 404) => Ok(()),

@@ -6,6 +6,7 @@
 //! (`podUpdatePolicy`, `paused`) are not in the typed API; a controller reads each one once per
 //! change into its own type ([`Owner::from_json`]) rather than once per sync.
 
+use super::written::later;
 use api::{pod::controller_of, selector::LabelSelector};
 use informer::{Change, Key, Object, key as make_key};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -37,6 +38,18 @@ pub fn parse_selector(
 ) -> Result<LabelSelector, String> {
     LabelSelector::from_label_selector(&selector.cloned().unwrap_or_default())
         .map_err(|e| e.to_string())
+}
+
+/// Whether `written`, an object as a write of its status returned it, is `held` with only its
+/// status changed: the same generation, labels, annotations and deletion. A write that went
+/// through a conflict onto a user's change is not, and waits for the watch, which brings that
+/// change with it.
+pub fn same_but_status(written: &ObjectMeta, held: &ObjectMeta) -> bool {
+    written.uid == held.uid
+        && written.generation == held.generation
+        && written.labels == held.labels
+        && written.annotations == held.annotations
+        && written.deletion_timestamp == held.deletion_timestamp
 }
 
 /// The owners of one kind, by `namespace/name`.
@@ -95,10 +108,39 @@ impl<O: Owner> Owners<O> {
         };
         let mut by_key = self.by_key.write().unwrap_or_else(|e| e.into_inner());
         match parsed {
-            Some(o) => by_key.insert(key.clone(), o),
-            None => by_key.remove(&key),
+            // The watch catching up with a write of the controller's own it already holds.
+            Some(o)
+                if by_key
+                    .get(&key)
+                    .is_some_and(|held| later(held.meta(), o.meta())) => {}
+            Some(o) => {
+                by_key.insert(key.clone(), o);
+            }
+            None => {
+                by_key.remove(&key);
+            }
         };
         key
+    }
+
+    /// Holds `newer` in place of the owner held under its key, if it is a later version of it:
+    /// what the controller's own status write returned, before the watch delivers it. A sync
+    /// that runs in between (on the next pod event) then compares with the status just written
+    /// and writes over it, instead of writing over the one before with a resourceVersion the
+    /// server has moved past: a 409, a GET and a second write, three requests from the
+    /// controller's rate limit where one would do (issue 39: 45 conflicts in a 100-node
+    /// DaemonSet update under 20/30, upstream's controller 17).
+    pub fn hold_newer(&self, newer: O) {
+        let key = make_key(
+            newer.meta().namespace.as_deref().unwrap_or_default(),
+            newer.meta().name.as_deref().unwrap_or_default(),
+        );
+        let mut by_key = self.by_key.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = by_key.get_mut(&key)
+            && later(newer.meta(), held.meta())
+        {
+            *held = Arc::new(newer);
+        }
     }
 
     /// The owner a child's controller reference names, if held with the same uid (a recreated
@@ -226,6 +268,68 @@ mod tests {
             }))
             .unwrap(),
         )
+    }
+
+    fn web_at(uid: &str, rv: &str) -> Web {
+        let Change::Added(obj) = owner("web", uid, "web") else {
+            unreachable!()
+        };
+        let mut value = serde_json::to_value(obj.object()).unwrap();
+        value["metadata"]["resourceVersion"] = json!(rv);
+        Web::from_json(value).unwrap()
+    }
+
+    fn updated(web: Web) -> Change<DynamicObject> {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": web.meta,
+            "spec": {"selector": {"matchLabels": {"app": "web"}}}
+        }))
+        .unwrap();
+        Change::Updated {
+            old: Cached::shared(obj.clone()),
+            new: Cached::shared(obj),
+        }
+    }
+
+    fn held_version(owners: &Owners<Web>) -> (String, String) {
+        let held = owners.get("ns/web").unwrap();
+        (
+            held.meta.uid.clone().unwrap(),
+            held.meta.resource_version.clone().unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_write_of_its_own_is_held_until_the_watch_moves_past_it() {
+        let owners: Owners<Web> = Owners::default();
+        owners.apply(&updated(web_at("u1", "5")));
+        // The status write's answer, before its watch event.
+        owners.hold_newer(web_at("u1", "7"));
+        assert_eq!(held_version(&owners), ("u1".into(), "7".into()));
+        // The watch still delivering an older version does not undo it; its own event and a
+        // later write (the user's) replace it.
+        assert_eq!(owners.apply(&updated(web_at("u1", "6"))), "ns/web");
+        assert_eq!(held_version(&owners), ("u1".into(), "7".into()));
+        owners.apply(&updated(web_at("u1", "7")));
+        owners.apply(&updated(web_at("u1", "9")));
+        assert_eq!(held_version(&owners), ("u1".into(), "9".into()));
+        // An answer older than what the watch already gave is not held.
+        owners.hold_newer(web_at("u1", "8"));
+        assert_eq!(held_version(&owners), ("u1".into(), "9".into()));
+        // A recreated object is another object, whatever its version; a version that is not a
+        // number is never later.
+        owners.apply(&updated(web_at("u2", "3")));
+        assert_eq!(held_version(&owners), ("u2".into(), "3".into()));
+        owners.hold_newer(web_at("u1", "12"));
+        owners.hold_newer(web_at("u2", "opaque"));
+        assert_eq!(held_version(&owners), ("u2".into(), "3".into()));
+        // Nothing is held for an object gone.
+        let Change::Added(obj) = owner("web", "u2", "web") else {
+            unreachable!()
+        };
+        owners.apply(&Change::Deleted(obj));
+        owners.hold_newer(web_at("u2", "4"));
+        assert!(owners.get("ns/web").is_none());
     }
 
     #[test]

@@ -11,8 +11,12 @@
 //! Resource versions are compared as numbers. Kubernetes calls them opaque, but every store
 //! rollwright runs on (its own, etcd, and so every kube-apiserver) hands out increasing integers.
 //! A version that is not a number leaves the cache's copy in charge, as upstream.
+//!
+//! The DaemonSet and StatefulSet controllers keep their own objects parsed
+//! ([`super::owners::Owners::hold_newer`]) and hold their status writes there by [`later`].
 
 use informer::{Change, Key, Object, key_of};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use std::{
     collections::HashMap,
@@ -34,7 +38,19 @@ impl<K> Default for Written<K> {
 }
 
 fn version<K: Resource>(object: &K) -> Option<u64> {
-    object.meta().resource_version.as_deref()?.parse().ok()
+    number(object.meta())
+}
+
+fn number(meta: &ObjectMeta) -> Option<u64> {
+    meta.resource_version.as_deref()?.parse().ok()
+}
+
+/// Whether `a` is a later version of the object `b` is: the same uid, a higher version. A
+/// version that is not a number is never later.
+pub fn later(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    a.uid.is_some()
+        && a.uid == b.uid
+        && matches!((number(a), number(b)), (Some(x), Some(y)) if x > y)
 }
 
 impl<K: Object + Clone> Written<K> {

@@ -218,49 +218,68 @@ fn items<'a>(objects: &'a serde_json::Map<String, Value>, key: &str) -> &'a [Val
         .unwrap_or_default()
 }
 
+/// A workload's latest revision and its pods.
+struct Revision<'a> {
+    /// `kind/namespace/name`.
+    workload: String,
+    /// The ReplicaSet's or ControllerRevision's name.
+    name: String,
+    /// Its number: 1 for the workload's creation, more for an update.
+    number: i64,
+    /// The workload's `minReadySeconds`.
+    min_ready_seconds: i64,
+    pods: Vec<&'a Value>,
+}
+
 /// The pods of each workload's latest revision, with the workload's name and the revision's:
 /// a Deployment's ReplicaSet of the highest `deployment.kubernetes.io/revision`, a DaemonSet's or
 /// StatefulSet's ControllerRevision of the highest `revision` (its pods carry its name, or its
 /// hash, as `controller-revision-hash`).
-fn latest_revisions(
-    objects: &serde_json::Map<String, Value>,
-) -> Vec<(String, String, Vec<&Value>)> {
+fn latest_revisions(objects: &serde_json::Map<String, Value>) -> Vec<Revision<'_>> {
     let pods = items(objects, "pods");
+    let min_ready = |w: &Value| {
+        w.pointer("/spec/minReadySeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
     let mut out = Vec::new();
     for d in items(objects, "deployments") {
         let uid = text(d, "/metadata/uid");
+        let number = |rs: &Value| {
+            text(
+                rs,
+                "/metadata/annotations/deployment.kubernetes.io~1revision",
+            )
+            .parse::<i64>()
+            .unwrap_or(0)
+        };
         let latest = items(objects, "replicaSets")
             .iter()
             .filter(|rs| owned_by(rs, uid))
-            .max_by_key(|rs| {
-                text(
-                    rs,
-                    "/metadata/annotations/deployment.kubernetes.io~1revision",
-                )
-                .parse::<i64>()
-                .unwrap_or(0)
-            });
+            .max_by_key(|rs| number(rs));
         if let Some(rs) = latest {
             let rs_uid = text(rs, "/metadata/uid");
-            let mine = pods.iter().filter(|p| owned_by(p, rs_uid)).collect();
-            out.push((
-                format!(
+            out.push(Revision {
+                workload: format!(
                     "deployment/{}/{}",
                     text(d, "/metadata/namespace"),
                     text(d, "/metadata/name")
                 ),
-                text(rs, "/metadata/name").to_string(),
-                mine,
-            ));
+                name: text(rs, "/metadata/name").to_string(),
+                number: number(rs),
+                min_ready_seconds: min_ready(d),
+                pods: pods.iter().filter(|p| owned_by(p, rs_uid)).collect(),
+            });
         }
     }
     for (key, kind) in [("daemonSets", "daemonset"), ("statefulSets", "statefulset")] {
         for w in items(objects, key) {
             let uid = text(w, "/metadata/uid");
+            let number = |r: &Value| r.get("revision").and_then(Value::as_i64).unwrap_or(0);
             let latest = items(objects, "controllerRevisions")
                 .iter()
                 .filter(|r| owned_by(r, uid))
-                .max_by_key(|r| r.get("revision").and_then(Value::as_i64).unwrap_or(0));
+                .max_by_key(|r| number(r));
             if let Some(r) = latest {
                 let name = text(r, "/metadata/name");
                 let hash = text(r, "/metadata/labels/controller-revision-hash");
@@ -272,19 +291,86 @@ fn latest_revisions(
                         !label.is_empty() && (label == name || label == hash)
                     })
                     .collect();
-                out.push((
-                    format!(
+                out.push(Revision {
+                    workload: format!(
                         "{kind}/{}/{}",
                         text(w, "/metadata/namespace"),
                         text(w, "/metadata/name")
                     ),
-                    name.to_string(),
-                    mine,
-                ));
+                    name: name.to_string(),
+                    number: number(r),
+                    min_ready_seconds: min_ready(w),
+                    pods: mine,
+                });
             }
         }
     }
     out
+}
+
+/// A workload's last update as its pods' timestamps show it: from its new revision's first pod
+/// created to its last available. A rehearsal replays it (a `rollout restart` makes the same
+/// pods anew the same way) to learn the pace of a control plane whose limit the timestamps
+/// cannot show: an update that fits in one burst, or that readiness paces, looks the same under
+/// 20 requests a second as under none, but does not take as long.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastUpdate {
+    /// `kind/namespace/name`.
+    pub workload: String,
+    /// The new revision's pods.
+    pub pods: usize,
+    /// Seconds from the first created to the last available. Each end is kept to the second,
+    /// so the figure is off by up to a second either way.
+    pub seconds: f64,
+}
+
+impl LastUpdate {
+    /// The `rollwright` change that replays it.
+    pub fn replay(&self) -> String {
+        let mut parts = self.workload.splitn(3, '/');
+        let (kind, namespace, name) = (
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+        );
+        format!("rollout restart {kind}/{name} -n {namespace}")
+    }
+}
+
+/// The last update among `objects`' workloads that a rehearsal can replay: a revision after the
+/// first (a creation is no update: a restart does not replay it), every one of its pods Ready;
+/// the one with the most pods, the longest look at the pace.
+pub fn last_update(objects: &serde_json::Map<String, Value>) -> Option<LastUpdate> {
+    latest_revisions(objects)
+        .into_iter()
+        .filter(|r| r.number > 1 && !r.pods.is_empty())
+        .filter_map(|r| {
+            let first = r
+                .pods
+                .iter()
+                .map(|p| at(p, "/metadata/creationTimestamp"))
+                .min()??;
+            let ready: Option<Vec<Timestamp>> = r
+                .pods
+                .iter()
+                .map(|p| {
+                    let condition = p
+                        .pointer("/status/conditions")?
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "Ready" && c["status"] == "True")?;
+                    at(condition, "/lastTransitionTime")
+                })
+                .collect();
+            let last = ready?.into_iter().max()?;
+            let seconds = last.duration_since(first).as_secs_f64() + r.min_ready_seconds as f64;
+            (seconds >= 0.0).then_some(LastUpdate {
+                workload: r.workload,
+                pods: r.pods.len(),
+                seconds,
+            })
+        })
+        .max_by_key(|u| u.pods)
 }
 
 /// What a revision's `pods` show.
@@ -408,7 +494,7 @@ fn rate(
 pub fn measure(objects: &serde_json::Map<String, Value>) -> Pace {
     let rollouts: Vec<Rollout> = latest_revisions(objects)
         .into_iter()
-        .map(|(workload, revision, pods)| rollout(workload, revision, &pods))
+        .map(|r| rollout(r.workload, r.name, &r.pods))
         .filter(|r| r.pods > 0)
         .collect();
     let controllers = rate(
@@ -651,5 +737,61 @@ mod tests {
         assert_eq!(pace.rollouts[0].revision, "db-bbb");
         assert_eq!(pace.rollouts[0].pods, 1);
         assert_eq!(pace.rollouts[0].scheduled_after_max, None);
+    }
+
+    /// `cluster`'s Deployment with its new pods Ready `ready(i)` seconds after their creation
+    /// (none: not Ready).
+    fn ready_after(
+        mut objects: serde_json::Map<String, Value>,
+        ready: impl Fn(usize) -> Option<i64>,
+    ) -> serde_json::Map<String, Value> {
+        let pods = objects.get_mut("pods").and_then(Value::as_array_mut);
+        for (i, p) in pods.into_iter().flatten().skip(10).enumerate() {
+            let created: Timestamp = p["metadata"]["creationTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .expect("a creation time");
+            if let Some(after) = ready(i) {
+                let at = Timestamp::from_second(created.as_second() + after)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default();
+                p["status"]["conditions"]
+                    .as_array_mut()
+                    .expect("conditions")
+                    .push(json!({"type": "Ready", "status": "True", "lastTransitionTime": at}));
+            }
+        }
+        objects
+    }
+
+    #[test]
+    fn the_last_update_runs_from_its_first_pod_created_to_its_last_ready() {
+        // 40 pods in three seconds, each Ready 2 s after its creation: 0 s to 4 s.
+        let objects = ready_after(cluster(&[30, 8, 2], |_| 0), |_| Some(2));
+        let update = last_update(&objects).expect("an update");
+        assert_eq!(
+            update,
+            LastUpdate {
+                workload: "deployment/shop/web".into(),
+                pods: 40,
+                seconds: 4.0
+            }
+        );
+        assert_eq!(update.replay(), "rollout restart deployment/web -n shop");
+        // minReadySeconds counts: a pod is available that much after Ready.
+        let mut slow = objects.clone();
+        slow["deployments"][0]["spec"] = json!({"minReadySeconds": 5});
+        assert_eq!(last_update(&slow).map(|u| u.seconds), Some(9.0));
+        // An update not yet done, or a workload only created, is nothing to replay.
+        let unready = ready_after(cluster(&[30, 8, 2], |_| 0), |i| (i != 39).then_some(2));
+        assert_eq!(last_update(&unready), None);
+        let mut created = objects;
+        created["replicaSets"][1]["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+            json!("1");
+        created["replicaSets"]
+            .as_array_mut()
+            .expect("replica sets")
+            .remove(0);
+        assert_eq!(last_update(&created), None);
     }
 }

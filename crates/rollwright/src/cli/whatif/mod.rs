@@ -22,6 +22,7 @@
 //! paced as the real control plane paces it. The verdict says which limits it assumed and why.
 
 pub mod bench;
+pub mod calibrate;
 pub mod change;
 pub mod frames;
 pub mod load;
@@ -181,6 +182,12 @@ pub async fn predict(
     rates: &pace::Rates,
 ) -> anyhow::Result<report::Report> {
     let (rules, derived) = timing::rules(snapshot);
+    let rates = &calibrate::calibrate(
+        snapshot,
+        &timing::profile(user_profile, &rules, 1),
+        limits,
+        rates.clone(),
+    )?;
     let mut done = Vec::new();
     for seed in 1..=runs {
         let profile = timing::profile(user_profile, &rules, seed);

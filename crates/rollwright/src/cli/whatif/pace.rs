@@ -161,6 +161,10 @@ pub struct Assumed {
     /// The sentence the verdict prints: "pods created at most 20/s (burst 30), measured from
     /// deployment/shop/web's last rollout: ...".
     pub summary: String,
+    /// Read from the snapshot (measured, or upstream's default where it showed nothing), not
+    /// given: what [`super::calibrate`] may correct.
+    #[serde(skip)]
+    pub from_snapshot: bool,
 }
 
 impl Assumed {
@@ -179,6 +183,15 @@ impl Assumed {
             qps: limit.map(|l| l.qps),
             burst: limit.map(|l| l.burst),
             summary,
+            from_snapshot: false,
+        }
+    }
+
+    /// As [`Assumed::of`], for a limit read from the snapshot.
+    fn read(component: Component, limit: Option<Limit>, why: String) -> Self {
+        Assumed {
+            from_snapshot: true,
+            ..Assumed::of(component, limit, why)
         }
     }
 
@@ -205,7 +218,7 @@ pub struct Rates {
 /// What `measured` gives `component`.
 fn measured(component: Component, pace: Option<&Pace>) -> Assumed {
     let Some(pace) = pace else {
-        return Assumed::of(
+        return Assumed::read(
             component,
             Some(component.default_limit()),
             format!(
@@ -246,7 +259,7 @@ fn measured(component: Component, pace: Option<&Pace>) -> Assumed {
             format!("{}, assumed: {}", component.upstream(), rate.why),
         ),
     };
-    Assumed::of(component, limit, why)
+    Assumed::read(component, limit, why)
 }
 
 impl Rates {
@@ -288,6 +301,42 @@ impl Rates {
             .iter()
             .find(|a| a.component == component.name())
             .and_then(Assumed::limit)
+    }
+
+    /// Whether `component`'s limit was read from the snapshot rather than given.
+    pub fn read_from_snapshot(&self, component: Component) -> bool {
+        self.components
+            .iter()
+            .any(|a| a.component == component.name() && a.from_snapshot)
+    }
+
+    /// These limits with `component`'s set to `limit`: a candidate to try.
+    pub fn with(&self, component: Component, limit: Option<Limit>) -> Rates {
+        self.calibrated(component, limit, "a candidate".into())
+    }
+
+    /// These limits with `component`'s set to `limit`, found by calibration for the reason
+    /// `why`.
+    pub fn calibrated(&self, component: Component, limit: Option<Limit>, why: String) -> Rates {
+        let mut rates = self.clone();
+        for a in rates.components.iter_mut() {
+            if a.component == component.name() {
+                *a = Assumed::of(component, limit, format!("calibrated: {why}"));
+            }
+        }
+        rates
+    }
+
+    /// These limits with `component`'s summary saying what confirmed it: "...; replaying X's
+    /// last update ... took ...".
+    pub fn confirmed(&self, component: Component, replayed: &str) -> Rates {
+        let mut rates = self.clone();
+        for a in rates.components.iter_mut() {
+            if a.component == component.name() {
+                a.summary = format!("{}; confirmed: {replayed}", a.summary);
+            }
+        }
+        rates
     }
 
     /// No limit anywhere.
@@ -541,6 +590,42 @@ mod tests {
             Some(Limit::CONTROLLER_MANAGER)
         );
         assert!(rates.components[0].summary.contains("measured from"));
+    }
+
+    #[test]
+    fn only_limits_read_from_the_snapshot_are_calibrated_and_the_summary_says_how() {
+        let pace = measured_pace();
+        let rates = Rates::resolve(None, Some(&pace));
+        assert!(rates.read_from_snapshot(Component::Controllers));
+        let given: Choice = "controllers=qps=5,burst=10".parse().expect("parses");
+        let rates_given = Rates::resolve(Some(&given), Some(&pace));
+        assert!(!rates_given.read_from_snapshot(Component::Controllers));
+        assert!(rates_given.read_from_snapshot(Component::Scheduler));
+        assert!(
+            !Rates::resolve(Some(&Choice::KubeDefaults), Some(&pace))
+                .read_from_snapshot(Component::Controllers)
+        );
+
+        let calibrated = rates.calibrated(Component::Controllers, None, "replaying X".into());
+        assert_eq!(calibrated.limit(Component::Controllers), None);
+        assert_eq!(
+            calibrated.components[0].summary,
+            "pods created unpaced: no client limit, calibrated: replaying X"
+        );
+        // The others as they were.
+        assert_eq!(calibrated.components[1], rates.components[1]);
+        let confirmed = rates.confirmed(Component::Controllers, "replaying X");
+        assert_eq!(
+            confirmed.limit(Component::Controllers),
+            Some(Limit::CONTROLLER_MANAGER)
+        );
+        assert!(
+            confirmed.components[0]
+                .summary
+                .ends_with("(480 pods)); confirmed: replaying X"),
+            "{}",
+            confirmed.components[0].summary
+        );
     }
 
     #[test]
