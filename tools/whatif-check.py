@@ -13,6 +13,8 @@
       change (its JSON report's predicted duration, its verdict kept in DIR), the change made for
       real with kubectl and timed from `kubectl set image`'s answer until `kubectl rollout
       status` succeeds. Writes DIR/result.json.
+  whatif-check.py manifest NAME
+      prints the case's workload as JSON, for kubectl apply -f -
   whatif-check.py table RUNS_DIR
       the markdown table of every RUNS_DIR/<side>/<case>-r<readiness>/result.json: side, case,
       readiness, real (median), predicted (median), error %
@@ -233,6 +235,8 @@ def main():
     r.add_argument("--dir", required=True)
     r.add_argument("--repeat", type=int, default=3)
     r.add_argument("--step-timeout", type=int, default=900)
+    m = sub.add_parser("manifest")
+    m.add_argument("name", choices=sorted(CASES))
     t = sub.add_parser("table")
     t.add_argument("runs_dir")
     a = p.parse_args()
@@ -245,6 +249,8 @@ def main():
         print(f"seed: 1\nstartDelay: {a.start}\nreadinessDelay: {int(a.readiness * 1000)}ms")
     elif a.cmd == "run":
         sys.exit(run(a))
+    elif a.cmd == "manifest":
+        print(json.dumps(manifest(a.name)))
     else:
         table(a.runs_dir)
 

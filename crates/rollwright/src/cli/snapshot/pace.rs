@@ -28,6 +28,8 @@
 //!   the rate measured from creates paces them in the rehearsal too.
 //! - A kubelet's requests (status updates) leave no timestamp a user can list: its limit is
 //!   always assumed.
+//! - How long the last update took ([`last_update`]) is kept, though: `whatif` replays it to
+//!   check the controllers' limit read here (`whatif::calibrate`).
 
 use jiff::Timestamp;
 use restclient::Limit;

@@ -1,4 +1,4 @@
-//! The controllers' pace found by replaying the last update the snapshot holds, where its
+//! The control plane's pace found by replaying the last update the snapshot holds, where its
 //! timestamps could not show it.
 //!
 //! Timestamps kept to the second show a client's limit only in a rollout it paces for several
@@ -20,10 +20,15 @@
 //! plane the cluster runs. Closest is by ratio (a second matters more in a 3 s rollout than in a
 //! 50 s one). The recorded figure is off by up to a second either way, so a candidate within
 //! [`TOLERANCE`] of the closest counts as close, and the first such in the order above wins:
-//! the snapshot's reading unless the replay refutes it, then upstream's default.
+//! the snapshot's reading unless the replay refutes it, then upstream's default. When none of
+//! the three comes within 15%, a few more replays look between the two on either side (by
+//! halving the gap between their rates), for a control plane that no default describes: upstream
+//! at raised limits makes a 500-pod update in 10 s, at its API server's pace, where rollwright's
+//! own makes it in 4 s and 20/30 in 52 s. The scheduler's limit is checked the same way, after
+//! the controllers'.
 
 use super::{Limits, change::Change, on_accelerated_clock, pace};
-use crate::cli::snapshot::Snapshot;
+use crate::cli::snapshot::{Snapshot, pace::LastUpdate};
 use restclient::Limit;
 
 /// How much further from the recorded duration than the closest replay a candidate may come
@@ -31,54 +36,132 @@ use restclient::Limit;
 /// differ by about that much).
 const TOLERANCE: f64 = 0.05;
 
-/// `rates` with the controllers' limit corrected by replaying the snapshot's last update, when
-/// the snapshot holds one and the limit was read from the snapshot (not given); otherwise
-/// `rates` as they are. `profile` is the first run's timing.
+/// Past how far from the recorded duration (by ratio) the closest candidate sends the replays
+/// looking between the two candidates around it.
+const FIT_BEYOND: f64 = 0.15;
+
+/// Replays spent looking between two candidates: each halves the gap (by ratio) between them.
+const FIT_STEPS: usize = 5;
+
+/// How far above a limit the search for a faster one reaches when the faster candidate is no
+/// limit at all.
+const FIT_REACH: f32 = 64.0;
+
+/// `rates` with the controllers' and then the scheduler's limit corrected by replaying the
+/// snapshot's last update, each when the snapshot holds one and the limit was read from the
+/// snapshot (not given); otherwise `rates` as they are. `profile` is the first run's timing.
 pub fn calibrate(
     snapshot: &Snapshot,
     profile: &serde_json::Value,
     limits: Limits,
     rates: pace::Rates,
 ) -> anyhow::Result<pace::Rates> {
-    let controllers = pace::Component::Controllers;
-    if !rates.read_from_snapshot(controllers) {
+    let components = [pace::Component::Controllers, pace::Component::Scheduler];
+    if !components.iter().any(|c| rates.read_from_snapshot(*c)) {
         return Ok(rates);
     }
     let Some(recorded) = crate::cli::snapshot::pace::last_update(&snapshot.objects) else {
         return Ok(rates);
     };
-    let replay = Change::parse(&recorded.replay())?;
-    let limits = Limits {
-        accelerated: true,
-        ..limits
-    };
     eprintln!(
         "calibrating on {}'s last update ({} pods, {:.0} s recorded):",
         recorded.workload, recorded.pods, recorded.seconds
     );
-    let read = rates.limit(controllers);
+    let replay = Replay {
+        snapshot,
+        profile,
+        limits: Limits {
+            accelerated: true,
+            ..limits
+        },
+        change: Change::parse(&recorded.replay())?,
+    };
+    let mut rates = rates;
+    for component in components {
+        if rates.read_from_snapshot(component) {
+            rates = calibrate_one(&replay, &recorded, rates, component)?;
+        }
+    }
+    Ok(rates)
+}
+
+/// The last update, replayed on the rehearsal's clock.
+struct Replay<'a> {
+    snapshot: &'a Snapshot,
+    profile: &'a serde_json::Value,
+    limits: Limits,
+    change: Change,
+}
+
+impl Replay<'_> {
+    /// Seconds the update takes under `rates`; none if it did not finish.
+    fn under(&self, rates: &pace::Rates) -> anyhow::Result<Option<f64>> {
+        let run = on_accelerated_clock(
+            self.snapshot,
+            std::slice::from_ref(&self.change),
+            self.profile,
+            1,
+            self.limits,
+            rates,
+        )?;
+        Ok(run.outcome.finished.then_some(run.outcome.seconds))
+    }
+}
+
+/// `rates` with `component`'s limit the one whose replay comes closest to `recorded`: what the
+/// snapshot read, upstream's default or none, or, when none of those comes within
+/// [`FIT_BEYOND`], one between the two around it.
+fn calibrate_one(
+    replay: &Replay<'_>,
+    recorded: &LastUpdate,
+    rates: pace::Rates,
+    component: pace::Component,
+) -> anyhow::Result<pace::Rates> {
+    let read = rates.limit(component);
     let mut candidates: Vec<Option<Limit>> = vec![read];
-    for limit in [Some(controllers.default_limit()), None] {
+    for limit in [Some(component.default_limit()), None] {
         if !candidates.contains(&limit) {
             candidates.push(limit);
         }
     }
-    let mut tried = Vec::new();
+    let mut tried: Vec<(Option<Limit>, f64)> = Vec::new();
+    let try_limit = |limit: Option<Limit>, tried: &mut Vec<(Option<Limit>, f64)>| {
+        let took = replay.under(&rates.with(component, limit))?;
+        match took {
+            Some(seconds) => {
+                eprintln!("  {} {}: {seconds:.1} s", component.name(), named(limit));
+                tried.push((limit, seconds));
+            }
+            None => eprintln!(
+                "  {} {}: the replay did not finish",
+                component.name(),
+                named(limit)
+            ),
+        }
+        anyhow::Ok(took.is_some())
+    };
     for limit in candidates {
-        let run = on_accelerated_clock(
-            snapshot,
-            std::slice::from_ref(&replay),
-            profile,
-            1,
-            limits,
-            &rates.with(controllers, limit),
-        )?;
-        if !run.outcome.finished {
-            eprintln!("  the replay did not finish: the snapshot's reading stands");
+        if !try_limit(limit, &mut tried)? {
             return Ok(rates);
         }
-        eprintln!("  {}: {:.1} s", named(limit), run.outcome.seconds);
-        tried.push((limit, run.outcome.seconds));
+    }
+    if miss(recorded.seconds, closest(recorded.seconds, &tried)) > FIT_BEYOND.ln_1p()
+        && let Some((mut slow, mut fast)) = around(recorded.seconds, &tried)
+    {
+        for _ in 0..FIT_STEPS {
+            let qps = (slow.qps * fast).sqrt().round();
+            if qps <= slow.qps || qps >= fast {
+                break;
+            }
+            let limit = Limit { qps, ..slow };
+            if !try_limit(Some(limit), &mut tried)? {
+                break;
+            }
+            match tried.last() {
+                Some((_, took)) if *took > recorded.seconds => slow = limit,
+                _ => fast = qps,
+            }
+        }
     }
     let chosen = choose(recorded.seconds, &tried);
     let replays: Vec<String> = tried
@@ -93,10 +176,27 @@ pub fn calibrate(
         replays.join(", ")
     );
     Ok(if chosen == read {
-        rates.confirmed(controllers, &replayed)
+        rates.confirmed(component, &replayed)
     } else {
-        rates.calibrated(controllers, chosen, replayed)
+        rates.calibrated(component, chosen, replayed)
     })
+}
+
+/// The candidates on either side of `recorded` seconds, as the slower one's limit and the
+/// faster one's rate (a rate [`FIT_REACH`] times the slower's for no limit); none when every
+/// candidate is faster, or every one slower.
+fn around(recorded: f64, tried: &[(Option<Limit>, f64)]) -> Option<(Limit, f32)> {
+    let slow = tried
+        .iter()
+        .filter(|(limit, took)| limit.is_some() && *took > recorded)
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let fast = tried
+        .iter()
+        .filter(|(_, took)| *took <= recorded)
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let slow = slow.0?;
+    let fast = fast.0.map_or(slow.qps * FIT_REACH, |l| l.qps);
+    (fast > slow.qps).then_some((slow, fast))
 }
 
 /// A candidate, for sentences: "at 20/30", "unpaced".
@@ -107,19 +207,28 @@ fn named(limit: Option<Limit>) -> String {
     }
 }
 
+/// How far `took` seconds is from `recorded`, by ratio. A rollout recorded within one second
+/// reads as 0 s: half a second is its middle.
+fn miss(recorded: f64, took: f64) -> f64 {
+    (recorded.max(0.5) / took.max(0.001)).ln().abs()
+}
+
+/// The seconds of the candidate in `tried` closest to `recorded`.
+fn closest(recorded: f64, tried: &[(Option<Limit>, f64)]) -> f64 {
+    tried
+        .iter()
+        .map(|(_, took)| *took)
+        .min_by(|a, b| miss(recorded, *a).total_cmp(&miss(recorded, *b)))
+        .unwrap_or(recorded)
+}
+
 /// Of the candidates `tried` (each limit with its replay's seconds, in order of preference), the
 /// first that comes within [`TOLERANCE`] of the closest to `recorded` seconds, by ratio.
 fn choose(recorded: f64, tried: &[(Option<Limit>, f64)]) -> Option<Limit> {
-    // A rollout recorded within one second reads as 0 s: half a second is its middle.
-    let seen = recorded.max(0.5);
-    let miss = |took: f64| (seen / took.max(0.001)).ln().abs();
-    let closest = tried
-        .iter()
-        .map(|(_, took)| miss(*took))
-        .fold(f64::INFINITY, f64::min);
+    let best = miss(recorded, closest(recorded, tried));
     tried
         .iter()
-        .find(|(_, took)| miss(*took) <= closest + (1.0 + TOLERANCE).ln())
+        .find(|(_, took)| miss(recorded, *took) <= best + TOLERANCE.ln_1p())
         .and_then(|(limit, _)| *limit)
 }
 
@@ -156,5 +265,36 @@ mod tests {
         assert_eq!(choose(23.0, &tried), MEASURED);
         // Replays that cannot be told apart keep the first.
         assert_eq!(choose(16.0, &[(DEFAULT, 16.5), (None, 16.0)]), DEFAULT);
+    }
+
+    #[test]
+    fn a_fit_looks_between_the_candidates_on_either_side() {
+        // Upstream at raised limits: 10 s, between 12.1 s at the scheduler's 50/100 and 4 s
+        // with no limit: up to 64 times the slower rate.
+        let scheduler = Some(Limit::SCHEDULER);
+        assert_eq!(
+            around(10.0, &[(scheduler, 12.1), (None, 4.0)]),
+            Some((Limit::SCHEDULER, 50.0 * FIT_REACH))
+        );
+        // The nearest on each side.
+        let fast = Limit {
+            qps: 100.0,
+            burst: 30,
+        };
+        assert_eq!(
+            around(
+                30.0,
+                &[
+                    (MEASURED, 60.0),
+                    (DEFAULT, 40.0),
+                    (Some(fast), 20.0),
+                    (None, 12.0)
+                ]
+            ),
+            Some((Limit::CONTROLLER_MANAGER, 100.0))
+        );
+        // Faster than every candidate, or slower: nothing to look between.
+        assert_eq!(around(3.0, &[(DEFAULT, 52.4), (None, 12.1)]), None);
+        assert_eq!(around(60.0, &[(DEFAULT, 52.4), (None, 12.1)]), None);
     }
 }

@@ -19,7 +19,9 @@
 //! The controllers, the scheduler and the simulated kubelets run under client rate limits
 //! ([`pace`], `--control-plane`): by default the ones the snapshot measured on the copied
 //! cluster, upstream's defaults where it could not, so that a rollout of hundreds of pods is
-//! paced as the real control plane paces it. The verdict says which limits it assumed and why.
+//! paced as the real control plane paces it. Where the snapshot holds an update it can replay,
+//! the controllers' limit is checked against how long that update took ([`calibrate`]). The
+//! verdict says which limits it assumed and why.
 
 pub mod bench;
 pub mod calibrate;

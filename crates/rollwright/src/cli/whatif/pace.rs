@@ -39,7 +39,7 @@ impl Component {
         Component::Kubelet,
     ];
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Component::Controllers => "controllers",
             Component::Scheduler => "scheduler",
