@@ -46,6 +46,49 @@ pub fn limited(base: &kube::Client, limit: Option<Limit>, host: &str) -> kube::C
     .build()
 }
 
+/// A client that sends each request through `base` after waiting `latency` on tokio's clock: a
+/// control plane whose every request takes that much longer than `base`'s. `whatif` rehearses a
+/// cluster slower than its own embedded control plane this way; on its accelerated clock the
+/// wait costs simulated time, not real time. A watch waits once, when it starts.
+pub fn delayed(base: &kube::Client, latency: std::time::Duration) -> kube::Client {
+    kube::client::ClientBuilder::new(
+        Delayed {
+            client: Through(base.clone()),
+            latency,
+        },
+        base.default_namespace(),
+    )
+    .build()
+}
+
+/// [`Through`], each request after a wait.
+#[derive(Clone)]
+struct Delayed {
+    client: Through,
+    latency: std::time::Duration,
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for Delayed {
+    type Response = http::Response<kube::client::Body>;
+    type Error = kube::Error;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, kube::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), kube::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let (mut client, latency) = (self.client.clone(), self.latency);
+        Box::pin(async move {
+            tokio::time::sleep(latency).await;
+            tower::Service::call(&mut client, request).await
+        })
+    }
+}
+
 /// A client as the service another client's stack ends in.
 #[derive(Clone)]
 struct Through(kube::Client);

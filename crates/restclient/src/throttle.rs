@@ -283,6 +283,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_delayed_client_waits_before_each_request_and_then_its_limiter() {
+        let base = client(&ThrottleLayer::new(None, "base:2"));
+        let slow = crate::delayed(&base, QUARTER);
+        let start = Instant::now();
+        get(&slow).await;
+        get(&slow).await;
+        assert_eq!(start.elapsed(), 2 * QUARTER);
+        // Side by side, each waits its own quarter: latency, not a rate.
+        let other = slow.clone();
+        let start = Instant::now();
+        futures::future::join(get(&slow), get(&other)).await;
+        assert_eq!(start.elapsed(), QUARTER);
+        // Limited on top, as the rehearsal's controllers: three at once leave the limiter a
+        // quarter apart, and each then waits its quarter.
+        let limited = crate::limited(&slow, Some(Limit { qps: 4.0, burst: 1 }), "own:2");
+        let start = Instant::now();
+        futures::future::join3(get(&limited), get(&limited), get(&limited)).await;
+        assert_eq!(start.elapsed(), 3 * QUARTER);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn without_a_limit_nothing_waits_and_responses_are_counted() {
         let client = client(&ThrottleLayer::new(None, "free:1"));
         let start = Instant::now();

@@ -25,11 +25,16 @@
 //! halving the gap between their rates), for a control plane that no default describes: upstream
 //! at raised limits makes a 500-pod update in 10 s, at its API server's pace, where rollwright's
 //! own makes it in 4 s and 20/30 in 52 s. The scheduler's limit is checked the same way, after
-//! the controllers'.
+//! the controllers'. A replay faster than the recorded update under every limit is a control
+//! plane slower per request, which no rate limit makes: upstream's StatefulSet controller takes
+//! about 1.9 s a pod through an `OrderedReady` update where rollwright's own takes 1.5 s. Then
+//! each of the controllers' requests is made slower ([`restclient::delayed`]) by what brings the
+//! replay closest.
 
 use super::{Limits, change::Change, on_accelerated_clock, pace};
 use crate::cli::snapshot::{Snapshot, pace::LastUpdate};
 use restclient::Limit;
+use std::time::Duration;
 
 /// How much further from the recorded duration than the closest replay a candidate may come
 /// and still count as close: 5%, by ratio (the replays of two limits a rollout never reaches
@@ -46,6 +51,14 @@ const FIT_STEPS: usize = 5;
 /// How far above a limit the search for a faster one reaches when the faster candidate is no
 /// limit at all.
 const FIT_REACH: f32 = 64.0;
+
+/// Where the search for a latency looks, when the replay is faster than the recorded update
+/// under every limit: from 10 ms to 2.56 s more per request.
+const LATENCY_RANGE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_millis(2560));
+
+/// Replays spent on the latency: each halves the range (by ratio).
+const LATENCY_STEPS: usize = 6;
 
 /// `rates` with the controllers' and then the scheduler's limit corrected by replaying the
 /// snapshot's last update, each when the snapshot holds one and the limit was read from the
@@ -77,12 +90,79 @@ pub fn calibrate(
         change: Change::parse(&recorded.replay())?,
     };
     let mut rates = rates;
+    let mut took = None;
     for component in components {
         if rates.read_from_snapshot(component) {
-            rates = calibrate_one(&replay, &recorded, rates, component)?;
+            (rates, took) = calibrate_one(&replay, &recorded, rates, component)?;
         }
     }
+    // Slower than any limit makes it, by more than the fit's margin: each request is.
+    let controllers = pace::Component::Controllers;
+    if let Some(took) = took
+        && took < recorded.seconds
+        && miss(recorded.seconds, took) > FIT_BEYOND.ln_1p()
+        && rates.read_from_snapshot(controllers)
+    {
+        rates = calibrate_latency(&replay, &recorded, rates, controllers, took)?;
+    }
     Ok(rates)
+}
+
+/// `rates` with each of `component`'s requests slower by what makes the replay come closest to
+/// `recorded`, searched (by halving the gap, by ratio) between [`LATENCY_RANGE`]'s ends; as they
+/// are if none comes closer than `took`, the replay without it.
+fn calibrate_latency(
+    replay: &impl Rehearsal,
+    recorded: &LastUpdate,
+    rates: pace::Rates,
+    component: pace::Component,
+    took: f64,
+) -> anyhow::Result<pace::Rates> {
+    let (mut fast, mut slow) = LATENCY_RANGE;
+    let mut tried: Vec<(Duration, f64)> = vec![(Duration::ZERO, took)];
+    for _ in 0..LATENCY_STEPS {
+        let latency = Duration::from_millis(
+            (fast.as_millis() as f64 * slow.as_millis() as f64).sqrt() as u64,
+        );
+        let Some(seconds) = replay.under(&rates.slowed(component, latency, None))? else {
+            break;
+        };
+        eprintln!(
+            "  {} {} ms slower: {seconds:.1} s",
+            component.name(),
+            latency.as_millis()
+        );
+        tried.push((latency, seconds));
+        if seconds > recorded.seconds {
+            slow = latency;
+        } else {
+            fast = latency;
+        }
+    }
+    let Some(&(latency, _)) = tried
+        .iter()
+        .min_by(|a, b| miss(recorded.seconds, a.1).total_cmp(&miss(recorded.seconds, b.1)))
+    else {
+        return Ok(rates);
+    };
+    if latency.is_zero() {
+        return Ok(rates);
+    }
+    let replays: Vec<String> = tried
+        .iter()
+        .map(|(l, seconds)| match l.as_millis() {
+            0 => format!("{seconds:.1} s as fast as its own"),
+            ms => format!("{seconds:.1} s {ms} ms slower"),
+        })
+        .collect();
+    let why = format!(
+        "replaying {}'s last update ({} pods, {:.0} s recorded) took {}",
+        recorded.workload,
+        recorded.pods,
+        recorded.seconds,
+        replays.join(", ")
+    );
+    Ok(rates.slowed(component, latency, Some(&why)))
 }
 
 /// The last update, replayed on the rehearsal's clock.
@@ -93,8 +173,13 @@ struct Replay<'a> {
     change: Change,
 }
 
-impl Replay<'_> {
+/// What the search replays the update on: a rehearsal, or in tests a model of one.
+trait Rehearsal {
     /// Seconds the update takes under `rates`; none if it did not finish.
+    fn under(&self, rates: &pace::Rates) -> anyhow::Result<Option<f64>>;
+}
+
+impl Rehearsal for Replay<'_> {
     fn under(&self, rates: &pace::Rates) -> anyhow::Result<Option<f64>> {
         let run = on_accelerated_clock(
             self.snapshot,
@@ -110,13 +195,14 @@ impl Replay<'_> {
 
 /// `rates` with `component`'s limit the one whose replay comes closest to `recorded`: what the
 /// snapshot read, upstream's default or none, or, when none of those comes within
-/// [`FIT_BEYOND`], one between the two around it.
+/// [`FIT_BEYOND`], one between the two around it; with the seconds its replay took (none if a
+/// replay did not finish, and `rates` are as they were).
 fn calibrate_one(
-    replay: &Replay<'_>,
+    replay: &impl Rehearsal,
     recorded: &LastUpdate,
     rates: pace::Rates,
     component: pace::Component,
-) -> anyhow::Result<pace::Rates> {
+) -> anyhow::Result<(pace::Rates, Option<f64>)> {
     let read = rates.limit(component);
     let mut candidates: Vec<Option<Limit>> = vec![read];
     for limit in [Some(component.default_limit()), None] {
@@ -142,7 +228,7 @@ fn calibrate_one(
     };
     for limit in candidates {
         if !try_limit(limit, &mut tried)? {
-            return Ok(rates);
+            return Ok((rates, None));
         }
     }
     if miss(recorded.seconds, closest(recorded.seconds, &tried)) > FIT_BEYOND.ln_1p()
@@ -164,6 +250,10 @@ fn calibrate_one(
         }
     }
     let chosen = choose(recorded.seconds, &tried);
+    let took = tried
+        .iter()
+        .find(|(limit, _)| *limit == chosen)
+        .map(|(_, seconds)| *seconds);
     let replays: Vec<String> = tried
         .iter()
         .map(|(limit, took)| format!("{took:.1} s {}", named(*limit)))
@@ -175,11 +265,12 @@ fn calibrate_one(
         recorded.seconds,
         replays.join(", ")
     );
-    Ok(if chosen == read {
+    let rates = if chosen == read {
         rates.confirmed(component, &replayed)
     } else {
         rates.calibrated(component, chosen, replayed)
-    })
+    };
+    Ok((rates, took))
 }
 
 /// The candidates on either side of `recorded` seconds, as the slower one's limit and the
@@ -296,5 +387,83 @@ mod tests {
         // Faster than every candidate, or slower: nothing to look between.
         assert_eq!(around(3.0, &[(DEFAULT, 52.4), (None, 12.1)]), None);
         assert_eq!(around(60.0, &[(DEFAULT, 52.4), (None, 12.1)]), None);
+    }
+
+    /// A model of a replay: seconds from the scheduler's rate and the controllers' latency.
+    struct Model(fn(Option<f32>, f64) -> f64);
+
+    impl Rehearsal for Model {
+        fn under(&self, rates: &pace::Rates) -> anyhow::Result<Option<f64>> {
+            let qps = rates.limit(pace::Component::Scheduler).map(|l| l.qps);
+            let latency = rates
+                .latency(pace::Component::Controllers)
+                .map_or(0.0, |l| l.as_secs_f64());
+            Ok(Some((self.0)(qps, latency)))
+        }
+    }
+
+    fn measured_rates() -> pace::Rates {
+        let pace = crate::cli::snapshot::pace::measure(&Default::default());
+        pace::Rates::resolve(None, Some(&pace))
+    }
+
+    fn update(seconds: f64) -> LastUpdate {
+        LastUpdate {
+            workload: "deployment/shop/web".into(),
+            pods: 500,
+            seconds,
+        }
+    }
+
+    #[test]
+    fn the_search_finds_the_rate_between_the_default_and_none() {
+        // 500 bindings: 4 s unpaced, 500/qps under a limit; 8 s recorded is 125 a second.
+        let model = Model(|qps, _| qps.map_or(4.0, |q| 4.0 + 500.0 / f64::from(q)));
+        let (rates, took) = calibrate_one(
+            &model,
+            &update(8.0),
+            measured_rates(),
+            pace::Component::Scheduler,
+        )
+        .expect("replays");
+        let qps = rates
+            .limit(pace::Component::Scheduler)
+            .map(|l| l.qps)
+            .expect("a limit");
+        assert!((100.0..=160.0).contains(&qps), "{qps}");
+        assert!(took.is_some_and(|t| (t - 8.0).abs() < 0.8), "{took:?}");
+        assert!(
+            rates.components[1].summary.contains("calibrated: replaying deployment/shop/web's last update (500 pods, 8 s recorded) took 14.0 s at 50/100, 4.0 s unpaced"),
+            "{}",
+            rates.components[1].summary
+        );
+    }
+
+    #[test]
+    fn slower_than_every_limit_makes_each_request_slower() {
+        // 50 pods one at a time: 76 s as the rehearsal's own, and 100 s more per second of
+        // latency; 96 s recorded is 200 ms.
+        let model = Model(|_, latency| 76.0 + 100.0 * latency);
+        let latency = calibrate_latency(
+            &model,
+            &update(96.0),
+            measured_rates(),
+            pace::Component::Controllers,
+            76.0,
+        )
+        .expect("replays")
+        .latency(pace::Component::Controllers)
+        .expect("a latency");
+        assert!((160..=250).contains(&latency.as_millis()), "{latency:?}");
+        // Already as slow as recorded: nothing to add.
+        let rates = calibrate_latency(
+            &Model(|_, latency| 96.0 + 100.0 * latency),
+            &update(96.0),
+            measured_rates(),
+            pace::Component::Controllers,
+            96.0,
+        )
+        .expect("replays");
+        assert_eq!(rates.latency(pace::Component::Controllers), None);
     }
 }

@@ -19,7 +19,7 @@
 use crate::cli::snapshot::pace::{Basis, Pace, Rate};
 use restclient::Limit;
 use serde::Serialize;
-use std::{collections::HashMap, fmt, str::FromStr, sync::Mutex};
+use std::{collections::HashMap, fmt, str::FromStr, sync::Mutex, time::Duration};
 
 /// A part of the control plane with a client limit of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -161,6 +161,10 @@ pub struct Assumed {
     /// The sentence the verdict prints: "pods created at most 20/s (burst 30), measured from
     /// deployment/shop/web's last rollout: ...".
     pub summary: String,
+    /// How much longer each of its requests takes than on the rehearsal's own control plane,
+    /// in milliseconds: a slower cluster, found by [`super::calibrate`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
     /// Read from the snapshot (measured, or upstream's default where it showed nothing), not
     /// given: what [`super::calibrate`] may correct.
     #[serde(skip)]
@@ -183,6 +187,7 @@ impl Assumed {
             qps: limit.map(|l| l.qps),
             burst: limit.map(|l| l.burst),
             summary,
+            latency_ms: None,
             from_snapshot: false,
         }
     }
@@ -327,6 +332,35 @@ impl Rates {
         rates
     }
 
+    /// How much longer each of `component`'s requests takes than on the rehearsal's own control
+    /// plane.
+    pub fn latency(&self, component: Component) -> Option<Duration> {
+        self.components
+            .iter()
+            .find(|a| a.component == component.name())
+            .and_then(|a| a.latency_ms)
+            .map(Duration::from_millis)
+    }
+
+    /// These limits with each of `component`'s requests `latency` slower, found by calibration
+    /// for the reason `why` (`None`: a candidate to try).
+    pub fn slowed(&self, component: Component, latency: Duration, why: Option<&str>) -> Rates {
+        let mut rates = self.clone();
+        let ms = latency.as_millis() as u64;
+        for a in rates.components.iter_mut() {
+            if a.component == component.name() {
+                let base = Assumed::of(component, a.limit(), String::new());
+                let limit = base.summary.trim_end_matches(", ");
+                a.latency_ms = Some(ms);
+                a.summary = format!(
+                    "{limit}, each request {ms} ms slower than the rehearsal's own, calibrated: {}",
+                    why.unwrap_or("a candidate")
+                );
+            }
+        }
+        rates
+    }
+
     /// These limits with `component`'s summary saying what confirmed it: "...; replaying X's
     /// last update ... took ...".
     pub fn confirmed(&self, component: Component, replayed: &str) -> Rates {
@@ -397,13 +431,23 @@ pub fn clients_as(
         .into_iter()
         .map(|c| (c, rates.limit(c)))
         .collect();
+    let latencies: HashMap<Component, Option<Duration>> = Component::ALL
+        .into_iter()
+        .map(|c| (c, rates.latency(c)))
+        .collect();
     let made: Mutex<HashMap<String, kube::Client>> = Mutex::new(HashMap::new());
     std::sync::Arc::new(move |user: authz::UserInfo| {
         let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
         made.entry(user.username.clone())
             .or_insert_with(|| {
-                let limit = component_of(&user.username).and_then(|c| limits[&c]);
-                restclient::limited(&users.client(user), limit, "whatif")
+                let component = component_of(&user.username);
+                let limit = component.and_then(|c| limits[&c]);
+                let base = users.client(user);
+                let base = match component.and_then(|c| latencies[&c]) {
+                    Some(latency) => restclient::delayed(&base, latency),
+                    None => base,
+                };
+                restclient::limited(&base, limit, "whatif")
             })
             .clone()
     })
