@@ -13,6 +13,10 @@
       change (its JSON report's predicted duration, its verdict kept in DIR), the change made for
       real with kubectl and timed from `kubectl set image`'s answer until `kubectl rollout
       status` succeeds. Writes DIR/result.json.
+  whatif-check.py again --rollwright RW RUNS_DIR
+      rehearses every snapshot of RUNS_DIR's runs again with RW (the same change each repeat
+      made), writes each run's again.json (result.json with RW's predictions) and prints their
+      table: a change to `whatif` measured against the real durations already recorded
   whatif-check.py manifest NAME
       prints the case's workload as JSON, for kubectl apply -f -
   whatif-check.py table RUNS_DIR
@@ -187,13 +191,35 @@ def run(a):
     return 0 if result["error"] is None else 1
 
 
+def again(a):
+    """Each run's snapshots rehearsed again with a.rollwright, against the reals recorded."""
+    for f in sorted(Path(a.runs_dir).glob("*/*/result.json")):
+        r = json.loads(f.read_text())
+        kind = CASES[r["case"]][0]
+        ref = f"{SHORT[kind]}/{r['case']}"
+        for i, rep in enumerate(r["repeats"], 1):
+            d = f.parent
+            change = f"set image {ref} app=registry.example/app:v{i} -n {NAMESPACE}"
+            sh([a.rollwright, "whatif", "--snapshot", str(d / f"snapshot-{i}.json"), "--change",
+                change, "--timeout", "900s", "--report", str(d / f"again-{i}.json")], 1200)
+            report = json.loads((d / f"again-{i}.json").read_text())
+            rep["predicted_seconds"] = report["predictedSeconds"]
+            rep["finished"] = report["finished"]
+            rep["control_plane"] = report.get("controlPlane")
+            print(f"  {r['side']} {r['case']} r{r['readiness']:g} {i}: real "
+                  f"{rep['real_seconds']:.2f} s, predicted {rep['predicted_seconds']:.2f} s",
+                  flush=True)
+        (f.parent / "again.json").write_text(json.dumps(r, indent=2) + "\n")
+    table(a.runs_dir, "again.json")
+
+
 def fmt(x):
     return f"{x:.1f} s" if x < 100 else f"{x:.0f} s"
 
 
-def table(runs_dir):
+def table(runs_dir, name="result.json"):
     rows = []
-    for f in sorted(Path(runs_dir).glob("*/*/result.json")):
+    for f in sorted(Path(runs_dir).glob(f"*/*/{name}")):
         r = json.loads(f.read_text())
         reps = [x for x in r["repeats"] if x.get("finished", True)]
         real = statistics.median([x["real_seconds"] for x in r["repeats"]]) if r["repeats"] else None
@@ -235,6 +261,9 @@ def main():
     r.add_argument("--dir", required=True)
     r.add_argument("--repeat", type=int, default=3)
     r.add_argument("--step-timeout", type=int, default=900)
+    ag = sub.add_parser("again")
+    ag.add_argument("--rollwright", required=True)
+    ag.add_argument("runs_dir")
     m = sub.add_parser("manifest")
     m.add_argument("name", choices=sorted(CASES))
     t = sub.add_parser("table")
@@ -249,6 +278,8 @@ def main():
         print(f"seed: 1\nstartDelay: {a.start}\nreadinessDelay: {int(a.readiness * 1000)}ms")
     elif a.cmd == "run":
         sys.exit(run(a))
+    elif a.cmd == "again":
+        again(a)
     elif a.cmd == "manifest":
         print(json.dumps(manifest(a.name)))
     else:
