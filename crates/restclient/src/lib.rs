@@ -40,7 +40,13 @@ pub fn client(config: kube::Config, limit: Option<Limit>) -> Result<kube::Client
 pub fn limited(base: &kube::Client, limit: Option<Limit>, host: &str) -> kube::Client {
     let layer = ThrottleLayer::new(limit.map(RateLimiter::new), host);
     kube::client::ClientBuilder::new(
-        tower::Layer::layer(&layer, Through(base.clone())),
+        tower::Layer::layer(
+            &layer,
+            Through {
+                client: base.clone(),
+                latency: std::time::Duration::ZERO,
+            },
+        ),
         base.default_namespace(),
     )
     .build()
@@ -52,8 +58,8 @@ pub fn limited(base: &kube::Client, limit: Option<Limit>, host: &str) -> kube::C
 /// wait costs simulated time, not real time. A watch waits once, when it starts.
 pub fn delayed(base: &kube::Client, latency: std::time::Duration) -> kube::Client {
     kube::client::ClientBuilder::new(
-        Delayed {
-            client: Through(base.clone()),
+        Through {
+            client: base.clone(),
             latency,
         },
         base.default_namespace(),
@@ -61,37 +67,13 @@ pub fn delayed(base: &kube::Client, latency: std::time::Duration) -> kube::Clien
     .build()
 }
 
-/// [`Through`], each request after a wait.
+/// A client as the service another client's stack ends in, each request sent after `latency`
+/// (none but for [`delayed`]).
 #[derive(Clone)]
-struct Delayed {
-    client: Through,
+struct Through {
+    client: kube::Client,
     latency: std::time::Duration,
 }
-
-impl tower::Service<http::Request<kube::client::Body>> for Delayed {
-    type Response = http::Response<kube::client::Body>;
-    type Error = kube::Error;
-    type Future = futures::future::BoxFuture<'static, Result<Self::Response, kube::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), kube::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
-        let (mut client, latency) = (self.client.clone(), self.latency);
-        Box::pin(async move {
-            tokio::time::sleep(latency).await;
-            tower::Service::call(&mut client, request).await
-        })
-    }
-}
-
-/// A client as the service another client's stack ends in.
-#[derive(Clone)]
-struct Through(kube::Client);
 
 impl tower::Service<http::Request<kube::client::Body>> for Through {
     type Response = http::Response<kube::client::Body>;
@@ -107,7 +89,12 @@ impl tower::Service<http::Request<kube::client::Body>> for Through {
     }
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
-        let client = self.0.clone();
-        Box::pin(async move { client.send(request).await })
+        let (client, latency) = (self.client.clone(), self.latency);
+        Box::pin(async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            client.send(request).await
+        })
     }
 }

@@ -93,7 +93,7 @@ pub fn calibrate(
     let mut took = None;
     for component in components {
         if rates.read_from_snapshot(component) {
-            (rates, took) = calibrate_one(&replay, &recorded, rates, component)?;
+            (rates, took) = calibrate_one(&replay, &recorded, rates, component, took)?;
         }
     }
     // Slower than any limit makes it, by more than the fit's margin: each request is.
@@ -196,12 +196,14 @@ impl Rehearsal for Replay<'_> {
 /// `rates` with `component`'s limit the one whose replay comes closest to `recorded`: what the
 /// snapshot read, upstream's default or none, or, when none of those comes within
 /// [`FIT_BEYOND`], one between the two around it; with the seconds its replay took (none if a
-/// replay did not finish, and `rates` are as they were).
+/// replay did not finish, and `rates` are as they were). `known` is what `rates` themselves
+/// already took (the previous component's choice), which is not replayed again.
 fn calibrate_one(
     replay: &impl Rehearsal,
     recorded: &LastUpdate,
     rates: pace::Rates,
     component: pace::Component,
+    known: Option<f64>,
 ) -> anyhow::Result<(pace::Rates, Option<f64>)> {
     let read = rates.limit(component);
     let mut candidates: Vec<Option<Limit>> = vec![read];
@@ -210,7 +212,7 @@ fn calibrate_one(
             candidates.push(limit);
         }
     }
-    let mut tried: Vec<(Option<Limit>, f64)> = Vec::new();
+    let mut tried: Vec<(Option<Limit>, f64)> = known.map(|k| (read, k)).into_iter().collect();
     let try_limit = |limit: Option<Limit>, tried: &mut Vec<(Option<Limit>, f64)>| {
         let took = replay.under(&rates.with(component, limit))?;
         match took {
@@ -226,7 +228,7 @@ fn calibrate_one(
         }
         anyhow::Ok(took.is_some())
     };
-    for limit in candidates {
+    for limit in candidates.into_iter().skip(tried.len()) {
         if !try_limit(limit, &mut tried)? {
             return Ok((rates, None));
         }
@@ -424,6 +426,7 @@ mod tests {
             &update(8.0),
             measured_rates(),
             pace::Component::Scheduler,
+            None,
         )
         .expect("replays");
         let qps = rates
@@ -465,5 +468,35 @@ mod tests {
         )
         .expect("replays");
         assert_eq!(rates.latency(pace::Component::Controllers), None);
+    }
+
+    /// A replay that only counts how often it ran.
+    struct Counted(std::cell::Cell<usize>);
+
+    impl Rehearsal for Counted {
+        fn under(&self, _: &pace::Rates) -> anyhow::Result<Option<f64>> {
+            self.0.set(self.0.get() + 1);
+            Ok(Some(10.0))
+        }
+    }
+
+    #[test]
+    fn what_the_rates_already_took_is_not_replayed_again() {
+        let counted = Counted(std::cell::Cell::new(0));
+        let component = pace::Component::Scheduler;
+        calibrate_one(&counted, &update(10.0), measured_rates(), component, None).expect("replays");
+        // The reading (upstream's default here) and no limit.
+        assert_eq!(counted.0.get(), 2);
+        counted.0.set(0);
+        let (_, took) = calibrate_one(
+            &counted,
+            &update(10.0),
+            measured_rates(),
+            component,
+            Some(10.0),
+        )
+        .expect("replays");
+        assert_eq!(counted.0.get(), 1);
+        assert_eq!(took, Some(10.0));
     }
 }

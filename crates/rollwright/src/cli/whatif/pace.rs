@@ -172,16 +172,21 @@ pub struct Assumed {
 }
 
 impl Assumed {
-    fn of(component: Component, limit: Option<Limit>, why: String) -> Self {
-        let summary = match limit {
+    /// What `limit` paces, for sentences: "pods created at most 20/s (burst 30)".
+    fn paced(component: Component, limit: Option<Limit>) -> String {
+        match limit {
             Some(l) => format!(
-                "{} at most {}/s (burst {}), {why}",
+                "{} at most {}/s (burst {})",
                 component.paces(),
                 l.qps,
                 l.burst
             ),
-            None => format!("{} unpaced: no client limit, {why}", component.paces()),
-        };
+            None => format!("{} unpaced: no client limit", component.paces()),
+        }
+    }
+
+    fn of(component: Component, limit: Option<Limit>, why: String) -> Self {
+        let summary = format!("{}, {why}", Assumed::paced(component, limit));
         Assumed {
             component: component.name(),
             qps: limit.map(|l| l.qps),
@@ -349,8 +354,7 @@ impl Rates {
         let ms = latency.as_millis() as u64;
         for a in rates.components.iter_mut() {
             if a.component == component.name() {
-                let base = Assumed::of(component, a.limit(), String::new());
-                let limit = base.summary.trim_end_matches(", ");
+                let limit = Assumed::paced(component, a.limit());
                 a.latency_ms = Some(ms);
                 a.summary = format!(
                     "{limit}, each request {ms} ms slower than the rehearsal's own, calibrated: {}",
