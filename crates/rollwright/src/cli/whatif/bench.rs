@@ -389,7 +389,20 @@ mod tests {
             "the budget blocks the real drain: {:?}",
             real.stalls
         );
-        assert_eq!(reasons(&predicted.stalls), reasons(&real.stalls));
+        // What each followed workload did in the rehearsal, should the two part.
+        let rehearsed: Vec<_> = predicted
+            .runs
+            .iter()
+            .flat_map(|r| &r.outcome.workloads)
+            .map(|w| (&w.workload, &w.timeline))
+            .collect();
+        assert_eq!(
+            reasons(&predicted.stalls),
+            reasons(&real.stalls),
+            "rehearsed stalls {:?}, real {:?}; rehearsed (seconds, available, updated): {rehearsed:?}",
+            predicted.stalls,
+            real.stalls
+        );
         source.stop().await;
         Ok(())
     }

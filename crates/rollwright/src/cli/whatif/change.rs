@@ -13,6 +13,7 @@ use kube::{
 };
 use serde_json::json;
 use std::{
+    collections::HashSet,
     path::Path,
     sync::{Arc, Mutex},
     time::Duration,
@@ -129,7 +130,8 @@ fn stays(pod: &Pod) -> bool {
 const EVICTION_RETRY: Duration = Duration::from_secs(5);
 
 /// Evicts every pod on `node` but those that stay, retrying refused evictions as `kubectl drain`
-/// does, until all are gone.
+/// does, until all are gone. It says what it does as `kubectl drain` does (`evicting pod`,
+/// `pod/NAME evicted`, the budget's refusal), each refusal once rather than at every retry.
 async fn evict_all(
     client: &Client,
     node: &str,
@@ -138,6 +140,7 @@ async fn evict_all(
 ) {
     let pods: Api<Pod> = Api::all(client.clone());
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let mut told: HashSet<String> = HashSet::new();
     loop {
         let list = match pods.list(&on_node).await {
             Ok(l) => l,
@@ -159,17 +162,27 @@ async fn evict_all(
         let mut blocked = Vec::new();
         for pod in &left {
             let ns = pod.namespace().unwrap_or_default();
+            let name = pod.name_any();
+            if told.insert(format!("{ns}/{name}")) {
+                eprintln!("evicting pod {ns}/{name}");
+            }
             let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-            match api.evict(&pod.name_any(), &EvictParams::default()).await {
-                Ok(_) => {}
+            match api.evict(&name, &EvictParams::default()).await {
+                Ok(_) => eprintln!("pod/{name} evicted"),
                 Err(kube::Error::Api(s)) if s.code == 429 => {
+                    if told.insert(format!("refused {ns}/{name}")) {
+                        eprintln!(
+                            "error when evicting pods/{name:?} -n {ns:?} (will retry after {}s): {}",
+                            EVICTION_RETRY.as_secs(),
+                            s.message
+                        );
+                    }
                     if let Some(owner) = owners(pod) {
-                        blocked
-                            .push((owner, format!("pod {ns}/{}: {}", pod.name_any(), s.message)));
+                        blocked.push((owner, format!("pod {ns}/{name}: {}", s.message)));
                     }
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => tracing::warn!(node, error = %e, "evicting"),
+                Err(e) => eprintln!("error when evicting pods/{name:?} -n {ns:?}: {e}"),
             }
         }
         let wait = if blocked.is_empty() {

@@ -502,6 +502,30 @@ impl Watch {
             .count()
     }
 
+    /// The PodDisruptionBudgets whose status is not yet what the cluster's was: not computed for
+    /// their spec (`observedGeneration`), or fewer healthy pods than `healthy` records of them
+    /// (`namespace/name` to `currentHealthy`). A drain made before then meets budgets a real
+    /// cluster computed long ago still being processed, or spending an unready pod's disruption
+    /// the cluster would not have.
+    pub fn budgets_behind(&self, healthy: &BTreeMap<String, i32>) -> Vec<String> {
+        self.budgets
+            .store()
+            .list()
+            .iter()
+            .filter(|b| {
+                let key = format!(
+                    "{}/{}",
+                    b.metadata.namespace.as_deref().unwrap_or_default(),
+                    b.metadata.name.as_deref().unwrap_or_default()
+                );
+                let status = b.status.clone().unwrap_or_default();
+                status.observed_generation < b.metadata.generation
+                    || status.current_healthy < healthy.get(&key).copied().unwrap_or(0)
+            })
+            .map(|b| b.name_any())
+            .collect()
+    }
+
     /// Every node's name, sorted.
     pub fn node_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self

@@ -392,7 +392,13 @@ async fn rehearse(
         pace::clients_as(&cp.server, rates),
     )?;
     let watch = Watch::start(client.clone()).await;
-    settle(&watch, &loaded, &available_in(snapshot)).await;
+    settle(
+        &watch,
+        &loaded,
+        &available_in(snapshot),
+        &healthy_in(snapshot),
+    )
+    .await;
     quiet(&client).await?;
     eprintln!(
         "  running as in the snapshot after {:.1} s",
@@ -426,10 +432,16 @@ async fn rehearse(
 
 /// Waits until every node has reported Ready (the simulator took them over, so their first
 /// status posts and Leases are written, as on a cluster that has been running), the pods Ready in
-/// the snapshot are Ready again, and every workload's status is current and counts as many
-/// available pods as the snapshot's did; or until [`SETTLE`] passes: the rehearsal then starts
-/// from what there is, and says so.
-async fn settle(watch: &Watch, loaded: &load::Loaded, available: &BTreeMap<WorkloadId, i32>) {
+/// the snapshot are Ready again, every workload's status is current and counts as many
+/// available pods as the snapshot's did, and every PodDisruptionBudget's status is computed and
+/// counts as many healthy pods as the snapshot's; or until [`SETTLE`] passes: the rehearsal then
+/// starts from what there is, and says so.
+async fn settle(
+    watch: &Watch,
+    loaded: &load::Loaded,
+    available: &BTreeMap<WorkloadId, i32>,
+    healthy: &BTreeMap<String, i32>,
+) {
     let deadline = Instant::now() + SETTLE;
     loop {
         let workloads = watch.workloads();
@@ -437,15 +449,21 @@ async fn settle(watch: &Watch, loaded: &load::Loaded, available: &BTreeMap<Workl
             .iter()
             .all(|(id, s)| s.observed && s.available >= available.get(id).copied().unwrap_or(0));
         let (nodes, pods) = (watch.ready_nodes(), watch.ready_pods());
-        if current && nodes >= loaded.ready_nodes && pods >= loaded.ready {
+        let budgets = watch.budgets_behind(healthy);
+        if current && budgets.is_empty() && nodes >= loaded.ready_nodes && pods >= loaded.ready {
             return;
         }
         if Instant::now() >= deadline {
             eprintln!(
-                "  warning: the loaded cluster did not settle in {} s ({nodes} of {} nodes and {pods} of {} pods Ready); rehearsing from there",
+                "  warning: the loaded cluster did not settle in {} s ({nodes} of {} nodes and {pods} of {} pods Ready, budgets not yet current: {}); rehearsing from there",
                 SETTLE.as_secs(),
                 loaded.ready_nodes,
                 loaded.ready,
+                if budgets.is_empty() {
+                    "none".to_string()
+                } else {
+                    budgets.join(", ")
+                },
             );
             return;
         }
@@ -477,6 +495,33 @@ async fn quiet(client: &kube::Client) -> anyhow::Result<()> {
 }
 
 /// Each workload's available pods as the snapshot recorded them.
+/// Each PodDisruptionBudget's `currentHealthy` in the snapshot, by `namespace/name`.
+fn healthy_in(snapshot: &Snapshot) -> BTreeMap<String, i32> {
+    let items = snapshot
+        .objects
+        .get("podDisruptionBudgets")
+        .and_then(serde_json::Value::as_array);
+    items
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            let text = |p: &str| {
+                b.pointer(p)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("")
+            };
+            let healthy = b
+                .pointer("/status/currentHealthy")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(0);
+            (
+                format!("{}/{}", text("/metadata/namespace"), text("/metadata/name")),
+                i32::try_from(healthy).unwrap_or(i32::MAX),
+            )
+        })
+        .collect()
+}
+
 fn available_in(snapshot: &Snapshot) -> BTreeMap<WorkloadId, i32> {
     fn each<K: serde::de::DeserializeOwned + kube::Resource>(
         snapshot: &Snapshot,
