@@ -394,6 +394,7 @@ async fn rollout_case(
         min_ready_seconds: 0,
     };
     let watch = env.watch("app", rule).await;
+    let conflicts = env.c.conflicts("statefulsets/status").await;
 
     env.set_image("app", "app:2").await;
     let new = env.update_revision("app").await;
@@ -404,6 +405,12 @@ async fn rollout_case(
         .await;
 
     assert_eq!(watch.violations(), Vec::<String>::new());
+    // Nobody else writes the set: each status write goes over the controller's own last one.
+    assert_eq!(
+        env.c.conflicts("statefulsets/status").await - conflicts,
+        0.0,
+        "status writes refused with 409 during the update"
+    );
     let staged: Vec<i32> = (partition..replicas).rev().collect();
     let mut order = watch.update_order();
     if !ordered {

@@ -167,6 +167,22 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Writes to `resource` (`daemonsets/status`) the server has refused with 409 Conflict so
+    /// far, from its `/metrics`.
+    pub async fn conflicts(&self, resource: &str) -> f64 {
+        let metrics = self.kubectl(&["get", "--raw", "/metrics"]).await;
+        let resource = format!("resource=\"{resource}\"");
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("apiserver_request_total{")
+                    && l.contains(&resource)
+                    && l.contains(r#"code="409""#)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// Runs kubectl with `input` on stdin (`-f -`), expecting success.
     pub async fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
         let out = self.kubectl_raw(args, Some(input)).await;
