@@ -22,7 +22,8 @@
 //! [`TOLERANCE`] of the closest counts as close, and the first such in the order above wins:
 //! the snapshot's reading unless the replay refutes it, then upstream's default. When none of
 //! the three comes within 15%, a few more replays look between the two on either side (by
-//! halving the gap between their rates), for a control plane that no default describes: upstream
+//! halving the gap between their rates), and the closest replay of all wins, since those rates
+//! have no order of preference; this is for a control plane that no default describes: upstream
 //! at raised limits makes a 500-pod update in 10 s, at its API server's pace, where rollwright's
 //! own makes it in 4 s and 20/30 in 52 s. The scheduler's limit is checked the same way, after
 //! the controllers'. A replay faster than the recorded update under every limit is a control
@@ -233,6 +234,7 @@ fn calibrate_one(
             return Ok((rates, None));
         }
     }
+    let bases = tried.len();
     if miss(recorded.seconds, closest(recorded.seconds, &tried)) > FIT_BEYOND.ln_1p()
         && let Some((mut slow, mut fast)) = around(recorded.seconds, &tried)
     {
@@ -251,7 +253,12 @@ fn calibrate_one(
             }
         }
     }
-    let chosen = choose(recorded.seconds, &tried);
+    let chosen = if tried.len() > bases {
+        // The search's rates have no order of preference: the closest wins.
+        nearest(recorded.seconds, &tried)
+    } else {
+        choose(recorded.seconds, &tried)
+    };
     let took = tried
         .iter()
         .find(|(limit, _)| *limit == chosen)
@@ -306,13 +313,22 @@ fn miss(recorded: f64, took: f64) -> f64 {
     (recorded.max(0.5) / took.max(0.001)).ln().abs()
 }
 
-/// The seconds of the candidate in `tried` closest to `recorded`.
-fn closest(recorded: f64, tried: &[(Option<Limit>, f64)]) -> f64 {
+/// The candidate in `tried` whose replay came closest to `recorded`, with its seconds.
+fn closest_of(recorded: f64, tried: &[(Option<Limit>, f64)]) -> Option<(Option<Limit>, f64)> {
     tried
         .iter()
-        .map(|(_, took)| *took)
-        .min_by(|a, b| miss(recorded, *a).total_cmp(&miss(recorded, *b)))
-        .unwrap_or(recorded)
+        .copied()
+        .min_by(|a, b| miss(recorded, a.1).total_cmp(&miss(recorded, b.1)))
+}
+
+/// The seconds of the candidate in `tried` closest to `recorded`.
+fn closest(recorded: f64, tried: &[(Option<Limit>, f64)]) -> f64 {
+    closest_of(recorded, tried).map_or(recorded, |(_, took)| took)
+}
+
+/// The limit of the candidate in `tried` closest to `recorded`.
+fn nearest(recorded: f64, tried: &[(Option<Limit>, f64)]) -> Option<Limit> {
+    closest_of(recorded, tried).and_then(|(limit, _)| limit)
 }
 
 /// Of the candidates `tried` (each limit with its replay's seconds, in order of preference), the
@@ -389,6 +405,40 @@ mod tests {
         // Faster than every candidate, or slower: nothing to look between.
         assert_eq!(around(3.0, &[(DEFAULT, 52.4), (None, 12.1)]), None);
         assert_eq!(around(60.0, &[(DEFAULT, 52.4), (None, 12.1)]), None);
+    }
+
+    #[test]
+    fn after_a_search_the_closest_replay_wins() {
+        // Upstream at raised limits, 2,000 pods, 21 s recorded: the search's 207/s replayed in
+        // 19.6 s and 182/s in 22.3 s. Both are within 5% of each other; the nearer is 182/s.
+        let rate = |qps: f32| {
+            Some(Limit {
+                qps,
+                ..Limit::CONTROLLER_MANAGER
+            })
+        };
+        let model = Model(|qps, _| match qps {
+            None => 6.0,
+            Some(q) if q <= 50.0 => 80.0,
+            Some(q) if q < 190.0 => 22.3,
+            Some(_) => 19.6,
+        });
+        let (rates, took) = calibrate_one(
+            &model,
+            &update(21.0),
+            measured_rates(),
+            pace::Component::Scheduler,
+            None,
+        )
+        .expect("replays");
+        assert_eq!(took, Some(22.3));
+        let chosen = rates.limit(pace::Component::Scheduler);
+        assert!(chosen.is_some_and(|l| l.qps < 190.0), "{chosen:?}");
+        // Among the three base candidates, order still wins within the tolerance.
+        assert_eq!(
+            choose(21.0, &[(rate(207.0), 19.6), (rate(182.0), 22.3)]),
+            rate(207.0)
+        );
     }
 
     /// A model of a replay: seconds from the scheduler's rate and the controllers' latency.
