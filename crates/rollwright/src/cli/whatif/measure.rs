@@ -504,9 +504,8 @@ impl Watch {
 
     /// The PodDisruptionBudgets whose status is not yet what the cluster's was: not computed for
     /// their spec (`observedGeneration`), or fewer healthy pods than `healthy` records of them
-    /// (`namespace/name` to `currentHealthy`). A drain made before then meets budgets a real
-    /// cluster computed long ago still being processed, or spending an unready pod's disruption
-    /// the cluster would not have.
+    /// (`namespace/name` to `currentHealthy`). A drain made before then meets budgets still
+    /// being processed, which the real cluster computed long ago.
     pub fn budgets_behind(&self, healthy: &BTreeMap<String, i32>) -> Vec<String> {
         self.budgets
             .store()
