@@ -423,14 +423,7 @@ mod tests {
             Some(q) if q < 190.0 => 22.3,
             Some(_) => 19.6,
         });
-        let (rates, took) = calibrate_one(
-            &model,
-            &update(21.0),
-            measured_rates(),
-            pace::Component::Scheduler,
-            None,
-        )
-        .expect("replays");
+        let (rates, took) = calibrate_scheduler(&model, 21.0);
         assert_eq!(took, Some(22.3));
         let chosen = rates.limit(pace::Component::Scheduler);
         assert!(chosen.is_some_and(|l| l.qps < 190.0), "{chosen:?}");
@@ -459,6 +452,18 @@ mod tests {
         pace::Rates::resolve(None, Some(&pace))
     }
 
+    /// The scheduler calibrated on `model` against an update recorded as `seconds` long.
+    fn calibrate_scheduler(model: &Model, seconds: f64) -> (pace::Rates, Option<f64>) {
+        calibrate_one(
+            model,
+            &update(seconds),
+            measured_rates(),
+            pace::Component::Scheduler,
+            None,
+        )
+        .expect("replays")
+    }
+
     fn update(seconds: f64) -> LastUpdate {
         LastUpdate {
             workload: "deployment/shop/web".into(),
@@ -471,14 +476,7 @@ mod tests {
     fn the_search_finds_the_rate_between_the_default_and_none() {
         // 500 bindings: 4 s unpaced, 500/qps under a limit; 8 s recorded is 125 a second.
         let model = Model(|qps, _| qps.map_or(4.0, |q| 4.0 + 500.0 / f64::from(q)));
-        let (rates, took) = calibrate_one(
-            &model,
-            &update(8.0),
-            measured_rates(),
-            pace::Component::Scheduler,
-            None,
-        )
-        .expect("replays");
+        let (rates, took) = calibrate_scheduler(&model, 8.0);
         let qps = rates
             .limit(pace::Component::Scheduler)
             .map(|l| l.qps)
