@@ -394,12 +394,12 @@ mod tests {
             .runs
             .iter()
             .flat_map(|r| &r.outcome.workloads)
-            .map(|w| (&w.workload, &w.timeline))
+            .map(|w| (&w.workload, &w.timeline, &w.revisions))
             .collect();
         assert_eq!(
             reasons(&predicted.stalls),
             reasons(&real.stalls),
-            "rehearsed stalls {:?}, real {:?}; rehearsed (seconds, available, updated): {rehearsed:?}",
+            "rehearsed stalls {:?}, real {:?}; rehearsed (seconds, available, updated) and pods per revision: {rehearsed:?}",
             predicted.stalls,
             real.stalls
         );
