@@ -511,17 +511,20 @@ impl Watch {
             .store()
             .list()
             .iter()
-            .filter(|b| {
+            .filter_map(|b| {
                 let key = format!(
                     "{}/{}",
                     b.metadata.namespace.as_deref().unwrap_or_default(),
                     b.metadata.name.as_deref().unwrap_or_default()
                 );
-                let status = b.status.clone().unwrap_or_default();
-                status.observed_generation < b.metadata.generation
-                    || status.current_healthy < healthy.get(&key).copied().unwrap_or(0)
+                let (observed, healthy_now) = b
+                    .status
+                    .as_ref()
+                    .map_or((None, 0), |s| (s.observed_generation, s.current_healthy));
+                let behind = observed < b.metadata.generation
+                    || healthy_now < healthy.get(&key).copied().unwrap_or(0);
+                behind.then_some(key)
             })
-            .map(|b| b.name_any())
             .collect()
     }
 
